@@ -1,0 +1,3 @@
+module github.com/coordkit/coordkit/bench
+
+go 1.25

@@ -1,0 +1,3 @@
+module github.com/coordkit/coordkit/demo
+
+go 1.25

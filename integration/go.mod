@@ -1,0 +1,3 @@
+module github.com/coordkit/coordkit/integration
+
+go 1.25

@@ -1,0 +1,3 @@
+module github.com/coordkit/coordkit/lock
+
+go 1.25

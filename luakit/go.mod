@@ -1,0 +1,10 @@
+module github.com/coordkit/coordkit/luakit
+
+go 1.25.0
+
+require (
+	github.com/redis/rueidis v1.0.79 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)

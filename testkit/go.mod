@@ -1,0 +1,3 @@
+module github.com/coordkit/coordkit/testkit
+
+go 1.25

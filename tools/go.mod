@@ -1,0 +1,3 @@
+module github.com/coordkit/coordkit/tools
+
+go 1.25
