@@ -1,0 +1,61 @@
+// Package lock provides fenced locks (leases with fencing tokens) on Redis and Valkey through a
+// rueidis client.
+//
+// # Model
+//
+// A lock is two keys in one Cluster slot: the lease key, a string holding a random 128-bit owner token
+// with a PX expiry, and the fence key, a persistent integer counter. Acquiring runs one Lua script that,
+// when the lease is free, increments the counter and writes the lease; the new counter value is the
+// fencing token. Renewal (Extend, KeepAlive), verification and release are one script each and check the
+// owner token, so an expired owner can never touch a replacement lease. Expiry uses the server's clock.
+//
+//	lk, _ := lock.New(client)
+//	lease, err := lk.TryAcquire(ctx, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
+//	if errors.Is(err, lock.ErrNotAcquired) { return }
+//	defer lease.Release(context.Background())
+//	write(lease.Context(), lease.FencingToken()) // the resource rejects lower tokens
+//
+// TryAcquire returns at once. Acquire waits without polling: with [WithTracker] on a RESP3 client with
+// client-side caching (the rueidis default) it wakes when the lease key is invalidated, and at the
+// holder's PTTL deadline in every case. Redis needs no notify-keyspace-events configuration.
+//
+// # Guarantees
+//
+//   - At most one unexpired lease per lease key, within one retained Redis history.
+//   - Fencing tokens are positive int64 values, strictly increasing across successive owners and equal
+//     across renewals of one lease, exact above 2^53 (they cross the Lua boundary as decimal strings).
+//     Tokens can have gaps when a reply is lost.
+//   - A failed acquisition writes nothing: an expiring, negative, malformed or overflowing counter is
+//     reported as a [*CounterError] with no lease created; a cross-slot pair on Cluster, equal keys, an
+//     empty key or a TTL under 1ms is rejected before any I/O.
+//   - The handle's local estimate ([Lease.Remaining], [Lease.Deadline]) is measured from before the
+//     request was sent, so on a sane clock it ends no later than the server's lease. A reply that arrives
+//     after the estimate elapsed is not reported as acquired ([ErrLateReply]); Extend after it returns
+//     false without contacting the server.
+//   - Outcomes that cannot be known (timeout, cancellation or disconnect after sending) are reported as
+//     [ErrUncertain], never as success.
+//
+// # Non-guarantees
+//
+//   - A fencing token does not stop a paused or partitioned process. The protected resource must
+//     atomically reject writes whose token is lower than the highest it has accepted ([Fence] shows the
+//     check); only that makes the lock safe.
+//   - Tokens are not globally monotonic. Asynchronous replication can lose the counter's last increments
+//     on failover, and restoring a backup, deleting, expiring or evicting the counter can reissue or
+//     lower tokens. Keep the counter's history: reserve both keys for this package, never delete or
+//     expire the counter, and run on a non-evicting deployment with durability suited to the resource.
+//     When tokens must stay monotonic across failover or rollback, use a consensus-backed fencing
+//     authority (etcd, ZooKeeper, a database sequence).
+//   - Mutual exclusion relies on the server's clock and on the lease TTL outlasting the protected work's
+//     pauses; KeepAlive narrows but cannot close that window.
+//
+// # Servers
+//
+// Redis 7.0 and later, Valkey 8 and later, standalone or Cluster (both keys in one slot; a key prefix
+// containing a hash tag moves every key). RESP2 clients work; waiting then relies on the PTTL deadline.
+//
+// # Concurrency
+//
+// [Locker] and [Lease] are safe for concurrent use. A Lease owns no goroutine except while KeepAlive
+// runs; Release stops it.
+package lock

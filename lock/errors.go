@@ -1,0 +1,95 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Compare with errors.Is: most are returned wrapped with detail.
+var (
+	// ErrNotAcquired is returned by [Locker.TryAcquire] when another owner holds the lease. Nothing was
+	// written: the counter did not advance.
+	ErrNotAcquired = errors.New("lock: lease is held by another owner")
+
+	// ErrLateReply is returned when the server granted the lease but its reply arrived after the
+	// lease's local estimate had already elapsed, so the lease may have expired and been taken by someone
+	// else. The acquisition is not reported as acquired; an owner-checked release is attempted. The
+	// counter advanced (tokens can have gaps).
+	ErrLateReply = errors.New("lock: acquisition reply arrived after the lease's local estimate elapsed")
+
+	// ErrUncertain wraps failures where a command may have reached the server but no reply was read
+	// (timeout, cancellation, broken connection). The server state is unknown: an acquisition may have
+	// been applied (the lease then expires after its TTL unless the owner-checked cleanup succeeded), a
+	// renewal may still run, a release may or may not have deleted the lease.
+	ErrUncertain = errors.New("lock: outcome uncertain")
+
+	// ErrCounter is wrapped by every [*CounterError]: the fence key cannot issue a fencing token.
+	ErrCounter = errors.New("lock: fence counter cannot issue a token")
+
+	// ErrInvalidTTL is returned, before any I/O, for a lease TTL shorter than one millisecond.
+	ErrInvalidTTL = errors.New("lock: lease TTL must be at least 1ms")
+
+	// ErrSameKey is returned, before any I/O, when the lease key and the fence key are equal (after the
+	// key prefix is applied): the counter must outlive every lease.
+	ErrSameKey = errors.New("lock: lease key and fence key must differ")
+
+	// ErrNilClient is returned by [New] for a nil rueidis.Client.
+	ErrNilClient = errors.New("lock: nil rueidis client")
+
+	// ErrLost is the cause reported by [Lease.Err] and [Lease.Context] when the server says this owner no
+	// longer holds the lease (it expired and was taken, or was deleted).
+	ErrLost = errors.New("lock: lease lost")
+
+	// ErrExpired is the cause reported by [Lease.Err] and [Lease.Context] when the lease's local estimate
+	// elapsed without a confirmed renewal: the server may already have expired it.
+	ErrExpired = errors.New("lock: lease local estimate elapsed")
+
+	// ErrReleased is the cause reported by [Lease.Err] and [Lease.Context] after [Lease.Release] was
+	// called on the handle (whatever its outcome).
+	ErrReleased = errors.New("lock: lease released")
+
+	// ErrKeepAliveRunning is returned by [Lease.KeepAlive] when a keep-alive already runs on the handle.
+	ErrKeepAliveRunning = errors.New("lock: keep-alive already running")
+)
+
+// CounterReason says why a fence counter cannot issue a token.
+type CounterReason string
+
+// The reasons a fence counter is rejected. In each case the acquisition wrote nothing.
+const (
+	// CounterExpiring: the counter key has a TTL. A counter that can expire can reissue old tokens.
+	CounterExpiring CounterReason = "expiring"
+	// CounterNegative: the counter holds a negative integer; tokens must be positive.
+	CounterNegative CounterReason = "negative"
+	// CounterMalformed: the counter holds something other than a decimal int64.
+	CounterMalformed CounterReason = "malformed"
+	// CounterOverflow: the counter holds 9223372036854775807; the next token would overflow int64.
+	CounterOverflow CounterReason = "overflow"
+	// CounterWrongType: the counter key holds a non-string Redis type.
+	CounterWrongType CounterReason = "wrongtype"
+)
+
+// CounterError reports a fence counter that cannot issue a fencing token. It wraps [ErrCounter].
+// The acquisition that returned it wrote nothing: no lease, and the counter is unchanged.
+type CounterError struct {
+	Reason CounterReason
+}
+
+func (e *CounterError) Error() string {
+	switch e.Reason {
+	case CounterExpiring:
+		return "lock: fence counter has an expiry; it must persist (remove the TTL)"
+	case CounterNegative:
+		return "lock: fence counter is negative; fencing tokens must be positive"
+	case CounterMalformed:
+		return "lock: fence counter does not hold a decimal int64"
+	case CounterOverflow:
+		return "lock: fence counter is at the int64 maximum; the next token would overflow"
+	case CounterWrongType:
+		return "lock: fence key holds a non-string type"
+	}
+	return fmt.Sprintf("lock: fence counter unusable (%s)", string(e.Reason))
+}
+
+// Unwrap returns [ErrCounter].
+func (e *CounterError) Unwrap() error { return ErrCounter }

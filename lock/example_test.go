@@ -1,0 +1,83 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/lock"
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Take a fenced lock once and send its fencing token with the protected write.
+func ExampleLocker_TryAcquire() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	lk, err := lock.New(client)
+	if err != nil {
+		return
+	}
+	ctx := context.Background()
+	lease, err := lk.TryAcquire(ctx, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
+	if errors.Is(err, lock.ErrNotAcquired) {
+		return // someone else holds it
+	} else if err != nil {
+		return
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+	fmt.Println("fencing token", lease.FencingToken())
+}
+
+// Wait for a lock without polling: wire a tracker into the client so waiters wake on invalidations.
+func ExampleLocker_Acquire() {
+	tracker := luakit.NewTracker()
+	client, err := luakit.NewTrackedClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}}, tracker)
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	lk, err := lock.New(client, lock.WithTracker(tracker), lock.WithKeyPrefix("billing:"))
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := lk.Acquire(ctx, "{invoice:42}:lease", "{invoice:42}:fence", 10*time.Second)
+	if err != nil {
+		return
+	}
+	defer lease.Release(context.Background())
+
+	// Renew in the background; stop the work as soon as ownership is lost or uncertain.
+	if err := lease.KeepAlive(ctx); err != nil {
+		return
+	}
+	work := lease.Context()
+	select {
+	case <-work.Done():
+		fmt.Println("lost:", context.Cause(work))
+	case <-time.After(time.Second):
+		fmt.Println("work done with token", lease.FencingToken())
+	}
+}
+
+// The protected resource enforces fencing: it rejects tokens lower than the highest it accepted.
+func ExampleFence() {
+	var record lock.Fence[string]
+	fmt.Println(record.TryWrite(12, "new owner"))
+	fmt.Println(record.TryWrite(11, "stale owner"))
+	fmt.Println(record.TryWrite(12, "same lease, second write"))
+	v, token := record.Value()
+	fmt.Println(v, token)
+	// Output:
+	// true
+	// false
+	// true
+	// same lease, second write 12
+}

@@ -1,0 +1,12 @@
+-- extend: restart the lease's expiry, only for its current owner. The fencing token is unchanged.
+--
+-- KEYS[1]  lease key
+-- ARGV[1]  owner token
+-- ARGV[2]  new TTL in whole milliseconds (>= 1), counted from now on the server
+--
+-- Returns 1 when extended, 0 when the lease is absent or held by another owner (nothing written). O(1).
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0

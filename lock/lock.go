@@ -1,0 +1,278 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Locker takes fenced leases through one rueidis client. Create it with [New]; it is safe for concurrent
+// use by many goroutines and holds no background goroutines of its own. The zero value is not usable.
+//
+// A Locker never closes or reconfigures the caller's client.
+type Locker struct {
+	client rueidis.Client
+	cfg    config
+}
+
+// New returns a Locker over client. It does no I/O. It fails with [ErrNilClient] for a nil client and
+// with a descriptive error for an invalid option.
+func New(client rueidis.Client, opts ...Option) (*Locker, error) {
+	if client == nil {
+		return nil, ErrNilClient
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Locker{client: client, cfg: cfg}, nil
+}
+
+// keys is the validated, prefixed pair of physical keys of one lock.
+type keys struct {
+	lease, fence string
+}
+
+// prepare validates the request before any I/O and returns the physical keys and the TTL in ms.
+func (l *Locker) prepare(leaseKey, fenceKey string, ttl time.Duration) (keys, int64, error) {
+	if err := luakit.ValidateKey("lease key", leaseKey); err != nil {
+		return keys{}, 0, fmt.Errorf("lock: %w", err)
+	}
+	if err := luakit.ValidateKey("fence key", fenceKey); err != nil {
+		return keys{}, 0, fmt.Errorf("lock: %w", err)
+	}
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		return keys{}, 0, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+	}
+	k := keys{lease: l.cfg.keys.Key(leaseKey), fence: l.cfg.keys.Key(fenceKey)}
+	if k.lease == k.fence {
+		return keys{}, 0, ErrSameKey
+	}
+	if l.client.Mode() == rueidis.ClientModeCluster {
+		if err := luakit.CheckSameSlot(
+			luakit.NamedKey{Role: "lease key", Key: k.lease},
+			luakit.NamedKey{Role: "fence key", Key: k.fence},
+		); err != nil {
+			return keys{}, 0, fmt.Errorf("lock: %w", err)
+		}
+	}
+	return k, ms, nil
+}
+
+// TryAcquire makes one attempt to take the lease at leaseKey, issuing the next fencing token from the
+// counter at fenceKey, and returns at once.
+//
+// ttl is the lease duration, truncated to whole milliseconds; it must be at least 1ms. Both keys are
+// binary-safe, get the Locker's prefix, must differ, and on Cluster must hash to the same slot (use a
+// common hash tag such as "{invoice:42}:lease" / "{invoice:42}:fence"). Invalid input fails before any
+// I/O.
+//
+// It returns the held [*Lease] on success. Otherwise it returns a nil Lease and:
+//   - [ErrNotAcquired] when another owner holds the lease (nothing written);
+//   - a [*CounterError] (wrapping [ErrCounter]) when the counter is expiring, negative, malformed,
+//     overflowing or of the wrong type (nothing written);
+//   - [ErrLateReply] when the grant arrived after the local estimate elapsed (an owner-checked release
+//     was attempted);
+//   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
+//     but no reply was read (an owner-checked release bounded by the cleanup timeout was attempted;
+//     otherwise the lease expires after ttl, and the counter may have skipped a value);
+//   - a server or connection error, classified by [luakit.Classify].
+//
+// ctx bounds the round trip. Cancellation does not undo an acquisition the server already applied.
+func (l *Locker) TryAcquire(ctx context.Context, leaseKey, fenceKey string, ttl time.Duration) (*Lease, error) {
+	k, ms, err := l.prepare(leaseKey, fenceKey, ttl)
+	if err != nil {
+		return nil, err
+	}
+	lease, _, err := l.attempt(ctx, k, leaseKey, fenceKey, ms)
+	return lease, err
+}
+
+// attempt runs the acquire script once. On ErrNotAcquired it also returns the holder's remaining
+// lease time (-1 for a lease without expiry).
+func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string, ms int64) (*Lease, time.Duration, error) {
+	owner, err := luakit.NewOwnerToken()
+	if err != nil {
+		return nil, 0, fmt.Errorf("lock: owner token: %w", err)
+	}
+	start := time.Now()
+	resp := acquireScript.Exec(ctx, l.client, []string{k.lease, k.fence}, []string{owner, strconv.FormatInt(ms, 10)})
+	arr, err := resp.ToArray()
+	if err != nil {
+		if luakit.IsUncertain(err) {
+			l.cleanup(ctx, k.lease, owner)
+			return nil, 0, fmt.Errorf("%w: acquire: %w", ErrUncertain, err)
+		}
+		return nil, 0, fmt.Errorf("lock: acquire: %w", err)
+	}
+	if len(arr) != 2 {
+		return nil, 0, fmt.Errorf("lock: acquire: unexpected reply of %d elements", len(arr))
+	}
+	status, err := arr[0].AsInt64()
+	if err != nil {
+		return nil, 0, fmt.Errorf("lock: acquire: status: %w", err)
+	}
+	switch status {
+	case 1:
+		token, err := luakit.Int64(arr[1])
+		if err != nil || token <= 0 {
+			// Cannot happen with a validated counter; refuse to hand out a bad token.
+			l.cleanup(ctx, k.lease, owner)
+			return nil, 0, fmt.Errorf("lock: acquire: fencing token: %w", errors.Join(ErrCounter, err))
+		}
+		ttl := time.Duration(ms) * time.Millisecond
+		deadline := start.Add(ttl)
+		if !time.Now().Before(deadline) {
+			l.cleanup(ctx, k.lease, owner)
+			return nil, 0, ErrLateReply
+		}
+		return newLease(l, k, leaseKey, fenceKey, owner, token, ttl, deadline), 0, nil
+	case 0:
+		pttl, err := arr[1].AsInt64()
+		if err != nil {
+			return nil, 0, fmt.Errorf("lock: acquire: pttl: %w", err)
+		}
+		if pttl < 0 {
+			return nil, -1, ErrNotAcquired
+		}
+		return nil, time.Duration(pttl) * time.Millisecond, ErrNotAcquired
+	case -1:
+		reason, err := arr[1].ToString()
+		if err != nil {
+			return nil, 0, fmt.Errorf("lock: acquire: reason: %w", err)
+		}
+		return nil, 0, &CounterError{Reason: CounterReason(reason)}
+	}
+	return nil, 0, fmt.Errorf("lock: acquire: unexpected status %d", status)
+}
+
+// cleanup sends a bounded owner-checked release that survives the caller's cancellation. It is queued
+// behind the uncertain command on the same connection pipeline in the common case, so it runs after it.
+func (l *Locker) cleanup(ctx context.Context, leaseKey, owner string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
+	defer cancel()
+	_ = releaseScript.Exec(cctx, l.client, []string{leaseKey}, []string{owner}).Error()
+}
+
+// Acquire takes the lease at leaseKey like [Locker.TryAcquire], waiting while another owner holds it.
+//
+// It waits without polling: it wakes when the lease key is invalidated (with [WithTracker] on a RESP3
+// client with client-side caching) and at the holder's PTTL deadline, then retries the atomic script;
+// only the script grants ownership. While waiting it sends no commands. Transient server errors are
+// retried after the retry delay; other errors end the wait.
+//
+// It blocks until the lease is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
+// returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is
+// attempted). Cancellation does not undo an acquisition the server already applied.
+func (l *Locker) Acquire(ctx context.Context, leaseKey, fenceKey string, ttl time.Duration) (*Lease, error) {
+	k, ms, err := l.prepare(leaseKey, fenceKey, ttl)
+	if err != nil {
+		return nil, err
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("lock: acquire: %w", err)
+		}
+		var watch *luakit.Watch
+		if l.cfg.tracker != nil {
+			// Register before any read so that no invalidation after it is missed.
+			watch = l.cfg.tracker.Watch(k.lease)
+		}
+		lease, pttl, err := l.attempt(ctx, k, leaseKey, fenceKey, ms)
+		var wait time.Duration
+		switch {
+		case err == nil:
+			if watch != nil {
+				watch.Stop()
+			}
+			return lease, nil
+		case errors.Is(err, ErrNotAcquired):
+			wait = pttl
+			if watch != nil {
+				// Arm tracking on this connection. If the lease vanished since the script ran, retry now;
+				// if another owner took it meanwhile, its PTTL is the better deadline.
+				exists, apttl, aerr := luakit.Arm(ctx, l.client, k.lease)
+				switch {
+				case aerr != nil && ctx.Err() != nil:
+					watch.Stop()
+					return nil, fmt.Errorf("lock: acquire: %w", ctx.Err())
+				case aerr != nil:
+					// Tracking unavailable for now: fall back to the PTTL deadline.
+				case !exists:
+					wait = 0
+				case apttl >= 0 && (wait < 0 || apttl < wait):
+					wait = apttl
+				}
+			}
+			if wait < 0 {
+				if watch == nil {
+					wait = l.cfg.untrackedWait
+				} // else: no expiry, an invalidation is the only wake-up (wait stays negative)
+			} else if wait > 0 || watch == nil {
+				// The lease is logically expired once its PTTL has passed.
+				wait += time.Millisecond
+			}
+		case errors.Is(err, ErrLateReply), luakit.IsTransient(err):
+			wait = l.cfg.retryDelay
+		default:
+			if watch != nil {
+				watch.Stop()
+			}
+			return nil, err
+		}
+		if wait == 0 {
+			if watch != nil {
+				watch.Stop()
+			}
+			continue
+		}
+		if err := l.sleep(ctx, &timer, watch, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// sleep waits for the watch (if any), the timer (if wait > 0; a negative wait means no deadline) or
+// ctx, then stops the watch.
+func (l *Locker) sleep(ctx context.Context, timer **time.Timer, watch *luakit.Watch, wait time.Duration) error {
+	var wake <-chan struct{}
+	if watch != nil {
+		defer watch.Stop()
+		wake = watch.C()
+	}
+	var tc <-chan time.Time
+	if wait > 0 {
+		if *timer == nil {
+			*timer = time.NewTimer(wait)
+		} else {
+			(*timer).Reset(wait)
+		}
+		tc = (*timer).C
+		defer (*timer).Stop()
+	}
+	select {
+	case <-wake:
+	case <-tc:
+	case <-ctx.Done():
+		return fmt.Errorf("lock: acquire: %w", ctx.Err())
+	}
+	return nil
+}
