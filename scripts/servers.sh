@@ -10,6 +10,8 @@
 # Targets (one line each in the table below; adding a server is one line plus, at most, one function):
 #   redis70   Debian bookworm's redis-server package (Redis 7.0.x)
 #   redis8    upstream Redis 8.x tarball from Debian unstable's source package, built with make -j2
+#   valkey8   bookworm-backports' valkey-server package (Valkey 8.0.x)
+#   valkey9   upstream Valkey 9.x tarball from Debian unstable's source package, built with make -j2
 #
 # The Debian mirror is read from this machine's apt sources; no host name is written in this repository.
 # Without root or apt-get, the script does not fail: it reports what is missing, and testkit falls back
@@ -23,6 +25,8 @@ JOBS="${COORDKIT_BUILD_JOBS:-2}"
 TARGETS=(
   "redis70|redis|deb|redis-server"
   "redis8|redis|src|redis"
+  "valkey8|valkey|backports|valkey-server"
+  "valkey9|valkey|src|valkey"
 )
 
 log() { printf 'servers: %s\n' "$*" >&2; }
@@ -75,6 +79,22 @@ stop_packaged_service() { # stop_packaged_service <binary-name>
   pkill -x "$1" >/dev/null 2>&1 || true
 }
 
+# backports_opts prints apt-get options for a private source list holding this machine's bookworm
+# archive plus bookworm-backports (the machine's own apt configuration is not changed).
+backports_state=""
+backports_opts() {
+  local m; m=$(mirror) || { log "no Debian mirror found in /etc/apt/sources.list*"; return 1; }
+  if [ -z "$backports_state" ]; then
+    backports_state=$(mktemp -d "${TMPDIR:-/tmp}/coordkit-apt.XXXXXX")
+    mkdir -p "$backports_state/lists/partial"
+    printf 'deb %s bookworm main\ndeb %s bookworm-backports main\n' "$m" "$m" >"$backports_state/sources.list"
+    apt-get -o "Dir::Etc::sourcelist=$backports_state/sources.list" -o "Dir::Etc::sourceparts=-" \
+      -o "Dir::State::Lists=$backports_state/lists" -o "APT::Sandbox::User=root" update -qq >/dev/null
+  fi
+  printf '%s\n' -o "Dir::Etc::sourcelist=$backports_state/sources.list" -o "Dir::Etc::sourceparts=-" \
+    -o "Dir::State::Lists=$backports_state/lists" -t bookworm-backports
+}
+
 install_deb() { # install_deb <target> <flavor> <package> [apt-get options...]
   local target=$1 flavor=$2 pkg=$3; shift 3
   local dest="$CACHE/$target/bin"
@@ -101,7 +121,7 @@ sid_source() { # sid_source <srcpkg> <dir>
   printf 'deb-src %s sid main\n' "$m" >"$state/sources.list"
   local opts=(-o "Dir::Etc::sourcelist=$state/sources.list" -o "Dir::Etc::sourceparts=-"
               -o "Dir::State::Lists=$state/lists" -o "Dir::Cache=$state/cache"
-              -o "APT::Get::List-Cleanup=0")
+              -o "APT::Get::List-Cleanup=0" -o "APT::Sandbox::User=root")
   log "downloading source package $srcpkg (sid)"
   apt-get "${opts[@]}" update -qq >/dev/null
   (cd "$dir" && apt-get "${opts[@]}" source --download-only -qq "$srcpkg" >/dev/null)
@@ -151,7 +171,9 @@ ensure() { # ensure <target-line>
     cached "$target" "$flavor" && exit 0
     case "$method" in
       deb) install_deb "$target" "$flavor" "$pkg" ;;
-      backports) install_deb "$target" "$flavor" "$pkg" -t bookworm-backports ;;
+      backports)
+        can_apt || { log "$target: needs root and apt-get; skipped"; exit 1; }
+        mapfile -t bopts < <(backports_opts) && install_deb "$target" "$flavor" "$pkg" "${bopts[@]}" ;;
       src) build_src "$target" "$flavor" "$pkg" ;;
       *) log "$target: unknown method $method"; exit 1 ;;
     esac
