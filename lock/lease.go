@@ -70,7 +70,9 @@ func newLease(l *Locker, k keys, leaseKey, fenceKey, owner string, token int64, 
 		l: l, keys: k, leaseKey: leaseKey, fenceKey: fenceKey, owner: owner, token: token, ttl: ttl,
 		ctx: ctx, cancel: cancel, deadline: deadline,
 	}
+	h.mu.Lock() // expire runs on the timer's goroutine and reads h.timer under h.mu
 	h.timer = time.AfterFunc(time.Until(deadline), h.expire)
+	h.mu.Unlock()
 	return h
 }
 
