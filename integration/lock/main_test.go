@@ -1,0 +1,21 @@
+// Package lock_test runs the lock module's behaviour against real servers: Redis 7.0, Redis 8 and a
+// 3-primary Redis 8 Cluster (see ../README.md for how to select targets).
+package lock_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/coordkit/coordkit/testkit"
+)
+
+// TestMain fails the package when any goroutine outlives the tests: every client is closed at
+// t.Cleanup, and every lease is released (KeepAlive goroutines stop on Release).
+//
+// testkit.GoleakOptions ignores exactly one rueidis goroutine: a cluster client's topology refresh
+// closes replaced connections from a detached goroutine that sleeps 5 s first, so it can outlive
+// Close. It is needed because this package makes cluster clients; nothing else is ignored.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, testkit.GoleakOptions()...)
+}
