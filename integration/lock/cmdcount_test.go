@@ -77,10 +77,10 @@ func delta(before, after map[string]int64) (map[string]int64, int64) {
 	return d, n
 }
 
-// waitQuiet waits until c has written at least one command more than in since (besides PING) and then
-// nothing for quiet, and returns the snapshot at that point. It fails the test when the client keeps
-// sending commands for longer than limit: a waiter that never goes quiet is polling.
-func (c *cmdCounter) waitQuiet(t *testing.T, since map[string]int64, quiet, limit time.Duration) map[string]int64 {
+// waitQuiet waits until c has written, since the snapshot since, at least one need command (any
+// command but PING when need is "") and then nothing for quiet, and returns the snapshot at that point.
+// It fails the test when that takes longer than limit: a waiter that never goes quiet is polling.
+func (c *cmdCounter) waitQuiet(t *testing.T, since map[string]int64, need string, quiet, limit time.Duration) map[string]int64 {
 	t.Helper()
 	end := time.Now().Add(limit)
 	last := c.snapshot()
@@ -91,7 +91,11 @@ func (c *cmdCounter) waitQuiet(t *testing.T, since map[string]int64, quiet, limi
 		if d, _ := delta(last, cur); len(d) > 0 {
 			last, lastChange = cur, time.Now()
 		}
-		if _, n := delta(since, last); n > 0 && time.Since(lastChange) >= quiet {
+		d, n := delta(since, last)
+		if need != "" {
+			n = d[need]
+		}
+		if n > 0 && time.Since(lastChange) >= quiet {
 			return last
 		}
 		if time.Now().After(end) {
@@ -107,19 +111,25 @@ type countingConn struct {
 	buf []byte // unparsed tail of the request stream (guarded by c.mu)
 }
 
+// Write counts the commands in b before writing it: counting after the write would race with the
+// reply, so a caller could see its command answered before it was counted.
 func (cc *countingConn) Write(b []byte) (int, error) {
-	n, err := cc.Conn.Write(b)
+	cc.count(b)
+	return cc.Conn.Write(b)
+}
+
+func (cc *countingConn) count(b []byte) {
 	cc.c.mu.Lock()
 	defer cc.c.mu.Unlock()
 	if cc.c.broken != "" {
-		return n, err
+		return
 	}
-	cc.buf = append(cc.buf, b[:n]...)
+	cc.buf = append(cc.buf, b...)
 	for {
 		used, name, ok, perr := parseCommand(cc.buf)
 		if perr != "" {
 			cc.c.broken = perr
-			return n, err
+			return
 		}
 		if !ok {
 			break
@@ -130,7 +140,6 @@ func (cc *countingConn) Write(b []byte) (int, error) {
 	if len(cc.buf) == 0 {
 		cc.buf = nil
 	}
-	return n, err
 }
 
 // parseCommand parses one "*N\r\n($L\r\n<L bytes>\r\n){N}" request at the start of b. ok is false when b

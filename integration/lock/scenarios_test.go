@@ -340,7 +340,8 @@ func testHandoffRelease(t *testing.T, e *env) {
 
 		before := counter.snapshot()
 		ch := acquireAsync(c, waiter, lk, fk, ttl)
-		armed := counter.waitQuiet(t, before, 20*time.Millisecond, 3*time.Second)
+		// The waiter is asleep once it has armed tracking (its PTTL read) and then gone quiet.
+		armed := counter.waitQuiet(t, before, "PTTL", 20*time.Millisecond, 3*time.Second)
 		if round < idleRounds {
 			stats0 := e.commandStats(t)
 			time.Sleep(idleWindow)
@@ -366,6 +367,9 @@ func testHandoffRelease(t *testing.T, e *env) {
 		require.NoError(t, r.err, "round %d", round)
 		lat = append(lat, r.at.Sub(start))
 		d, n := delta(before, counter.snapshot())
+		if round == 0 {
+			t.Logf("waiter commands for one hand-off: %v", d)
+		}
 		require.LessOrEqual(t, n, int64(maxRoundCmds), "round %d: waiter commands for one hand-off: %v", round, d)
 		require.Less(t, r.at.Sub(start), time.Second, "round %d: hand-off latency", round)
 		require.Greater(t, r.lease.FencingToken(), h.FencingToken())
@@ -404,6 +408,9 @@ func testHandoffExpiry(t *testing.T, e *env) {
 			took := r.at.Sub(granted)
 			t.Logf("expiry hand-off after %v (ttl %v)", took, ttl)
 			require.Less(t, took, ttl+500*time.Millisecond)
+			// The server's lease ends no earlier than the holder's local estimate (measured from before its
+			// request), so the next grant cannot be received before that estimate ended.
+			require.True(t, r.at.After(h.Deadline()), "new owner granted %v before the old handle's deadline", h.Deadline().Sub(r.at))
 			require.Greater(t, r.lease.FencingToken(), h.FencingToken())
 
 			select {
@@ -444,7 +451,11 @@ func testCancelWaiting(t *testing.T, e *env) {
 			defer cancel()
 			before := counter.snapshot()
 			ch := acquireAsync(wctx, waiter, lk, fk, 30*time.Second)
-			counter.waitQuiet(t, before, 20*time.Millisecond, 3*time.Second)
+			need := "EVALSHA" // the attempt; then it sleeps on the PTTL deadline
+			if tracked {
+				need = "PTTL" // the arming read after the attempt
+			}
+			counter.waitQuiet(t, before, need, 20*time.Millisecond, 3*time.Second)
 			cancelled := time.Now()
 			cancel()
 			r := await(t, ch, 5*time.Second)
@@ -483,6 +494,7 @@ func testReleaseOutcomes(t *testing.T, e *env) {
 	require.NoError(t, r.err)
 	lb := r.lease
 	require.Greater(t, lb.FencingToken(), la.FencingToken())
+	require.True(t, r.at.After(la.Deadline()), "takeover granted before the old handle's deadline")
 	<-la.Done()
 	require.ErrorIs(t, la.Err(), lock.ErrExpired)
 
