@@ -1,0 +1,9 @@
+// Package lockbench holds the fenced-lock benchmarks (go test -bench, see ../README.md).
+//
+// Every benchmark runs against a real server that testkit starts (Redis 8 by default; set
+// COORDKIT_BENCH_TARGET=redis70 or pass -target=redis70, or point COORDKIT_REDIS_URL at a server you
+// run). BenchmarkTryAcquireRelease measures Coordkit's TryAcquire+Release on a distinct key per
+// operation, with one sub-benchmark per contender of the table (Coordkit now; peer libraries slot in
+// as further rows). BenchmarkRawEvalsha runs a minimal lock-shaped EVALSHA pair through the same
+// rueidis client and parallelism: the server ceiling that the others are read against.
+package lockbench
