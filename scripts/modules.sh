@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Runs one or more checks in every given Go module and prints a module x step summary. Called by the
+# Makefile; usable by hand:
+#
+#   scripts/modules.sh STEP[,STEP...] MODULE...
+#
+# Steps (each runs inside the module's directory):
+#   ws           go vet + go test $GOTESTFLAGS ./...   in the go.work workspace
+#   off          the same with GOWORK=off               (catches a require that only go.work provides)
+#   vet          go vet ./...
+#   gofmt        gofmt -l . (fails when any file needs formatting)
+#   staticcheck  go tool staticcheck ./...              (pinned in tools/go.mod, visible through go.work)
+#   tidy         GOWORK=off go mod tidy -diff           (fails on any go.mod/go.sum difference; edits nothing)
+#   download     GOWORK=off go mod download
+#   fuzz         every FuzzXxx in the module for $FUZZTIME each
+#   bench        go test -run='^$' -bench=. -benchmem ./...
+#
+# A module without .go files yet is reported as "none" for steps that need packages (go vet / go test
+# fail with "no packages" there). Every step runs even after a failure, so the summary is complete; the
+# exit status is 1 when any step failed.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+case ":$PATH:" in *:/usr/local/go/bin:*) ;; *) PATH="$PATH:/usr/local/go/bin" ;; esac
+
+GOTESTFLAGS=${GOTESTFLAGS:--race -count=1 -p 2 -timeout 20m}
+FUZZTIME=${FUZZTIME:-10s}
+
+[ $# -ge 1 ] || { sed -n '2,22p' "$0" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "modules.sh: no modules selected (check ONLY=...)" >&2; exit 2; }
+IFS=, read -r -a steps <<<"$1"; shift
+modules=("$@")
+
+has_go() { [ -n "$(find "$1" -name '*.go' -not -path '*/testdata/*' -print -quit)" ]; }
+
+step_ws()          { go vet -p 2 ./... && go test $GOTESTFLAGS ./...; }
+step_off()         { GOWORK=off go vet -p 2 ./... && GOWORK=off go test $GOTESTFLAGS ./...; }
+step_vet()         { go vet -p 2 ./...; }
+step_staticcheck() { go tool staticcheck ./...; }
+step_download()    { GOWORK=off go mod download; }
+step_tidy()        { GOWORK=off go mod tidy -diff; }
+step_bench()       { go test -run='^$' -bench=. -benchmem ./...; }
+step_gofmt() {
+  local out; out=$(gofmt -l .) || return 1
+  [ -z "$out" ] && return 0
+  echo "files not gofmt-ed (run gofmt -w):"; echo "$out"; return 1
+}
+step_fuzz() {
+  local found="" file dir name
+  while IFS= read -r file; do
+    dir=$(dirname "$file")
+    for name in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
+      found=1
+      echo "--- $dir $name ($FUZZTIME)"
+      go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "./$dir" || return 1
+    done
+  done < <(find . -name '*_test.go' -not -path '*/testdata/*' | sed 's|^\./||' | sort)
+  [ -n "$found" ] || echo "no fuzz targets"
+}
+
+needs_packages() { case "$1" in tidy|download) return 1 ;; *) return 0 ;; esac; }
+
+declare -A result
+failed=0
+for step in "${steps[@]}"; do
+  declare -F "step_$step" >/dev/null || { echo "modules.sh: unknown step '$step'" >&2; exit 2; }
+  for m in "${modules[@]}"; do
+    [ -f "$m/go.mod" ] || { echo "modules.sh: $m/go.mod not found" >&2; exit 2; }
+    if needs_packages "$step" && ! has_go "$m"; then
+      result[$m,$step]=none
+      echo "==> $m: $step: no Go files yet, skipped"
+      continue
+    fi
+    echo "==> $m: $step"
+    if (cd "$m" && "step_$step"); then
+      result[$m,$step]=ok
+    else
+      result[$m,$step]=FAIL
+      failed=1
+    fi
+  done
+done
+
+echo
+echo "summary (none = module has no Go files yet):"
+printf '  %-12s' module; for step in "${steps[@]}"; do printf ' %-11s' "$step"; done; echo
+for m in "${modules[@]}"; do
+  printf '  %-12s' "$m"; for step in "${steps[@]}"; do printf ' %-11s' "${result[$m,$step]}"; done; echo
+done
+if [ "$failed" = 1 ]; then echo "FAIL"; exit 1; fi
+echo "ok"
