@@ -130,10 +130,7 @@ func (s *fencedLock) stallThenWork(ctx context.Context, lk *lock.Locker, stallHe
 		return err
 	}
 	acquired := time.Now()
-	// The handle's own estimate of the lease left. (Reading it also takes the handle's mutex, which
-	// orders lock.newLease's unsynchronised h.timer assignment before the expiry callback for the race
-	// detector: see the report on lock/lease.go; remove this remark once newLease sets the timer under
-	// h.mu.)
+	// The handle's own estimate of the lease left, reported in the table.
 	left := lease.Remaining()
 	close(stallHeld)
 	token := lease.FencingToken()
