@@ -39,7 +39,7 @@ type Cluster struct {
 // with CLUSTER ADDSLOTSRANGE, joins the nodes with CLUSTER MEET, and returns once every node
 // reports cluster_state:ok and its CLUSTER SLOTS covers all 16384 slots. The caller must Close it.
 func LaunchCluster(ctx context.Context, target Target, opts ...Option) (*Cluster, error) {
-	return launchClusterWith(ctx, selectBackend(true), target, opts...)
+	return launchClusterWith(ctx, resolveBackend(ctx, true, target), target, opts...)
 }
 
 func launchClusterWith(ctx context.Context, b backend, target Target, opts ...Option) (*Cluster, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -35,7 +34,7 @@ type Server struct {
 	Target  Target // the target asked for
 	Flavor  Flavor // real flavor, from INFO server
 	Version string // real version: valkey_version for Valkey, else redis_version
-	Backend string // "process" | "external"
+	Backend string // "process" | "container" | "external"
 
 	inst instance
 	base rueidis.ClientOption // credentials / TLS / DB of an external server; zero for a process
@@ -57,35 +56,28 @@ type instance interface {
 	close() error
 }
 
-// backend provides servers. process and external exist; a container backend (testcontainers-go,
-// modules/redis, image from the target table) would be a third implementation selected in
-// selectBackend, with its instance implementing pause/kill/restart through the Docker API.
+// backend provides servers: process, container (container.go: testcontainers-go, its instance
+// implements pause/kill/restart through the Docker API) and external; select.go chooses one.
 type backend interface {
 	name() string
 	launch(ctx context.Context, target Target, cfg *config) (*Server, error)
 	launchCluster(ctx context.Context, target Target, cfg *config) (*Cluster, error)
 }
 
-// selectBackend picks the backend for a standalone server (cluster=false) or a cluster:
-// external when COORDKIT_REDIS_URL (resp. COORDKIT_REDIS_CLUSTER_URL) is set, else process.
+// selectBackend is the backend COORDKIT_TESTKIT_BACKEND names, for a standalone server
+// (cluster=false) or a cluster, without looking at a target: auto (the default) is external when
+// COORDKIT_REDIS_URL (resp. COORDKIT_REDIS_CLUSTER_URL) is set, else process. Launch and
+// LaunchCluster use resolveBackend (select.go), which also falls back to the container backend.
 func selectBackend(cluster bool) backend {
-	if cluster {
-		if u := strings.TrimSpace(os.Getenv(EnvRedisClusterURL)); u != "" {
-			return externalBackend{url: u}
-		}
-		return processBackend{}
-	}
-	if u := strings.TrimSpace(os.Getenv(EnvRedisURL)); u != "" {
-		return externalBackend{url: u}
-	}
-	return processBackend{}
+	return envSelection(cluster).modeBackend()
 }
 
-// Launch provides a standalone server for target from the selected backend and waits until it
+// Launch provides a standalone server for target from the selected backend
+// (COORDKIT_TESTKIT_BACKEND: process, container, external or auto; see README.md) and waits until it
 // answers PING; Flavor and Version come from INFO server. The caller must Close it. The context
 // bounds only the start, not the server's life.
 func Launch(ctx context.Context, target Target, opts ...Option) (*Server, error) {
-	return launchWith(ctx, selectBackend(false), target, opts...)
+	return launchWith(ctx, resolveBackend(ctx, false, target), target, opts...)
 }
 
 func launchWith(ctx context.Context, b backend, target Target, opts ...Option) (*Server, error) {

@@ -6,6 +6,12 @@
 //     server the caller already runs; testkit connects to it and starts nothing.
 //   - process: a redis-server / valkey-server binary from the cache that scripts/servers.sh fills
 //     ("make setup") is started on a free loopback port, in its own temporary directory.
+//   - container: the target's image (or one built from the cached binary where no registry
+//     answers) runs under testcontainers-go, published on a loopback port, when a Docker engine
+//     answers.
+//
+// COORDKIT_TESTKIT_BACKEND picks one (process, container, external); auto, the default, is
+// external when the URL is set, else process when the binary is installed, else container.
 //
 // Launch and LaunchCluster are the plain API (for the demo and benchmarks); Start and StartCluster
 // are the testing.TB variants that clean up after the test and skip (or fail on CI) when a server
