@@ -1,0 +1,65 @@
+// Package luakit is the shared toolkit of Coordkit's coordination
+// primitives (locks, leases, rate limits, ...) on Redis and Valkey through
+// github.com/redis/rueidis. Applications rarely need it directly; primitive
+// modules build on it so that they all treat scripts, keys, errors,
+// integers, tokens, server features and waiting the same way.
+//
+// # Scripts
+//
+// [Script] runs a named Lua script with EVALSHA, falling back to EVAL on
+// NOSCRIPT. Sources live in .lua files embedded with go:embed and loaded
+// with [MustLoad]. Keys go in KEYS and values in ARGV; nothing is ever
+// concatenated into a script's source.
+//
+// # Keys
+//
+// [Keyspace] prepends a prefix to every key, byte for byte (keys may hold
+// any bytes). [Slot] and [HashTag] compute Redis Cluster hash slots exactly
+// as the server does, and [CheckSameSlot] / [CheckKeys] fail a multi-key
+// operation with a [*CrossSlotError] (naming key roles, never key bytes)
+// before anything is written.
+//
+// # Errors
+//
+// [Classify] sorts an error into [ClassTransient] (the server said "not
+// now": retry with backoff), [ClassTerminal] (retrying will not help),
+// [ClassUncertain] (no reply: the command may or may not have run, so
+// ownership changes must fail closed) or [ClassUnknown]. Missing server
+// features are reported as [*UnsupportedError] (errors.Is ErrUnsupported),
+// found by probing commands with [Probe] / [FeatureCache], never by parsing
+// version strings.
+//
+// # Integers: the Lua number trap
+//
+// Redis Lua numbers are IEEE doubles, exact only up to 2^53. A script that
+// returns a number above that (a fencing token, a counter) returns a
+// rounded value: with a counter at 9007199254740994,
+// "return redis.call('INCR', k)" yields 9007199254740996, not ...995.
+// Scripts in Coordkit therefore return 64-bit values as decimal strings
+// (for example the reply of GET after INCR) and Go decodes them with
+// [ParseInt64] or [Int64], which accept only canonical decimal int64s, and
+// encodes ARGV with [FormatInt64].
+//
+// # Owner tokens
+//
+// [NewOwnerToken] returns 128 random bits as 32 hex characters. Tokens prove
+// ownership: never log them or use them as metric attributes.
+//
+// # Waiting without polling
+//
+// With RESP3 client-side caching (the rueidis default), the server pushes an
+// invalidation when a key a connection has read changes or expires. A
+// [Tracker], wired into rueidis.ClientOption.OnInvalidations (or built with
+// [NewTrackedClient]), turns these pushes into wake-ups on a [Watch]. A
+// waiter calls Tracker.Watch, then [Arm] (a cached PTTL read that makes the
+// server track the key and reports how long to wait at most), tries its
+// operation, and sleeps until the Watch fires or the PTTL deadline passes,
+// then tries again. Every wake-up means "try again", never "acquired".
+// Without tracking (RESP2, caching disabled) no invalidation arrives and
+// the PTTL deadline alone drives the wait.
+//
+// # Concurrency
+//
+// Every function and method in this package is safe for concurrent use
+// unless its documentation says otherwise.
+package luakit

@@ -1,0 +1,164 @@
+package luakit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// Class is the retry class of an error returned by a Redis operation; see
+// [Classify]. The zero value is ClassNone.
+type Class int
+
+const (
+	// ClassNone is the class of a nil error.
+	ClassNone Class = iota
+	// ClassTransient: the server answered that it cannot run the command
+	// now (LOADING, BUSY, CLUSTERDOWN, TRYAGAIN, MASTERDOWN, READONLY,
+	// NOREPLICAS, OOM, MOVED, ASK) or the Cluster has no node for the slot.
+	// The command did not run; retrying later with backoff may succeed.
+	ClassTransient
+	// ClassTerminal: the server rejected the command for a reason a retry
+	// will not fix (NOPERM, WRONGTYPE, NOAUTH, WRONGPASS, "ERR ..." and any
+	// other error reply not listed as transient, including errors raised by
+	// a script), or a luakit precondition failed (ErrUnsupported,
+	// ErrCrossSlot, ErrEmptyKey, ErrMalformedInt). A script error raised
+	// after a write does not undo that write.
+	ClassTerminal
+	// ClassUncertain: no reply was read, so the command may or may not have
+	// run on the server: context cancellation or deadline, network errors,
+	// io.EOF / io.ErrUnexpectedEOF, os.ErrDeadlineExceeded,
+	// rueidis.ErrClosing, rueidis.ErrDoCacheAborted. Operations that change
+	// ownership must treat this as "maybe applied" (fail closed).
+	ClassUncertain
+	// ClassUnknown: any other non-nil error, including rueidis.Nil (a nil
+	// reply is a value, not a failure, and callers must decide what it
+	// means). Callers that must be safe should treat it like
+	// ClassUncertain.
+	ClassUnknown
+)
+
+// String returns "none", "transient", "terminal", "uncertain" or "unknown"
+// (or "Class(n)" for an out-of-range value). Suitable as a metric attribute.
+func (c Class) String() string {
+	switch c {
+	case ClassNone:
+		return "none"
+	case ClassTransient:
+		return "transient"
+	case ClassTerminal:
+		return "terminal"
+	case ClassUncertain:
+		return "uncertain"
+	case ClassUnknown:
+		return "unknown"
+	}
+	return "Class(" + FormatInt64(int64(c)) + ")"
+}
+
+// transientPrefixes are the error-reply codes meaning "not now".
+var transientPrefixes = []string{
+	"LOADING", "BUSY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY",
+	"NOREPLICAS", "OOM", "MOVED", "ASK",
+}
+
+// Classify returns the retry class of err (see the Class constants),
+// looking through wrapped errors with errors.As / errors.Is. A server error
+// reply wins over anything else in the chain, then luakit's own sentinels,
+// then the uncertain transport errors. It never blocks and is safe for
+// concurrent use.
+func Classify(err error) Class {
+	if err == nil {
+		return ClassNone
+	}
+	var re *rueidis.RedisError
+	if errors.As(err, &re) {
+		if re.IsNil() {
+			return ClassUnknown
+		}
+		return classifyReply(re.Error())
+	}
+	switch {
+	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrCrossSlot),
+		errors.Is(err, ErrEmptyKey), errors.Is(err, ErrMalformedInt):
+		return ClassTerminal
+	case errors.Is(err, rueidis.ErrNoSlot):
+		return ClassTransient
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, os.ErrDeadlineExceeded),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, rueidis.ErrClosing), errors.Is(err, rueidis.ErrDoCacheAborted),
+		errors.Is(err, net.ErrClosed):
+		return ClassUncertain
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return ClassUncertain
+	}
+	return ClassUnknown
+}
+
+// classifyReply classifies the text of a server error reply by its first
+// word. rueidis strips a leading "ERR " from replies, so the text may start
+// with a code ("WRONGTYPE ...") or directly with the message; an "ERR"
+// reply whose message happens to begin with a transient code is therefore
+// indistinguishable from that code (no server reply does this).
+func classifyReply(msg string) Class {
+	code := msg
+	if i := strings.IndexByte(msg, ' '); i >= 0 {
+		code = msg[:i]
+	}
+	for _, p := range transientPrefixes {
+		if code == p {
+			return ClassTransient
+		}
+	}
+	return ClassTerminal
+}
+
+// IsTransient reports whether Classify(err) == ClassTransient.
+func IsTransient(err error) bool { return Classify(err) == ClassTransient }
+
+// IsTerminal reports whether Classify(err) == ClassTerminal.
+func IsTerminal(err error) bool { return Classify(err) == ClassTerminal }
+
+// IsUncertain reports whether Classify(err) == ClassUncertain.
+func IsUncertain(err error) bool { return Classify(err) == ClassUncertain }
+
+// ErrUnsupported is matched (via errors.Is) by every [*UnsupportedError]:
+// the server lacks a command a primitive needs.
+var ErrUnsupported = errors.New("luakit: server lacks a required feature")
+
+// UnsupportedError reports that the server lacks a feature, found by
+// probing its command (see [Probe]) before any write.
+// errors.Is(err, ErrUnsupported) reports true.
+type UnsupportedError struct {
+	// Feature is the human name, e.g. "hash-field expiry".
+	Feature string
+	// Command is the probed command, e.g. "HPEXPIRE".
+	Command string
+	// Minimum names the first servers that have it, e.g.
+	// "Redis 7.4 or Valkey 9.0"; may be empty.
+	Minimum string
+}
+
+// Error returns a message such as "luakit: server lacks hash-field expiry
+// (HPEXPIRE); requires Redis 7.4 or Valkey 9.0".
+func (e *UnsupportedError) Error() string {
+	s := "luakit: server lacks " + e.Feature + " (" + e.Command + ")"
+	if e.Minimum != "" {
+		s += "; requires " + e.Minimum
+	}
+	return s
+}
+
+// Unwrap returns ErrUnsupported.
+func (e *UnsupportedError) Unwrap() error { return ErrUnsupported }
+
+// Is reports whether target is ErrUnsupported.
+func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }

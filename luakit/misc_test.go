@@ -1,0 +1,78 @@
+package luakit
+
+import (
+	"regexp"
+	"sync"
+	"testing"
+	"testing/fstest"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestNewOwnerToken(t *testing.T) {
+	t.Parallel()
+	re := regexp.MustCompile(`^[0-9a-f]{32}$`)
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				tok, err := NewOwnerToken()
+				if !assert.NoError(t, err) || !assert.Regexp(t, re, tok) {
+					return
+				}
+				mu.Lock()
+				assert.False(t, seen[tok], "duplicate token")
+				seen[tok] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Len(t, seen, 8000)
+}
+
+func TestScript(t *testing.T) {
+	t.Parallel()
+	fsys := fstest.MapFS{
+		"acquire.lua": {Data: []byte("return redis.call('GET', KEYS[1])\n")},
+		"empty.lua":   {Data: []byte(" \n")},
+	}
+	s := MustLoad(fsys, "acquire")
+	assert.Equal(t, "acquire", s.Name())
+	assert.Equal(t, "return redis.call('GET', KEYS[1])\n", s.Source())
+	assert.Regexp(t, `^[0-9a-f]{40}$`, s.SHA1())
+	assert.Equal(t, NewScript("x", "return 1").SHA1(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db")
+
+	assert.PanicsWithValue(t, `luakit: load script "missing": open missing.lua: file does not exist`, func() { MustLoad(fsys, "missing") })
+	assert.Panics(t, func() { MustLoad(fsys, "empty") })
+}
+
+func TestCommandInfoPresent(t *testing.T) {
+	t.Parallel()
+	assert.False(t, commandInfoPresent(nil))
+	assert.False(t, commandInfoPresent([]rueidis.RedisMessage{msg(t, '_', "", 0)}))
+	// A present entry is an array; any non-nil non-empty entry counts.
+	assert.True(t, commandInfoPresent([]rueidis.RedisMessage{str(t, "hpexpire")}))
+}
+
+func TestFeatureCacheCachedValue(t *testing.T) {
+	t.Parallel()
+	var fc FeatureCache
+	fc.has = map[string]bool{"HPEXPIRE": false, "GET": true}
+	ok, err := fc.Has(t.Context(), nil, Feature{Command: "get"})
+	require.NoError(t, err)
+	assert.True(t, ok)
+	err = fc.Require(t.Context(), nil, HashFieldTTL)
+	require.ErrorIs(t, err, ErrUnsupported)
+	assert.Equal(t, "luakit: server lacks hash-field expiry (HPEXPIRE); requires Redis 7.4 or Valkey 9.0", err.Error())
+	require.NoError(t, fc.Require(t.Context(), nil, Feature{Command: "GET"}))
+
+	_, err = Probe(t.Context(), nil, Feature{})
+	require.Error(t, err)
+}

@@ -1,0 +1,94 @@
+package luakit
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+// Script is a named Lua script executed through [rueidis.Lua]: EVALSHA
+// first and, when the server replies NOSCRIPT (a restart, a failover,
+// SCRIPT FLUSH, another Cluster node), EVAL with the full source.
+//
+// Keys always go in KEYS and values in ARGV; a Script's source is fixed at
+// construction and never has data concatenated into it.
+//
+// A *Script is immutable and safe for concurrent use by multiple
+// goroutines. Build it once (typically in a package-level var with
+// [MustLoad]) and reuse it. The zero value is not usable; use [NewScript] or
+// [MustLoad].
+type Script struct {
+	name   string
+	source string
+	sha1   string
+	lua    *rueidis.Lua
+}
+
+// NewScript returns a Script called name (used only in diagnostics, never
+// sent to the server) whose Lua source is source. It wraps
+// rueidis.NewLuaScript(source). It does no I/O and never fails; a syntax
+// error in source surfaces as a server error reply from the first Exec.
+func NewScript(name, source string) *Script {
+	sum := sha1.Sum([]byte(source))
+	return &Script{
+		name:   name,
+		source: source,
+		sha1:   hex.EncodeToString(sum[:]),
+		lua:    rueidis.NewLuaScript(source),
+	}
+}
+
+// MustLoad reads the file "<name>.lua" from fsys (typically an embed.FS
+// declared with //go:embed *.lua) and returns NewScript(name, source).
+//
+// It panics if the file is missing, unreadable or empty (only white space):
+// it is meant for package initialisation, where such a failure is a
+// programming error caught by any test that imports the package.
+func MustLoad(fsys fs.FS, name string) *Script {
+	b, err := fs.ReadFile(fsys, name+".lua")
+	if err != nil {
+		panic(fmt.Sprintf("luakit: load script %q: %v", name, err))
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		panic(fmt.Sprintf("luakit: load script %q: %s.lua is empty", name, name))
+	}
+	return NewScript(name, string(b))
+}
+
+// Name returns the name given to NewScript or MustLoad.
+func (s *Script) Name() string { return s.name }
+
+// Source returns the Lua source exactly as given.
+func (s *Script) Source() string { return s.source }
+
+// SHA1 returns the lowercase hex SHA-1 digest of the source: the value
+// EVALSHA sends and SCRIPT LOAD returns. Useful for benchmarks and
+// diagnostics.
+func (s *Script) SHA1() string { return s.sha1 }
+
+// Exec runs the script on c with the given KEYS and ARGV, blocking until the
+// reply arrives or ctx ends. It sends EVALSHA and falls back to EVAL when the
+// server does not know the script.
+//
+// On a Cluster client every key must hash to the same slot (check with
+// [CheckSameSlot] before calling). Errors are carried in the returned
+// result: server error replies as *rueidis.RedisError, transport and
+// context errors as is; [Classify] sorts them. A script that fails midway is
+// not rolled back by the server, so scripts should validate before writing.
+// Safe for concurrent use.
+func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
+	return s.lua.Exec(ctx, c, keys, args)
+}
+
+// ExecMulti runs the script once per element of multi, pipelined on c, and
+// returns one result per element in the same order (see [Script.Exec] for
+// errors). Each execution is atomic on its own; the batch as a whole is not.
+// It blocks until every reply arrives or ctx ends. Safe for concurrent use.
+func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, multi ...rueidis.LuaExec) []rueidis.RedisResult {
+	return s.lua.ExecMulti(ctx, c, multi...)
+}

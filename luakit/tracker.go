@@ -1,0 +1,220 @@
+package luakit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// ArmCacheTTL caps how long [Arm] keeps a key's PTTL in rueidis' local
+// cache, and so the longest pttl Arm reports for a key whose expiry is
+// further away: a waiter re-arms at least this often.
+const ArmCacheTTL = time.Minute
+
+// Tracker turns RESP3 client-side-caching invalidations into wake-ups, so
+// that a waiter sleeps until a key changes instead of polling.
+//
+// Wire it into the client with [NewTrackedClient] or by setting
+// rueidis.ClientOption.OnInvalidations to t.Hook(previous). Then a waiter
+// calls [Tracker.Watch] for the key, then [Arm] (which makes the server
+// track the key for this connection), then tries its operation, and sleeps
+// on the Watch's channel and on the pttl deadline Arm returned. Every
+// wake-up means "try again", never "acquired": an invalidation can be
+// caused by an unrelated write or arrive for an earlier read.
+//
+// A Tracker is safe for concurrent use. Create it with NewTracker; the zero
+// value is not usable.
+type Tracker struct {
+	mu      sync.RWMutex
+	watches map[string]map[*Watch]struct{}
+}
+
+// NewTracker returns an empty Tracker.
+func NewTracker() *Tracker {
+	return &Tracker{watches: make(map[string]map[*Watch]struct{})}
+}
+
+// OnInvalidations wakes the watches of every key named in msgs. A nil msgs
+// (rueidis sends it when the server flushes or the connection is lost or
+// reset, after which tracking state is unknown) wakes every watch. It never
+// blocks: each Watch holds at most one pending wake-up and extra ones are
+// dropped. Its signature matches rueidis.ClientOption.OnInvalidations.
+func (t *Tracker) OnInvalidations(msgs []rueidis.RedisMessage) {
+	if msgs == nil {
+		t.wakeAll()
+		return
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if len(t.watches) == 0 {
+		return
+	}
+	for i := range msgs {
+		key, err := msgs[i].ToString()
+		if err != nil {
+			continue
+		}
+		t.wakeLocked(key)
+	}
+}
+
+// invalidate wakes the watches of keys; the string form of OnInvalidations.
+func (t *Tracker) invalidate(keys []string) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, k := range keys {
+		t.wakeLocked(k)
+	}
+}
+
+func (t *Tracker) wakeLocked(key string) {
+	for w := range t.watches[key] {
+		w.notify()
+	}
+}
+
+func (t *Tracker) wakeAll() {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, set := range t.watches {
+		for w := range set {
+			w.notify()
+		}
+	}
+}
+
+// Hook returns a callback for rueidis.ClientOption.OnInvalidations that
+// calls t.OnInvalidations(msgs) and then next(msgs) when next is non-nil,
+// so a Tracker can be added to a client that already has a callback.
+func (t *Tracker) Hook(next func([]rueidis.RedisMessage)) func([]rueidis.RedisMessage) {
+	return func(msgs []rueidis.RedisMessage) {
+		t.OnInvalidations(msgs)
+		if next != nil {
+			next(msgs)
+		}
+	}
+}
+
+// Watch registers interest in key and returns a Watch whose channel
+// receives on each invalidation of key (or flush). Register BEFORE arming
+// and reading the key, so that an invalidation arriving in between is not
+// missed. The caller must call Stop when done. Safe for concurrent use.
+func (t *Tracker) Watch(key string) *Watch {
+	w := &Watch{t: t, key: key, ch: make(chan struct{}, 1)}
+	t.mu.Lock()
+	set := t.watches[key]
+	if set == nil {
+		set = make(map[*Watch]struct{})
+		t.watches[key] = set
+	}
+	set[w] = struct{}{}
+	t.mu.Unlock()
+	return w
+}
+
+// keys returns the number of watched keys (for tests).
+func (t *Tracker) keys() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.watches)
+}
+
+// Watch is one registration of interest in a key, created by
+// [Tracker.Watch]. Its methods are safe for concurrent use.
+type Watch struct {
+	t   *Tracker
+	key string
+	ch  chan struct{}
+
+	stopOnce sync.Once
+}
+
+func (w *Watch) notify() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// C returns the channel that receives a value on each invalidation of the
+// key or flush. It is buffered with capacity 1 and sends never block, so
+// several invalidations before a receive coalesce into one. It is never
+// closed; after Stop it receives nothing new (a value already buffered may
+// remain).
+func (w *Watch) C() <-chan struct{} { return w.ch }
+
+// Stop removes the Watch from its Tracker, deleting the key's entry when it
+// was the key's last Watch. It is idempotent and never blocks for long.
+func (w *Watch) Stop() {
+	w.stopOnce.Do(func() {
+		t := w.t
+		t.mu.Lock()
+		if set := t.watches[w.key]; set != nil {
+			delete(set, w)
+			if len(set) == 0 {
+				delete(t.watches, w.key)
+			}
+		}
+		t.mu.Unlock()
+	})
+}
+
+// NewTrackedClient sets opt.OnInvalidations to t.Hook(opt.OnInvalidations)
+// (keeping any callback already set) and returns rueidis.NewClient(opt),
+// which dials the server. The caller owns and must Close the client.
+// Invalidations arrive only with RESP3 and client-side caching enabled
+// (opt.DisableCache false, the rueidis default). It returns an error if t
+// is nil or NewClient fails.
+func NewTrackedClient(opt rueidis.ClientOption, t *Tracker) (rueidis.Client, error) {
+	if t == nil {
+		return nil, errors.New("luakit: NewTrackedClient: nil Tracker")
+	}
+	opt.OnInvalidations = t.Hook(opt.OnInvalidations)
+	return rueidis.NewClient(opt)
+}
+
+// Arm reads key's PTTL with a client-side-cached read (DoCache, cached for
+// at most ArmCacheTTL), which makes the server track key for this
+// connection, so its next change or expiry produces an invalidation that a
+// [Tracker] turns into a wake-up. It blocks for at most one round trip
+// (none when served from the local cache).
+//
+// It returns exists=false when the key does not exist (PTTL -2);
+// exists=true and pttl=-1 when it has no expiry; otherwise exists=true and
+// pttl is how long the caller may wait before re-checking: the cached
+// entry's remaining life when positive (a value served from the local cache
+// was read earlier, and the entry's life is capped by the key's PTTL at
+// read time and by ArmCacheTTL), else the PTTL the server reported. With
+// client-side caching active pttl therefore never exceeds ArmCacheTTL; with
+// caching disabled it is the server's PTTL.
+//
+// Errors are those of the PTTL command (see [Classify]).
+//
+// With RESP2 or DisableCache, DoCache degrades to a plain PTTL and no
+// invalidation ever arrives. Expiry invalidations also arrive only when the
+// server's expiry cycle reaches the key (up to ~100 ms late). Callers must
+// therefore always also wait on the pttl deadline, then Arm again.
+func Arm(ctx context.Context, c rueidis.Client, key string) (exists bool, pttl time.Duration, err error) {
+	resp := c.DoCache(ctx, c.B().Pttl().Key(key).Cache(), ArmCacheTTL)
+	v, err := resp.AsInt64()
+	if err != nil {
+		return false, 0, err
+	}
+	exists, pttl = armResult(v, resp.CachePTTL())
+	return exists, pttl, nil
+}
+
+func armResult(v, cachePTTL int64) (bool, time.Duration) {
+	switch {
+	case v == -2:
+		return false, 0
+	case v < 0:
+		return true, -1
+	case cachePTTL > 0:
+		return true, time.Duration(cachePTTL) * time.Millisecond
+	}
+	return true, time.Duration(v) * time.Millisecond
+}
