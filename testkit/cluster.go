@@ -19,10 +19,10 @@ const ClusterSlots = 16384
 // clusterPrimaries is the number of primaries LaunchCluster starts.
 const clusterPrimaries = 3
 
-// Cluster is a Redis/Valkey Cluster: three primaries (process backend, no replicas) or the nodes
-// named by COORDKIT_REDIS_CLUSTER_URL (external backend).
+// Cluster is a Redis/Valkey Cluster: three primaries (process backend; plus their replicas with
+// WithReplicas) or the nodes named by COORDKIT_REDIS_CLUSTER_URL (external backend).
 type Cluster struct {
-	Nodes   []*Server // node servers; each works as a standalone Server (Do, Client, fault helpers)
+	Nodes   []*Server // node servers, primaries first (as started; failovers change roles); each works as a standalone Server (Do, Client, fault helpers)
 	Addrs   []string  // node addresses, host:port
 	Target  Target
 	Flavor  Flavor
@@ -35,9 +35,11 @@ type Cluster struct {
 
 // LaunchCluster provides a cluster for target. With the process backend it starts three
 // primaries (--cluster-enabled yes, cluster-config-file in each node's temp dir,
-// --cluster-node-timeout 2000, an explicit free --cluster-port), assigns the 16384 slots evenly
-// with CLUSTER ADDSLOTSRANGE, joins the nodes with CLUSTER MEET, and returns once every node
-// reports cluster_state:ok and its CLUSTER SLOTS covers all 16384 slots. The caller must Close it.
+// --cluster-node-timeout 2000 or WithNodeTimeout, --cluster-replica-validity-factor 0, an
+// explicit free --cluster-port), assigns the 16384 slots evenly with CLUSTER ADDSLOTSRANGE, joins
+// the nodes with CLUSTER MEET, attaches WithReplicas replicas with CLUSTER REPLICATE, and returns
+// once every node reports cluster_state:ok and its CLUSTER SLOTS covers all 16384 slots (and
+// every replica's link is up). The caller must Close it.
 func LaunchCluster(ctx context.Context, target Target, opts ...Option) (*Cluster, error) {
 	return launchClusterWith(ctx, resolveBackend(ctx, true, target), target, opts...)
 }
@@ -67,11 +69,12 @@ func StartCluster(t testing.TB, target Target, opts ...Option) *Cluster {
 func (processBackend) launchCluster(ctx context.Context, target Target, cfg *config) (*Cluster, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
 	defer cancel()
-	c := &Cluster{Target: target, Nodes: make([]*Server, clusterPrimaries)}
-	procs := make([]*proc, clusterPrimaries)
-	errs := make([]error, clusterPrimaries)
+	total := clusterPrimaries * (1 + cfg.replicas)
+	c := &Cluster{Target: target, Nodes: make([]*Server, total)}
+	procs := make([]*proc, total)
+	errs := make([]error, total)
 	var wg sync.WaitGroup
-	for i := range clusterPrimaries {
+	for i := range total {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -109,17 +112,22 @@ func (processBackend) launchCluster(ctx context.Context, target Target, cfg *con
 		c.Addrs = append(c.Addrs, n.Addr)
 	}
 	c.Flavor, c.Version = c.Nodes[0].Flavor, c.Nodes[0].Version
-	for i, n := range c.Nodes {
+	for i, n := range c.Nodes[:clusterPrimaries] {
 		lo := i * ClusterSlots / clusterPrimaries
 		hi := (i+1)*ClusterSlots/clusterPrimaries - 1
 		if _, err := rawDo(ctx, n.Addr, 5*time.Second, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
 			return fail(fmt.Errorf("testkit: cluster %s: CLUSTER ADDSLOTSRANGE %d %d on %s: %w", target, lo, hi, n.Addr, err))
 		}
 	}
-	for i := 1; i < clusterPrimaries; i++ {
+	for i := 1; i < total; i++ {
 		p := procs[i]
 		if _, err := rawDo(ctx, c.Nodes[0].Addr, 5*time.Second, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(p.port), strconv.Itoa(p.busPort)); err != nil {
 			return fail(fmt.Errorf("testkit: cluster %s: CLUSTER MEET %s from %s: %w", target, c.Nodes[i].Addr, c.Nodes[0].Addr, err))
+		}
+	}
+	if cfg.replicas > 0 {
+		if err := c.attachReplicas(ctx); err != nil {
+			return fail(fmt.Errorf("testkit: cluster %s: %w", target, err))
 		}
 	}
 	if err := c.waitReady(ctx); err != nil {

@@ -121,7 +121,9 @@ func (p *proc) args(port, busPort int) []string {
 		a = append(a,
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(p.dir, "nodes.conf"),
-			"--cluster-node-timeout", "2000",
+			"--cluster-node-timeout", strconv.FormatInt(p.cfg.clusterNodeTimeout().Milliseconds(), 10),
+			// Any replica may take over, however long its link was down (fault tests kill primaries).
+			"--cluster-replica-validity-factor", "0",
 			"--cluster-port", strconv.Itoa(busPort),
 		)
 	}

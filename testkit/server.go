@@ -201,6 +201,9 @@ func (s *Server) adminClient() (rueidis.Client, error) {
 	opt := s.ClientOption()
 	opt.DisableCache = true
 	opt.ClientName = "coordkit-testkit-admin"
+	// No background PING (rueidis pings a connection idle for Dialer.KeepAlive): it would show in
+	// every test's INFO commandstats (CommandCounter).
+	opt.Dialer.KeepAlive = -1
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		return nil, err

@@ -247,6 +247,8 @@ type Option func(*config)
 type config struct {
 	args         []string
 	startTimeout time.Duration
+	replicas     int           // cluster: replicas per primary (WithReplicas)
+	nodeTimeout  time.Duration // cluster: --cluster-node-timeout (WithNodeTimeout)
 }
 
 // WithArgs appends extra command-line arguments for the server process (for example
