@@ -112,7 +112,9 @@ func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string,
 	arr, err := resp.ToArray()
 	if err != nil {
 		if luakit.IsUncertain(err) {
-			l.cleanup(ctx, k.lease, owner)
+			if l.cleanup(ctx, k.lease, owner) {
+				return nil, 0, &settledError{err: fmt.Errorf("%w: acquire: %w (cleanup confirmed this owner holds no lease)", ErrUncertain, err)}
+			}
 			return nil, 0, fmt.Errorf("%w: acquire: %w", ErrUncertain, err)
 		}
 		return nil, 0, fmt.Errorf("lock: acquire: %w", err)
@@ -160,18 +162,29 @@ func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string,
 
 // cleanup sends a bounded owner-checked release that survives the caller's cancellation. It is queued
 // behind the uncertain command on the same connection pipeline in the common case, so it runs after it.
-func (l *Locker) cleanup(ctx context.Context, leaseKey, owner string) {
+// It reports whether the server answered, which settles that this owner holds no lease. (When the two
+// commands travel on different connections a delayed acquisition could still land after the release;
+// its lease then expires after its TTL, as for any unreturned lease.)
+func (l *Locker) cleanup(ctx context.Context, leaseKey, owner string) bool {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
 	defer cancel()
-	_ = releaseScript.Exec(cctx, l.client, []string{leaseKey}, []string{owner}).Error()
+	return releaseScript.Exec(cctx, l.client, []string{leaseKey}, []string{owner}).Error() == nil
 }
+
+// settledError marks an uncertain acquisition whose owner-checked cleanup got an answer, so a waiting
+// Acquire may try again.
+type settledError struct{ err error }
+
+func (e *settledError) Error() string { return e.err.Error() }
+func (e *settledError) Unwrap() error { return e.err }
 
 // Acquire takes the lease at leaseKey like [Locker.TryAcquire], waiting while another owner holds it.
 //
 // It waits without polling: it wakes when the lease key is invalidated (with [WithTracker] on a RESP3
 // client with client-side caching) and at the holder's PTTL deadline, then retries the atomic script;
 // only the script grants ownership. While waiting it sends no commands. Transient server errors are
-// retried after the retry delay; other errors end the wait.
+// retried after the retry delay, and so is an attempt whose outcome was uncertain (a broken connection)
+// once its owner-checked cleanup was answered; other errors end the wait.
 //
 // It blocks until the lease is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
 // returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is
@@ -230,7 +243,9 @@ func (l *Locker) Acquire(ctx context.Context, leaseKey, fenceKey string, ttl tim
 				// The lease is logically expired once its PTTL has passed.
 				wait += time.Millisecond
 			}
-		case errors.Is(err, ErrLateReply), luakit.IsTransient(err):
+		case errors.Is(err, ErrLateReply), luakit.IsTransient(err), isSettled(err) && ctx.Err() == nil:
+			// Late grants and settled uncertain attempts (for example a pooled connection that broke
+			// when the server restarted) leave no lease of ours behind: try again.
 			wait = l.cfg.retryDelay
 		default:
 			if watch != nil {
@@ -248,6 +263,11 @@ func (l *Locker) Acquire(ctx context.Context, leaseKey, fenceKey string, ttl tim
 			return nil, err
 		}
 	}
+}
+
+func isSettled(err error) bool {
+	var s *settledError
+	return errors.As(err, &s)
 }
 
 // sleep waits for the watch (if any), the timer (if wait > 0; a negative wait means no deadline) or
