@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
 )
 
 const defaultClusterNodeTimeout = 2000 * time.Millisecond
