@@ -17,7 +17,7 @@ UNRELEASED := testkit integration bench demo tools
 MODULES    := $(RELEASED) $(UNRELEASED)
 
 # Servers that `make test` needs (scripts/servers.sh targets); `make demo` needs only redis70.
-SERVERS ?= redis70 redis8
+SERVERS ?= redis70 redis8 valkey8 valkey9
 # -p 2 bounds parallel test binaries (each may start its own servers).
 GOTESTFLAGS ?= -race -count=1 -p 2 -timeout 20m
 FUZZTIME    ?= 10s

@@ -21,6 +21,7 @@
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 case ":$PATH:" in *:/usr/local/go/bin:*) ;; *) PATH="$PATH:/usr/local/go/bin" ;; esac
 
 GOTESTFLAGS=${GOTESTFLAGS:--race -count=1 -p 2 -timeout 20m}
@@ -33,8 +34,30 @@ modules=("$@")
 
 has_go() { [ -n "$(find "$1" -name '*.go' -not -path '*/testdata/*' -print -quit)" ]; }
 
-step_ws()          { go vet -p 2 ./... && go test $GOTESTFLAGS ./...; }
-step_off()         { GOWORK=off go vet -p 2 ./... && GOWORK=off go test $GOTESTFLAGS ./...; }
+# The integration module's tests run through tools/cmd/testmatrix, which prints what go test would and
+# adds the suite x server table; the tables are repeated at the end of the summary.
+matrix_tables=$(mktemp "${TMPDIR:-/tmp}/coordkit-matrix.XXXXXX")
+testmatrix=""
+cleanup() { rm -f "$matrix_tables"; [ -z "$testmatrix" ] || rm -rf "$(dirname "$testmatrix")"; }
+trap cleanup EXIT
+build_testmatrix() {
+  [ -n "$testmatrix" ] && return 0
+  local dir; dir=$(mktemp -d "${TMPDIR:-/tmp}/coordkit-testmatrix.XXXXXX")
+  (cd "$ROOT/tools" && GOWORK=off go build -o "$dir/testmatrix" ./cmd/testmatrix) || return 1
+  testmatrix="$dir/testmatrix"
+}
+# run_tests <title>: go test $GOTESTFLAGS ./... in the current module (honouring GOWORK).
+run_tests() {
+  if [ "$(basename "$PWD")" = integration ]; then
+    build_testmatrix || return 1
+    go test -json $GOTESTFLAGS ./... 2>&1 | "$testmatrix" -title "$1" -append-table "$matrix_tables"
+  else
+    go test $GOTESTFLAGS ./...
+  fi
+}
+
+step_ws()          { go vet -p 2 ./... && run_tests "workspace"; }
+step_off()         { GOWORK=off go vet -p 2 ./... && GOWORK=off run_tests "GOWORK=off"; }
 step_vet()         { go vet -p 2 ./...; }
 step_staticcheck() { go tool staticcheck ./...; }
 step_download()    { GOWORK=off go mod download; }
@@ -87,5 +110,6 @@ printf '  %-12s' module; for step in "${steps[@]}"; do printf ' %-11s' "$step"; 
 for m in "${modules[@]}"; do
   printf '  %-12s' "$m"; for step in "${steps[@]}"; do printf ' %-11s' "${result[$m,$step]}"; done; echo
 done
+if [ -s "$matrix_tables" ]; then echo; cat "$matrix_tables"; fi
 if [ "$failed" = 1 ]; then echo "FAIL"; exit 1; fi
 echo "ok"

@@ -2,15 +2,14 @@ package lock_test
 
 import (
 	"context"
-	"os"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/testkit"
@@ -23,35 +22,6 @@ const maxParallelTargets = 2
 
 var targetSlots = make(chan struct{}, maxParallelTargets)
 
-// suiteTarget is one row of the target table: a standalone server or a cluster.
-type suiteTarget struct {
-	name    string
-	target  testkit.Target
-	cluster bool
-}
-
-// suiteTargets returns the standalone targets (COORDKIT_TARGETS when set, else Redis 7.0 and Redis 8;
-// Valkey joins the default list in a later issue) plus "cluster" (a 3-primary Redis 8 Cluster), which
-// runs whenever redis8 is among the selected targets.
-func suiteTargets() []suiteTarget {
-	ts := []testkit.Target{testkit.Redis70, testkit.Redis8}
-	if strings.TrimSpace(os.Getenv(testkit.EnvTargets)) != "" {
-		ts = testkit.Targets()
-	}
-	var out []suiteTarget
-	withCluster := false
-	for _, tg := range ts {
-		out = append(out, suiteTarget{name: string(tg), target: tg})
-		if tg == testkit.Redis8 {
-			withCluster = true
-		}
-	}
-	if withCluster {
-		out = append(out, suiteTarget{name: "cluster", target: testkit.Redis8, cluster: true})
-	}
-	return out
-}
-
 // env is one running target shared by the scenarios of that target. Scenarios run one after another on
 // it (never in parallel), each on its own keys, so server-wide counters (INFO commandstats, DBSIZE) taken
 // inside a scenario see only that scenario's traffic.
@@ -63,17 +33,17 @@ type env struct {
 	raw     rueidis.Client    // assertion client: no client-side caching, never used by a Locker
 }
 
-func startEnv(t *testing.T, st suiteTarget) *env {
+func startEnv(t *testing.T, st matrix.Target) *env {
 	t.Helper()
-	e := &env{name: st.name}
-	if st.cluster {
-		e.cluster = testkit.StartCluster(t, st.target)
+	e := &env{name: st.Name}
+	if st.Cluster {
+		e.cluster = testkit.StartCluster(t, st.Server)
 		e.nodes = e.cluster.Nodes
-		t.Logf("target %s: %s", st.name, e.cluster)
+		t.Logf("target %s: %s", st.Name, e.cluster)
 	} else {
-		e.srv = testkit.Start(t, st.target)
+		e.srv = testkit.Start(t, st.Server)
 		e.nodes = []*testkit.Server{e.srv}
-		t.Logf("target %s: %s %s at %s (%s backend)", st.name, e.srv.Flavor, e.srv.Version, e.srv.Addr, e.srv.Backend)
+		t.Logf("target %s: %s %s at %s (%s backend)", st.Name, e.srv.Flavor, e.srv.Version, e.srv.Addr, e.srv.Backend)
 	}
 	e.raw = e.newClient(t, nil, nil, func(o *rueidis.ClientOption) { o.DisableCache = true })
 	return e

@@ -3,6 +3,8 @@ package lock_test
 import (
 	"sync"
 	"testing"
+
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 )
 
 // scenario is one behaviour of issue 2, section 6, checked on every target (some skip where the issue
@@ -39,8 +41,8 @@ var scenarios = []scenario{
 // TestLock runs every scenario on every target. Targets run in parallel (at most maxParallelTargets at
 // once), each with its own server or cluster; the scenarios of one target run in order on it.
 func TestLock(t *testing.T) {
-	for _, st := range suiteTargets() {
-		t.Run(st.name, func(t *testing.T) {
+	for _, st := range matrix.Targets() {
+		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
 			targetSlots <- struct{}{}
 			defer func() { <-targetSlots }()

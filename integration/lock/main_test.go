@@ -1,5 +1,6 @@
-// Package lock_test runs the lock module's behaviour against real servers: Redis 7.0, Redis 8 and a
-// 3-primary Redis 8 Cluster (see ../README.md for how to select targets).
+// Package lock_test runs the lock module's behaviour against real servers: the matrix of
+// internal/matrix (Redis 7.0, Redis 8, Valkey 8, Valkey 9, a Redis Cluster and a Valkey Cluster; see
+// ../README.md for how to select targets).
 package lock_test
 
 import (
