@@ -160,11 +160,11 @@ func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string,
 	return nil, 0, fmt.Errorf("lock: acquire: unexpected status %d", status)
 }
 
-// cleanup sends a bounded owner-checked release that survives the caller's cancellation. It is queued
-// behind the uncertain command on the same connection pipeline in the common case, so it runs after it.
-// It reports whether the server answered, which settles that this owner holds no lease. (When the two
-// commands travel on different connections a delayed acquisition could still land after the release;
-// its lease then expires after its TTL, as for any unreturned lease.)
+// cleanup sends a bounded owner-checked release that survives the caller's cancellation, and reports
+// whether the server answered it, which settles that this owner holds no lease. It may not reach the
+// server at all (the client may have closed the connection whose deadline passed, and the network may
+// still be down), and when it travels on another connection than the uncertain command a delayed
+// acquisition can still land after it; the unreturned lease then expires after its TTL.
 func (l *Locker) cleanup(ctx context.Context, leaseKey, owner string) bool {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
 	defer cancel()

@@ -1,0 +1,145 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/lock"
+	"github.com/coordkit/coordkit/testkit"
+)
+
+// TestLockFaults checks the lock's failure rules with injected faults on every standalone target of the
+// matrix: replies lost after the server applied a command are reported as uncertain (never as success),
+// and an asynchronous failover can reissue a fencing token, exactly as the package documents.
+func TestLockFaults(t *testing.T) {
+	for _, mt := range matrix.Targets() {
+		if mt.Cluster {
+			continue // the proxy and replication helpers drive single servers
+		}
+		t.Run(mt.Name, func(t *testing.T) {
+			t.Parallel()
+			targetSlots <- struct{}{}
+			defer func() { <-targetSlots }()
+			loadGate.RLock()
+			defer loadGate.RUnlock()
+			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { testUncertainAcquire(t, mt.Server) })
+			t.Run("uncertain_extend_keeps_estimate", func(t *testing.T) { testUncertainExtend(t, mt.Server) })
+			t.Run("failover_can_reissue_token", func(t *testing.T) { testFailoverReissue(t, mt.Server) })
+		})
+	}
+}
+
+// testUncertainAcquire: the acquire script reaches the server but its reply is dropped. TryAcquire must
+// report ErrUncertain, never success; the counter shows the skipped token.
+func testUncertainAcquire(t *testing.T, target testkit.Target) {
+	srv := testkit.Start(t, target)
+	direct := srv.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	proxy := testkit.NewProxy(t, srv.Addr)
+	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	lk, err := lock.New(c, lock.WithCleanupTimeout(300*time.Millisecond))
+	require.NoError(t, err)
+	leaseKey, fenceKey := keyPair("uncertain-acquire")
+
+	// Warm the connection and load the script, so the dropped reply is the script's.
+	l, err := lk.TryAcquire(ctx(t), leaseKey, fenceKey, 10*time.Second)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, l.FencingToken())
+	out, err := l.Release(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, lock.Released, out)
+
+	require.NoError(t, proxy.DropReplies())
+	actx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	l, err = lk.TryAcquire(actx, leaseKey, fenceKey, 10*time.Second)
+	cancel()
+	require.Nil(t, l)
+	require.ErrorIs(t, err, lock.ErrUncertain, "a lost reply must be uncertain, got %v", err)
+	require.NoError(t, proxy.Reset())
+
+	// The server applied the acquisition: token 2 was issued (and skipped: nobody holds it). The
+	// owner-checked cleanup may or may not have reached the server (rueidis closes a connection whose
+	// deadline passed, and the proxy still drops replies while the client reconnects), so the unreturned
+	// lease is either gone or expires within its TTL.
+	v, err := direct.Do(ctx(t), direct.B().Get().Key(fenceKey).Build()).ToString()
+	require.NoError(t, err)
+	require.Equal(t, "2", v, "the uncertain acquisition advanced the counter")
+	pttl, err := direct.Do(ctx(t), direct.B().Pttl().Key(leaseKey).Build()).AsInt64()
+	require.NoError(t, err)
+	require.True(t, pttl == -2 || (pttl > 0 && pttl <= 10000), "leftover lease must be absent or expiring, PTTL %d", pttl)
+	t.Logf("after the uncertain acquisition the lease PTTL is %d ms (-2: the cleanup release reached the server)", pttl)
+	_, err = direct.Do(ctx(t), direct.B().Del().Key(leaseKey).Build()).AsInt64()
+	require.NoError(t, err)
+}
+
+// testUncertainExtend: a renewal whose reply is lost returns ErrUncertain and leaves the handle's
+// estimate as it was (a renewal can only lengthen the lease, so the old estimate stays safe).
+func testUncertainExtend(t *testing.T, target testkit.Target) {
+	srv := testkit.Start(t, target)
+	proxy := testkit.NewProxy(t, srv.Addr)
+	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	lk, err := lock.New(c)
+	require.NoError(t, err)
+	leaseKey, fenceKey := keyPair("uncertain-extend")
+	l, err := lk.TryAcquire(ctx(t), leaseKey, fenceKey, 10*time.Second)
+	require.NoError(t, err)
+	deadline := l.Deadline()
+
+	require.NoError(t, proxy.DropReplies())
+	ectx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ok, err := l.Extend(ectx)
+	cancel()
+	require.False(t, ok)
+	require.ErrorIs(t, err, lock.ErrUncertain)
+	require.NoError(t, l.Err(), "an uncertain renewal does not end the handle")
+	require.Equal(t, deadline, l.Deadline(), "an uncertain renewal does not move the estimate")
+	require.NoError(t, proxy.Reset())
+
+	direct := srv.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	v, err := direct.Do(ctx(t), direct.B().Get().Key(leaseKey).Build()).ToString()
+	require.NoError(t, err)
+	require.Equal(t, l.OwnerToken(), v, "the lease is still this owner's")
+	_, err = direct.Do(ctx(t), direct.B().Del().Key(leaseKey).Build()).AsInt64()
+	require.NoError(t, err)
+}
+
+// testFailoverReissue: an increment that never reached the replica is lost when the replica is
+// promoted, so the next owner on the new primary receives a token that was already issued. This is the
+// documented non-guarantee ("not globally monotonic"), asserted so the documentation stays true.
+func testFailoverReissue(t *testing.T, target testkit.Target) {
+	rep := testkit.StartReplicated(t, target)
+	primary := rep.Primary.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	lk, err := lock.New(primary)
+	require.NoError(t, err)
+	leaseKey, fenceKey := keyPair("failover")
+	for want := int64(1); want <= 3; want++ {
+		l, err := lk.TryAcquire(ctx(t), leaseKey, fenceKey, 10*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, want, l.FencingToken())
+		_, err = l.Release(ctx(t))
+		require.NoError(t, err)
+	}
+	require.NoError(t, rep.WaitSync(ctx(t)))
+	require.NoError(t, rep.HoldReplication())
+	lost, err := lk.TryAcquire(ctx(t), leaseKey, fenceKey, 10*time.Second)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, lost.FencingToken())
+
+	require.NoError(t, rep.Failover(ctx(t), testkit.FailoverOptions{OldPrimary: testkit.KillOldPrimary}))
+	promoted := rep.Primary.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	lk2, err := lock.New(promoted)
+	require.NoError(t, err)
+	l, err := lk2.TryAcquire(ctx(t), leaseKey, fenceKey, 10*time.Second)
+	require.NoError(t, err, "the lost lease is gone with the old primary")
+	require.EqualValues(t, 4, l.FencingToken(), "token 4 is issued a second time after the failover")
+	if _, err := l.Release(ctx(t)); err != nil && !errors.Is(err, lock.ErrUncertain) {
+		require.NoError(t, err)
+	}
+	// The lost handle can no longer verify: its lease never reached the promoted server.
+	_, _ = lost.Release(context.Background())
+}
