@@ -111,5 +111,13 @@ for m in "${modules[@]}"; do
   printf '  %-12s' "$m"; for step in "${steps[@]}"; do printf ' %-11s' "${result[$m,$step]}"; done; echo
 done
 if [ -s "$matrix_tables" ]; then echo; cat "$matrix_tables"; fi
+passed_steps=0 failed_steps=0
+for m in "${modules[@]}"; do
+  for step in "${steps[@]}"; do
+    case "${result[$m,$step]}" in ok) passed_steps=$((passed_steps + 1)) ;; FAIL) failed_steps=$((failed_steps + 1)) ;; esac
+  done
+done
+echo
+echo "module steps: $passed_steps passed, $failed_steps failed"
 if [ "$failed" = 1 ]; then echo "FAIL"; exit 1; fi
 echo "ok"
