@@ -1,0 +1,21 @@
+-- extend: restart one holder entry's expiry at the full TTL, only while that entry exists unexpired.
+-- Other entries keep their own expiries.
+--
+-- KEYS[1]  the lock key (sorted set of holder entries scored by expiry in server-time ms)
+-- ARGV[1]  the holder entry: 'r:<owner>' or 'w:<owner>'
+-- ARGV[2]  TTL in whole milliseconds (>= 1), counted from now on the server
+--
+-- Expired entries are removed first; the key's expiry is moved to its latest entry.
+-- Returns 1 when renewed, 0 when the entry is absent or expired (nothing renewed). O(log N + E).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local key = KEYS[1]
+
+redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now))
+if not redis.call('ZSCORE', key, ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', key, 'XX', string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
+local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+redis.call('PEXPIRE', key, string.format('%.0f', tonumber(last[2]) - now))
+return 1

@@ -1,0 +1,19 @@
+-- release: remove one holder entry; other holders' entries are never touched.
+--
+-- KEYS[1]  the lock key (sorted set of holder entries scored by expiry in server-time ms)
+-- ARGV[1]  the holder entry: 'r:<owner>' or 'w:<owner>'
+--
+-- Expired entries are removed first (so an expired entry counts as absent); an emptied set is deleted,
+-- otherwise the key's expiry is moved to its latest entry.
+-- Returns 1 when this call removed the unexpired entry, 0 when it was absent or expired. O(log N + E).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local key = KEYS[1]
+
+redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now))
+local removed = redis.call('ZREM', key, ARGV[1])
+local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if last[2] then
+  redis.call('PEXPIRE', key, string.format('%.0f', tonumber(last[2]) - now))
+end
+return removed
