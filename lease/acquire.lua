@@ -1,0 +1,31 @@
+-- acquire: take the named lease (one hash field) if it is free, with its own expiry.
+--
+-- KEYS[1]  hash key: a hash whose fields are named leases; each field holds its owner token and carries
+--          its own expiry (HPEXPIRE). The hash itself must have no key-level expiry.
+-- ARGV[1]  field: the lease name (opaque bytes)
+-- ARGV[2]  owner token (opaque bytes)
+-- ARGV[3]  lease TTL in whole milliseconds (>= 1)
+--
+-- Returns one of:
+--   {1, 0}     acquired: the field now holds the owner token and expires in ARGV[3] ms
+--   {0, pttl}  not acquired: the field is held; pttl is its remaining life in ms (HPTTL), -1 when the
+--              field has no expiry (it was not written by this package)
+--   {-1, pttl} not acquired: the hash key has a key-level expiry (pttl ms), which would delete every
+--              lease at once; nothing was written
+--
+-- A hash key of another type raises WRONGTYPE before any write. Every check runs before the first write,
+-- so a failed acquisition changes nothing. Needs HPEXPIRE / HPTTL (Redis 7.4+, Valkey 9.0+). O(1).
+local kpttl = redis.call('PTTL', KEYS[1])
+if kpttl ~= -2 then
+  if kpttl ~= -1 then
+    return {-1, kpttl}
+  end
+  local fpttl = redis.call('HPTTL', KEYS[1], 'FIELDS', 1, ARGV[1])[1]
+  if fpttl ~= -2 then
+    return {0, fpttl}
+  end
+end
+
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HPEXPIRE', KEYS[1], ARGV[3], 'FIELDS', 1, ARGV[1])
+return {1, 0}
