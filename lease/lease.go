@@ -157,12 +157,16 @@ func (h *Lease) Context() context.Context {
 }
 
 // Err returns nil while the handle vouches for ownership, then [ErrExpired], [ErrLost], [ErrUncertain]
-// or [ErrReleased].
+// or [ErrReleased]. Once the handle ended for good (lost, uncertain or released) Err reports that first
+// final reason, even when the context had already ended on [ErrExpired].
 func (h *Lease) Err() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ctx.Err() == nil {
 		return nil
+	}
+	if h.final != nil {
+		return h.final
 	}
 	return context.Cause(h.ctx)
 }

@@ -1,0 +1,215 @@
+package lease_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/lease"
+	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/testkit"
+)
+
+// maxParallelTargets bounds how many targets (servers plus their scenarios) run at once: the machines
+// have 2 cores shared with other work, and the suite runs under -race.
+const maxParallelTargets = 2
+
+var targetSlots = make(chan struct{}, maxParallelTargets)
+
+// env is one running target shared by the scenarios of that target. Scenarios run one after another on
+// it, each on its own keys.
+type env struct {
+	name    string
+	srv     *testkit.Server   // nil on cluster
+	cluster *testkit.Cluster  // nil on standalone
+	nodes   []*testkit.Server // every server process (one on standalone)
+	raw     rueidis.Client    // assertion client: no client-side caching, never used by a Leases
+}
+
+func startEnv(t *testing.T, st matrix.Target) *env {
+	t.Helper()
+	e := &env{name: st.Name}
+	if st.Cluster {
+		e.cluster = testkit.StartCluster(t, st.Server)
+		e.nodes = e.cluster.Nodes
+		t.Logf("target %s: %s", st.Name, e.cluster)
+	} else {
+		e.srv = testkit.Start(t, st.Server)
+		e.nodes = []*testkit.Server{e.srv}
+		t.Logf("target %s: %s %s at %s (%s backend)", st.Name, e.srv.Flavor, e.srv.Version, e.srv.Addr, e.srv.Backend)
+	}
+	e.raw = e.newClient(t, nil, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	return e
+}
+
+func (e *env) isCluster() bool { return e.cluster != nil }
+
+func (e *env) clientOption() rueidis.ClientOption {
+	if e.cluster != nil {
+		return e.cluster.ClientOption()
+	}
+	return e.srv.ClientOption()
+}
+
+// newClient returns a client of the target, closed at t.Cleanup; with a tracker it is built by
+// luakit.NewTrackedClient.
+func (e *env) newClient(t *testing.T, tracker *luakit.Tracker, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
+	t.Helper()
+	opt := e.clientOption()
+	for _, m := range mutate {
+		m(&opt)
+	}
+	var (
+		c   rueidis.Client
+		err error
+	)
+	if tracker != nil {
+		c, err = luakit.NewTrackedClient(opt, tracker)
+	} else {
+		c, err = rueidis.NewClient(opt)
+	}
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// leases returns a Leases over a new client of its own.
+func (e *env) leases(t *testing.T, opts ...lease.Option) *lease.Leases {
+	t.Helper()
+	return newLeases(t, e.newClient(t, nil), opts...)
+}
+
+// trackedLeases returns a Leases over a new tracker-wired client, wired with lease.WithTracker.
+func (e *env) trackedLeases(t *testing.T, opts ...lease.Option) *lease.Leases {
+	t.Helper()
+	tr := luakit.NewTracker()
+	return newLeases(t, e.newClient(t, tr), append([]lease.Option{lease.WithTracker(tr)}, opts...)...)
+}
+
+func newLeases(t *testing.T, c rueidis.Client, opts ...lease.Option) *lease.Leases {
+	t.Helper()
+	ls, err := lease.New(c, opts...)
+	require.NoError(t, err)
+	return ls
+}
+
+// Raw server state, read through the assertion client.
+
+// do runs a raw command (the key, if any, must be args[1] so a cluster client routes it).
+func (e *env) do(t *testing.T, args ...string) *rueidis.RedisMessage {
+	t.Helper()
+	m, err := e.raw.Do(ctx(t), e.raw.B().Arbitrary(args[0]).Keys(args[1]).Args(args[2:]...).Build()).ToMessage()
+	require.NoError(t, err, "%q", args[0])
+	return &m
+}
+
+// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
+func (e *env) pttl(t *testing.T, key string) int64 {
+	t.Helper()
+	n, err := e.raw.Do(ctx(t), e.raw.B().Pttl().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	return n
+}
+
+// hget returns the value of field in the hash at key and whether it exists.
+func (e *env) hget(t *testing.T, key, field string) (string, bool) {
+	t.Helper()
+	v, err := e.raw.Do(ctx(t), e.raw.B().Hget().Key(key).Field(field).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return "", false
+	}
+	require.NoError(t, err)
+	return v, true
+}
+
+// hpttl returns the server's HPTTL of field (-2 absent, -1 no expiry).
+func (e *env) hpttl(t *testing.T, key, field string) int64 {
+	t.Helper()
+	m := e.do(t, "HPTTL", key, "FIELDS", "1", field)
+	arr, err := m.AsIntSlice()
+	require.NoError(t, err)
+	require.Len(t, arr, 1)
+	return arr[0]
+}
+
+// requireAbsent asserts that key does not exist on the server.
+func (e *env) requireAbsent(t *testing.T, key, what string) {
+	t.Helper()
+	require.EqualValues(t, -2, e.pttl(t, key), "%s must be absent", what)
+}
+
+// requireHeld asserts that the field holds owner, with a field expiry, in a hash without key expiry.
+func (e *env) requireHeld(t *testing.T, key, field, owner string) {
+	t.Helper()
+	v, ok := e.hget(t, key, field)
+	require.True(t, ok, "field must exist")
+	require.Equal(t, owner, v, "field must hold the owner token")
+	require.Greater(t, e.hpttl(t, key, field), int64(0), "field must have an expiry")
+	require.EqualValues(t, -1, e.pttl(t, key), "hash key must have no key-level expiry")
+}
+
+// requireFieldAbsent asserts that the field does not exist.
+func (e *env) requireFieldAbsent(t *testing.T, key, field string) {
+	t.Helper()
+	_, ok := e.hget(t, key, field)
+	require.False(t, ok, "field must be absent")
+}
+
+// scriptFlush empties the script cache of every server process of the target.
+func (e *env) scriptFlush(t *testing.T) {
+	t.Helper()
+	for _, n := range e.nodes {
+		_, err := n.Do(ctx(t), "SCRIPT", "FLUSH")
+		require.NoError(t, err)
+	}
+}
+
+// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// hashKey returns a hash key for one scenario.
+func hashKey(name string) string { return "ck:lease:" + name }
+
+// release releases l and asserts the outcome.
+func release(t *testing.T, l *lease.Lease, want lease.ReleaseOutcome) {
+	t.Helper()
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := l.Release(rctx)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "release outcome")
+}
+
+type acquired struct {
+	lease *lease.Lease
+	err   error
+	at    time.Time
+}
+
+func acquireAsync(c context.Context, ls *lease.Leases, key, field string, ttl time.Duration) <-chan acquired {
+	ch := make(chan acquired, 1)
+	go func() {
+		l, err := ls.Acquire(c, key, field, ttl)
+		ch <- acquired{l, err, time.Now()}
+	}()
+	return ch
+}
+
+func await(t *testing.T, ch <-chan acquired, limit time.Duration) acquired {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(limit):
+		t.Fatalf("Acquire did not return within %v", limit)
+		return acquired{}
+	}
+}

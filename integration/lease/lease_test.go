@@ -1,0 +1,64 @@
+package lease_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/testkit"
+)
+
+// scenario is one behaviour of issue 4's lease section, checked on every target with hash-field expiry.
+// Each asserts the server state it leaves, through the env's raw client.
+type scenario struct {
+	name string
+	run  func(t *testing.T, e *env)
+}
+
+var scenarios = []scenario{
+	{"01_contention_Concurrent", testContention},
+	{"02_fields_independent", testFieldsIndependent},
+	{"03_handoff_expiry", testHandoffExpiry},
+	{"04_owner_isolation", testOwnerIsolation},
+	{"05_other_field_untouched", testOtherFieldUntouched},
+	{"06_expiring_hash_rejected", testExpiringHash},
+	{"07_prefix_binary", testPrefixBinary},
+	{"08_bad_input", testBadInput},
+	{"09_holders", testHolders},
+	{"10_cancel_waiting_acquire", testCancelWaiting},
+	{"11_release_outcomes", testReleaseOutcomes},
+	{"12_noscript_recovery", testNoScript},
+	{"13_extend_after_estimate", testExtendAfterEstimate},
+	{"14_uncertain_fail_closed", testUncertain},
+}
+
+// hasHashFieldTTL is the matrix's expectation: Redis 7.0 and Valkey 8 lack HPEXPIRE.
+func hasHashFieldTTL(st matrix.Target) bool {
+	return st.Server != testkit.Redis70 && st.Server != testkit.Valkey8
+}
+
+// TestLease runs every scenario on every target (targets in parallel, at most maxParallelTargets at once;
+// the scenarios of one target in order). On a server without hash-field expiry only the unsupported
+// scenario runs.
+func TestLease(t *testing.T) {
+	for _, st := range matrix.Targets() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			targetSlots <- struct{}{}
+			defer func() { <-targetSlots }()
+			e := startEnv(t, st)
+			has, err := luakit.Probe(ctx(t), e.raw, luakit.HashFieldTTL)
+			require.NoError(t, err)
+			require.Equal(t, hasHashFieldTTL(st), has, "HPEXPIRE probe disagrees with the matrix")
+			if !has {
+				t.Run("00_unsupported", func(t *testing.T) { testUnsupported(t, e) })
+				return
+			}
+			for _, sc := range scenarios {
+				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+			}
+		})
+	}
+}
