@@ -1,0 +1,188 @@
+package rwlock_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/rwlock"
+	"github.com/coordkit/coordkit/testkit"
+)
+
+// maxParallelTargets bounds how many targets (servers plus their scenarios) run at once: the machines
+// have 2 cores shared with other suites, and the suite runs under -race.
+const maxParallelTargets = 2
+
+var targetSlots = make(chan struct{}, maxParallelTargets)
+
+// env is one running target shared by the scenarios of that target. Scenarios run one after another on
+// it, each on its own keys.
+type env struct {
+	name    string
+	srv     *testkit.Server   // nil on cluster
+	cluster *testkit.Cluster  // nil on standalone
+	nodes   []*testkit.Server // every server process (one on standalone)
+	raw     rueidis.Client    // assertion client: no client-side caching, never used by a Locker
+}
+
+func startEnv(t *testing.T, st matrix.Target) *env {
+	t.Helper()
+	e := &env{name: st.Name}
+	if st.Cluster {
+		e.cluster = testkit.StartCluster(t, st.Server)
+		e.nodes = e.cluster.Nodes
+		t.Logf("target %s: %s", st.Name, e.cluster)
+	} else {
+		e.srv = testkit.Start(t, st.Server)
+		e.nodes = []*testkit.Server{e.srv}
+		t.Logf("target %s: %s %s at %s (%s backend)", st.Name, e.srv.Flavor, e.srv.Version, e.srv.Addr, e.srv.Backend)
+	}
+	e.raw = e.newClient(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	return e
+}
+
+// newClient returns a client of the target, closed at t.Cleanup.
+func (e *env) newClient(t *testing.T, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
+	t.Helper()
+	var opt rueidis.ClientOption
+	if e.cluster != nil {
+		opt = e.cluster.ClientOption()
+	} else {
+		opt = e.srv.ClientOption()
+	}
+	for _, m := range mutate {
+		m(&opt)
+	}
+	c, err := rueidis.NewClient(opt)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// locker returns a Locker over a new client of its own.
+func (e *env) locker(t *testing.T, opts ...rwlock.Option) *rwlock.Locker {
+	t.Helper()
+	l, err := rwlock.New(e.newClient(t), opts...)
+	require.NoError(t, err)
+	return l
+}
+
+// Raw server state, read through the assertion client.
+
+// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
+func (e *env) pttl(t *testing.T, key string) int64 {
+	t.Helper()
+	n, err := e.raw.Do(ctx(t), e.raw.B().Pttl().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	return n
+}
+
+// requireAbsent asserts that key does not exist on the server.
+func (e *env) requireAbsent(t *testing.T, key string) {
+	t.Helper()
+	require.EqualValues(t, -2, e.pttl(t, key), "lock key must be absent")
+}
+
+// entries returns the members of the lock key's sorted set with their scores (expiry, server ms).
+func (e *env) entries(t *testing.T, key string) map[string]int64 {
+	t.Helper()
+	zs, err := e.raw.Do(ctx(t), e.raw.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	require.NoError(t, err)
+	out := map[string]int64{}
+	for _, z := range zs {
+		out[z.Member] = int64(z.Score)
+	}
+	return out
+}
+
+// serverMillis returns the server's clock in ms (the node serving key).
+func (e *env) serverMillis(t *testing.T) int64 {
+	t.Helper()
+	arr, err := e.nodes[0].Do(ctx(t), "TIME")
+	require.NoError(t, err)
+	parts, err := arr.ToArray()
+	require.NoError(t, err)
+	s, err := parts[0].ToString()
+	require.NoError(t, err)
+	us, err := parts[1].ToString()
+	require.NoError(t, err)
+	sec, _ := strconv.ParseInt(s, 10, 64)
+	micro, _ := strconv.ParseInt(us, 10, 64)
+	return sec*1000 + micro/1000
+}
+
+// requireEntries asserts the exact holder entries of key (by lease), each unexpired, and that the key's
+// expiry follows its latest entry.
+func (e *env) requireEntries(t *testing.T, key string, leases ...*rwlock.Lease) {
+	t.Helper()
+	got := e.entries(t, key)
+	want := map[string]bool{}
+	for _, l := range leases {
+		want[entry(l)] = true
+	}
+	require.Len(t, got, len(want), "holder entries %v", keysOf(got))
+	now := e.serverMillis(t)
+	var latest int64
+	for m, score := range got {
+		require.True(t, want[m], "unexpected entry %q", m)
+		require.Greater(t, score, now-5, "entry %q must be unexpired", m) // nodes share the host clock
+		latest = max(latest, score)
+	}
+	if len(got) > 0 {
+		p := e.pttl(t, key)
+		require.Greater(t, p, int64(0), "lock key must expire")
+		require.InDelta(t, latest-now, p, 200, "key expiry must follow the latest entry")
+	}
+}
+
+// entry is the sorted-set member of a lease.
+func entry(l *rwlock.Lease) string {
+	if l.Mode() == rwlock.Write {
+		return "w:" + l.OwnerToken()
+	}
+	return "r:" + l.OwnerToken()
+}
+
+func keysOf(m map[string]int64) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// release releases l and asserts the outcome.
+func release(t *testing.T, l *rwlock.Lease, want rwlock.ReleaseOutcome) {
+	t.Helper()
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := l.Release(rctx)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "release outcome")
+}
+
+// eventually polls cond every 10ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,515 @@
+package rwlock_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/rwlock"
+)
+
+// scenario is one behaviour of issue 4 (rwlock and Tests sections), checked on every target. Each
+// asserts the server state it leaves through the env's raw client.
+type scenario struct {
+	name string
+	run  func(t *testing.T, e *env)
+}
+
+var scenarios = []scenario{
+	{"01_modes", testModes},
+	{"02_contention_Concurrent", testContention},
+	{"03_expiry_handoff", testExpiryHandoff},
+	{"04_per_reader_expiry", testPerReaderExpiry},
+	{"05_owner_isolation", testOwnerIsolation},
+	{"06_failed_renewal_lost", testFailedRenewal},
+	{"07_failed_verify_unchanged", testFailedVerify},
+	{"08_prefix_binary_keys", testPrefixBinary},
+	{"09_bad_input", testBadInput},
+	{"10_release_twice", testReleaseTwice},
+	{"11_noscript_recovery", testNoScript},
+	{"12_close_best_effort", testClose},
+	{"13_uncertain_acquire", testUncertainAcquire},
+}
+
+// TestRWLock runs every scenario on every target. Targets run in parallel (at most maxParallelTargets at
+// once), each with its own server or cluster; the scenarios of one target run in order on it.
+func TestRWLock(t *testing.T) {
+	for _, st := range matrix.Targets() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			targetSlots <- struct{}{}
+			defer func() { <-targetSlots }()
+			e := startEnv(t, st)
+			for _, sc := range scenarios {
+				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+			}
+		})
+	}
+}
+
+// 1. Mode compatibility: readers share, a writer excludes everyone; nothing is written on refusal.
+func testModes(t *testing.T, e *env) {
+	c := ctx(t)
+	key := "ck:rw:modes"
+	l := e.locker(t)
+	r1, err := l.TryAcquireRead(c, key, 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, rwlock.Read, r1.Mode())
+	r2, err := l.TryAcquireRead(c, key, 30*time.Second)
+	require.NoError(t, err)
+	w, err := l.TryAcquireWrite(c, key, 30*time.Second)
+	require.ErrorIs(t, err, rwlock.ErrNotAcquired)
+	require.Nil(t, w)
+	e.requireEntries(t, key, r1, r2)
+
+	release(t, r1, rwlock.Released)
+	_, err = l.TryAcquireWrite(c, key, 30*time.Second)
+	require.ErrorIs(t, err, rwlock.ErrNotAcquired, "one reader still holds it")
+	release(t, r2, rwlock.Released)
+	e.requireAbsent(t, key)
+
+	w, err = l.TryAcquireWrite(c, key, 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, rwlock.Write, w.Mode())
+	_, err = l.TryAcquireRead(c, key, 30*time.Second)
+	require.ErrorIs(t, err, rwlock.ErrNotAcquired)
+	_, err = l.TryAcquireWrite(c, key, 30*time.Second)
+	require.ErrorIs(t, err, rwlock.ErrNotAcquired)
+	e.requireEntries(t, key, w)
+	ok, err := w.Verify(c)
+	require.NoError(t, err)
+	require.True(t, ok)
+	release(t, w, rwlock.Released)
+	e.requireAbsent(t, key)
+}
+
+// 2. 16 goroutines randomly take read or write leases (long TTL) on one key. The invariant is checked
+// at every instant with atomic counters: either at most one writer and no readers, or no writers.
+// Every holder counts itself in after its grant and out before its release, so overlapping counts mean
+// overlapping server-side leases.
+func testContention(t *testing.T, e *env) {
+	const (
+		workers = 16
+		rounds  = 40
+	)
+	key := "ck:rw:contention"
+	l := e.locker(t)
+	var (
+		readers, writers   atomic.Int64
+		reads, writes      atomic.Int64
+		maxReaders, denied atomic.Int64
+		violations         atomic.Int64
+		wantWrite          atomic.Int64 // writers currently retrying
+	)
+	check := func() {
+		w, r := writers.Load(), readers.Load()
+		if w > 1 || (w == 1 && r > 0) {
+			violations.Add(1)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 42))
+			c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			for range rounds {
+				write := rng.IntN(3) == 0
+				var (
+					lease *rwlock.Lease
+					err   error
+				)
+				if write {
+					// Readers would starve writers (see the package doc), so a waiting writer asks readers
+					// to hold off, and retries with a short pause.
+					wantWrite.Add(1)
+					for try := 0; ; try++ {
+						lease, err = l.TryAcquireWrite(c, key, 30*time.Second)
+						if !errors.Is(err, rwlock.ErrNotAcquired) || try == 200 {
+							break
+						}
+						denied.Add(1)
+						time.Sleep(time.Duration(rng.IntN(1000)) * time.Microsecond)
+					}
+					wantWrite.Add(-1)
+				} else {
+					for wantWrite.Load() > 0 {
+						time.Sleep(500 * time.Microsecond)
+					}
+					lease, err = l.TryAcquireRead(c, key, 30*time.Second)
+				}
+				if errors.Is(err, rwlock.ErrNotAcquired) {
+					denied.Add(1)
+					time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				// Count ourselves in before any other check, and out before releasing.
+				if write {
+					writers.Add(1)
+					writes.Add(1)
+				} else {
+					n := readers.Add(1)
+					reads.Add(1)
+					for m := maxReaders.Load(); n > m && !maxReaders.CompareAndSwap(m, n); m = maxReaders.Load() {
+					}
+				}
+				check()
+				time.Sleep(time.Duration(rng.IntN(1500)) * time.Microsecond)
+				check()
+				if write {
+					writers.Add(-1)
+				} else {
+					readers.Add(-1)
+				}
+				out, err := lease.Release(c)
+				if err != nil || out != rwlock.Released {
+					errs <- errors.Join(err, errors.New("release: "+out.String()))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	t.Logf("reads %d, writes %d, denied %d, max concurrent readers %d", reads.Load(), writes.Load(), denied.Load(), maxReaders.Load())
+	require.Zero(t, violations.Load(), "invariant violated")
+	require.Positive(t, reads.Load())
+	require.GreaterOrEqual(t, writes.Load(), int64(10), "writers must get in")
+	e.requireAbsent(t, key)
+}
+
+// 3. A writer that never releases blocks readers until its TTL, then a reader gets in.
+func testExpiryHandoff(t *testing.T, e *env) {
+	c := ctx(t)
+	key := "ck:rw:handoff"
+	l := e.locker(t)
+	const ttl = 400 * time.Millisecond
+	sent := time.Now()
+	w, err := l.TryAcquireWrite(c, key, ttl)
+	require.NoError(t, err)
+	e.requireEntries(t, key, w)
+
+	var r *rwlock.Lease
+	eventually(t, 5*time.Second, "a reader after the writer's TTL", func() bool {
+		r, err = l.TryAcquireRead(c, key, 30*time.Second)
+		if errors.Is(err, rwlock.ErrNotAcquired) {
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	})
+	require.GreaterOrEqual(t, time.Since(sent), ttl-20*time.Millisecond, "the reader got in before the writer's TTL")
+	<-w.Done() // the local estimate ended no later than the server entry
+	require.ErrorIs(t, w.Err(), rwlock.ErrExpired)
+	ok, err := w.Extend(c)
+	require.NoError(t, err)
+	require.False(t, ok)
+	release(t, w, rwlock.NotOwned)
+	e.requireEntries(t, key, r) // the writer's expired entry was pruned
+	release(t, r, rwlock.Released)
+	e.requireAbsent(t, key)
+}
+
+// 4. Each reader has its own expiry: reader A renews, reader B's entry still expires on time.
+func testPerReaderExpiry(t *testing.T, e *env) {
+	c := ctx(t)
+	key := "ck:rw:perreader"
+	l := e.locker(t)
+	const ttl = 600 * time.Millisecond
+	a, err := l.TryAcquireRead(c, key, ttl)
+	require.NoError(t, err)
+	bSent := time.Now()
+	b, err := l.TryAcquireRead(c, key, ttl)
+	require.NoError(t, err)
+	e.requireEntries(t, key, a, b)
+
+	for time.Since(bSent) < ttl+300*time.Millisecond {
+		time.Sleep(100 * time.Millisecond)
+		ok, err := a.Extend(c)
+		require.NoError(t, err)
+		require.True(t, ok, "reader A renews")
+	}
+	// B was never renewed: its entry is gone (the read-only verify already sees it expired), A's is not.
+	ok, err := b.Verify(c)
+	require.NoError(t, err)
+	require.False(t, ok, "reader B must have expired")
+	ok, err = b.Extend(c)
+	require.NoError(t, err)
+	require.False(t, ok)
+	// A write attempt prunes B and is refused because of A.
+	_, err = l.TryAcquireWrite(c, key, ttl)
+	require.ErrorIs(t, err, rwlock.ErrNotAcquired)
+	e.requireEntries(t, key, a)
+	release(t, b, rwlock.NotOwned)
+	release(t, a, rwlock.Released)
+	e.requireAbsent(t, key)
+}
+
+// 5. An expired owner cannot renew or release its replacement; the replacement stays intact.
+func testOwnerIsolation(t *testing.T, e *env) {
+	c := ctx(t)
+	key := "ck:rw:isolation"
+	l := e.locker(t)
+	w1, err := l.TryAcquireWrite(c, key, 150*time.Millisecond)
+	require.NoError(t, err)
+	var w2 *rwlock.Lease
+	eventually(t, 5*time.Second, "a replacement writer", func() bool {
+		w2, err = l.TryAcquireWrite(c, key, 30*time.Second)
+		return err == nil
+	})
+	require.NotEqual(t, w1.OwnerToken(), w2.OwnerToken())
+	before := e.entries(t, key)[entry(w2)]
+
+	ok, err := w1.Verify(c)
+	require.NoError(t, err)
+	require.False(t, ok)
+	ok, err = w1.Extend(c)
+	require.NoError(t, err)
+	require.False(t, ok)
+	release(t, w1, rwlock.NotOwned)
+	e.requireEntries(t, key, w2)
+	require.Equal(t, before, e.entries(t, key)[entry(w2)], "the replacement's expiry must be untouched")
+	ok, err = w2.Verify(c)
+	require.NoError(t, err)
+	require.True(t, ok)
+	release(t, w2, rwlock.Released)
+	e.requireAbsent(t, key)
+}
+
+// 6. A failed renewal (entry deleted) and an uncertain renewal (ctx cancelled) both mark the handle lost;
+// later Extend calls return false; Release still removes an entry that exists.
+func testFailedRenewal(t *testing.T, e *env) {
+	c := ctx(t)
+	key := "ck:rw:renewal"
+	l := e.locker(t)
+
+	r, err := l.TryAcquireRead(c, key, 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, e.raw.Do(c, e.raw.B().Zrem().Key(key).Member(entry(r)).Build()).Error())
+	ok, err := r.Extend(c)
+	require.NoError(t, err)
+	require.False(t, ok)
+	<-r.Done()
+	require.ErrorIs(t, r.Err(), rwlock.ErrLost)
+	ok, err = r.Extend(c)
+	require.NoError(t, err)
+	require.False(t, ok, "a lost handle never renews")
+	release(t, r, rwlock.NotOwned)
+	e.requireAbsent(t, key)
+
+	w, err := l.TryAcquireWrite(c, key, 30*time.Second)
+	require.NoError(t, err)
+	cancelled, cancel := context.WithCancel(c)
+	cancel()
+	ok, err = w.Extend(cancelled)
+	require.ErrorIs(t, err, rwlock.ErrUncertain)
+	require.False(t, ok)
+	<-w.Done()
+	require.ErrorIs(t, w.Err(), rwlock.ErrLost)
+	ok, err = w.Extend(c)
+	require.NoError(t, err)
+	require.False(t, ok)
+	e.requireEntries(t, key, w) // the entry itself is still there until released or expired
+	release(t, w, rwlock.Released)
+	e.requireAbsent(t, key)
+}
+
+// 7. A failed verification leaves the handle unchanged, and Release still removes the entry.
+func testFailedVerify(t *testing.T, e *env) {
+	c := ctx(t)
+	key := "ck:rw:verify"
+	l := e.locker(t)
+	w, err := l.TryAcquireWrite(c, key, 30*time.Second)
+	require.NoError(t, err)
+	cancelled, cancel := context.WithCancel(c)
+	cancel()
+	ok, err := w.Verify(cancelled)
+	require.ErrorIs(t, err, rwlock.ErrUncertain)
+	require.False(t, ok)
+	require.NoError(t, w.Err(), "a failed verification must not end the handle")
+	require.Positive(t, w.Remaining())
+	ok, err = w.Verify(c)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = w.Extend(c)
+	require.NoError(t, err)
+	require.True(t, ok, "the handle is still usable")
+	e.requireEntries(t, key, w)
+	release(t, w, rwlock.Released)
+	e.requireAbsent(t, key)
+}
+
+// 8. Binary keys and a binary prefix: the physical key is prefix+key, a sorted set holding the entries.
+func testPrefixBinary(t *testing.T, e *env) {
+	c := ctx(t)
+	prefix, key := "\x00ck\xff:", "rw\x00\xfe{x}\n"
+	physical := prefix + key
+	l := e.locker(t, rwlock.WithKeyPrefix(prefix))
+	r1, err := l.TryAcquireRead(c, key, 30*time.Second)
+	require.NoError(t, err)
+	r2, err := l.TryAcquireRead(c, key, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, key, r1.Key())
+	typ, err := e.raw.Do(c, e.raw.B().Type().Key(physical).Build()).ToString()
+	require.NoError(t, err)
+	require.Equal(t, "zset", typ)
+	e.requireEntries(t, physical, r1, r2)
+	e.requireAbsent(t, key) // nothing at the unprefixed key
+	now := e.serverMillis(t)
+	got := e.entries(t, physical)
+	require.InDelta(t, now+30_000, got[entry(r1)], 1000, "reader 1 expiry (server ms)")
+	require.InDelta(t, now+10_000, got[entry(r2)], 1000, "reader 2 expiry (server ms)")
+	release(t, r1, rwlock.Released)
+	e.requireEntries(t, physical, r2) // the key's expiry moved down to the remaining reader
+	release(t, r2, rwlock.Released)
+	e.requireAbsent(t, physical)
+}
+
+// 9. Bad input fails before any I/O and writes nothing; a key of another type fails and is untouched.
+func testBadInput(t *testing.T, e *env) {
+	c := ctx(t)
+	key := "ck:rw:bad"
+	_, err := rwlock.New(nil)
+	require.ErrorIs(t, err, rwlock.ErrNilClient)
+	l := e.locker(t)
+	for _, ttl := range []time.Duration{0, 999 * time.Microsecond, -time.Second} {
+		_, err := l.TryAcquireRead(c, key, ttl)
+		require.ErrorIs(t, err, rwlock.ErrInvalidTTL)
+		_, err = l.TryAcquireWrite(c, key, ttl)
+		require.ErrorIs(t, err, rwlock.ErrInvalidTTL)
+	}
+	_, err = l.TryAcquireRead(c, "", time.Second)
+	require.ErrorIs(t, err, luakit.ErrEmptyKey)
+	_, err = l.TryAcquireWrite(c, "", time.Second)
+	require.ErrorIs(t, err, luakit.ErrEmptyKey)
+	e.requireAbsent(t, key)
+
+	require.NoError(t, e.raw.Do(c, e.raw.B().Set().Key(key).Value("x").Build()).Error())
+	_, err = l.TryAcquireWrite(c, key, time.Second)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, rwlock.ErrNotAcquired)
+	require.Contains(t, err.Error(), "WRONGTYPE")
+	v, err := e.raw.Do(c, e.raw.B().Get().Key(key).Build()).ToString()
+	require.NoError(t, err)
+	require.Equal(t, "x", v)
+	require.NoError(t, e.raw.Do(c, e.raw.B().Del().Key(key).Build()).Error())
+}
+
+// 10. Release twice: Released, then AlreadyReleased without I/O; Close afterwards does nothing.
+func testReleaseTwice(t *testing.T, e *env) {
+	c := ctx(t)
+	key := "ck:rw:twice"
+	l := e.locker(t)
+	r, err := l.TryAcquireRead(c, key, 30*time.Second)
+	require.NoError(t, err)
+	release(t, r, rwlock.Released)
+	require.ErrorIs(t, r.Err(), rwlock.ErrReleased)
+	release(t, r, rwlock.AlreadyReleased)
+	r.Close()
+	e.requireAbsent(t, key)
+}
+
+// 11. SCRIPT FLUSH on every node between operations: EVALSHA answers NOSCRIPT and the EVAL fallback runs.
+func testNoScript(t *testing.T, e *env) {
+	c := ctx(t)
+	key := "ck:rw:noscript"
+	l := e.locker(t)
+	flush := func() {
+		for _, n := range e.nodes {
+			_, err := n.Do(c, "SCRIPT", "FLUSH")
+			require.NoError(t, err)
+		}
+	}
+	flush()
+	r, err := l.TryAcquireRead(c, key, 30*time.Second)
+	require.NoError(t, err)
+	flush()
+	ok, err := r.Extend(c)
+	require.NoError(t, err)
+	require.True(t, ok)
+	flush()
+	ok, err = r.Verify(c)
+	require.NoError(t, err)
+	require.True(t, ok)
+	e.requireEntries(t, key, r)
+	flush()
+	release(t, r, rwlock.Released)
+	e.requireAbsent(t, key)
+}
+
+// 12. Close releases best-effort, and never blocks much longer than the cleanup timeout even when the
+// server does not answer (CLIENT PAUSE WRITE holds scripts); an entry it misses expires on its own.
+func testClose(t *testing.T, e *env) {
+	c := ctx(t)
+	key := "ck:rw:close"
+	l := e.locker(t, rwlock.WithCleanupTimeout(200*time.Millisecond))
+	r, err := l.TryAcquireRead(c, key, 30*time.Second)
+	require.NoError(t, err)
+	r.Close()
+	require.ErrorIs(t, r.Err(), rwlock.ErrReleased)
+	e.requireAbsent(t, key)
+	release(t, r, rwlock.AlreadyReleased)
+
+	const ttl = 1500 * time.Millisecond
+	w, err := l.TryAcquireWrite(c, key, ttl)
+	require.NoError(t, err)
+	pauseWrites(t, e, 700*time.Millisecond)
+	start := time.Now()
+	w.Close()
+	require.Less(t, time.Since(start), 700*time.Millisecond, "Close must be bounded by the cleanup timeout")
+	// The release may still run once the pause ends, or the entry expires after its TTL.
+	eventually(t, 5*time.Second, "the entry to be gone", func() bool { return e.pttl(t, key) == -2 })
+}
+
+// 13. An acquisition whose reply never comes (server holds scripts) is uncertain, never acquired; the
+// owner-checked cleanup or the TTL leaves the server clean.
+func testUncertainAcquire(t *testing.T, e *env) {
+	c := ctx(t)
+	key := "ck:rw:uncertain"
+	l := e.locker(t, rwlock.WithCleanupTimeout(100*time.Millisecond))
+	const ttl = 1500 * time.Millisecond
+	pauseWrites(t, e, 600*time.Millisecond)
+	actx, cancel := context.WithTimeout(c, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	lease, err := l.TryAcquireWrite(actx, key, ttl)
+	require.ErrorIs(t, err, rwlock.ErrUncertain)
+	require.Nil(t, lease)
+	require.Less(t, time.Since(start), 500*time.Millisecond, "bounded by ctx plus the cleanup timeout")
+	eventually(t, 5*time.Second, "the entry to be gone", func() bool { return e.pttl(t, key) == -2 })
+	// The key is free again.
+	w, err := l.TryAcquireWrite(c, key, time.Second)
+	require.NoError(t, err)
+	release(t, w, rwlock.Released)
+	e.requireAbsent(t, key)
+}
+
+// pauseWrites makes every node hold write commands (scripts included) for d, and waits for the pause
+// to end at t.Cleanup.
+func pauseWrites(t *testing.T, e *env, d time.Duration) {
+	t.Helper()
+	until := time.Now().Add(d)
+	for _, n := range e.nodes {
+		_, err := n.Do(ctx(t), "CLIENT", "PAUSE", itoa(d.Milliseconds()), "WRITE")
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() { time.Sleep(time.Until(until) + 50*time.Millisecond) })
+}
