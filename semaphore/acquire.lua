@@ -1,0 +1,54 @@
+-- acquire: take one permit if fewer than the capacity are active.
+--
+-- KEYS[1]  semaphore key: a sorted set of permits. Member = owner token, score = expiry in server-time
+--          milliseconds since the Unix epoch (inf for a permit without expiry). The reserved member
+--          "#capacity" stores the capacity as its negated score (-capacity), so pruning [0, now] never
+--          removes it.
+-- ARGV[1]  owner token (opaque bytes, never equal to "#capacity")
+-- ARGV[2]  permit TTL in whole milliseconds (>= 1), or 0 for a permit that lasts until released
+-- ARGV[3]  capacity (1 .. 2^53)
+--
+-- Returns one of:
+--   {1, active}    acquired; active counts the permits now held, this one included
+--   {0, active}    not acquired: active (>= capacity) permits are held; nothing but pruning was written
+--   {-1, stored}   not acquired: permits are active under a different capacity (stored, a decimal
+--                  string); nothing but pruning was written
+--
+-- Expired permits are pruned first (server time from TIME; effects replication, the default since
+-- Redis 5 and the only mode since Redis 7, replicates the resulting writes, never the script). The key's
+-- own expiry is kept at its latest permit's expiry (none when a permit has no expiry), so the key
+-- vanishes when its last permit expires; it is deleted when no permit is left.
+-- O(log N + M) for N permits and M pruned.
+local key = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', key, 0, now)
+
+local cap = tonumber(ARGV[3])
+local stored = redis.call('ZSCORE', key, '#capacity')
+local active = redis.call('ZCARD', key)
+if stored then
+  active = active - 1
+  if active > 0 and -tonumber(stored) ~= cap then
+    return {-1, string.format('%.0f', -tonumber(stored))}
+  end
+end
+if active >= cap then
+  return {0, active}
+end
+
+local ttl = tonumber(ARGV[2])
+if ttl == 0 then
+  redis.call('ZADD', key, 'inf', ARGV[1])
+else
+  redis.call('ZADD', key, string.format('%.0f', now + ttl), ARGV[1])
+end
+redis.call('ZADD', key, string.format('%.0f', -cap), '#capacity')
+
+local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if top[2] == 'inf' or tonumber(top[2]) == math.huge then
+  redis.call('PERSIST', key)
+else
+  redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(top[2])))
+end
+return {1, active + 1}

@@ -1,0 +1,17 @@
+package semaphore
+
+import (
+	"embed"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+//go:embed *.lua
+var scriptFS embed.FS
+
+var (
+	acquireScript = luakit.MustLoad(scriptFS, "acquire")
+	extendScript  = luakit.MustLoad(scriptFS, "extend")
+	verifyScript  = luakit.MustLoad(scriptFS, "verify")
+	releaseScript = luakit.MustLoad(scriptFS, "release")
+)

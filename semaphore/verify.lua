@@ -1,0 +1,30 @@
+-- verify: report whether this owner holds an active permit, at one instant.
+--
+-- KEYS[1]  semaphore key (see acquire.lua for the layout)
+-- ARGV[1]  owner token
+--
+-- Returns the permit's remaining life in ms (>= 1), -1 when it has no expiry, or -2 when this owner holds
+-- no active permit. Not read-only: it prunes expired permits first (and deletes the key when none is
+-- left), so it must run on the primary with write permission. O(log N + M).
+local key = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local pruned = redis.call('ZREMRANGEBYSCORE', key, 0, now)
+if pruned > 0 then
+  local n = redis.call('ZCARD', key)
+  if n == 0 or (n == 1 and redis.call('ZSCORE', key, '#capacity')) then
+    redis.call('DEL', key)
+  end
+end
+
+if ARGV[1] == '#capacity' then
+  return -2
+end
+local score = redis.call('ZSCORE', key, ARGV[1])
+if not score then
+  return -2
+end
+if score == 'inf' or tonumber(score) == math.huge then
+  return -1
+end
+return tonumber(score) - now
