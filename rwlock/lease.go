@@ -155,7 +155,8 @@ func (h *Lease) Err() error {
 // When the outcome is uncertain (ctx ended or the connection broke after sending) it returns false and
 // an error wrapping [ErrUncertain], and the handle also ends with [ErrLost] (fail closed: the renewal may
 // not have run, and an earlier one may still land); [Lease.Release] can still remove the entry. Once the
-// handle has ended (lost, expired or released) it returns (false, nil) without I/O. A server error reply
+// handle has ended (lost, expired or released) it returns (false, nil) without I/O; if it ends while the
+// renewal is in flight, the result is (false, nil) too, even though the server renewed. A server error reply
 // (the script did not run) returns false and the error and leaves the handle unchanged.
 //
 // It blocks for one round trip, bounded by ctx.
