@@ -33,7 +33,10 @@ func (h *Lease) KeepAlive(ctx context.Context) error {
 	kctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	h.keepAliveStop, h.keepAliveDone = stop, done
-	go h.keepAlive(kctx, done)
+	go func() {
+		defer stop() // release the derived context when renewing ends on its own (loss, expiry)
+		h.keepAlive(kctx, done)
+	}()
 	return nil
 }
 

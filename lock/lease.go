@@ -62,6 +62,8 @@ type Lease struct {
 	releaseSent   bool // a release may have reached the server
 	keepAliveStop context.CancelFunc
 	keepAliveDone chan struct{}
+
+	releaseMu sync.Mutex // serialises Release calls, so concurrent callers agree on the outcome
 }
 
 func newLease(l *Locker, k keys, leaseKey, fenceKey, owner string, token int64, ttl time.Duration, deadline time.Time) *Lease {
@@ -223,8 +225,11 @@ func (h *Lease) Verify(ctx context.Context) (bool, error) {
 // this handle settled it (no I/O), or when the lease is absent after an earlier uncertain attempt;
 // [NotOwned] when the lease expired, was deleted, or belongs to another owner. When the outcome is
 // uncertain it returns an error wrapping [ErrUncertain]; call Release again to settle it (the lease
-// otherwise expires after its TTL).
+// otherwise expires after its TTL). Concurrent Release calls on one handle run one at a time: exactly one
+// of them reports the outcome of the deletion, the others AlreadyReleased.
 func (h *Lease) Release(ctx context.Context) (ReleaseOutcome, error) {
+	h.releaseMu.Lock()
+	defer h.releaseMu.Unlock()
 	h.stopKeepAlive()
 	h.mu.Lock()
 	if h.released {

@@ -103,6 +103,10 @@ func (l *Locker) TryAcquire(ctx context.Context, leaseKey, fenceKey string, ttl 
 // attempt runs the acquire script once. On ErrNotAcquired it also returns the holder's remaining
 // lease time (-1 for a lease without expiry).
 func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string, ms int64) (*Lease, time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		// Nothing was sent: not uncertain.
+		return nil, 0, fmt.Errorf("lock: acquire: %w", err)
+	}
 	owner, err := luakit.NewOwnerToken()
 	if err != nil {
 		return nil, 0, fmt.Errorf("lock: owner token: %w", err)
@@ -236,9 +240,10 @@ func (l *Locker) Acquire(ctx context.Context, leaseKey, fenceKey string, ttl tim
 				}
 			}
 			if wait < 0 {
-				if watch == nil {
-					wait = l.cfg.untrackedWait
-				} // else: no expiry, an invalidation is the only wake-up (wait stays negative)
+				// A lease without expiry and no tracked read (no tracker, a RESP2 / cache-disabled
+				// client, or a failed Arm): re-check on the untracked interval. A tracked read always
+				// yields a positive deadline (the cache entry's life).
+				wait = l.cfg.untrackedWait
 			} else if wait > 0 || watch == nil {
 				// The lease is logically expired once its PTTL has passed.
 				wait += time.Millisecond
@@ -270,8 +275,7 @@ func isSettled(err error) bool {
 	return errors.As(err, &s)
 }
 
-// sleep waits for the watch (if any), the timer (if wait > 0; a negative wait means no deadline) or
-// ctx, then stops the watch.
+// sleep waits for the watch (if any), the timer or ctx, then stops the watch.
 func (l *Locker) sleep(ctx context.Context, timer **time.Timer, watch *luakit.Watch, wait time.Duration) error {
 	var wake <-chan struct{}
 	if watch != nil {

@@ -50,8 +50,8 @@ func WithKeyPrefix(prefix string) Option {
 // WithTracker makes [Locker.Acquire] wake on RESP3 client-side-caching invalidations of the lease key.
 // The tracker must be wired into the same client's ClientOption.OnInvalidations (see
 // [luakit.NewTrackedClient]). Without a tracker, or on a RESP2 / cache-disabled client, Acquire still
-// works but wakes only at the lease's PTTL deadline (and once a second for a lease without expiry).
-// Default: none.
+// works but wakes only at the lease's PTTL deadline (and once a second for a lease without expiry). With
+// tracking, a waiter also re-arms at least every [luakit.ArmCacheTTL]. Default: none.
 func WithTracker(t *luakit.Tracker) Option {
 	return optionFunc(func(c *config) error {
 		c.tracker = t

@@ -182,14 +182,15 @@ func NewTrackedClient(opt rueidis.ClientOption, t *Tracker) (rueidis.Client, err
 // [Tracker] turns into a wake-up. It blocks for at most one round trip
 // (none when served from the local cache).
 //
-// It returns exists=false when the key does not exist (PTTL -2);
-// exists=true and pttl=-1 when it has no expiry; otherwise exists=true and
-// pttl is how long the caller may wait before re-checking: the cached
-// entry's remaining life when positive (a value served from the local cache
-// was read earlier, and the entry's life is capped by the key's PTTL at
-// read time and by ArmCacheTTL), else the PTTL the server reported. With
-// client-side caching active pttl therefore never exceeds ArmCacheTTL; with
-// caching disabled it is the server's PTTL.
+// It returns exists=false when the key does not exist (PTTL -2). Otherwise
+// exists=true and pttl is how long the caller may wait before re-checking:
+// the cached entry's remaining life when the read is tracked (a value served
+// from the local cache was read earlier, and the entry's life is capped by
+// the key's PTTL at read time and by ArmCacheTTL, also for a key without
+// expiry), else the PTTL the server reported, which is -1 for a key without
+// expiry. With client-side caching active pttl is therefore positive and
+// never exceeds ArmCacheTTL; pttl -1 means the read is not tracked and the
+// key has no expiry, so the caller must pick its own re-check interval.
 //
 // Errors are those of the PTTL command (see [Classify]).
 //
@@ -211,10 +212,11 @@ func armResult(v, cachePTTL int64) (bool, time.Duration) {
 	switch {
 	case v == -2:
 		return false, 0
-	case v < 0:
-		return true, -1
 	case cachePTTL > 0:
+		// Tracked: re-check when the cache entry ends, even for a key without expiry (v == -1).
 		return true, time.Duration(cachePTTL) * time.Millisecond
+	case v < 0:
+		return true, -1 // no expiry, and the read is not tracked
 	}
 	return true, time.Duration(v) * time.Millisecond
 }

@@ -158,7 +158,7 @@ func TestArmResult(t *testing.T) {
 		{-2, -1, false, 0},
 		{-2, 500, false, 0},
 		{-1, -1, true, -1},
-		{-1, 60000, true, -1},
+		{-1, 60000, true, 60000 * time.Millisecond}, // tracked key without expiry: re-check when the cache entry ends
 		{1500, -1, true, 1500 * time.Millisecond},
 		{1500, 0, true, 1500 * time.Millisecond},
 		{1500, 700, true, 700 * time.Millisecond},

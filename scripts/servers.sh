@@ -72,11 +72,23 @@ with_no_service_start() {
   return $rc
 }
 
-stop_packaged_service() { # stop_packaged_service <binary-name>
-  # Package installs on machines with an init system may still start the service: stop it so that
-  # nothing listens on 6379 behind the tests' backs.
-  if command -v service >/dev/null 2>&1; then service "$1" stop >/dev/null 2>&1 || true; fi
-  pkill -x "$1" >/dev/null 2>&1 || true
+# pids_of <binary-name> prints the PIDs of running /usr/bin/<binary-name> processes.
+pids_of() {
+  local pid
+  for pid in $(pgrep -x "$1" 2>/dev/null); do
+    if [ "$(readlink -f "/proc/$pid/exe" 2>/dev/null)" = "$(readlink -f "/usr/bin/$1" 2>/dev/null)" ]; then echo "$pid"; fi
+  done
+  return 0
+}
+
+stop_packaged_service() { # stop_packaged_service <binary-name> <pids running before the install>
+  # A package install on a machine with an init system may start the service despite policy-rc.d:
+  # stop only a server the install itself started, never one that was already running (a
+  # developer's own Redis, another test run's server).
+  local pid
+  for pid in $(pids_of "$1"); do
+    case " $2 " in *" $pid "*) ;; *) kill "$pid" 2>/dev/null || true ;; esac
+  done
 }
 
 # backports_opts prints apt-get options for a private source list holding this machine's bookworm
@@ -104,8 +116,9 @@ install_deb() { # install_deb <target> <flavor> <package> [apt-get options...]
   fi
   apt_update_once
   log "$target: apt-get install $pkg"
+  local before; before=$(pids_of "$flavor-server" | tr '\n' ' ')
   with_no_service_start env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" "$pkg" >/dev/null
-  stop_packaged_service "$flavor-server"
+  stop_packaged_service "$flavor-server" "$before"
   mkdir -p "$dest"
   cp -f "/usr/bin/$flavor-server" "$dest/$flavor-server"
   if [ -x "/usr/bin/$flavor-cli" ]; then cp -f "/usr/bin/$flavor-cli" "$dest/$flavor-cli"; fi

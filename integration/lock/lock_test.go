@@ -36,6 +36,8 @@ var scenarios = []scenario{
 	{name: "11_keepalive", run: testKeepAlive},
 	{name: "12_server_restart", run: testServerRestart},
 	{name: "13_fenced_stress", run: testFencedStress, exclusive: true},
+	{name: "14_untracked_no_expiry", run: testUntrackedNoExpiry},
+	{name: "15_concurrent_release", run: testConcurrentRelease},
 }
 
 // TestLock runs every scenario on every target. Targets run in parallel (at most maxParallelTargets at
