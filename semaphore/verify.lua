@@ -9,12 +9,9 @@
 local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local pruned = redis.call('ZREMRANGEBYSCORE', key, 0, now)
-if pruned > 0 then
-  local n = redis.call('ZCARD', key)
-  if n == 0 or (n == 1 and redis.call('ZSCORE', key, '#capacity')) then
-    redis.call('DEL', key)
-  end
+redis.call('ZREMRANGEBYSCORE', key, 0, now)
+if redis.call('ZCARD', key) == 1 and redis.call('ZSCORE', key, '#capacity') then
+  redis.call('DEL', key)
 end
 
 if ARGV[1] == '#capacity' then
