@@ -1,0 +1,41 @@
+-- begin: claim the key for a new owner, or report the existing claim or result.
+--
+-- KEYS[1]  claim hash. Fields: s = state ('p' pending, 'c' completed), f = encoded fingerprint
+--          ("\0" for none, "\1" .. digest otherwise), g = generation (decimal), t = owner token
+--          (pending only), x = TTL in whole milliseconds, r = result bytes (completed only)
+-- ARGV[1]  owner token (opaque bytes, random)
+-- ARGV[2]  TTL in whole milliseconds (>= 1)
+-- ARGV[3]  encoded fingerprint (as field f)
+--
+-- Returns one of:
+--   {1, gen}          started: the hash was absent; a pending claim owned by ARGV[1] now exists with
+--                     PEXPIRE ARGV[2]; gen is the server's TIME in microseconds as a decimal string
+--   {2, gen, result}  completed: the stored result (binary, possibly empty)
+--   {3, gen, pttl}    in progress: a pending claim exists; pttl is its remaining life in ms
+--   {4}               fingerprint mismatch: nothing about the claim is returned
+--   {-1, reason}      the key holds a hash this package did not write (reason 'foreign' or 'state')
+--
+-- Lookups never write: an existing claim's expiry is unchanged. A key of another type fails with
+-- WRONGTYPE before anything is written. O(1) (O(N) in the result size for the reply).
+local h = redis.call('HMGET', KEYS[1], 's', 'f', 'g', 'r')
+if h[1] then
+  if h[2] ~= ARGV[3] then
+    return {4}
+  end
+  if h[1] == 'c' and h[3] and h[4] then
+    return {2, h[3], h[4]}
+  end
+  if h[1] == 'p' and h[3] then
+    return {3, h[3], redis.call('PTTL', KEYS[1])}
+  end
+  return {-1, 'state'}
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {-1, 'foreign'}
+end
+
+local now = redis.call('TIME')
+local gen = now[1] .. string.format('%06d', tonumber(now[2]))
+redis.call('HSET', KEYS[1], 's', 'p', 'f', ARGV[3], 'g', gen, 't', ARGV[1], 'x', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {1, gen}

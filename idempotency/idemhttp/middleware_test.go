@@ -1,0 +1,223 @@
+package idemhttp
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/coordkit/coordkit/idempotency"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// noIO is a rueidis.Client whose every method except Mode panics: these tests prove that requests
+// rejected by validation never reach the store.
+type noIO struct{ rueidis.Client }
+
+func (noIO) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
+
+func newNoIO(t *testing.T, opts ...Option) *Middleware {
+	t.Helper()
+	st, err := idempotency.New(noIO{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(st, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestNew(t *testing.T) {
+	if _, err := New(nil); err == nil {
+		t.Fatal("New(nil) succeeded")
+	}
+	st, _ := idempotency.New(noIO{})
+	tests := []struct {
+		name string
+		opt  Option
+		ok   bool
+	}{
+		{"required", WithRequired(func(*http.Request) bool { return true }), true},
+		{"nil required", WithRequired(nil), false},
+		{"scope", WithScope(func(*http.Request) string { return "t" }), true},
+		{"nil scope", WithScope(nil), false},
+		{"ttl", WithTTL(time.Millisecond), true},
+		{"ttl too short", WithTTL(time.Microsecond), false},
+		{"max request", WithMaxRequestBody(0), true},
+		{"max request negative", WithMaxRequestBody(-1), false},
+		{"max response", WithMaxStoredResponse(10), true},
+		{"max response negative", WithMaxStoredResponse(-1), false},
+		{"replay headers", WithReplayHeaders("x-a"), true},
+		{"fail open", WithFailOpen(true), true},
+		{"wait", WithWait(time.Second), true},
+		{"wait negative", WithWait(-1), false},
+		{"abandon on panic", WithAbandonOnPanic(true), true},
+		{"store timeout", WithStoreTimeout(time.Second), true},
+		{"store timeout zero", WithStoreTimeout(0), false},
+		{"logger", WithLogger(slog.Default()), true},
+		{"nil logger", WithLogger(nil), false},
+		{"nil option", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(st, tt.opt)
+			if tt.ok != (err == nil) {
+				t.Fatalf("error = %v, want ok=%v", err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	long := strings.Repeat("a", MaxKeyLength)
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, "8e03978e-40d5-43e8-bc93-6894a57f9324", true},
+		{`8e03978e-40d5`, "8e03978e-40d5", true},
+		{` "a b" `, "a b", true},
+		{`"a\"b\\c"`, `a"b\c`, true},
+		{long, long, true},
+		{long + "a", "", false},
+		{`""`, "", false},
+		{``, "", false},
+		{`"abc`, "", false},
+		{`"abc"x`, "", false},
+		{`"a\nb"`, "", false},
+		{"\"a\x01\"", "", false},
+		{"a b", "", false},
+		{"a\x7f", "", false},
+		{`a"b`, "", false},
+	}
+	for _, tt := range tests {
+		got, err := ParseKey(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseKey(%q) = %q, %v; want %q ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestRejectedBeforeIO(t *testing.T) {
+	handlerRan := false
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handlerRan = true })
+	m := newNoIO(t, WithRequired(func(r *http.Request) bool { return r.Method == http.MethodPost }),
+		WithMaxRequestBody(4))
+	tests := []struct {
+		name    string
+		method  string
+		keys    []string
+		body    string
+		status  int
+		handler bool
+	}{
+		{"missing required", http.MethodPost, nil, "", http.StatusBadRequest, false},
+		{"missing optional", http.MethodPut, nil, "", http.StatusOK, true},
+		{"repeated", http.MethodPost, []string{"a", "b"}, "", http.StatusBadRequest, false},
+		{"malformed", http.MethodPost, []string{`"a`}, "", http.StatusBadRequest, false},
+		{"body too large", http.MethodPost, []string{"a"}, "12345", http.StatusRequestEntityTooLarge, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			handlerRan = false
+			r := httptest.NewRequest(tt.method, "/orders", strings.NewReader(tt.body))
+			for _, k := range tt.keys {
+				r.Header.Add(HeaderKey, k)
+			}
+			w := httptest.NewRecorder()
+			m.Handler(next).ServeHTTP(w, r)
+			if w.Code != tt.status || handlerRan != tt.handler {
+				t.Fatalf("status %d handler %v; want %d %v", w.Code, handlerRan, tt.status, tt.handler)
+			}
+			if tt.status >= 400 && w.Header().Get("Content-Type") != "application/problem+json" {
+				t.Errorf("content type %q", w.Header().Get("Content-Type"))
+			}
+		})
+	}
+}
+
+func TestKeysAndFingerprints(t *testing.T) {
+	base := storeKey("t", "POST", "/a", "k")
+	for _, other := range []string{
+		storeKey("u", "POST", "/a", "k"), storeKey("t", "PUT", "/a", "k"), storeKey("t", "POST", "/b", "k"),
+		storeKey("t", "POST", "/a", "k2"), storeKey("tP", "OST", "/a", "k"),
+	} {
+		if other == base {
+			t.Errorf("store keys collide: %q", other)
+		}
+	}
+	fp := fingerprint("POST", "/a", "", []byte("x"))
+	if fp != fingerprint("POST", "/a", "", []byte("x")) {
+		t.Error("fingerprint is not deterministic")
+	}
+	if fp == fingerprint("POST", "/a", "q=1", []byte("x")) || fp == fingerprint("POST", "/a", "", []byte("y")) {
+		t.Error("fingerprint ignores query or body")
+	}
+}
+
+func TestRecorder(t *testing.T) {
+	w := httptest.NewRecorder()
+	rc := &recorder{w: w, max: 5, allow: canonicalSet([]string{"content-type"}), status: http.StatusOK}
+	rc.Header().Set("Content-Type", "text/plain")
+	rc.Header().Set("Set-Cookie", "s=1")
+	rc.WriteHeader(http.StatusCreated)
+	rc.Write([]byte("abc"))
+	if rc.status != 201 || string(rc.body) != "abc" || rc.overflow || !reflect.DeepEqual(rc.header, http.Header{"Content-Type": {"text/plain"}}) {
+		t.Fatalf("recorder = %+v", rc)
+	}
+	rc.Write([]byte("def"))
+	if !rc.overflow || rc.body != nil || w.Body.String() != "abcdef" {
+		t.Fatalf("overflow not detected or body not passed through: %+v %q", rc, w.Body.String())
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	tests := []record{
+		{status: 200, header: http.Header{}, body: []byte{}},
+		{status: 201, header: http.Header{"Content-Type": {"application/json"}, "Location": {"/a", "/b"}}, body: []byte(`{"id":1}`)},
+		{status: 599, header: http.Header{"X-Bin": {"\x00\xff"}}, body: []byte{0, 1, 2, 255}},
+	}
+	for _, r := range tests {
+		got, err := decodeRecord(r.encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.status != r.status || !reflect.DeepEqual(got.header, r.header) || !bytes.Equal(got.body, r.body) {
+			t.Errorf("round trip = %+v, want %+v", got, r)
+		}
+	}
+	for _, bad := range [][]byte{nil, {'R'}, {'X', 1, 200, 1, 0}, {'R', 2, 200, 1, 0}, {'R', 1, 99, 0}, {'R', 1, 0xc8, 0x01, 5}} {
+		if _, err := decodeRecord(bad); err == nil {
+			t.Errorf("decodeRecord(%v) accepted", bad)
+		}
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add((&record{status: 200, header: http.Header{"A": {"b"}}, body: []byte("x")}).encode())
+	f.Add([]byte{'R', 1, 0xc8, 0x01, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeRecord(b)
+		if err != nil {
+			return
+		}
+		if r.status < 100 || r.status > 999 {
+			t.Fatalf("status %d accepted", r.status)
+		}
+		again, err := decodeRecord(r.encode())
+		if err != nil || again.status != r.status || !bytes.Equal(again.body, r.body) {
+			t.Fatalf("re-encoding does not round-trip: %v", err)
+		}
+	})
+}

@@ -1,0 +1,79 @@
+package idempotency
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Option configures a [Store]. Options are applied in order by [New]; invalid values make New fail.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	keys       luakit.Keyspace
+	tracker    *luakit.Tracker
+	retryDelay time.Duration
+	recheck    time.Duration
+}
+
+func defaultConfig() config {
+	return config{
+		retryDelay: 50 * time.Millisecond,
+		recheck:    100 * time.Millisecond,
+	}
+}
+
+// WithKeyPrefix prepends prefix to every physical key, like a prefixed client view. The prefix is
+// binary-safe. On Cluster a prefix containing a hash tag ({...}) puts every key in that tag's slot.
+// Default: no prefix.
+func WithKeyPrefix(prefix string) Option {
+	return optionFunc(func(c *config) error {
+		c.keys = luakit.NewKeyspace(prefix)
+		return nil
+	})
+}
+
+// WithTracker makes [Store.Begin] wake on RESP3 client-side-caching invalidations of the claim key
+// (a completion, an abandonment or an expiry), so a waiting duplicate learns the original's result
+// about one round trip after it is stored, without polling. The tracker must be wired into the same
+// client's ClientOption.OnInvalidations (see [luakit.NewTrackedClient]). Default: none; Begin then
+// re-checks every recheck interval (see [WithRecheckInterval]) and at the claim's PTTL deadline.
+func WithTracker(t *luakit.Tracker) Option {
+	return optionFunc(func(c *config) error {
+		c.tracker = t
+		return nil
+	})
+}
+
+// WithRecheckInterval sets how often [Store.Begin] re-reads an in-progress claim when no invalidation
+// can wake it: without [WithTracker], or on a RESP2 or cache-disabled client. With a tracker it is not
+// used (the claim's PTTL deadline is the only timer). It must be positive. Default: 100ms.
+func WithRecheckInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("idempotency: recheck interval %v must be positive", d)
+		}
+		c.recheck = d
+		return nil
+	})
+}
+
+// WithRetryDelay sets how long [Store.Begin] waits before retrying after a transient server error
+// (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY: replies that say the script did not
+// run). Uncertain failures are never retried. It must be positive. Default: 50ms.
+func WithRetryDelay(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("idempotency: retry delay %v must be positive", d)
+		}
+		c.retryDelay = d
+		return nil
+	})
+}

@@ -1,0 +1,297 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Store claims idempotency keys and stores their results through one rueidis client. Create it with
+// [New]; it is safe for concurrent use by many goroutines and holds no goroutines of its own. The zero
+// value is not usable. A Store never closes or reconfigures the caller's client.
+type Store struct {
+	client rueidis.Client
+	cfg    config
+}
+
+// New returns a Store over client. It does no I/O. It fails with [ErrNilClient] for a nil client and
+// with a descriptive error for an invalid option.
+func New(client rueidis.Client, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, ErrNilClient
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Store{client: client, cfg: cfg}, nil
+}
+
+// Fingerprint is an optional digest of the request an idempotency key stands for. Its zero value,
+// [NoFingerprint], means "no digest"; [FingerprintOf] wraps a digest, and FingerprintOf("") (an empty
+// digest) is different from NoFingerprint. Every attempt with one key must pass the same Fingerprint;
+// a different one (including none versus empty) yields [FingerprintMismatch]. A Fingerprint is a
+// small comparable value, safe to copy.
+type Fingerprint struct {
+	set    bool
+	digest string
+}
+
+// NoFingerprint is the zero Fingerprint: the caller supplies no request digest.
+var NoFingerprint Fingerprint
+
+// FingerprintOf returns the Fingerprint holding digest (any bytes, including none). Compute digest over
+// the relevant request fields in a deterministic form (for example SHA-256 of a canonical encoding).
+func FingerprintOf(digest string) Fingerprint { return Fingerprint{set: true, digest: digest} }
+
+// Digest returns the digest and true, or "" and false for [NoFingerprint].
+func (f Fingerprint) Digest() (string, bool) { return f.digest, f.set }
+
+// encode is the form stored in the hash: "\x00" for none, "\x01" followed by the digest otherwise.
+func (f Fingerprint) encode() string {
+	if !f.set {
+		return "\x00"
+	}
+	return "\x01" + f.digest
+}
+
+// State is the outcome of [Store.TryBegin].
+type State int
+
+// The states of an [Attempt].
+const (
+	// Started: the key was free; the caller now owns a pending claim and must call [Store.Complete]
+	// (or, only when no side effect can have happened, [Store.Abandon]) with Attempt.OwnerToken.
+	Started State = iota + 1
+	// Completed: a result is stored; Attempt.Result holds it.
+	Completed
+	// InProgress: another owner holds a pending claim with the same fingerprint.
+	InProgress
+	// FingerprintMismatch: the key belongs to a request with a different fingerprint. Neither its
+	// result nor its token is revealed.
+	FingerprintMismatch
+)
+
+// String returns "started", "completed", "in-progress" or "fingerprint-mismatch" ("State(n)" otherwise).
+func (s State) String() string {
+	switch s {
+	case Started:
+		return "started"
+	case Completed:
+		return "completed"
+	case InProgress:
+		return "in-progress"
+	case FingerprintMismatch:
+		return "fingerprint-mismatch"
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Attempt is the outcome of [Store.TryBegin] or [Store.Begin], a small value.
+type Attempt struct {
+	// State says which of the fields below are set.
+	State State
+	// OwnerToken is set only for Started: the private proof of ownership to pass to Complete or Abandon.
+	// It is opaque (it encodes a random 128-bit value and the generation); never log it.
+	OwnerToken string
+	// Result is set only for Completed: the stored result, a non-nil slice (empty for an empty
+	// result) that the caller owns; it shares no memory with client buffers.
+	Result []byte
+	// Generation identifies the claim: the server's TIME in microseconds when it was created. Set for
+	// Started, Completed (the claim that produced the result) and InProgress; 0 for FingerprintMismatch.
+	// Successive claims of one key get increasing generations while the server clock does not step
+	// back; pass it downstream as a fencing value if the side effect can check it.
+	Generation int64
+	// Remaining is set only for InProgress: the pending claim's remaining life, after which another
+	// caller can claim the key.
+	Remaining time.Duration
+}
+
+// prepare validates key and ttl before any I/O and returns the physical key and the TTL in whole ms.
+func (s *Store) prepare(key string, ttl time.Duration) (string, int64, error) {
+	if err := luakit.ValidateKey("idempotency key", key); err != nil {
+		return "", 0, fmt.Errorf("idempotency: %w", err)
+	}
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		return "", 0, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+	}
+	return s.cfg.keys.Key(key), ms, nil
+}
+
+// TryBegin makes one atomic attempt to claim key and returns at once.
+//
+// When key is free it creates a pending claim that expires after ttl and returns Started with the
+// owner token. Otherwise it returns Completed with a copy of the stored result, InProgress while
+// another owner's claim is pending, or FingerprintMismatch when the key was claimed with a different
+// fingerprint (whatever its state; nothing about the claim is revealed). Lookups never change the
+// existing claim or its expiry: a losing caller's ttl is ignored.
+//
+// ttl is truncated to whole milliseconds and must be at least 1ms. It bounds the pending claim (so a
+// crashed owner's claim expires) and, after [Store.Complete], the stored result. key is binary-safe,
+// non-empty, and gets the Store's prefix. Invalid input fails before any I/O.
+//
+// Errors: [ErrInvalidTTL] or an empty-key error before I/O; an error wrapping [ErrUncertain] and the
+// cause (such as ctx.Err()) when the script may have run but no reply was read (an unreturned claim
+// then expires after ttl; the script is not retried); [ErrForeignData]; or a server or connection
+// error (see [luakit.Classify]). It blocks for one round trip, bounded by ctx.
+func (s *Store) TryBegin(ctx context.Context, key string, ttl time.Duration, fp Fingerprint) (Attempt, error) {
+	k, ms, err := s.prepare(key, ttl)
+	if err != nil {
+		return Attempt{}, err
+	}
+	return s.begin(ctx, k, ms, fp)
+}
+
+func (s *Store) begin(ctx context.Context, k string, ms int64, fp Fingerprint) (Attempt, error) {
+	secret, err := luakit.NewOwnerToken()
+	if err != nil {
+		return Attempt{}, fmt.Errorf("idempotency: owner token: %w", err)
+	}
+	arr, err := beginScript.Exec(ctx, s.client, []string{k}, []string{secret, strconv.FormatInt(ms, 10), fp.encode()}).ToArray()
+	if err != nil {
+		return Attempt{}, wrap("begin", err)
+	}
+	if len(arr) == 0 {
+		return Attempt{}, errors.New("idempotency: begin: empty reply")
+	}
+	status, err := arr[0].AsInt64()
+	if err != nil {
+		return Attempt{}, fmt.Errorf("idempotency: begin: status: %w", err)
+	}
+	if status == 4 {
+		return Attempt{State: FingerprintMismatch}, nil
+	}
+	if status == -1 {
+		return Attempt{}, fmt.Errorf("%w (begin)", ErrForeignData)
+	}
+	if len(arr) < 2 {
+		return Attempt{}, fmt.Errorf("idempotency: begin: reply of %d elements for status %d", len(arr), status)
+	}
+	gen, err := luakit.Int64(arr[1])
+	if err != nil {
+		return Attempt{}, fmt.Errorf("idempotency: begin: generation: %w", err)
+	}
+	switch status {
+	case 1:
+		return Attempt{State: Started, OwnerToken: secret + "." + strconv.FormatInt(gen, 10), Generation: gen}, nil
+	case 2:
+		if len(arr) != 3 {
+			return Attempt{}, errors.New("idempotency: begin: completed reply without result")
+		}
+		r, err := arr[2].ToString()
+		if err != nil {
+			return Attempt{}, fmt.Errorf("idempotency: begin: result: %w", err)
+		}
+		// []byte(r) copies: the caller's slice never aliases a client buffer.
+		return Attempt{State: Completed, Result: append(make([]byte, 0, len(r)), r...), Generation: gen}, nil
+	case 3:
+		if len(arr) != 3 {
+			return Attempt{}, errors.New("idempotency: begin: in-progress reply without pttl")
+		}
+		pttl, err := arr[2].AsInt64()
+		if err != nil {
+			return Attempt{}, fmt.Errorf("idempotency: begin: pttl: %w", err)
+		}
+		return Attempt{State: InProgress, Generation: gen, Remaining: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
+	}
+	return Attempt{}, fmt.Errorf("idempotency: begin: unexpected status %d", status)
+}
+
+// wrap classifies a script failure: uncertain ones wrap ErrUncertain.
+func wrap(op string, err error) error {
+	if luakit.IsUncertain(err) {
+		return fmt.Errorf("%w: %s: %w", ErrUncertain, op, err)
+	}
+	return fmt.Errorf("idempotency: %s: %w", op, err)
+}
+
+// parseToken splits an owner token into its random part and generation.
+func parseToken(token string) (secret, gen string, err error) {
+	i := strings.LastIndexByte(token, '.')
+	if i != 32 {
+		return "", "", ErrInvalidToken
+	}
+	secret, gen = token[:i], token[i+1:]
+	for j := 0; j < len(secret); j++ {
+		c := secret[j]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", "", ErrInvalidToken
+		}
+	}
+	if g, perr := luakit.ParseInt64(gen); perr != nil || g <= 0 {
+		return "", "", ErrInvalidToken
+	}
+	return secret, gen, nil
+}
+
+// Complete stores result for key's pending claim if ownerToken (from a Started [Attempt]) still owns
+// it, and reports whether it did. On success the claim becomes completed, later attempts with the same
+// fingerprint get a copy of result, and the key's expiry restarts at the claim's TTL.
+//
+// It returns false, writing nothing, when the claim is no longer this owner's: it expired (and perhaps
+// another caller claimed the key: the owner token and generation are both checked, so a late
+// completion never overwrites a newer claim or result), it was abandoned, or it was already completed
+// (a second completion keeps the first result).
+//
+// result may be empty or nil (stored as empty) and hold any bytes; it is copied before Complete
+// returns and before any I/O, so the caller may reuse it. The store imposes no size limit.
+//
+// Errors: [ErrInvalidToken] or an empty-key error before I/O; an error wrapping [ErrUncertain] when
+// the script may have run but no reply was read (check with TryBegin; the script is not retried); or
+// a server or connection error. It blocks for one round trip, bounded by ctx.
+func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []byte) (bool, error) {
+	k, secret, gen, err := s.prepareOwned(key, ownerToken)
+	if err != nil {
+		return false, err
+	}
+	n, err := completeScript.Exec(ctx, s.client, []string{k}, []string{secret, gen, string(result)}).AsInt64()
+	if err != nil {
+		return false, wrap("complete", err)
+	}
+	return n == 1, nil
+}
+
+// Abandon deletes key's claim if it is still pending and owned by ownerToken, and reports whether it
+// did; afterwards any caller can claim the key again. It returns false, writing nothing, for a
+// completed, expired, replaced or already abandoned claim.
+//
+// Use it only when the work is safe to run again or when no side effect can have happened. Do not
+// abandon automatically after an error or panic if an external side effect may already have happened:
+// a duplicate would then run the side effect again. Leave the claim to expire instead.
+//
+// Errors as for [Store.Complete]. It blocks for one round trip, bounded by ctx.
+func (s *Store) Abandon(ctx context.Context, key, ownerToken string) (bool, error) {
+	k, secret, gen, err := s.prepareOwned(key, ownerToken)
+	if err != nil {
+		return false, err
+	}
+	n, err := abandonScript.Exec(ctx, s.client, []string{k}, []string{secret, gen}).AsInt64()
+	if err != nil {
+		return false, wrap("abandon", err)
+	}
+	return n == 1, nil
+}
+
+func (s *Store) prepareOwned(key, ownerToken string) (k, secret, gen string, err error) {
+	if err := luakit.ValidateKey("idempotency key", key); err != nil {
+		return "", "", "", fmt.Errorf("idempotency: %w", err)
+	}
+	secret, gen, err = parseToken(ownerToken)
+	if err != nil {
+		return "", "", "", err
+	}
+	return s.cfg.keys.Key(key), secret, gen, nil
+}

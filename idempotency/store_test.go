@@ -1,0 +1,169 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// noIO is a rueidis.Client whose every method except Mode panics: validation tests use it to prove that
+// bad input is rejected before any I/O.
+type noIO struct {
+	rueidis.Client
+}
+
+func (noIO) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
+
+func TestNew(t *testing.T) {
+	if _, err := New(nil); !errors.Is(err, ErrNilClient) {
+		t.Fatalf("New(nil) = %v, want ErrNilClient", err)
+	}
+	tests := []struct {
+		name string
+		opt  Option
+		ok   bool
+	}{
+		{"prefix", WithKeyPrefix("app:"), true},
+		{"binary prefix", WithKeyPrefix("\x00\xff{t}"), true},
+		{"tracker", WithTracker(luakit.NewTracker()), true},
+		{"recheck", WithRecheckInterval(time.Millisecond), true},
+		{"recheck zero", WithRecheckInterval(0), false},
+		{"retry", WithRetryDelay(time.Millisecond), true},
+		{"retry negative", WithRetryDelay(-1), false},
+		{"nil option", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := New(noIO{}, tt.opt)
+			if tt.ok != (err == nil) {
+				t.Fatalf("New error = %v, want ok=%v", err, tt.ok)
+			}
+			if tt.ok && s == nil {
+				t.Fatal("nil Store without error")
+			}
+		})
+	}
+}
+
+const goodToken = "0123456789abcdef0123456789abcdef.1764526000123456"
+
+func TestValidationBeforeIO(t *testing.T) {
+	s, err := New(noIO{}, WithKeyPrefix("p:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	begins := []struct {
+		name string
+		key  string
+		ttl  time.Duration
+		want error
+	}{
+		{"empty key", "", time.Second, luakit.ErrEmptyKey},
+		{"zero ttl", "k", 0, ErrInvalidTTL},
+		{"sub-ms ttl", "k", 999 * time.Microsecond, ErrInvalidTTL},
+		{"negative ttl", "k", -time.Second, ErrInvalidTTL},
+	}
+	for _, tt := range begins {
+		t.Run("begin/"+tt.name, func(t *testing.T) {
+			if _, err := s.TryBegin(ctx, tt.key, tt.ttl, NoFingerprint); !errors.Is(err, tt.want) {
+				t.Errorf("TryBegin error = %v, want %v", err, tt.want)
+			}
+			if _, err := s.Begin(ctx, tt.key, tt.ttl, FingerprintOf("")); !errors.Is(err, tt.want) {
+				t.Errorf("Begin error = %v, want %v", err, tt.want)
+			}
+		})
+	}
+	owned := []struct {
+		name, key, token string
+		want             error
+	}{
+		{"empty key", "", goodToken, luakit.ErrEmptyKey},
+		{"empty token", "k", "", ErrInvalidToken},
+		{"no generation", "k", "0123456789abcdef0123456789abcdef", ErrInvalidToken},
+		{"zero generation", "k", "0123456789abcdef0123456789abcdef.0", ErrInvalidToken},
+		{"negative generation", "k", "0123456789abcdef0123456789abcdef.-5", ErrInvalidToken},
+		{"leading zero generation", "k", "0123456789abcdef0123456789abcdef.05", ErrInvalidToken},
+		{"short secret", "k", "0123.5", ErrInvalidToken},
+		{"upper hex", "k", "0123456789ABCDEF0123456789abcdef.5", ErrInvalidToken},
+		{"two dots", "k", "0123456789abcdef0123456789abcdef.5.5", ErrInvalidToken},
+	}
+	for _, tt := range owned {
+		t.Run("owned/"+tt.name, func(t *testing.T) {
+			if _, err := s.Complete(ctx, tt.key, tt.token, nil); !errors.Is(err, tt.want) {
+				t.Errorf("Complete error = %v, want %v", err, tt.want)
+			}
+			if _, err := s.Abandon(ctx, tt.key, tt.token); !errors.Is(err, tt.want) {
+				t.Errorf("Abandon error = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPrepareTruncates(t *testing.T) {
+	s, _ := New(noIO{}, WithKeyPrefix("{t}:"))
+	k, ms, err := s.prepare("a", 1900*time.Microsecond)
+	if err != nil || k != "{t}:a" || ms != 1 {
+		t.Fatalf("prepare = %q, %d, %v; want {t}:a, 1ms", k, ms, err)
+	}
+}
+
+func TestParseToken(t *testing.T) {
+	secret, gen, err := parseToken(goodToken)
+	if err != nil || secret != goodToken[:32] || gen != "1764526000123456" {
+		t.Fatalf("parseToken = %q %q %v", secret, gen, err)
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	tests := []struct {
+		name string
+		fp   Fingerprint
+		enc  string
+		set  bool
+	}{
+		{"none", NoFingerprint, "\x00", false},
+		{"zero value", Fingerprint{}, "\x00", false},
+		{"empty", FingerprintOf(""), "\x01", true},
+		{"nul digest", FingerprintOf("\x00"), "\x01\x00", true},
+		{"digest", FingerprintOf("abc"), "\x01abc", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.fp.encode(); got != tt.enc {
+				t.Errorf("encode = %q, want %q", got, tt.enc)
+			}
+			if _, set := tt.fp.Digest(); set != tt.set {
+				t.Errorf("Digest set = %v, want %v", set, tt.set)
+			}
+		})
+	}
+	if NoFingerprint == FingerprintOf("") {
+		t.Error("no fingerprint equals the empty fingerprint")
+	}
+}
+
+func TestStateString(t *testing.T) {
+	for s, want := range map[State]string{Started: "started", Completed: "completed", InProgress: "in-progress",
+		FingerprintMismatch: "fingerprint-mismatch", 0: "State(0)"} {
+		if got := s.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", int(s), got, want)
+		}
+	}
+}
+
+func TestScriptsLoaded(t *testing.T) {
+	for _, s := range []*luakit.Script{beginScript, completeScript, abandonScript} {
+		if s.Source() == "" || len(s.SHA1()) != 40 {
+			t.Errorf("script %s not loaded", s.Name())
+		}
+	}
+}
