@@ -1,0 +1,114 @@
+// Package redlock provides the Redlock quorum lock over several independent Redis or Valkey
+// deployments through rueidis clients, with an optional fenced mode.
+//
+// The algorithm is the one described in the Redis documentation's "Distributed Locks with Redis"
+// (https://redis.io/docs/latest/develop/clients/patterns/distributed-locks/), run in parallel instead of
+// node by node.
+//
+// # Model
+//
+// A [Group] holds N independent clients (N odd, at least 3; quorum N/2+1). A lock is one string key per
+// node holding a random 128-bit owner token with a PX expiry.
+//
+//	g, _ := redlock.NewGroup([]rueidis.Client{a, b, c, d, e})
+//	l, err := g.TryAcquire(ctx, "invoice:42", 10*time.Second)
+//	if err != nil { return err }            // errors.Is(err, redlock.ErrNotAcquired)
+//	defer l.Close()
+//	work(l.Context())                       // finish well within l.Remaining()
+//
+// Acquisition takes the time, sends SET key token NX PX ttl to every node in parallel, each bounded by
+// the node timeout (default 1s), and waits for all replies or timeouts. It succeeds only when a majority
+// granted the lock and validity = TTL − elapsed − (TTL × drift factor + 2ms) is positive (drift factor
+// default 0.01). Otherwise an owner-checked delete goes to every node, including the ones that failed
+// or timed out. [Lock.Renew] resets the TTL on a quorum (owner-checked); a renewal no quorum confirms
+// ends the lease and removes the token best-effort everywhere. [Lock.Release] deletes on every node and
+// reports true when a quorum replied (see its documentation for "replied"); on false the handle stops
+// reporting ownership but keeps its token so Release can be retried. [Lock.Close] makes one best-effort
+// attempt. Per-node failures are reported as a [*QuorumError] listing each [NodeError] (index, address,
+// cause).
+//
+// # Fenced mode
+//
+// With [WithFencing](fenceKey), every node also keeps a persistent integer counter at fenceKey. The
+// acquisition script reads the counter atomically with the SET NX on each node; the token is the highest
+// counter among the nodes that granted the lock, plus one. The token is then written back with a
+// set-if-greater script that runs only while this owner's token is still the lock's value on that node,
+// to every granting node, and a majority must confirm before TryAcquire returns (otherwise the attempt
+// fails with a [*QuorumError], Op "fence", and is cleaned up). [Lock.FencingToken] returns it.
+//
+// What this guarantees: as long as no majority of the nodes loses data (restart without persistence,
+// restore of an older snapshot, failover to a lagging replica, deletion of the counter), every fencing
+// token is strictly greater than the token of every lock on the same group (any key) whose holder had
+// released it, or whose lock had expired or been deleted on the nodes involved, before the new holder's
+// acquisition reached them. The argument needs no clocks: the earlier holder wrote its token to a
+// majority W while holding the lock on each node of W; the later holder acquired on a majority M, and on
+// a node of M ∩ W it could set the lock only after the earlier holder's lock was gone there, hence after
+// the write, so it read a counter at least that token. Tokens are exact int64 values (above 2^53 too:
+// they cross Lua as decimal strings and compare as strings); the counter never expires; tokens can skip
+// values; different keys of one group can receive equal tokens (one counter serves the group).
+//
+// What it does not guarantee: it does not make Redlock a consensus protocol. Tokens stay monotonic
+// through restarts of a minority of nodes, but if a majority loses its counters (even a different
+// minority at a time, unless every token was written to enough survivors before the next loss) tokens
+// can repeat or go down. Two holders can still overlap in time (see below); the token only lets the
+// protected resource reject the older one, and only if the resource itself atomically refuses a token
+// lower than the highest it has accepted. A fencing token is not a capability.
+//
+// # Guarantees
+//
+//   - Acquisition succeeds only with a majority of grants and positive validity; the local estimate
+//     ([Lock.Remaining], Done, Context) starts at the moment before the requests were sent and ends at
+//     start + TTL − drift allowance, so on clocks within the drift factor it ends before any node's key
+//     expires.
+//   - A failed attempt sends an owner-checked delete to every node (never touching another owner's lock).
+//     A node whose reply came after the node timeout counts as failed; a SET that it applies late is
+//     normally deleted by that cleanup, which rueidis queues on the same connection behind it, and
+//     otherwise expires after the TTL.
+//   - Outcomes that cannot be known (timeout, cancellation, broken connection) are reported per node as
+//     [ErrUncertain], never counted as success.
+//   - Invalid input (empty key, TTL under 1ms or not above the drift allowance, lock key equal to the
+//     fence key) fails before any I/O; [NewGroup] rejects nil, duplicate and Cluster clients and even or
+//     too small groups.
+//
+// # Non-guarantees (no consensus)
+//
+// Redlock is not a consensus algorithm; as Martin Kleppmann's critique ("How to do distributed locking",
+// 2016) points out, its mutual exclusion rests on timing assumptions:
+//
+//   - Clock drift and jumps: a node whose clock runs fast, or jumps forward, expires the key early; the
+//     drift factor covers only bounded, slow drift.
+//   - Process pauses and network delays: a holder paused (GC, swapping, SIGSTOP) beyond its validity keeps
+//     acting on a lock others now hold. The validity is a local estimate that cannot detect this; only a
+//     resource that checks fencing tokens can.
+//   - Persistence and restarts: a node that restarts without its data (no AOF with fsync=always, or a
+//     restart before the last write reached disk) forgets the lock, so a second client can assemble a
+//     majority. The Redis document's remedy is to keep a restarted node out of service for at least the
+//     longest TTL (delayed restarts); this package cannot enforce that. Replication and failover behind a
+//     node (Sentinel) have the same effect: a promoted replica may lack the key and the counter.
+//   - Unreachable nodes: a node that cannot be reached keeps the lock until its TTL ends. A node that
+//     exceeded the node timeout counts as failed, but its command may still arrive after the cleanup and
+//     hold the token until expiry, which can block the quorum of the next attempts.
+//
+// Use a consensus-backed lock (etcd, ZooKeeper) or a fencing authority when stale owners must be
+// rejected under every failure; use fenced mode with a checking resource to narrow the window.
+//
+// # Key layout
+//
+// On every node: the lock key (prefix + key) is a string holding the owner token, with a PX expiry; in
+// fenced mode the fence key (prefix + fenceKey) is a persistent string holding a non-negative decimal
+// int64. Reserve both for this package; never expire or delete the counter. A counter that has an
+// expiry, a non-string type or a non-decimal value makes that node fail with a [*CounterError] (nothing
+// written there).
+//
+// # Servers
+//
+// Redis 7.0 and later, Valkey 8 and later, standalone deployments (or Sentinel-managed primaries with the
+// caveats above); each client of a group must reach a different, independently failing deployment.
+// Cluster clients are rejected. RESP2 and RESP3 both work.
+//
+// # Concurrency
+//
+// [Group] and [Lock] are safe for concurrent use. Every operation starts one goroutine per node and waits
+// for them all before returning; nothing runs in the background except a timer that closes
+// [Lock.Done].
+package redlock

@@ -1,0 +1,128 @@
+package redlock
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Option configures a [Group]. Options are applied in order by [NewGroup]; an invalid value makes
+// NewGroup fail. A nil Option is ignored.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	keys        luakit.Keyspace
+	nodeTimeout time.Duration
+	driftFactor float64
+	retryDelay  time.Duration
+	fenceKey    string // logical name; "" when fencing is off
+	fenced      bool
+	logger      *slog.Logger
+}
+
+// Defaults, as in the Redis distributed-locks document.
+const (
+	// DefaultNodeTimeout is the default per-node bound of every operation ([WithNodeTimeout]).
+	DefaultNodeTimeout = time.Second
+	// DefaultDriftFactor is the default clock-drift allowance as a fraction of the TTL
+	// ([WithDriftFactor]).
+	DefaultDriftFactor = 0.01
+	// DriftConstant is added to TTL × drift factor to form the drift allowance: 2ms, the Redis
+	// document's allowance for the server's expiry precision.
+	DriftConstant = 2 * time.Millisecond
+	// DefaultRetryDelay is the default mean delay between [Group.Acquire] attempts ([WithRetryDelay]).
+	DefaultRetryDelay = 200 * time.Millisecond
+)
+
+func defaultConfig() config {
+	return config{
+		nodeTimeout: DefaultNodeTimeout,
+		driftFactor: DefaultDriftFactor,
+		retryDelay:  DefaultRetryDelay,
+		logger:      slog.Default(),
+	}
+}
+
+// WithNodeTimeout bounds every per-node command (acquire, fence, renew, release, cleanup): a node that
+// has not replied within d counts as failed for that step. It must be positive and should be small
+// compared with the lock TTL, since an acquisition can wait up to d (plus d for the fence step in
+// fenced mode). Default: 1s ([DefaultNodeTimeout]).
+func WithNodeTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("redlock: node timeout %v must be positive", d)
+		}
+		c.nodeTimeout = d
+		return nil
+	})
+}
+
+// WithDriftFactor sets the clock-drift allowance: a lock's validity is TTL − elapsed − (TTL × f + 2ms).
+// f must be in [0, 0.5). Default: 0.01 ([DefaultDriftFactor]).
+func WithDriftFactor(f float64) Option {
+	return optionFunc(func(c *config) error {
+		if !(f >= 0 && f < 0.5) {
+			return fmt.Errorf("redlock: drift factor %v outside [0, 0.5)", f)
+		}
+		c.driftFactor = f
+		return nil
+	})
+}
+
+// WithRetryDelay sets the mean delay between attempts of [Group.Acquire]; each delay is drawn uniformly
+// from [d/2, 3d/2) so that contenders desynchronise, as the Redis document recommends. It must be
+// positive. Default: 200ms ([DefaultRetryDelay]).
+func WithRetryDelay(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("redlock: retry delay %v must be positive", d)
+		}
+		c.retryDelay = d
+		return nil
+	})
+}
+
+// WithKeyPrefix prepends prefix to every physical key (lock keys and the fence key) on every node. The
+// prefix is binary-safe. Default: no prefix.
+func WithKeyPrefix(prefix string) Option {
+	return optionFunc(func(c *config) error {
+		c.keys = luakit.NewKeyspace(prefix)
+		return nil
+	})
+}
+
+// WithFencing enables fenced mode: every node keeps a persistent counter at fenceKey (after the key
+// prefix), and each acquisition issues a fencing token (see [Lock.FencingToken] and the package
+// documentation for exactly what the token guarantees). One counter serves every lock key of the
+// group. fenceKey must be non-empty and must never be used as a lock key. Default: unfenced
+// (FencingToken returns 0).
+func WithFencing(fenceKey string) Option {
+	return optionFunc(func(c *config) error {
+		if err := luakit.ValidateKey("fence key", fenceKey); err != nil {
+			return err
+		}
+		c.fenceKey = fenceKey
+		c.fenced = true
+		return nil
+	})
+}
+
+// WithLogger sets the logger for warnings about best-effort cleanup that no quorum confirmed. Keys,
+// owner tokens and fencing tokens are never logged. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("redlock: nil logger")
+		}
+		c.logger = l
+		return nil
+	})
+}

@@ -1,0 +1,313 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Group is a Redlock quorum over independent Redis or Valkey deployments, one rueidis client each.
+//
+// A Group holds no goroutine and no connection of its own: it never closes the clients, and each
+// operation starts one goroutine per node that ends before the operation returns. It is safe for
+// concurrent use by multiple goroutines. The zero value is not usable; use [NewGroup].
+type Group struct {
+	clients []rueidis.Client
+	quorum  int
+	cfg     config
+}
+
+// NewGroup returns a Group over clients, in the given order (a node's index in errors is its position
+// here). It does no I/O.
+//
+// clients must hold an odd number, at least 3, of distinct clients, each connected to a different,
+// independent deployment (a standalone server, or a Sentinel-managed primary): the algorithm's safety
+// assumes the nodes fail independently. Cluster clients are rejected ([ErrClusterClient]); so are nil
+// clients ([ErrNilClient]), an even or too small count ([ErrNodeCount]) and the same client value twice
+// ([ErrDuplicateClient]). The Group never closes the clients. Invalid options make NewGroup fail too.
+func NewGroup(clients []rueidis.Client, opts ...Option) (*Group, error) {
+	if len(clients) < 3 || len(clients)%2 == 0 {
+		return nil, fmt.Errorf("%w (got %d)", ErrNodeCount, len(clients))
+	}
+	for i, c := range clients {
+		if c == nil {
+			return nil, fmt.Errorf("%w (client %d)", ErrNilClient, i)
+		}
+		if c.Mode() == rueidis.ClientModeCluster {
+			return nil, fmt.Errorf("%w (client %d)", ErrClusterClient, i)
+		}
+		if reflect.TypeOf(c).Comparable() {
+			for j := range i {
+				if reflect.TypeOf(clients[j]) == reflect.TypeOf(c) && clients[j] == c {
+					return nil, fmt.Errorf("%w (clients %d and %d)", ErrDuplicateClient, j, i)
+				}
+			}
+		}
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Group{
+		clients: append([]rueidis.Client(nil), clients...),
+		quorum:  len(clients)/2 + 1,
+		cfg:     cfg,
+	}, nil
+}
+
+// Nodes returns the number of nodes (clients) in the group.
+func (g *Group) Nodes() int { return len(g.clients) }
+
+// Quorum returns the number of nodes that must confirm a step: Nodes()/2 + 1.
+func (g *Group) Quorum() int { return g.quorum }
+
+// timing returns the TTL truncated to whole milliseconds (what the nodes are sent) and the drift
+// allowance, or ErrInvalidTTL.
+func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) {
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		return 0, 0, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+	}
+	t := time.Duration(ms) * time.Millisecond
+	drift := time.Duration(float64(t)*g.cfg.driftFactor) + DriftConstant
+	if t <= drift {
+		return 0, 0, fmt.Errorf("%w (got %v, drift allowance %v)", ErrInvalidTTL, ttl, drift)
+	}
+	return t, drift, nil
+}
+
+// TryAcquire makes one Redlock attempt on key with the given TTL and returns the lock, or an error
+// wrapping [ErrNotAcquired].
+//
+// The attempt, after the Redis distributed-locks document: take the time, send SET key token NX PX ttl
+// (one script, see acquire.lua) to every node in parallel, each bounded by the node timeout and by ctx,
+// and wait for every reply or timeout. The attempt succeeds only when a majority granted the lock and the
+// validity, TTL − elapsed − (TTL × drift factor + 2ms), is positive; [Lock.Remaining] then starts from
+// that validity. TTL is truncated to whole milliseconds.
+//
+// In fenced mode ([WithFencing]) the same script reads each node's fence counter; the token is the
+// highest counter among the nodes that granted the lock, plus one, and it is written back (set-if-
+// greater, only while this owner still holds the lock on that node) to every granting node in a second
+// parallel step, which a majority must confirm. The validity is measured after that step.
+//
+// On failure nothing is left behind on purpose: an owner-checked delete is sent to every node,
+// including those that failed or timed out (a late SET queued on the same connection is deleted after
+// it runs), bounded by the node timeout even when ctx is cancelled; TryAcquire returns after it.
+// Errors: a [*QuorumError] (Op "acquire", or "fence" in fenced mode) when no majority confirmed, with
+// each failing node's error ([ErrHeld], [ErrUncertain], [*CounterError], server errors); an error
+// wrapping [ErrNotAcquired] and [ErrNoValidity] when the majority came too late; [ErrInvalidTTL],
+// [ErrSameKey] or luakit.ErrEmptyKey before any I/O; ctx's error before any I/O when ctx is already done.
+// TryAcquire blocks for at most about two node timeouts (three in fenced mode).
+func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	if err := luakit.ValidateKey("lock key", key); err != nil {
+		return nil, err
+	}
+	ttl, drift, err := g.timing(ttl)
+	if err != nil {
+		return nil, err
+	}
+	pkey := g.cfg.keys.Key(key)
+	var pfence string
+	if g.cfg.fenced {
+		pfence = g.cfg.keys.Key(g.cfg.fenceKey)
+		if pfence == pkey {
+			return nil, ErrSameKey
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redlock: acquire: %w", err)
+	}
+	token, err := luakit.NewOwnerToken()
+	if err != nil {
+		return nil, fmt.Errorf("redlock: owner token: %w", err)
+	}
+
+	keys := []string{pkey}
+	if g.cfg.fenced {
+		keys = append(keys, pfence)
+	}
+	args := []string{token, luakit.FormatInt64(ttl.Milliseconds())}
+	start := time.Now()
+	res := g.fanout(ctx, nil, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
+		return acquireScript.Exec(ctx, c, keys, args)
+	})
+	acquired := make([]int, 0, len(g.clients))
+	fails := make([]NodeError, 0, len(g.clients))
+	var fence int64
+	for i, r := range res {
+		got, counter, err := decodeAcquire(r.msg, r.err, g.cfg.fenced)
+		if err != nil {
+			fails = append(fails, g.nodeError(i, err))
+			continue
+		}
+		if !got {
+			fails = append(fails, g.nodeError(i, ErrHeld))
+			continue
+		}
+		acquired = append(acquired, i)
+		fence = max(fence, counter)
+	}
+	if len(acquired) < g.quorum {
+		g.cleanup(ctx, "acquire", pkey, token)
+		return nil, &QuorumError{Op: "acquire", Needed: g.quorum, Got: len(acquired), Nodes: fails}
+	}
+
+	if g.cfg.fenced {
+		if fence == math.MaxInt64 {
+			g.cleanup(ctx, "acquire", pkey, token)
+			return nil, fmt.Errorf("%w: %w", ErrNotAcquired, &CounterError{Reason: CounterOverflow})
+		}
+		fence++
+		fargs := []string{token, luakit.FormatInt64(fence)}
+		fres := g.fanout(ctx, acquired, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
+			return fenceScript.Exec(ctx, c, keys, fargs)
+		})
+		confirmed := 0
+		for _, i := range acquired {
+			r := fres[i]
+			err := decodeFence(r.msg, r.err)
+			if err != nil {
+				fails = append(fails, g.nodeError(i, err))
+				continue
+			}
+			confirmed++
+		}
+		if confirmed < g.quorum {
+			g.cleanup(ctx, "fence", pkey, token)
+			sortNodeErrors(fails)
+			return nil, &QuorumError{Op: "fence", Needed: g.quorum, Got: confirmed, Nodes: fails}
+		}
+	}
+
+	elapsed := time.Since(start)
+	if validity := ttl - elapsed - drift; validity <= 0 {
+		g.cleanup(ctx, "acquire", pkey, token)
+		return nil, fmt.Errorf("%w: %w (ttl %v, elapsed %v, drift allowance %v)", ErrNotAcquired, ErrNoValidity, ttl, elapsed, drift)
+	}
+	return newLock(g, key, pkey, token, fence, ttl, drift, start), nil
+}
+
+// Acquire calls [Group.TryAcquire] until it succeeds or ctx ends, sleeping between attempts a random
+// delay drawn uniformly from [d/2, 3d/2) where d is the retry delay ([WithRetryDelay], default 200ms),
+// so that contenders desynchronise. Every failed attempt was cleaned up before the next one starts.
+//
+// It returns at once, without retrying, on errors that a retry cannot fix (invalid TTL or keys). When
+// ctx ends it returns an error wrapping ctx.Err() and the last attempt's error.
+func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	for {
+		l, err := g.TryAcquire(ctx, key, ttl)
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, ErrNotAcquired) {
+			return nil, err
+		}
+		d := g.cfg.retryDelay/2 + time.Duration(rand.Int64N(int64(g.cfg.retryDelay)))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("redlock: acquire: %w (last attempt: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// nodeResult is one node's reply in a fan-out.
+type nodeResult struct {
+	msg rueidis.RedisMessage
+	err error
+}
+
+// fanout runs f on the nodes in idx (every node when idx is nil) in parallel, each under ctx bounded by
+// the node timeout, and waits for all of them. The result is indexed by node.
+func (g *Group) fanout(ctx context.Context, idx []int, f func(context.Context, rueidis.Client) rueidis.RedisResult) []nodeResult {
+	if idx == nil {
+		idx = make([]int, len(g.clients))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	out := make([]nodeResult, len(g.clients))
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nctx, cancel := context.WithTimeout(ctx, g.cfg.nodeTimeout)
+			defer cancel()
+			msg, err := f(nctx, g.clients[i]).ToMessage()
+			out[i] = nodeResult{msg: msg, err: err}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// cleanup sends an owner-checked delete to every node, bounded by the node timeout even when ctx is
+// cancelled, and returns how many nodes replied (deleted, absent or held by another owner) with the
+// failures of the others.
+func (g *Group) cleanup(ctx context.Context, op, pkey, token string) (int, []NodeError) {
+	keys, args := []string{pkey}, []string{token}
+	res := g.fanout(context.WithoutCancel(ctx), nil, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
+		return releaseScript.Exec(ctx, c, keys, args)
+	})
+	replied := 0
+	var fails []NodeError
+	for i, r := range res {
+		if _, err := decodeRelease(r.msg, r.err); err != nil {
+			fails = append(fails, g.nodeError(i, err))
+			continue
+		}
+		replied++
+	}
+	if replied < len(g.clients) {
+		g.cfg.logger.Warn("redlock: cleanup not confirmed by every node; the lock stays there until its TTL",
+			slog.String("op", op), slog.Int("replied", replied), slog.Int("nodes", len(g.clients)))
+	}
+	return replied, fails
+}
+
+// nodeError builds the NodeError of node i, marking transport failures as uncertain.
+func (g *Group) nodeError(i int, err error) NodeError {
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) && luakit.IsUncertain(err) {
+		err = fmt.Errorf("%w: %w", ErrUncertain, err)
+	}
+	return NodeError{Index: i, Addr: nodeAddr(g.clients[i]), Err: err}
+}
+
+// nodeAddr returns the address of a standalone or Sentinel client's current node, or "".
+func nodeAddr(c rueidis.Client) string {
+	m := c.Nodes()
+	if len(m) != 1 {
+		return ""
+	}
+	for a := range m {
+		return a
+	}
+	return ""
+}
+
+func sortNodeErrors(s []NodeError) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j].Index < s[j-1].Index; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
