@@ -1,0 +1,42 @@
+-- floor: decrement a counter only if the result stays at or above an inclusive minimum.
+--
+-- KEYS[1]  the counter key (a string holding a decimal int64; absent = 0)
+-- ARGV[1]  delta: canonical decimal int64, > 0 (the amount to subtract)
+-- ARGV[2]  min: canonical decimal int64, inclusive (allowed iff current - delta >= min)
+--
+-- Returns {allowed, value}: allowed 1 or 0; value the new (allowed) or unchanged (denied) value as a
+-- decimal string ("0" for an absent key). The key's expiry is never changed; an allowed call on an
+-- absent key creates it without expiry. The comparison is exact over the whole int64 range (see
+-- limit.lua); a denied call writes nothing; an allowed call cannot overflow (the result is >= min).
+-- Complexity: O(1).
+local function split(s)
+  local neg = string.sub(s, 1, 1) == '-'
+  if neg then s = string.sub(s, 2) end
+  local n = #s
+  local hi, lo = 0, tonumber(s)
+  if n > 9 then
+    hi = tonumber(string.sub(s, 1, n - 9))
+    lo = tonumber(string.sub(s, n - 8))
+  end
+  if neg then
+    hi, lo = -hi, -lo
+    if lo < 0 then lo = lo + 1e9; hi = hi - 1 end
+  end
+  return hi, lo
+end
+
+local cur = redis.call('GET', KEYS[1])
+local curs = cur or '0'
+if not string.match(curs, '^%-?%d+$') or #curs > 20 then
+  return redis.error_reply('ERR value is not an integer or out of range')
+end
+local ch, cl = split(curs)
+local dh, dl = split(ARGV[1])
+local mh, ml = split(ARGV[2])
+local rh, rl = ch - dh, cl - dl
+if rl < 0 then rl = rl + 1e9; rh = rh - 1 end
+if rh > mh or (rh == mh and rl >= ml) then
+  redis.call('DECRBY', KEYS[1], ARGV[1])
+  return {1, redis.call('GET', KEYS[1])}
+end
+return {0, curs}

@@ -1,0 +1,125 @@
+package counter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// refuse returns the error of a call made while the store is disconnected or closed, or nil.
+func (s *Store) refuse() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if !s.healthy.Load() {
+		return fmt.Errorf("%w: waiting for a probe to reach the server", ErrDisconnected)
+	}
+	return nil
+}
+
+// connectionLost reports whether err says the connection to the server is broken (as opposed to a
+// server error reply, a nil reply, or the caller's own context ending).
+func connectionLost(ctx context.Context, err error) bool {
+	if err == nil || rueidis.IsRedisNil(err) {
+		return false
+	}
+	var re *rueidis.RedisError
+	if errors.As(err, &re) {
+		return false
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return false // the caller gave up; says nothing about the connection
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, rueidis.ErrClosing)
+}
+
+// notSent reports whether err is a dial failure: the command was never written.
+func notSent(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+// fail converts the transport or context error of a call into the package's vocabulary and, when the
+// connection is lost, marks the store disconnected and starts the probe. key is a physical key of
+// the call, used by the probe so that on Cluster it reaches the same node. write says whether the
+// call could change server state (then anything but a dial error is uncertain).
+func (s *Store) fail(ctx context.Context, key string, write bool, err error) error {
+	if connectionLost(ctx, err) {
+		s.markDown(key)
+		if !write || notSent(err) {
+			return fmt.Errorf("%w: %w", ErrDisconnected, err)
+		}
+		return fmt.Errorf("%w (%w): %w", ErrDisconnected, ErrUncertain, err)
+	}
+	var re *rueidis.RedisError
+	if errors.As(err, &re) {
+		return serverError(err)
+	}
+	if write && !rueidis.IsRedisNil(err) {
+		return fmt.Errorf("%w: %w", ErrUncertain, err)
+	}
+	return err
+}
+
+// markDown switches the store to disconnected and starts the probe goroutine if none runs.
+func (s *Store) markDown(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return
+	}
+	s.probeKey = key
+	if s.healthy.Swap(false) {
+		s.cfg.logger.Warn("counter: server unreachable; calls fail fast until a probe succeeds")
+	}
+	if s.probing {
+		return
+	}
+	s.probing = true
+	s.wg.Add(1)
+	go s.probe()
+}
+
+// probe runs while the store is disconnected: every probe interval it sends one EXISTS for the key of
+// the call that failed (so on Cluster it reaches that key's node) and marks the store healthy on the
+// first reply. It ends on success or on Close.
+func (s *Store) probe() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.probeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			s.mu.Lock()
+			s.probing = false
+			s.mu.Unlock()
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		key := s.probeKey
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.probeTimeout)
+		err := s.client.Do(ctx, s.client.B().Arbitrary("EXISTS").Keys(key).Build()).Error()
+		cancel()
+		if err != nil {
+			continue
+		}
+		s.mu.Lock()
+		s.probing = false
+		s.healthy.Store(true)
+		s.mu.Unlock()
+		s.cfg.logger.Info("counter: server reachable again")
+		return
+	}
+}

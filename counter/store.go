@@ -1,0 +1,445 @@
+package counter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Store runs atomic counter operations over one rueidis client (standalone, Cluster or Sentinel).
+// Each counter is one string key holding a decimal int64; an absent (or expired) key reads as 0.
+//
+// Every operation is one round trip: one Lua script, one GET, or one pipelined batch. Values are exact
+// over the whole int64 range (64-bit values cross the Lua boundary as decimal strings).
+//
+// While the server is unreachable every call fails at once with [ErrDisconnected] instead of waiting
+// on the client's retries and timeouts; a background probe (one goroutine, only while disconnected)
+// notices the server is back and calls succeed again without any action. See the package
+// documentation for what is and is not detected.
+//
+// A Store is safe for concurrent use. It never closes the client. Close stops the probe goroutine.
+type Store struct {
+	client rueidis.Client
+	cfg    config
+
+	healthy atomic.Bool
+	closed  atomic.Bool
+
+	mu       sync.Mutex
+	probing  bool
+	probeKey string
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// New returns a Store over client. It does no I/O: the store starts connected and learns otherwise
+// from the first failing call. It returns [ErrNilClient] for a nil client and the error of an invalid
+// option. nil options are ignored.
+func New(client rueidis.Client, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, ErrNilClient
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	s := &Store{client: client, cfg: cfg, stop: make(chan struct{})}
+	s.healthy.Store(true)
+	return s, nil
+}
+
+// Close stops the background probe (waiting for it to return) and makes every later call return
+// [ErrClosed]. It does not close the client. Calls in flight complete normally. Close is idempotent
+// and safe for concurrent use; it always returns nil.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed.Swap(true) {
+		s.mu.Unlock()
+		return nil
+	}
+	close(s.stop)
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// Connected reports whether the store currently considers the server reachable. It is false from the
+// first call that found the connection broken until a background probe succeeds. It does no I/O.
+func (s *Store) Connected() bool { return s.healthy.Load() && !s.closed.Load() }
+
+// Result is the outcome of [Store.IncrementIfLessThan].
+type Result struct {
+	// Allowed reports whether the increment was applied.
+	Allowed bool
+	// Value is the counter after the call: the new value when allowed, the unchanged current value
+	// (0 for an absent key) when not.
+	Value int64
+	// TTL is the key's remaining time to live after the call, to the millisecond; 0 when the key has
+	// no expiry or does not exist.
+	TTL time.Duration
+}
+
+// DecrementResult is the outcome of [Store.DecrementIfGreaterThan].
+type DecrementResult struct {
+	// Allowed reports whether the decrement was applied.
+	Allowed bool
+	// Value is the counter after the call: the new value when allowed, the unchanged current value
+	// (0 for an absent key) when not.
+	Value int64
+	// Remaining is Value - min: how much more can be decremented before reaching the minimum
+	// (saturating at math.MaxInt64).
+	Remaining int64
+}
+
+// Value is one counter read by [Store.GetMany].
+type Value struct {
+	// N is the counter's value, 0 when the key is absent.
+	N int64
+	// Exists reports whether the key exists.
+	Exists bool
+}
+
+// Increment is one item of [Store.BatchIncrement].
+type Increment struct {
+	// Key is the counter's logical key (the store's prefix is prepended).
+	Key string
+	// Delta is added to the counter; any int64, negative to decrement.
+	Delta int64
+	// TTL, when positive, is set with PEXPIRE on every increment (a sliding expiry); 0 leaves the
+	// key's expiry unchanged.
+	TTL time.Duration
+}
+
+func ttlMillis(ttl time.Duration) (string, error) {
+	if ttl < 0 || (ttl > 0 && ttl < time.Millisecond) {
+		return "", fmt.Errorf("%w: got %v", ErrInvalidTTL, ttl)
+	}
+	return luakit.FormatInt64(ttl.Milliseconds()), nil
+}
+
+func (s *Store) key(name string) (string, error) {
+	if err := luakit.ValidateKey("counter key", name); err != nil {
+		return "", err
+	}
+	return s.cfg.keys.Key(name), nil
+}
+
+// IncrementWithExpire atomically adds delta (any int64, negative to decrement) to the counter at key
+// and returns the new value. An absent key starts at 0. When ttl > 0 the key's expiry is set to ttl
+// on every call (a sliding window: each increment extends it); ttl == 0 leaves the expiry unchanged
+// (none for a new key). One script, one round trip.
+//
+// Errors: before any I/O, an empty key (luakit.ErrEmptyKey) or a negative or sub-millisecond ttl
+// ([ErrInvalidTTL]); [ErrOverflow] or [ErrNotInteger] with nothing written; [ErrDisconnected] at once
+// while the server is unreachable; [ErrUncertain] when the increment may have been applied but no
+// reply was read (ctx ended, connection broke). ctx bounds the round trip.
+func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
+	k, err := s.key(key)
+	if err != nil {
+		return 0, err
+	}
+	ms, err := ttlMillis(ttl)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.refuse(); err != nil {
+		return 0, err
+	}
+	v, err := int64Reply(incrScript.Exec(ctx, s.client, []string{k}, []string{luakit.FormatInt64(delta), ms}))
+	if err != nil {
+		return 0, s.fail(ctx, k, true, err)
+	}
+	return v, nil
+}
+
+// IncrementIfLessThan atomically adds delta (> 0) to the counter at key only if the result stays
+// within limit (inclusive: allowed iff current + delta <= limit; an absent key counts as 0). When the
+// call creates the key and ttl > 0, the key expires after ttl (a fixed window: later increments never
+// extend it; ttl is ignored for an existing key). A refused call writes nothing and reports the
+// unchanged value. The comparison is exact over the whole int64 range, and an allowed increment
+// cannot overflow. One script, one round trip.
+//
+// Errors: before any I/O, an empty key, delta <= 0 ([ErrInvalidDelta]) or an invalid ttl
+// ([ErrInvalidTTL]); [ErrNotInteger] with nothing written; [ErrDisconnected] at once while the server
+// is unreachable; [ErrUncertain] when no reply was read after sending. A refusal is not an error.
+func (s *Store) IncrementIfLessThan(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (Result, error) {
+	k, err := s.key(key)
+	if err != nil {
+		return Result{}, err
+	}
+	if delta <= 0 {
+		return Result{}, fmt.Errorf("%w: got %d", ErrInvalidDelta, delta)
+	}
+	ms, err := ttlMillis(ttl)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := s.refuse(); err != nil {
+		return Result{}, err
+	}
+	arr, err := limitScript.Exec(ctx, s.client, []string{k},
+		[]string{luakit.FormatInt64(delta), luakit.FormatInt64(limit), ms}).ToArray()
+	if err != nil {
+		return Result{}, s.fail(ctx, k, true, err)
+	}
+	return decodeLimit(arr)
+}
+
+func decodeLimit(arr []rueidis.RedisMessage) (Result, error) {
+	if len(arr) != 3 {
+		return Result{}, fmt.Errorf("counter: limit script replied %d elements, want 3", len(arr))
+	}
+	allowed, err := arr[0].AsInt64()
+	if err != nil {
+		return Result{}, fmt.Errorf("counter: limit script reply: %w", err)
+	}
+	v, err := luakit.Int64(arr[1])
+	if err != nil {
+		return Result{}, fmt.Errorf("counter: limit script reply: %w", err)
+	}
+	pttl, err := arr[2].AsInt64()
+	if err != nil {
+		return Result{}, fmt.Errorf("counter: limit script reply: %w", err)
+	}
+	return Result{Allowed: allowed == 1, Value: v, TTL: pttlDuration(pttl)}, nil
+}
+
+// pttlDuration maps a PTTL reply to a duration: > 0 for an expiring key (a PTTL of 0, expiry within
+// the current millisecond, is reported as 1ms), 0 for no expiry (-1) or an absent key (-2).
+func pttlDuration(pttl int64) time.Duration {
+	switch {
+	case pttl > 0:
+		return time.Duration(pttl) * time.Millisecond
+	case pttl == 0:
+		return time.Millisecond
+	}
+	return 0
+}
+
+// DecrementIfGreaterThan atomically subtracts delta (> 0) from the counter at key only if the result
+// stays at or above min (inclusive: allowed iff current - delta >= min; an absent key counts as 0,
+// and an allowed decrement creates it without expiry). The key's expiry is never changed. A refused
+// call writes nothing. Remaining is how far the value is above min. One script, one round trip.
+//
+// Errors: as for [Store.IncrementIfLessThan] (without the ttl check).
+func (s *Store) DecrementIfGreaterThan(ctx context.Context, key string, delta, min int64) (DecrementResult, error) {
+	k, err := s.key(key)
+	if err != nil {
+		return DecrementResult{}, err
+	}
+	if delta <= 0 {
+		return DecrementResult{}, fmt.Errorf("%w: got %d", ErrInvalidDelta, delta)
+	}
+	if err := s.refuse(); err != nil {
+		return DecrementResult{}, err
+	}
+	arr, err := floorScript.Exec(ctx, s.client, []string{k},
+		[]string{luakit.FormatInt64(delta), luakit.FormatInt64(min)}).ToArray()
+	if err != nil {
+		return DecrementResult{}, s.fail(ctx, k, true, err)
+	}
+	return decodeFloor(arr, min)
+}
+
+func decodeFloor(arr []rueidis.RedisMessage, min int64) (DecrementResult, error) {
+	if len(arr) != 2 {
+		return DecrementResult{}, fmt.Errorf("counter: floor script replied %d elements, want 2", len(arr))
+	}
+	allowed, err := arr[0].AsInt64()
+	if err != nil {
+		return DecrementResult{}, fmt.Errorf("counter: floor script reply: %w", err)
+	}
+	v, err := luakit.Int64(arr[1])
+	if err != nil {
+		return DecrementResult{}, fmt.Errorf("counter: floor script reply: %w", err)
+	}
+	return DecrementResult{Allowed: allowed == 1, Value: v, Remaining: satSub(v, min)}, nil
+}
+
+// satSub returns a - b, saturating at the int64 bounds.
+func satSub(a, b int64) int64 {
+	d := a - b
+	if (b < 0 && d < a) || (b > 0 && d > a) {
+		if b < 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return d
+}
+
+// Get returns the counter at key, 0 when the key is absent. One GET (not retried by the client, so
+// it fails fast when disconnected).
+//
+// Errors: an empty key before any I/O; [ErrNotInteger] when the key holds something else;
+// [ErrDisconnected]; the context's error.
+func (s *Store) Get(ctx context.Context, key string) (int64, error) {
+	k, err := s.key(key)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.refuse(); err != nil {
+		return 0, err
+	}
+	v, err := int64Reply(s.client.Do(ctx, s.client.B().Arbitrary("GET").Keys(k).Build()))
+	if rueidis.IsRedisNil(err) {
+		return 0, nil
+	}
+	if err != nil {
+		if errors.Is(err, luakit.ErrMalformedInt) {
+			return 0, fmt.Errorf("%w: %w", ErrNotInteger, err)
+		}
+		return 0, s.fail(ctx, k, false, err)
+	}
+	return v, nil
+}
+
+// int64Reply decodes a reply carrying one int64 (see luakit.Int64); a nil reply is rueidis.Nil.
+func int64Reply(r rueidis.RedisResult) (int64, error) {
+	m, err := r.ToMessage()
+	if err != nil {
+		return 0, err
+	}
+	return luakit.Int64(m)
+}
+
+// GetMany reads every key, in one round trip: one MGET on a standalone or Sentinel client; on Cluster
+// one MGET per hash slot (keys grouped with luakit.Slot), sent together with DoMulti. The result has
+// one [Value] per key, in input order. Reads of different slots are not one atomic snapshot.
+//
+// Errors: an empty key before any I/O; [ErrDisconnected]; the context's error; otherwise a
+// *[BatchError] with [ErrNotInteger] for each key holding something else (the other values are
+// still returned).
+func (s *Store) GetMany(ctx context.Context, keys []string) ([]Value, error) {
+	phys := make([]string, len(keys))
+	for i, name := range keys {
+		k, err := s.key(name)
+		if err != nil {
+			return nil, fmt.Errorf("counter: key %d: %w", i, err)
+		}
+		phys[i] = k
+	}
+	out := make([]Value, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	if err := s.refuse(); err != nil {
+		return nil, err
+	}
+	// groups[i] lists the input indexes of one MGET.
+	var groups [][]int
+	if s.client.Mode() == rueidis.ClientModeCluster {
+		bySlot := map[uint16]int{}
+		for i, k := range phys {
+			slot := luakit.Slot(k)
+			g, ok := bySlot[slot]
+			if !ok {
+				g = len(groups)
+				bySlot[slot] = g
+				groups = append(groups, nil)
+			}
+			groups[g] = append(groups[g], i)
+		}
+	} else {
+		all := make([]int, len(phys))
+		for i := range all {
+			all[i] = i
+		}
+		groups = [][]int{all}
+	}
+	cmds := make(rueidis.Commands, len(groups))
+	for g, idx := range groups {
+		ks := make([]string, len(idx))
+		for j, i := range idx {
+			ks[j] = phys[i]
+		}
+		cmds[g] = s.client.B().Arbitrary("MGET").Keys(ks...).Build()
+	}
+	var errs []error
+	for g, res := range s.client.DoMulti(ctx, cmds...) {
+		arr, err := res.ToArray()
+		if err == nil && len(arr) != len(groups[g]) {
+			err = fmt.Errorf("counter: MGET replied %d values for %d keys", len(arr), len(groups[g]))
+		}
+		if err != nil {
+			return nil, s.fail(ctx, phys[groups[g][0]], false, err)
+		}
+		for j, i := range groups[g] {
+			v, err := luakit.Int64(arr[j])
+			switch {
+			case rueidis.IsRedisNil(err):
+			case err != nil:
+				if errs == nil {
+					errs = make([]error, len(keys))
+				}
+				errs[i] = fmt.Errorf("%w: %w", ErrNotInteger, err)
+			default:
+				out[i] = Value{N: v, Exists: true}
+			}
+		}
+	}
+	if errs != nil {
+		return out, &BatchError{Errs: errs}
+	}
+	return out, nil
+}
+
+// BatchIncrement applies every increment as [Store.IncrementWithExpire] would, pipelined in one round
+// trip (on Cluster, rueidis sends each node its items together). It returns the new values in input
+// order. Each item is atomic on its own; the batch as a whole is not (a failure of one item does not
+// undo the others). Items may repeat a key; they then apply in input order.
+//
+// Errors: [ErrDisconnected] at once (nothing sent) while the server is unreachable; otherwise nil or
+// a *[BatchError] with one entry per item: a validation error (empty key, invalid TTL; that item is
+// not sent), [ErrOverflow] / [ErrNotInteger] (nothing written for that item), [ErrUncertain] (the
+// item may have been applied). The value of a failed item is 0.
+func (s *Store) BatchIncrement(ctx context.Context, items []Increment) ([]int64, error) {
+	out := make([]int64, len(items))
+	errs := make([]error, len(items))
+	failed := false
+	execs := make([]rueidis.LuaExec, 0, len(items))
+	sent := make([]int, 0, len(items))
+	for i, it := range items {
+		k, err := s.key(it.Key)
+		if err == nil {
+			var ms string
+			if ms, err = ttlMillis(it.TTL); err == nil {
+				execs = append(execs, rueidis.LuaExec{Keys: []string{k}, Args: []string{luakit.FormatInt64(it.Delta), ms}})
+				sent = append(sent, i)
+				continue
+			}
+		}
+		errs[i], failed = err, true
+	}
+	if len(execs) > 0 {
+		if err := s.refuse(); err != nil {
+			return nil, err
+		}
+		for j, res := range incrScript.ExecMulti(ctx, s.client, execs...) {
+			i := sent[j]
+			v, err := int64Reply(res)
+			if err != nil {
+				errs[i], failed = s.fail(ctx, execs[j].Keys[0], true, err), true
+				continue
+			}
+			out[i] = v
+		}
+	}
+	if failed {
+		return out, &BatchError{Errs: errs}
+	}
+	return out, nil
+}

@@ -1,0 +1,496 @@
+package counter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/counter"
+	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/luakit"
+)
+
+type scenario struct {
+	name string
+	run  func(t *testing.T, e *env)
+}
+
+var scenarios = []scenario{
+	{"01_limit_exact_concurrent", testLimitConcurrent},
+	{"02_ttl_semantics", testTTLSemantics},
+	{"03_decrement_floor", testDecrementFloor},
+	{"04_values_above_2_53", testAbove2p53},
+	{"05_overflow_and_malformed", testOverflow},
+	{"06_batch_order_across_slots", testBatchOrder},
+	{"07_buffered_flush", testBuffered},
+	{"08_bounded_never_exceeds", testBoundedConcurrent},
+	{"09_disconnect_fails_fast", testDisconnect},
+}
+
+// TestCounter runs every scenario on every target. Targets run in parallel (at most
+// maxParallelTargets at once), each with its own server or cluster; scenarios of one target run in
+// order on it, each on its own keys.
+func TestCounter(t *testing.T) {
+	for _, st := range matrix.Targets() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			targetSlots <- struct{}{}
+			defer func() { <-targetSlots }()
+			e := startEnv(t, st)
+			for _, sc := range scenarios {
+				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+			}
+		})
+	}
+}
+
+// testLimitConcurrent: 32 goroutines race IncrementIfLessThan; exactly limit/delta are allowed, the
+// final value is the largest multiple of delta within the limit, and the fixed-window TTL was set once.
+func testLimitConcurrent(t *testing.T, e *env) {
+	const (
+		limit   = 1000
+		delta   = 3
+		workers = 32
+	)
+	s := e.store(t)
+	key := "ck:limit:concurrent"
+	var allowed, refused atomic.Int64
+	var maxSeen atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				res, err := s.IncrementIfLessThan(ctx(t), key, delta, limit, time.Minute)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for {
+					m := maxSeen.Load()
+					if res.Value <= m || maxSeen.CompareAndSwap(m, res.Value) {
+						break
+					}
+				}
+				if !res.Allowed {
+					refused.Add(1)
+					return
+				}
+				allowed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, limit/delta, allowed.Load(), "allowed increments")
+	require.EqualValues(t, workers, refused.Load())
+	require.LessOrEqual(t, maxSeen.Load(), int64(limit), "no reply may report a value above the limit")
+	e.requireValue(t, key, strconv.Itoa(limit/delta*delta))
+	p := e.pttl(t, key)
+	require.Greater(t, p, int64(0))
+	require.LessOrEqual(t, p, int64(time.Minute/time.Millisecond))
+}
+
+// testTTLSemantics: IncrementWithExpire sets the TTL on every call (sliding) and leaves it alone with
+// ttl 0; IncrementIfLessThan sets it only when it creates the key; a refusal changes nothing.
+func testTTLSemantics(t *testing.T, e *env) {
+	s := e.store(t)
+	c := ctx(t)
+
+	slide := "ck:ttl:slide"
+	v, err := s.IncrementWithExpire(c, slide, 5, 2*time.Second)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, v)
+	p := e.pttl(t, slide)
+	require.True(t, p > 0 && p <= 2000, "pttl %d", p)
+	v, err = s.IncrementWithExpire(c, slide, -2, time.Hour)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, v)
+	require.Greater(t, e.pttl(t, slide), int64(2000), "a later ttl replaces the expiry (sliding)")
+	before := e.pttl(t, slide)
+	_, err = s.IncrementWithExpire(c, slide, 1, 0)
+	require.NoError(t, err)
+	after := e.pttl(t, slide)
+	require.True(t, after > 0 && after <= before, "ttl 0 leaves the expiry: %d then %d", before, after)
+
+	persist := "ck:ttl:persist"
+	_, err = s.IncrementWithExpire(c, persist, 1, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, -1, e.pttl(t, persist), "no ttl, no expiry")
+
+	fixed := "ck:ttl:fixed"
+	res, err := s.IncrementIfLessThan(c, fixed, 1, 10, 2*time.Second)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	require.EqualValues(t, 1, res.Value)
+	require.True(t, res.TTL > 0 && res.TTL <= 2*time.Second, "TTL %v", res.TTL)
+	res, err = s.IncrementIfLessThan(c, fixed, 1, 10, time.Hour)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	require.True(t, res.TTL > 0 && res.TTL <= 2*time.Second, "an existing key keeps its window: %v", res.TTL)
+	p = e.pttl(t, fixed)
+	require.True(t, p > 0 && p <= 2000, "pttl %d", p)
+
+	// An existing key without expiry keeps none.
+	_, err = s.IncrementWithExpire(c, "ck:ttl:fixed-persist", 1, 0)
+	require.NoError(t, err)
+	res, err = s.IncrementIfLessThan(c, "ck:ttl:fixed-persist", 1, 10, time.Hour)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	require.Zero(t, res.TTL)
+	require.EqualValues(t, -1, e.pttl(t, "ck:ttl:fixed-persist"))
+
+	// A refusal writes nothing: value and expiry unchanged; on an absent key nothing is created.
+	res, err = s.IncrementIfLessThan(c, fixed, 9, 10, time.Hour)
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	require.EqualValues(t, 2, res.Value)
+	require.True(t, res.TTL > 0 && res.TTL <= 2*time.Second)
+	e.requireValue(t, fixed, "2")
+	res, err = s.IncrementIfLessThan(c, "ck:ttl:absent", 5, 4, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, counter.Result{}, res, "refused on an absent key: value 0, no TTL")
+	require.EqualValues(t, -2, e.pttl(t, "ck:ttl:absent"), "a refusal creates nothing")
+
+	// Expiry resets the window: the counter reads as 0 again.
+	win := "ck:ttl:window"
+	_, err = s.IncrementIfLessThan(c, win, 3, 3, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return e.pttl(t, win) == -2 }, 5*time.Second, 10*time.Millisecond)
+	got, err := s.Get(c, win)
+	require.NoError(t, err)
+	require.Zero(t, got)
+	res, err = s.IncrementIfLessThan(c, win, 3, 3, time.Minute)
+	require.NoError(t, err)
+	require.True(t, res.Allowed, "a new window allows again")
+}
+
+// testDecrementFloor: DecrementIfGreaterThan semantics from the seed.
+func testDecrementFloor(t *testing.T, e *env) {
+	s := e.store(t)
+	c := ctx(t)
+	key := "ck:floor"
+	_, err := s.IncrementWithExpire(c, key, 10, time.Minute)
+	require.NoError(t, err)
+	res, err := s.DecrementIfGreaterThan(c, key, 4, 5)
+	require.NoError(t, err)
+	require.Equal(t, counter.DecrementResult{Allowed: true, Value: 6, Remaining: 1}, res)
+	res, err = s.DecrementIfGreaterThan(c, key, 2, 5)
+	require.NoError(t, err)
+	require.Equal(t, counter.DecrementResult{Allowed: false, Value: 6, Remaining: 1}, res)
+	e.requireValue(t, key, "6")
+	p := e.pttl(t, key)
+	require.True(t, p > 0 && p <= 60000, "expiry unchanged by decrements: %d", p)
+
+	res, err = s.DecrementIfGreaterThan(c, "ck:floor:absent", 1, 0)
+	require.NoError(t, err)
+	require.Equal(t, counter.DecrementResult{Allowed: false, Value: 0, Remaining: 0}, res)
+	require.EqualValues(t, -2, e.pttl(t, "ck:floor:absent"))
+	res, err = s.DecrementIfGreaterThan(c, "ck:floor:absent", 3, -5)
+	require.NoError(t, err)
+	require.Equal(t, counter.DecrementResult{Allowed: true, Value: -3, Remaining: 2}, res)
+	e.requireValue(t, "ck:floor:absent", "-3")
+	require.EqualValues(t, -1, e.pttl(t, "ck:floor:absent"))
+	res, err = s.DecrementIfGreaterThan(c, "ck:floor:absent", 1, math.MinInt64)
+	require.NoError(t, err)
+	require.Equal(t, counter.DecrementResult{Allowed: true, Value: -4, Remaining: math.MaxInt64 - 3}, res)
+}
+
+// testAbove2p53: values whose neighbours are not doubles round-trip exactly through every operation.
+func testAbove2p53(t *testing.T, e *env) {
+	s := e.store(t)
+	c := ctx(t)
+	key := "ck:big"
+	e.set(t, key, "9007199254740992") // 2^53
+	v, err := s.IncrementWithExpire(c, key, 1, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, int64(9007199254740993), v)
+	res, err := s.IncrementIfLessThan(c, key, 1, 9007199254740995, 0)
+	require.NoError(t, err)
+	require.Equal(t, counter.Result{Allowed: true, Value: 9007199254740994}, res)
+	res, err = s.IncrementIfLessThan(c, key, 2, 9007199254740995, 0)
+	require.NoError(t, err)
+	require.Equal(t, counter.Result{Allowed: false, Value: 9007199254740994}, res, "994+2 > 995 must be refused exactly")
+	res, err = s.IncrementIfLessThan(c, key, 1, 9007199254740995, 0)
+	require.NoError(t, err)
+	require.Equal(t, counter.Result{Allowed: true, Value: 9007199254740995}, res)
+	e.requireValue(t, key, "9007199254740995")
+	d, err := s.DecrementIfGreaterThan(c, key, 2, 9007199254740993)
+	require.NoError(t, err)
+	require.Equal(t, counter.DecrementResult{Allowed: true, Value: 9007199254740993, Remaining: 0}, d)
+	d, err = s.DecrementIfGreaterThan(c, key, 1, 9007199254740993)
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	got, err := s.Get(c, key)
+	require.NoError(t, err)
+	require.EqualValues(t, int64(9007199254740993), got)
+
+	// Near the int64 maximum, limit comparisons are still exact.
+	top := "ck:big:top"
+	e.set(t, top, strconv.FormatInt(math.MaxInt64-2, 10))
+	res, err = s.IncrementIfLessThan(c, top, 3, math.MaxInt64, 0)
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	res, err = s.IncrementIfLessThan(c, top, 2, math.MaxInt64, 0)
+	require.NoError(t, err)
+	require.Equal(t, counter.Result{Allowed: true, Value: math.MaxInt64}, res)
+	neg := "ck:big:neg"
+	e.set(t, neg, strconv.FormatInt(math.MinInt64+2, 10))
+	d, err = s.DecrementIfGreaterThan(c, neg, 3, math.MinInt64)
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	d, err = s.DecrementIfGreaterThan(c, neg, 2, math.MinInt64)
+	require.NoError(t, err)
+	require.Equal(t, counter.DecrementResult{Allowed: true, Value: math.MinInt64, Remaining: 0}, d)
+
+	vals, err := s.BatchIncrement(c, []counter.Increment{{Key: "ck:big:b1", Delta: 9007199254740993}, {Key: "ck:big:b1", Delta: 2}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{9007199254740993, 9007199254740995}, vals)
+	many, err := s.GetMany(c, []string{"ck:big:b1", key, "ck:big:none", top})
+	require.NoError(t, err)
+	require.Equal(t, []counter.Value{{N: 9007199254740995, Exists: true}, {N: 9007199254740993, Exists: true}, {}, {N: math.MaxInt64, Exists: true}}, many)
+}
+
+// testOverflow: an increment past int64 fails with ErrOverflow and writes nothing (no value change, no
+// expiry); a non-integer value fails with ErrNotInteger and writes nothing.
+func testOverflow(t *testing.T, e *env) {
+	s := e.store(t)
+	c := ctx(t)
+	key := "ck:overflow"
+	e.set(t, key, strconv.FormatInt(math.MaxInt64-1, 10))
+	_, err := s.IncrementWithExpire(c, key, 2, time.Minute)
+	require.ErrorIs(t, err, counter.ErrOverflow)
+	e.requireValue(t, key, strconv.FormatInt(math.MaxInt64-1, 10))
+	require.EqualValues(t, -1, e.pttl(t, key), "no expiry written")
+	low := "ck:overflow:low"
+	e.set(t, low, strconv.FormatInt(math.MinInt64, 10))
+	_, err = s.IncrementWithExpire(c, low, -1, time.Minute)
+	require.ErrorIs(t, err, counter.ErrOverflow)
+	e.requireValue(t, low, strconv.FormatInt(math.MinInt64, 10))
+	require.EqualValues(t, -1, e.pttl(t, low))
+
+	vals, err := s.BatchIncrement(c, []counter.Increment{
+		{Key: "ck:overflow:ok", Delta: 7, TTL: time.Minute},
+		{Key: key, Delta: 5, TTL: time.Minute},
+		{Key: "ck:overflow:ok", Delta: 1},
+	})
+	var be *counter.BatchError
+	require.ErrorAs(t, err, &be)
+	require.NoError(t, be.Errs[0])
+	require.ErrorIs(t, be.Errs[1], counter.ErrOverflow)
+	require.NoError(t, be.Errs[2])
+	require.Equal(t, []int64{7, 0, 8}, vals)
+	e.requireValue(t, key, strconv.FormatInt(math.MaxInt64-1, 10))
+	require.EqualValues(t, -1, e.pttl(t, key))
+
+	bad := "ck:overflow:text"
+	e.set(t, bad, "abc")
+	_, err = s.IncrementWithExpire(c, bad, 1, time.Minute)
+	require.ErrorIs(t, err, counter.ErrNotInteger)
+	_, err = s.IncrementIfLessThan(c, bad, 1, 10, time.Minute)
+	require.ErrorIs(t, err, counter.ErrNotInteger)
+	_, err = s.DecrementIfGreaterThan(c, bad, 1, -10)
+	require.ErrorIs(t, err, counter.ErrNotInteger)
+	_, err = s.Get(c, bad)
+	require.ErrorIs(t, err, counter.ErrNotInteger)
+	many, err := s.GetMany(c, []string{"ck:overflow:ok", bad})
+	require.ErrorIs(t, err, counter.ErrNotInteger)
+	require.Equal(t, counter.Value{N: 8, Exists: true}, many[0])
+	e.requireValue(t, bad, "abc")
+	require.EqualValues(t, -1, e.pttl(t, bad))
+	hash := "ck:overflow:hash"
+	require.NoError(t, e.raw.Do(c, e.raw.B().Hset().Key(hash).FieldValue().FieldValue("f", "1").Build()).Error())
+	_, err = s.IncrementWithExpire(c, hash, 1, 0)
+	require.ErrorIs(t, err, counter.ErrNotInteger)
+	_, err = s.IncrementIfLessThan(c, hash, 1, 10, 0)
+	require.ErrorIs(t, err, counter.ErrNotInteger)
+}
+
+// testBatchOrder: keys without hash tags spread over the Cluster's slots and nodes; BatchIncrement
+// and GetMany return results in input order. Also measures BatchIncrement throughput.
+func testBatchOrder(t *testing.T, e *env) {
+	s := e.store(t, counter.WithKeyPrefix("ck:batch:"))
+	c := ctx(t)
+	const n = 300
+	items := make([]counter.Increment, n)
+	keys := make([]string, n)
+	slots := map[uint16]bool{}
+	for i := range n {
+		keys[i] = fmt.Sprintf("k%d", i)
+		e.set(t, "ck:batch:"+keys[i], strconv.Itoa(i*1000))
+		items[i] = counter.Increment{Key: keys[i], Delta: int64(i + 1), TTL: time.Minute}
+		slots[luakit.Slot("ck:batch:"+keys[i])] = true
+	}
+	if e.isCluster() {
+		require.Greater(t, len(slots), 100, "keys must spread over many slots")
+	}
+	vals, err := s.BatchIncrement(c, items)
+	require.NoError(t, err)
+	for i, v := range vals {
+		require.EqualValues(t, i*1000+i+1, v, "item %d", i)
+	}
+	many, err := s.GetMany(c, append([]string{"missing"}, keys...))
+	require.NoError(t, err)
+	require.Equal(t, counter.Value{}, many[0])
+	for i := range n {
+		require.Equal(t, counter.Value{N: int64(i*1000 + i + 1), Exists: true}, many[i+1], "key %d", i)
+		p := e.pttl(t, "ck:batch:"+keys[i])
+		require.True(t, p > 0 && p <= 60000)
+	}
+
+	// Throughput: batches of 100 keys, one goroutine, sequential round trips.
+	const batch, rounds = 100, 100
+	tp := make([]counter.Increment, batch)
+	for i := range tp {
+		tp[i] = counter.Increment{Key: fmt.Sprintf("tp%d", i), Delta: 1}
+	}
+	start := time.Now()
+	for range rounds {
+		_, err := s.BatchIncrement(c, tp)
+		require.NoError(t, err)
+	}
+	el := time.Since(start)
+	t.Logf("BatchIncrement throughput on %s: %d batches of %d keys in %v = %.0f keys/s (%.2f ms per batch; -race)",
+		e.name, rounds, batch, el.Round(time.Millisecond), float64(rounds*batch)/el.Seconds(),
+		float64(el.Microseconds())/1000/rounds)
+	many, err = s.GetMany(c, []string{"tp0", "tp99"})
+	require.NoError(t, err)
+	require.Equal(t, []counter.Value{{N: rounds, Exists: true}, {N: rounds, Exists: true}}, many)
+}
+
+// testBuffered: concurrent Adds are flushed in the background and on Close; the server ends with the
+// exact sum and the flush TTL.
+func testBuffered(t *testing.T, e *env) {
+	s := e.store(t)
+	key := "ck:buffered"
+	var flushErrs atomic.Int64
+	b, err := counter.NewBuffered(s, key, counter.BufferedOptions{
+		FlushInterval: 20 * time.Millisecond, TTL: time.Minute,
+		OnError: func(error) { flushErrs.Add(1) },
+	})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				require.NoError(t, b.Add(1))
+				if i%500 == 0 {
+					time.Sleep(15 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, b.Close(ctx(t)))
+	require.Zero(t, b.Pending())
+	require.Zero(t, flushErrs.Load())
+	e.requireValue(t, key, "16000")
+	p := e.pttl(t, key)
+	require.True(t, p > 0 && p <= 60000)
+	require.ErrorIs(t, b.Add(1), counter.ErrClosed)
+}
+
+// testBoundedConcurrent: 8 goroutines increment through 2 bounded buffered counters (own clients)
+// while a sampler reads the global value continuously: no observed value exceeds the limit, exactly
+// limit increments are allowed, and after Close the counter holds exactly the limit.
+func testBoundedConcurrent(t *testing.T, e *env) {
+	const limit = 1000
+	key := "ck:bounded"
+	bs := make([]*counter.Bounded, 2)
+	for i := range bs {
+		var err error
+		bs[i], err = counter.NewBounded(e.store(t), key, limit, counter.BoundedOptions{Chunk: 37, TTL: time.Minute})
+		require.NoError(t, err)
+	}
+	sampler := e.store(t)
+	stop := make(chan struct{})
+	var maxSeen, samples atomic.Int64
+	sampled := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				sampled <- nil
+				return
+			default:
+			}
+			v, err := sampler.Get(context.Background(), key)
+			if err != nil {
+				sampled <- err
+				return
+			}
+			samples.Add(1)
+			if v > maxSeen.Load() {
+				maxSeen.Store(v)
+			}
+		}
+	}()
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := bs[g%2]
+			for {
+				ok, err := b.TryAdd(ctx(t), 1)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !ok {
+					return
+				}
+				allowed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	require.NoError(t, <-sampled)
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	for _, b := range bs {
+		require.NoError(t, b.Close(ctx(t)))
+	}
+	t.Logf("bounded: %d samples, max observed %d, allowed %d", samples.Load(), maxSeen.Load(), allowed.Load())
+	require.LessOrEqual(t, maxSeen.Load(), int64(limit), "an observed global value exceeded the limit")
+	require.EqualValues(t, limit, allowed.Load())
+	e.requireValue(t, key, strconv.Itoa(limit))
+	p := e.pttl(t, key)
+	require.True(t, p > 0 && p <= 60000)
+
+	// Unused headroom goes back on Close: 5 adds with chunk 50 leave 5 on the server.
+	b, err := counter.NewBounded(e.store(t), "ck:bounded:giveback", limit, counter.BoundedOptions{Chunk: 50})
+	require.NoError(t, err)
+	for range 5 {
+		ok, err := b.TryAdd(ctx(t), 1)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	e.requireValue(t, "ck:bounded:giveback", "50")
+	require.EqualValues(t, 45, b.Headroom())
+	require.NoError(t, b.Close(ctx(t)))
+	e.requireValue(t, "ck:bounded:giveback", "5")
+}
+
+// errorsIsDisconnected is errors.Is(err, counter.ErrDisconnected), for messages.
+func errorsIsDisconnected(err error) bool { return errors.Is(err, counter.ErrDisconnected) }
