@@ -1,0 +1,528 @@
+package idempotency_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/idempotency"
+	"github.com/coordkit/coordkit/integration/internal/matrix"
+)
+
+type scenario struct {
+	name string
+	run  func(t *testing.T, e *env)
+}
+
+var scenarios = []scenario{
+	{"01_transitions", testTransitions},
+	{"02_concurrent_duplicates", testConcurrentDuplicates},
+	{"03_stale_owner_after_takeover", testStaleOwner},
+	{"04_binary_and_empty_results", testResults},
+	{"05_ttl_truncation", testTTLTruncation},
+	{"06_nil_vs_empty_fingerprint", testFingerprints},
+	{"07_noscript_recovery", testNoScript},
+	{"08_resp2_client", testRESP2},
+	{"09_key_prefix", testKeyPrefix},
+	{"10_begin_waits_for_original", testBeginWaits},
+	{"11_uncertain_on_cancel", testUncertain},
+	{"12_middleware", testMiddleware},
+	{"13_middleware_panics", testMiddlewarePanics},
+	{"14_middleware_wait_and_failures", testMiddlewareWaitAndFailures},
+}
+
+// TestIdempotency runs every scenario on every target (at most maxParallelTargets targets at once).
+func TestIdempotency(t *testing.T) {
+	for _, st := range matrix.Targets() {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			targetSlots <- struct{}{}
+			defer func() { <-targetSlots }()
+			e := startEnv(t, st)
+			for _, sc := range scenarios {
+				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+			}
+		})
+	}
+}
+
+const long = time.Minute
+
+var (
+	fpA = idempotency.FingerprintOf("request-a")
+	fpB = idempotency.FingerprintOf("request-b")
+)
+
+func begin(t *testing.T, s *idempotency.Store, key string, ttl time.Duration, fp idempotency.Fingerprint) idempotency.Attempt {
+	t.Helper()
+	a, err := s.TryBegin(ctx(t), key, ttl, fp)
+	require.NoError(t, err)
+	return a
+}
+
+func requireState(t *testing.T, a idempotency.Attempt, want idempotency.State) {
+	t.Helper()
+	require.Equal(t, want, a.State, "state")
+	if want != idempotency.Started {
+		require.Empty(t, a.OwnerToken, "only Started reveals the owner token")
+	}
+	if want != idempotency.Completed {
+		require.Nil(t, a.Result, "only Completed reveals the result")
+	}
+	if want == idempotency.FingerprintMismatch {
+		require.Zero(t, a.Generation)
+	} else {
+		require.Positive(t, a.Generation)
+	}
+}
+
+// testTransitions: every transition of the seed, one row each, asserting the server state it leaves.
+func testTransitions(t *testing.T, e *env) {
+	s := e.store(t)
+	tests := []struct {
+		name string
+		run  func(t *testing.T, key string)
+	}{
+		{"absent + begin = started, pending", func(t *testing.T, key string) {
+			a := begin(t, s, key, long, fpA)
+			requireState(t, a, idempotency.Started)
+			h := e.requirePending(t, key, long)
+			require.Equal(t, strconv.FormatInt(a.Generation, 10), h["g"])
+			require.Equal(t, "60000", h["x"])
+		}},
+		{"pending + begin same fp = in progress, expiry unchanged", func(t *testing.T, key string) {
+			begin(t, s, key, 10*time.Second, fpA)
+			a := begin(t, s, key, long, fpA) // the loser's longer TTL must not change the claim
+			requireState(t, a, idempotency.InProgress)
+			require.LessOrEqual(t, a.Remaining, 10*time.Second)
+			e.requirePending(t, key, 10*time.Second)
+		}},
+		{"pending + begin other fp = mismatch", func(t *testing.T, key string) {
+			begin(t, s, key, long, fpA)
+			requireState(t, begin(t, s, key, long, fpB), idempotency.FingerprintMismatch)
+			e.requirePending(t, key, long)
+		}},
+		{"pending + complete by owner = completed, ttl restarted", func(t *testing.T, key string) {
+			a := begin(t, s, key, 3*time.Second, fpA)
+			time.Sleep(300 * time.Millisecond)
+			before := e.pttl(t, key)
+			ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("done"))
+			require.NoError(t, err)
+			require.True(t, ok)
+			e.requireCompleted(t, key, []byte("done"), 3*time.Second)
+			require.Greater(t, e.pttl(t, key), before, "completion restarts the TTL")
+		}},
+		{"completed + complete again = false, first result kept", func(t *testing.T, key string) {
+			a := begin(t, s, key, long, fpA)
+			ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("first"))
+			require.NoError(t, err)
+			require.True(t, ok)
+			ok, err = s.Complete(ctx(t), key, a.OwnerToken, []byte("second"))
+			require.NoError(t, err)
+			require.False(t, ok)
+			e.requireCompleted(t, key, []byte("first"), long)
+		}},
+		{"pending + complete with another token = false", func(t *testing.T, key string) {
+			a := begin(t, s, key, long, fpA)
+			forged := "ffffffffffffffffffffffffffffffff." + strconv.FormatInt(a.Generation, 10)
+			ok, err := s.Complete(ctx(t), key, forged, []byte("x"))
+			require.NoError(t, err)
+			require.False(t, ok)
+			// The right secret with another generation is rejected too.
+			ok, err = s.Complete(ctx(t), key, a.OwnerToken[:33]+strconv.FormatInt(a.Generation+1, 10), []byte("x"))
+			require.NoError(t, err)
+			require.False(t, ok)
+			e.requirePending(t, key, long)
+		}},
+		{"completed + begin same fp = result, expiry unchanged", func(t *testing.T, key string) {
+			a := begin(t, s, key, 10*time.Second, fpA)
+			_, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"))
+			require.NoError(t, err)
+			got := begin(t, s, key, long, fpA)
+			requireState(t, got, idempotency.Completed)
+			require.Equal(t, []byte("r"), got.Result)
+			require.Equal(t, a.Generation, got.Generation)
+			e.requireCompleted(t, key, []byte("r"), 10*time.Second)
+		}},
+		{"completed + begin other fp = mismatch without result", func(t *testing.T, key string) {
+			a := begin(t, s, key, long, fpA)
+			_, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("secret result"))
+			require.NoError(t, err)
+			requireState(t, begin(t, s, key, long, fpB), idempotency.FingerprintMismatch)
+			e.requireCompleted(t, key, []byte("secret result"), long)
+		}},
+		{"pending + abandon by owner = absent; begin again = new generation", func(t *testing.T, key string) {
+			a := begin(t, s, key, long, fpA)
+			ok, err := s.Abandon(ctx(t), key, a.OwnerToken)
+			require.NoError(t, err)
+			require.True(t, ok)
+			e.requireAbsent(t, key)
+			ok, err = s.Complete(ctx(t), key, a.OwnerToken, []byte("late"))
+			require.NoError(t, err)
+			require.False(t, ok, "complete after abandon")
+			e.requireAbsent(t, key)
+			b := begin(t, s, key, long, fpB)
+			requireState(t, b, idempotency.Started)
+			require.Greater(t, b.Generation, a.Generation)
+		}},
+		{"pending + abandon by another token = false", func(t *testing.T, key string) {
+			begin(t, s, key, long, fpA)
+			ok, err := s.Abandon(ctx(t), key, "00000000000000000000000000000000.1")
+			require.NoError(t, err)
+			require.False(t, ok)
+			e.requirePending(t, key, long)
+		}},
+		{"completed + abandon = false, result kept", func(t *testing.T, key string) {
+			a := begin(t, s, key, long, fpA)
+			_, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("kept"))
+			require.NoError(t, err)
+			ok, err := s.Abandon(ctx(t), key, a.OwnerToken)
+			require.NoError(t, err)
+			require.False(t, ok)
+			e.requireCompleted(t, key, []byte("kept"), long)
+		}},
+		{"absent + complete or abandon = false, nothing written", func(t *testing.T, key string) {
+			tok := "0123456789abcdef0123456789abcdef.1"
+			ok, err := s.Complete(ctx(t), key, tok, []byte("x"))
+			require.NoError(t, err)
+			require.False(t, ok)
+			ok, err = s.Abandon(ctx(t), key, tok)
+			require.NoError(t, err)
+			require.False(t, ok)
+			e.requireAbsent(t, key)
+		}},
+		{"foreign hash = ErrForeignData, unchanged", func(t *testing.T, key string) {
+			require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Hset().Key(key).FieldValue().FieldValue("other", "1").Build()).Error())
+			_, err := s.TryBegin(ctx(t), key, long, fpA)
+			require.ErrorIs(t, err, idempotency.ErrForeignData)
+			require.Equal(t, map[string]string{"other": "1"}, e.hash(t, key))
+		}},
+		{"string key = WRONGTYPE, unchanged", func(t *testing.T, key string) {
+			require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Set().Key(key).Value("v").Build()).Error())
+			_, err := s.TryBegin(ctx(t), key, long, fpA)
+			require.ErrorContains(t, err, "WRONGTYPE")
+			v, err := e.raw.Do(ctx(t), e.raw.B().Get().Key(key).Build()).ToString()
+			require.NoError(t, err)
+			require.Equal(t, "v", v)
+		}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.run(t, "idem:transitions:"+strconv.Itoa(i))
+		})
+	}
+}
+
+// testConcurrentDuplicates: 50 concurrent duplicates over 5 clients → exactly one Started.
+func testConcurrentDuplicates(t *testing.T, e *env) {
+	stores := make([]*idempotency.Store, 5)
+	for i := range stores {
+		stores[i] = e.store(t)
+	}
+	for round := range 3 {
+		key := "idem:concurrent:" + strconv.Itoa(round)
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			states = map[idempotency.State]int{}
+			errs   []error
+		)
+		start := make(chan struct{})
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				a, err := stores[i%len(stores)].TryBegin(ctx(t), key, long, fpA)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				states[a.State]++
+			}()
+		}
+		close(start)
+		wg.Wait()
+		require.Empty(t, errs)
+		require.Equal(t, map[idempotency.State]int{idempotency.Started: 1, idempotency.InProgress: 49}, states)
+		e.requirePending(t, key, long)
+	}
+}
+
+// testStaleOwner: the owner's claim expires, another caller takes over; the stale owner can neither
+// complete nor abandon, and the new owner's claim and result stay intact.
+func testStaleOwner(t *testing.T, e *env) {
+	s := e.store(t)
+	key := "idem:stale"
+	old := begin(t, s, key, 50*time.Millisecond, fpA)
+	requireState(t, old, idempotency.Started)
+	e.waitGone(t, key)
+
+	cur := begin(t, s, key, long, fpA)
+	requireState(t, cur, idempotency.Started)
+	require.Greater(t, cur.Generation, old.Generation, "generations increase across takeovers")
+
+	ok, err := s.Complete(ctx(t), key, old.OwnerToken, []byte("stale"))
+	require.NoError(t, err)
+	require.False(t, ok, "stale owner completed a replacement claim")
+	ok, err = s.Abandon(ctx(t), key, old.OwnerToken)
+	require.NoError(t, err)
+	require.False(t, ok, "stale owner abandoned a replacement claim")
+	h := e.requirePending(t, key, long)
+	require.Equal(t, strconv.FormatInt(cur.Generation, 10), h["g"])
+
+	ok, err = s.Complete(ctx(t), key, cur.OwnerToken, []byte("fresh"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = s.Complete(ctx(t), key, old.OwnerToken, []byte("stale"))
+	require.NoError(t, err)
+	require.False(t, ok)
+	e.requireCompleted(t, key, []byte("fresh"), long)
+	got := begin(t, s, key, long, fpA)
+	require.Equal(t, []byte("fresh"), got.Result)
+	require.Equal(t, cur.Generation, got.Generation)
+}
+
+// testResults: empty, nil and arbitrary binary results round-trip; inputs and outputs are copies.
+func testResults(t *testing.T, e *env) {
+	s := e.store(t)
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	big := make([]byte, 1<<20)
+	_, _ = rand.Read(big)
+	tests := []struct {
+		name   string
+		result []byte
+		want   []byte
+	}{
+		{"nil", nil, []byte{}},
+		{"empty", []byte{}, []byte{}},
+		{"nul", []byte{0}, []byte{0}},
+		{"all bytes", all, all},
+		{"resp framing", []byte("$-1\r\n*2\r\n:1\r\n_\r\n"), []byte("$-1\r\n*2\r\n:1\r\n_\r\n")},
+		{"1 MiB random", big, big},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "idem:results:" + strconv.Itoa(i)
+			a := begin(t, s, key, long, fpA)
+			in := bytes.Clone(tt.result)
+			ok, err := s.Complete(ctx(t), key, a.OwnerToken, in)
+			require.NoError(t, err)
+			require.True(t, ok)
+			for j := range in {
+				in[j] ^= 0xff // the store copied the input
+			}
+			got := begin(t, s, key, long, fpA)
+			requireState(t, got, idempotency.Completed)
+			require.NotNil(t, got.Result)
+			require.True(t, bytes.Equal(tt.want, got.Result), "result differs")
+			for j := range got.Result {
+				got.Result[j] ^= 0xff // the returned slice is the caller's
+			}
+			again := begin(t, s, key, long, fpA)
+			require.True(t, bytes.Equal(tt.want, again.Result), "result changed through a returned slice")
+			e.requireCompleted(t, key, tt.want, long)
+		})
+	}
+}
+
+// testTTLTruncation: TTLs are truncated to whole ms; the server's PTTL never exceeds the truncation.
+func testTTLTruncation(t *testing.T, e *env) {
+	s := e.store(t)
+	a := begin(t, s, "idem:ttl:1", time.Second+999*time.Microsecond, fpA)
+	requireState(t, a, idempotency.Started)
+	h := e.requirePending(t, "idem:ttl:1", time.Second)
+	require.Equal(t, "1000", h["x"])
+
+	// 1.9ms is a 1ms claim: its PTTL is at most 1 right away (or it is already gone).
+	requireState(t, begin(t, s, "idem:ttl:2", 1900*time.Microsecond, fpA), idempotency.Started)
+	require.LessOrEqual(t, e.pttl(t, "idem:ttl:2"), int64(1))
+	e.waitGone(t, "idem:ttl:2")
+
+	for _, bad := range []time.Duration{0, 999 * time.Microsecond, -time.Second} {
+		_, err := s.TryBegin(ctx(t), "idem:ttl:3", bad, fpA)
+		require.ErrorIs(t, err, idempotency.ErrInvalidTTL)
+	}
+	e.requireAbsent(t, "idem:ttl:3")
+}
+
+// testFingerprints: no fingerprint and an empty one are different requests, in both orders.
+func testFingerprints(t *testing.T, e *env) {
+	s := e.store(t)
+	for i, pair := range [][2]idempotency.Fingerprint{
+		{idempotency.NoFingerprint, idempotency.FingerprintOf("")},
+		{idempotency.FingerprintOf(""), idempotency.NoFingerprint},
+	} {
+		key := "idem:fp:" + strconv.Itoa(i)
+		first, other := pair[0], pair[1]
+		a := begin(t, s, key, long, first)
+		requireState(t, a, idempotency.Started)
+		requireState(t, begin(t, s, key, long, other), idempotency.FingerprintMismatch)
+		requireState(t, begin(t, s, key, long, first), idempotency.InProgress)
+		ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"))
+		require.NoError(t, err)
+		require.True(t, ok)
+		requireState(t, begin(t, s, key, long, other), idempotency.FingerprintMismatch)
+		got := begin(t, s, key, long, first)
+		requireState(t, got, idempotency.Completed)
+		require.Equal(t, []byte("r"), got.Result)
+	}
+}
+
+// testNoScript: after SCRIPT FLUSH every transition reloads its script (EVALSHA → NOSCRIPT → EVAL).
+func testNoScript(t *testing.T, e *env) {
+	s := e.store(t)
+	key := "idem:noscript"
+	e.scriptFlush(t)
+	a := begin(t, s, key, long, fpA)
+	requireState(t, a, idempotency.Started)
+	e.scriptFlush(t)
+	ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	e.scriptFlush(t)
+	requireState(t, begin(t, s, key, long, fpA), idempotency.Completed)
+
+	b := begin(t, s, key+":2", long, fpA)
+	e.scriptFlush(t)
+	ok, err = s.Abandon(ctx(t), key+":2", b.OwnerToken)
+	require.NoError(t, err)
+	require.True(t, ok)
+	e.requireAbsent(t, key+":2")
+}
+
+// testRESP2: the same transitions through a RESP2 client, binary and empty results included.
+func testRESP2(t *testing.T, e *env) {
+	s, err := idempotency.New(e.newClient(t, nil, resp2))
+	require.NoError(t, err)
+	for i, result := range [][]byte{{}, {0, 255, '\r', '\n'}} {
+		key := "idem:resp2:" + strconv.Itoa(i)
+		a := begin(t, s, key, long, fpA)
+		requireState(t, a, idempotency.Started)
+		requireState(t, begin(t, s, key, long, fpA), idempotency.InProgress)
+		requireState(t, begin(t, s, key, long, idempotency.NoFingerprint), idempotency.FingerprintMismatch)
+		ok, err := s.Complete(ctx(t), key, a.OwnerToken, result)
+		require.NoError(t, err)
+		require.True(t, ok)
+		got := begin(t, s, key, long, fpA)
+		requireState(t, got, idempotency.Completed)
+		require.Equal(t, result, got.Result)
+		e.requireCompleted(t, key, result, long)
+	}
+	a := begin(t, s, "idem:resp2:abandon", long, fpA)
+	ok, err := s.Abandon(ctx(t), "idem:resp2:abandon", a.OwnerToken)
+	require.NoError(t, err)
+	require.True(t, ok)
+	e.requireAbsent(t, "idem:resp2:abandon")
+}
+
+// testKeyPrefix: the prefix is applied to the physical key, byte for byte.
+func testKeyPrefix(t *testing.T, e *env) {
+	s := e.store(t, idempotency.WithKeyPrefix("pfx\x00{app}:"))
+	a := begin(t, s, "k", long, fpA)
+	requireState(t, a, idempotency.Started)
+	e.requirePending(t, "pfx\x00{app}:k", long)
+	e.requireAbsent(t, "k")
+	ok, err := s.Complete(ctx(t), "k", a.OwnerToken, []byte("r"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	e.requireCompleted(t, "pfx\x00{app}:k", []byte("r"), long)
+}
+
+// testBeginWaits: Begin waits for an in-progress original and returns its result when it completes
+// (woken by invalidation with a tracker; by re-checks on RESP2), or claims the key when the original
+// abandons. The claim TTL is long, so only a wake-up, not the PTTL deadline, can end the wait in time.
+func testBeginWaits(t *testing.T, e *env) {
+	cases := []struct {
+		name   string
+		waiter func(t *testing.T) *idempotency.Store
+	}{
+		{"tracked", func(t *testing.T) *idempotency.Store { return e.trackedStore(t) }},
+		{"resp2 recheck", func(t *testing.T) *idempotency.Store {
+			s, err := idempotency.New(e.newClient(t, nil, resp2), idempotency.WithRecheckInterval(20*time.Millisecond))
+			require.NoError(t, err)
+			return s
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			orig, waiter := e.store(t), c.waiter(t)
+			for _, abandon := range []bool{false, true} {
+				key := "idem:wait:" + c.name + ":" + strconv.FormatBool(abandon)
+				a := begin(t, orig, key, long, fpA)
+				type res struct {
+					a   idempotency.Attempt
+					err error
+				}
+				done := make(chan res, 1)
+				go func() {
+					wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					got, err := waiter.Begin(wctx, key, long, fpA)
+					done <- res{got, err}
+				}()
+				select {
+				case r := <-done:
+					t.Fatalf("Begin returned while the original was in progress: %+v %v", r.a.State, r.err)
+				case <-time.After(200 * time.Millisecond):
+				}
+				start := time.Now()
+				var ok bool
+				var err error
+				if abandon {
+					ok, err = orig.Abandon(ctx(t), key, a.OwnerToken)
+				} else {
+					ok, err = orig.Complete(ctx(t), key, a.OwnerToken, []byte("original"))
+				}
+				require.NoError(t, err)
+				require.True(t, ok)
+				r := <-done
+				require.NoError(t, r.err)
+				require.Less(t, time.Since(start), 10*time.Second, "woken long before the claim's TTL")
+				if abandon {
+					requireState(t, r.a, idempotency.Started)
+					e.requirePending(t, key, long)
+				} else {
+					requireState(t, r.a, idempotency.Completed)
+					require.Equal(t, []byte("original"), r.a.Result)
+				}
+			}
+		})
+	}
+	// A wait bounded by ctx ends with ctx's error and leaves the claim alone.
+	s := e.trackedStore(t)
+	key := "idem:wait:ctx"
+	begin(t, s, key, long, fpA)
+	wctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	_, err := s.Begin(wctx, key, long, fpA)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	e.requirePending(t, key, long)
+}
+
+// testUncertain: a cancelled context before the reply is reported as ErrUncertain (or the context's
+// error), never as success.
+func testUncertain(t *testing.T, e *env) {
+	s := e.store(t)
+	cctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.TryBegin(cctx, "idem:uncertain", long, fpA)
+	require.Error(t, err)
+	require.True(t, errors.Is(err, idempotency.ErrUncertain), "got %v", err)
+	require.ErrorIs(t, err, context.Canceled)
+	ok, err := s.Complete(cctx, "idem:uncertain", "0123456789abcdef0123456789abcdef.1", nil)
+	require.False(t, ok)
+	require.ErrorIs(t, err, idempotency.ErrUncertain)
+}
