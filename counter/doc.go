@@ -57,6 +57,8 @@
 //     reset is noticed by the first call that meets it. A silent network partition is noticed only
 //     when the client's own timeouts fire (rueidis ConnWriteTimeout, the caller's ctx); calls issued
 //     before then wait for them.
+//   - The probe proves one connection works again; a call that then meets another connection the
+//     client has not yet replaced fails once more with ErrDisconnected and the store re-probes.
 //   - One Store has one connectivity state: on Cluster, one unreachable node makes every call fail
 //     fast until the probe (sent to a key of the failed call, so to that node) succeeds.
 //   - Counters are as durable as the deployment: asynchronous replication can lose the last

@@ -363,7 +363,7 @@ func testBatchOrder(t *testing.T, e *env) {
 		require.NoError(t, err)
 	}
 	el := time.Since(start)
-	t.Logf("BatchIncrement throughput on %s: %d batches of %d keys in %v = %.0f keys/s (%.2f ms per batch; -race)",
+	t.Logf("BatchIncrement throughput on %s: %d batches of %d keys in %v = %.0f keys/s (%.2f ms per batch, one goroutine)",
 		e.name, rounds, batch, el.Round(time.Millisecond), float64(rounds*batch)/el.Seconds(),
 		float64(el.Microseconds())/1000/rounds)
 	many, err = s.GetMany(c, []string{"tp0", "tp99"})
