@@ -1,0 +1,39 @@
+-- abort: fail one generation with a reason, kept in the hash so late waiters and joiners see it.
+--
+-- KEYS[1]  latch key: a hash {gen, count, initial, expires[, aborted][, prevdone]}
+-- ARGV[1]  the caller's generation id
+-- ARGV[2]  the reason (opaque bytes, may be empty)
+--
+-- Returns one of:
+--   {1}            aborted now; the count is unchanged
+--   {-1}           the key holds another generation (replaced); nothing was written
+--   {-2, now}      no latch at the key (deleted or expired); now is the server time in Unix ms (string)
+--   {-3, reason}   the generation was already aborted (with reason); nothing was written
+--   {-4}           the count had already reached zero; nothing was written
+--   {-5}           the key holds something that is not a latch; nothing was written
+--
+-- Publishes 'abort' on the sharded channel named like the key. O(1).
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'none' then
+  local now = redis.call('TIME')
+  return {-2, string.format('%d', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))}
+end
+if kind ~= 'hash' then
+  return {-5}
+end
+local v = redis.call('HMGET', KEYS[1], 'gen', 'count', 'aborted')
+if not v[1] or not v[2] then
+  return {-5}
+end
+if v[1] ~= ARGV[1] then
+  return {-1}
+end
+if v[3] then
+  return {-3, v[3]}
+end
+if v[2] == '0' then
+  return {-4}
+end
+redis.call('HSET', KEYS[1], 'aborted', ARGV[2])
+redis.call('SPUBLISH', KEYS[1], 'abort')
+return {1}

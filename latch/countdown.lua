@@ -1,0 +1,41 @@
+-- countdown: decrement the count of one generation by one, publishing when it reaches zero.
+--
+-- KEYS[1]  latch key: a hash {gen, count, initial, expires[, aborted][, prevdone]}
+-- ARGV[1]  the caller's generation id
+--
+-- Returns one of:
+--   {1, remaining}   decremented; remaining is the new count as a decimal string (exact int64)
+--   {-1}             the key holds another generation (replaced); nothing was written
+--   {-2, now}        no latch at the key (deleted or expired); now is the server time in Unix ms (string)
+--   {-3, reason}     the generation was aborted; nothing was written
+--   {-4}             the count was already zero; nothing was written
+--   {-5}             the key holds something that is not a latch; nothing was written
+--
+-- Publishes 'zero' on the sharded channel named like the key when the count reaches zero. O(1).
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'none' then
+  local now = redis.call('TIME')
+  return {-2, string.format('%d', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))}
+end
+if kind ~= 'hash' then
+  return {-5}
+end
+local v = redis.call('HMGET', KEYS[1], 'gen', 'count', 'aborted')
+if not v[1] or not v[2] then
+  return {-5}
+end
+if v[1] ~= ARGV[1] then
+  return {-1}
+end
+if v[3] then
+  return {-3, v[3]}
+end
+if v[2] == '0' then
+  return {-4}
+end
+redis.call('HINCRBY', KEYS[1], 'count', -1)
+local remaining = redis.call('HGET', KEYS[1], 'count')
+if remaining == '0' then
+  redis.call('SPUBLISH', KEYS[1], 'zero')
+end
+return {1, remaining}

@@ -1,0 +1,51 @@
+-- create: start a new latch generation at the key, either only when nothing is there (create) or
+-- replacing the current generation (reset), and wake every waiter of the key.
+--
+-- KEYS[1]  latch key: a hash {gen, count, initial, expires[, aborted][, prevdone]}
+-- ARGV[1]  mode: 'create' (fail when a latch exists) or 'reset' (create or replace)
+-- ARGV[2]  the new generation id (opaque bytes, unique per generation)
+-- ARGV[3]  initial count: a canonical decimal int64 >= 0
+-- ARGV[4]  expiry of the whole latch in whole milliseconds; '0' for none
+--
+-- Returns one of:
+--   {1, expires}   created; expires is the server-time deadline in Unix ms as a decimal string, '0' for none
+--   {0, gen}       mode 'create' and a latch exists: gen is its current generation; nothing was written
+--   {-1, 'wrongtype'}  the key holds something that is not a latch; nothing was written
+--
+-- A reset of a generation whose count had reached zero records that generation in 'prevdone', so its
+-- late waiters still report completion. Publishes 'reset' on the sharded channel named like the key
+-- (SPUBLISH, same slot as the key). O(1).
+local kind = redis.call('TYPE', KEYS[1])['ok']
+local prev = false
+if kind ~= 'none' then
+  if kind ~= 'hash' then
+    return {-1, 'wrongtype'}
+  end
+  local old = redis.call('HMGET', KEYS[1], 'gen', 'count')
+  if not old[1] then
+    return {-1, 'wrongtype'}
+  end
+  if ARGV[1] == 'create' then
+    return {0, old[1]}
+  end
+  if old[2] == '0' then
+    prev = old[1]
+  end
+  redis.call('DEL', KEYS[1])
+end
+
+local expires = '0'
+if ARGV[4] ~= '0' then
+  local now = redis.call('TIME')
+  local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[4])
+  expires = string.format('%d', ms)
+end
+redis.call('HSET', KEYS[1], 'gen', ARGV[2], 'count', ARGV[3], 'initial', ARGV[3], 'expires', expires)
+if prev then
+  redis.call('HSET', KEYS[1], 'prevdone', prev)
+end
+if ARGV[4] ~= '0' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+end
+redis.call('SPUBLISH', KEYS[1], 'reset')
+return {1, expires}

@@ -1,0 +1,199 @@
+package latch
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// noIO is a rueidis.Client whose every method except Mode panics: validation tests use it to prove that
+// bad input is rejected before any I/O.
+type noIO struct {
+	rueidis.Client
+	mode rueidis.ClientMode
+}
+
+func (c noIO) Mode() rueidis.ClientMode { return c.mode }
+
+func TestNew(t *testing.T) {
+	if _, err := New(nil); !errors.Is(err, ErrNilClient) {
+		t.Fatalf("New(nil) = %v, want ErrNilClient", err)
+	}
+	tests := []struct {
+		name string
+		opt  Option
+		ok   bool
+	}{
+		{"prefix", WithKeyPrefix("app:"), true},
+		{"binary prefix", WithKeyPrefix("\x00\xff"), true},
+		{"recheck", WithRecheckInterval(50 * time.Millisecond), true},
+		{"recheck 1ms", WithRecheckInterval(time.Millisecond), true},
+		{"recheck zero", WithRecheckInterval(0), false},
+		{"recheck sub-ms", WithRecheckInterval(time.Microsecond), false},
+		{"recheck negative", WithRecheckInterval(-time.Second), false},
+		{"nil option", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ls, err := New(noIO{}, tt.opt)
+			if tt.ok != (err == nil) {
+				t.Fatalf("New error = %v, want ok=%v", err, tt.ok)
+			}
+			if tt.ok && ls == nil {
+				t.Fatal("nil Latches without error")
+			}
+		})
+	}
+}
+
+func TestValidationBeforeIO(t *testing.T) {
+	ls, err := New(noIO{mode: rueidis.ClientModeCluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		key   string
+		count int64
+		opts  []CreateOption
+		want  error
+	}{
+		{"empty key", "", 1, nil, luakit.ErrEmptyKey},
+		{"negative count", "k", -1, nil, ErrInvalidCount},
+		{"zero expiry", "k", 1, []CreateOption{WithExpiry(0)}, ErrInvalidExpiry},
+		{"sub-ms expiry", "k", 1, []CreateOption{WithExpiry(999 * time.Microsecond)}, ErrInvalidExpiry},
+		{"negative expiry", "k", 1, []CreateOption{WithExpiry(-time.Second)}, ErrInvalidExpiry},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := ls.Create(ctx, tt.key, tt.count, tt.opts...); !errors.Is(err, tt.want) {
+				t.Errorf("Create error = %v, want %v", err, tt.want)
+			}
+			if _, err := ls.Reset(ctx, tt.key, tt.count, tt.opts...); !errors.Is(err, tt.want) {
+				t.Errorf("Reset error = %v, want %v", err, tt.want)
+			}
+		})
+	}
+	if _, err := ls.Join(ctx, ""); !errors.Is(err, luakit.ErrEmptyKey) {
+		t.Errorf("Join(\"\") = %v, want ErrEmptyKey", err)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	err := error(&AbortedError{Reason: "disk \"full\""})
+	if !errors.Is(err, ErrAborted) {
+		t.Fatal("AbortedError is not ErrAborted")
+	}
+	if got := err.Error(); got != `latch: generation aborted: "disk \"full\""` {
+		t.Fatalf("Error() = %q", got)
+	}
+	for _, e := range []error{ErrExists, ErrNotFound, ErrCompleted, ErrReplaced, ErrExpired, ErrAborted,
+		ErrWrongType, ErrInvalidCount, ErrInvalidExpiry, ErrUncertain, ErrNilClient} {
+		if !strings.HasPrefix(e.Error(), "latch: ") {
+			t.Errorf("%q lacks the package prefix", e.Error())
+		}
+	}
+	if err := opError("count down", context.DeadlineExceeded); !errors.Is(err, ErrUncertain) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("opError(deadline) = %v, want ErrUncertain wrapping the cause", err)
+	}
+	if err := opError("count down", &rueidis.RedisError{}); errors.Is(err, ErrUncertain) {
+		t.Errorf("a server error reply is not uncertain: %v", err)
+	}
+}
+
+func strs(vs ...string) []rueidis.RedisMessage {
+	out := make([]rueidis.RedisMessage, len(vs))
+	for i, v := range vs {
+		out[i] = strMsg(v)
+	}
+	return out
+}
+
+func TestOutcome(t *testing.T) {
+	l := &Latch{gen: "g1"}
+	exp := &Latch{gen: "g1", expiresAtM: 1000}
+	tests := []struct {
+		name  string
+		l     *Latch
+		st    state
+		final bool
+		done  bool
+		err   error
+	}{
+		{"pending", l, state{kind: "latch", gen: "g1", count: 2}, false, false, nil},
+		{"zero", l, state{kind: "latch", gen: "g1", count: 0}, true, true, nil},
+		{"aborted", l, state{kind: "latch", gen: "g1", count: 1, aborted: true, reason: "r"}, true, false, ErrAborted},
+		{"replaced", l, state{kind: "latch", gen: "g2", count: 3}, true, false, nil},
+		{"replaced after completion", l, state{kind: "latch", gen: "g2", count: 3, prevdone: "g1"}, true, true, nil},
+		{"deleted", l, state{kind: "none", now: 5000}, true, false, nil},
+		{"other type", l, state{kind: "other"}, true, false, nil},
+		{"gone before the deadline", exp, state{kind: "none", now: 999}, true, false, nil},
+		{"expired", exp, state{kind: "none", now: 1000}, true, false, ErrExpired},
+		{"pending expiring", exp, state{kind: "latch", gen: "g1", count: 1, now: 900}, false, false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.l.outcome(tt.st)
+			if o.final != tt.final || o.done != tt.done || !errors.Is(o.err, tt.err) || (tt.err == nil) != (o.err == nil) {
+				t.Fatalf("outcome = %+v, want final=%v done=%v err=%v", o, tt.final, tt.done, tt.err)
+			}
+		})
+	}
+}
+
+func TestDecodeState(t *testing.T) {
+	st, err := decodeState(strs("latch", "g", "9007199254740995", "9007199254740996", "1700000000123", "1", "why", "p", "1700000000000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := state{kind: "latch", gen: "g", count: 9007199254740995, initial: 9007199254740996, expires: 1700000000123,
+		aborted: true, reason: "why", prevdone: "p", now: 1700000000000}
+	if st != want {
+		t.Fatalf("decodeState = %+v, want %+v", st, want)
+	}
+	bad := [][]rueidis.RedisMessage{
+		strs("latch"),
+		strs("weird", "", "", "", "0", "0", "", "", "1"),
+		strs("latch", "", "1", "1", "0", "0", "", "", "1"),
+		strs("latch", "g", "-1", "1", "0", "0", "", "", "1"),
+		strs("latch", "g", "01", "1", "0", "0", "", "", "1"),
+		strs("latch", "g", "1", "1", "x", "0", "", "", "1"),
+		strs("none", "", "", "", "0", "0", "", "", "now"),
+	}
+	for i, b := range bad {
+		if _, err := decodeState(b); err == nil {
+			t.Errorf("case %d: decodeState accepted a malformed reply", i)
+		}
+	}
+}
+
+func FuzzDecodeState(f *testing.F) {
+	f.Add("latch", "g", "3", "5", "0", "0", "", "", "1700000000000")
+	f.Add("none", "", "", "", "0", "0", "", "", "1")
+	f.Add("latch", "g", "9223372036854775807", "1", "-1", "1", "r", "p", "0")
+	f.Fuzz(func(t *testing.T, kind, gen, count, initial, expires, aborted, reason, prevdone, now string) {
+		st, err := decodeState(strs(kind, gen, count, initial, expires, aborted, reason, prevdone, now))
+		if err != nil {
+			return
+		}
+		if st.kind != "none" && st.kind != "latch" && st.kind != "other" {
+			t.Fatalf("accepted kind %q", st.kind)
+		}
+		if st.kind == "latch" && (st.gen == "" || st.count < 0 || st.initial < 0 || st.expires < 0) {
+			t.Fatalf("accepted an invalid latch %+v", st)
+		}
+		if st.kind == "latch" && luakit.FormatInt64(st.count) != count {
+			t.Fatalf("count %q decoded as %d", count, st.count)
+		}
+	})
+}
