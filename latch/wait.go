@@ -122,8 +122,8 @@ func (l *Latch) outcome(st state) outcome {
 // re-reads the latch after each message, after each (re)subscription, at the expiry deadline, and every
 // recheck interval ([WithRecheckInterval], default 1s) in any case, so a lost message delays
 // completion by at most that interval but never blocks it. Only the atomic read decides the result.
-// The receiving goroutine stops, and the subscription is dropped (SUNSUBSCRIBE), before the last
-// waiter of the key returns.
+// The receiving goroutine stops, and the subscription is dropped (SUNSUBSCRIBE, bounded by 1s on an
+// unresponsive connection), before the last waiter of the key returns.
 //
 // Safe for concurrent use by many goroutines.
 func (l *Latch) Wait(ctx context.Context) (bool, error) {
