@@ -249,14 +249,38 @@ func (g *Group) fanout(ctx context.Context, idx []int, f func(context.Context, r
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nctx, cancel := context.WithTimeout(ctx, g.cfg.nodeTimeout)
-			defer cancel()
+			nctx, stop := g.nodeContext(ctx)
+			defer stop()
 			msg, err := f(nctx, g.clients[i]).ToMessage()
+			if err != nil && nctx.Err() != nil {
+				err = context.Cause(nctx) // context.DeadlineExceeded after the node timeout, else ctx's error
+			}
 			out[i] = nodeResult{msg: msg, err: err}
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// nodeContext returns the context of one node command: cancelled after the node timeout (cause
+// context.DeadlineExceeded) or when ctx ends (cause ctx.Err()), but carrying no deadline.
+//
+// The missing deadline is deliberate. rueidis sends a command that carries a deadline on an idle
+// connection synchronously with a socket deadline, and closes the connection when it passes; the
+// cleanup that follows would then travel on a new connection and could reach the node before the
+// timed-out SET still sitting in the old one, or not at all while the new connection's handshake is
+// slow. Without a deadline the command goes through the connection's pipeline queue: giving up on it
+// leaves the connection open, and the owner-checked cleanup is queued behind the late command on the
+// same connection, so the node runs them in order.
+func (g *Group) nodeContext(ctx context.Context) (context.Context, func()) {
+	nctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stopParent := context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
+	timer := time.AfterFunc(g.cfg.nodeTimeout, func() { cancel(context.DeadlineExceeded) })
+	return nctx, func() {
+		timer.Stop()
+		stopParent()
+		cancel(context.Canceled)
+	}
 }
 
 // cleanup sends an owner-checked delete to every node, bounded by the node timeout even when ctx is

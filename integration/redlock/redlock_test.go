@@ -1,0 +1,483 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/redlock"
+)
+
+// scenario is one behaviour of issue 7's redlock part, checked on every standalone target. Each
+// asserts the server state it leaves on all five nodes, through the env's raw clients.
+type scenario struct {
+	name string
+	run  func(t *testing.T, e *env)
+}
+
+var scenarios = []scenario{
+	{"01_acquire_contention_release", testAcquireContentionRelease},
+	{"02_majority_one_paused", testMajorityOnePaused},
+	{"03_no_majority_three_paused", testNoMajorityThreePaused},
+	{"04_late_reply_past_node_timeout", testLateReply},
+	{"05_validity_accounting", testValidity},
+	{"06_restarted_empty_node_rejoins", testRestartedNode},
+	{"07_release_semantics", testReleaseSemantics},
+	{"08_renew", testRenew},
+	{"09_acquire_waits_for_expiry", testAcquireWaits},
+	{"10_fenced_counters", testFencedCounters},
+	{"11_fenced_monotonic_minority_restarts", testFencedMonotonic},
+	{"12_acquire_latency", testLatency},
+}
+
+// TestRedlock runs every scenario on every standalone target (cluster targets do not apply and get no
+// subtest). Targets run in parallel, at most maxParallelTargets at once, each with five servers of its
+// own; the scenarios of one target run in order.
+func TestRedlock(t *testing.T) {
+	for _, st := range matrix.Targets() {
+		if st.Cluster {
+			continue
+		}
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			targetSlots <- struct{}{}
+			defer func() { <-targetSlots }()
+			e := startEnv(t, st)
+			for _, sc := range scenarios {
+				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+			}
+		})
+	}
+}
+
+const fastTimeout = 200 * time.Millisecond
+
+// 01: a lock is held by every node with one token; a contender fails with ErrHeld from every node and
+// leaves the holder's keys untouched; Release frees every node.
+func testAcquireContentionRelease(t *testing.T, e *env) {
+	key := keyOf(t)
+	g := e.group(t, redlock.WithNodeTimeout(time.Second))
+	l, err := g.TryAcquire(ctx(t), key, 10*time.Second)
+	require.NoError(t, err)
+	token := e.requireHeldOn(t, key, 0, 1, 2, 3, 4)
+	require.Greater(t, l.Remaining(), 9*time.Second)
+	require.LessOrEqual(t, l.Remaining(), 10*time.Second-redlock.DriftConstant-100*time.Millisecond)
+	require.Zero(t, l.FencingToken(), "unfenced")
+	require.NoError(t, l.Err())
+
+	_, err = g.TryAcquire(ctx(t), key, 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, redlock.ErrHeld)
+	qe := e.requireQuorumError(t, err, "acquire", 0, 0, 1, 2, 3, 4)
+	for _, n := range qe.Nodes {
+		require.ErrorIs(t, n.Err, redlock.ErrHeld)
+	}
+	require.Equal(t, token, e.requireHeldOn(t, key, 0, 1, 2, 3, 4), "the contender's cleanup must not touch the holder's lock")
+
+	ok, err := l.Release(ctx(t))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.ErrorIs(t, l.Err(), redlock.ErrReleased)
+	require.Zero(t, l.Remaining())
+	e.requireAbsent(t, key)
+	ok, err = l.Release(ctx(t))
+	require.True(t, ok, "a confirmed release stays true")
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+}
+
+// 02: with one of five nodes paused the lock is acquired by the other four within about the node
+// timeout; the paused node applies its queued SET on resume; Release clears all five.
+func testMajorityOnePaused(t *testing.T, e *env) {
+	key := keyOf(t)
+	g := e.group(t, redlock.WithNodeTimeout(fastTimeout))
+	resume := e.pause(t, 4)
+	start := time.Now()
+	l, err := g.TryAcquire(ctx(t), key, 10*time.Second)
+	took := time.Since(start)
+	require.NoError(t, err)
+	t.Logf("acquired with node 4 paused in %v (node timeout %v)", took, fastTimeout)
+	for i := range 4 {
+		require.Greater(t, e.pttl(t, i, key), int64(0), "node %d granted", i)
+	}
+	resume()
+	e.requireHeldOn(t, key, 0, 1, 2, 3, 4) // the paused node applied its queued SET on resume
+	ok, err := l.Release(ctx(t))
+	require.NoError(t, err)
+	require.True(t, ok)
+	e.requireAbsent(t, key)
+}
+
+// 03: with three of five nodes paused there is no majority: a *QuorumError lists nodes 2, 3, 4 as
+// uncertain timeouts with their addresses; nodes 0 and 1 were cleaned up at once, and the paused nodes'
+// late SETs are deleted by the cleanup queued behind them when they resume.
+func testNoMajorityThreePaused(t *testing.T, e *env) {
+	key := keyOf(t)
+	g := e.group(t, redlock.WithNodeTimeout(fastTimeout))
+	resume := e.pause(t, 2, 3, 4)
+	l, err := g.TryAcquire(ctx(t), key, 10*time.Second)
+	require.Nil(t, l)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	qe := e.requireQuorumError(t, err, "acquire", 2, 2, 3, 4)
+	for _, n := range qe.Nodes {
+		require.ErrorIs(t, n.Err, redlock.ErrUncertain)
+		require.ErrorIs(t, n.Err, context.DeadlineExceeded)
+	}
+	t.Logf("error: %v", err)
+	for i := range 2 {
+		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d cleaned up", i)
+	}
+	resume()
+	for i := 2; i < nodeCount; i++ {
+		p := e.pttl(t, i, key)
+		require.True(t, p == -2 || (p > 0 && p <= 10_000), "node %d: late SET must be deleted or expiring, PTTL %d", i, p)
+		if p != -2 {
+			t.Logf("node %d: late SET left with PTTL %d ms", i, p)
+		}
+	}
+	// The next attempt gets the majority again.
+	l, err = g.TryAcquire(ctx(t), key, 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	e.requireAbsent(t, key)
+}
+
+// 04: a node whose replies are delayed past the node timeout (fault proxy) counts as failed. With one
+// such node the lock is still acquired; with three it is not, and the late SETs on the delayed nodes
+// are cleaned up or expire.
+func testLateReply(t *testing.T, e *env) {
+	key := keyOf(t)
+	ps, cs := e.proxied(t)
+	g := newGroup(t, cs, redlock.WithNodeTimeout(fastTimeout))
+	const ttl = 5 * time.Second
+
+	require.NoError(t, ps[1].AddLatency(3*fastTimeout))
+	l, err := g.TryAcquire(ctx(t), key, ttl)
+	require.NoError(t, err, "one late node of five leaves a majority")
+	e.requireHeldOn(t, key, 0, 1, 2, 3, 4) // requests are not delayed: the late node applied the SET
+	ok, err := l.Release(ctx(t))
+	require.NoError(t, err)
+	require.True(t, ok, "four of five replied")
+	e.requireAbsent(t, key)
+
+	for _, i := range []int{0, 2} {
+		require.NoError(t, ps[i].AddLatency(3*fastTimeout))
+	}
+	_, err = g.TryAcquire(ctx(t), key, ttl)
+	var paddrs []string
+	for _, p := range ps {
+		paddrs = append(paddrs, p.Addr)
+	}
+	qe := e.requireQuorumErrorAt(t, paddrs, err, "acquire", 2, 0, 1, 2)
+	for _, n := range qe.Nodes {
+		require.ErrorIs(t, n.Err, context.DeadlineExceeded)
+	}
+	for i := range nodeCount {
+		p := e.pttl(t, i, key)
+		require.True(t, p == -2 || (p > 0 && p <= ttl.Milliseconds()), "node %d: PTTL %d after cleanup", i, p)
+	}
+	for _, p := range ps {
+		require.NoError(t, p.Reset())
+	}
+	e.requireAbsent(t, key)
+}
+
+// 05: validity = TTL − elapsed − drift. With 150ms reply latency on every node and a 100ms TTL every
+// node grants the lock but no validity is left: not acquired, cleaned up. With a 5s TTL the same
+// latency leaves validity, reduced by the elapsed time.
+func testValidity(t *testing.T, e *env) {
+	key := keyOf(t)
+	ps, cs := e.proxied(t)
+	g := newGroup(t, cs, redlock.WithNodeTimeout(time.Second))
+	for _, p := range ps {
+		require.NoError(t, p.AddLatency(150*time.Millisecond))
+	}
+	l, err := g.TryAcquire(ctx(t), key, 100*time.Millisecond)
+	require.Nil(t, l)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, redlock.ErrNoValidity)
+	var qe *redlock.QuorumError
+	require.False(t, errors.As(err, &qe), "a majority granted: not a quorum error")
+	for i := range nodeCount {
+		p := e.pttl(t, i, key)
+		require.True(t, p == -2 || (p > 0 && p <= 100), "node %d: PTTL %d", i, p)
+	}
+
+	l, err = g.TryAcquire(ctx(t), key, 5*time.Second)
+	require.NoError(t, err)
+	rem := l.Remaining()
+	require.Less(t, rem, 5*time.Second-150*time.Millisecond, "elapsed time is subtracted")
+	require.Greater(t, rem, time.Second)
+	for _, p := range ps {
+		require.NoError(t, p.Reset())
+	}
+	require.NoError(t, l.Close())
+	e.requireAbsent(t, key)
+}
+
+// 06: a node restarted empty (no persistence) loses the lock; renewal still has a quorum; the node
+// rejoins: the next acquisition is granted by all five, with the script re-sent after NOSCRIPT.
+func testRestartedNode(t *testing.T, e *env) {
+	key := keyOf(t)
+	g := e.group(t, redlock.WithNodeTimeout(time.Second))
+	l, err := g.TryAcquire(ctx(t), key, 10*time.Second)
+	require.NoError(t, err)
+	e.servers[2].MustRestart(t)
+	e.waitServing(t)
+	e.warm(t, key)
+	e.requireHeldOn(t, key, 0, 1, 3, 4)
+	ok, err := l.Renew(ctx(t))
+	require.NoError(t, err)
+	require.True(t, ok, "four of five still hold the token")
+	e.requireHeldOn(t, key, 0, 1, 3, 4) // the restarted node is not re-granted by a renewal
+	ok, err = l.Release(ctx(t))
+	require.NoError(t, err)
+	require.True(t, ok)
+	e.requireAbsent(t, key)
+
+	l, err = g.TryAcquire(ctx(t), key, 10*time.Second)
+	require.NoError(t, err)
+	e.requireHeldOn(t, key, 0, 1, 2, 3, 4)
+	require.NoError(t, l.Close())
+	e.requireAbsent(t, key)
+}
+
+// 07: Release is true when a quorum replies; with three nodes paused it is false, the handle stops
+// reporting ownership and keeps its token, and a retry after resume is true.
+func testReleaseSemantics(t *testing.T, e *env) {
+	key := keyOf(t)
+	g := e.group(t, redlock.WithNodeTimeout(fastTimeout))
+	l, err := g.TryAcquire(ctx(t), key, 10*time.Second)
+	require.NoError(t, err)
+	token := e.requireHeldOn(t, key, 0, 1, 2, 3, 4)
+
+	resume := e.pause(t, 0, 2, 4)
+	ok, err := l.Release(ctx(t))
+	require.False(t, ok)
+	qe := e.requireQuorumError(t, err, "release", 2, 0, 2, 4)
+	require.NotErrorIs(t, err, redlock.ErrNotAcquired)
+	for _, n := range qe.Nodes {
+		require.ErrorIs(t, n.Err, redlock.ErrUncertain)
+	}
+	require.ErrorIs(t, l.Err(), redlock.ErrReleased, "the handle stops reporting ownership")
+	require.Zero(t, l.Remaining())
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done open after Release")
+	}
+	for _, i := range []int{1, 3} {
+		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d replied and deleted", i)
+	}
+
+	// Put the token back on the paused nodes' side of the story: after resume their queued deletes run,
+	// so re-plant it on two of them to prove the retry deletes with the kept token.
+	resume()
+	e.set(t, 0, key, token)
+	e.set(t, 2, key, token)
+	ok, err = l.Release(ctx(t))
+	require.NoError(t, err)
+	require.True(t, ok, "the retry reaches every node")
+	e.requireAbsent(t, key)
+}
+
+// 08: Renew resets the TTL on a quorum; a renewal no quorum confirms ends the lease (ErrLost) and the
+// token is removed best-effort everywhere.
+func testRenew(t *testing.T, e *env) {
+	key := keyOf(t)
+	g := e.group(t, redlock.WithNodeTimeout(fastTimeout))
+	const ttl = 3 * time.Second
+	l, err := g.TryAcquire(ctx(t), key, ttl)
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond)
+	before := l.Remaining()
+	deadline := l.Deadline()
+	ok, err := l.Renew(ctx(t))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.True(t, l.Deadline().After(deadline), "the deadline moves")
+	require.Greater(t, l.Remaining(), before)
+	for i := range nodeCount {
+		require.Greater(t, e.pttl(t, i, key), int64(2500), "node %d: TTL reset", i)
+	}
+
+	resume := e.pause(t, 1, 2, 3)
+	ok, err = l.Renew(ctx(t))
+	require.False(t, ok)
+	e.requireQuorumError(t, err, "renew", 2, 1, 2, 3)
+	require.ErrorIs(t, l.Err(), redlock.ErrLost)
+	require.Zero(t, l.Remaining())
+	for _, i := range []int{0, 4} {
+		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d: token removed after the failed renewal", i)
+	}
+	resume()
+	e.requireAbsent(t, key) // the cleanup queued behind the paused nodes' renewals ran on resume
+	ok, err = l.Renew(ctx(t))
+	require.False(t, ok)
+	require.ErrorIs(t, err, redlock.ErrLost, "an ended handle does not renew")
+	ok, err = l.Release(ctx(t))
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
+// 09: Acquire retries with jitter until the holder's lock expires, and gives up with ctx's error when
+// ctx ends first.
+func testAcquireWaits(t *testing.T, e *env) {
+	key := keyOf(t)
+	g := e.group(t, redlock.WithNodeTimeout(time.Second), redlock.WithRetryDelay(50*time.Millisecond))
+	held, err := g.TryAcquire(ctx(t), key, 600*time.Millisecond)
+	require.NoError(t, err)
+
+	short, cancel := context.WithTimeout(ctx(t), 150*time.Millisecond)
+	_, err = g.Acquire(short, key, 5*time.Second)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "the last attempt's error is kept")
+	e.requireHeldOn(t, key, 0, 1, 2, 3, 4) // the contender's attempts left the holder's lock alone
+
+	l, err := g.Acquire(ctx(t), key, 5*time.Second)
+	require.NoError(t, err)
+	require.NotNil(t, held.Err(), "the first holder's estimate ended before the second acquired")
+	e.requireHeldOn(t, key, 0, 1, 2, 3, 4)
+	require.NoError(t, l.Close())
+	e.requireAbsent(t, key)
+}
+
+// 10: fenced mode: tokens start at 1, stay exact above 2^53, and an unusable counter on a minority is
+// tolerated while on a majority it fails the acquisition with *CounterError per node, writing nothing.
+func testFencedCounters(t *testing.T, e *env) {
+	key := keyOf(t)
+	fence := key + ":fence"
+	g := e.group(t, redlock.WithNodeTimeout(time.Second), redlock.WithFencing(fence))
+
+	l, err := g.TryAcquire(ctx(t), key, 5*time.Second)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, l.FencingToken())
+	require.NoError(t, l.Close())
+	for i := range nodeCount {
+		v, _ := e.get(t, i, fence)
+		require.Equal(t, "1", v, "node %d counter", i)
+		require.EqualValues(t, -1, e.pttl(t, i, fence), "node %d counter persists", i)
+	}
+
+	// Counters diverge (as after restarts); the token is the maximum of the granting nodes + 1.
+	e.set(t, 0, fence, "9007199254740993")
+	e.set(t, 3, fence, "9007199254740994")
+	l, err = g.TryAcquire(ctx(t), key, 5*time.Second)
+	require.NoError(t, err)
+	require.EqualValues(t, int64(9007199254740995), l.FencingToken(), "exact above 2^53")
+	require.NoError(t, l.Close())
+	for i := range nodeCount {
+		v, _ := e.get(t, i, fence)
+		require.Equal(t, "9007199254740995", v, "node %d counter raised", i)
+	}
+
+	// Unusable counters on a minority: acquired from the other three.
+	e.set(t, 1, fence, "not-a-number")
+	require.NoError(t, e.raw[4].Do(ctx(t), e.raw[4].B().Pexpire().Key(fence).Milliseconds(60_000).Build()).Error())
+	l, err = g.TryAcquire(ctx(t), key, 5*time.Second)
+	require.NoError(t, err)
+	require.EqualValues(t, int64(9007199254740996), l.FencingToken())
+	e.requireHeldOn(t, key, 0, 2, 3)
+	require.NoError(t, l.Close())
+
+	// ... and on a majority: not acquired, nothing written anywhere.
+	e.set(t, 2, fence, "-5")
+	_, err = g.TryAcquire(ctx(t), key, 5*time.Second)
+	qe := e.requireQuorumError(t, err, "acquire", 2, 1, 2, 4)
+	var ce *redlock.CounterError
+	require.ErrorAs(t, err, &ce)
+	reasons := map[int]redlock.CounterReason{}
+	for _, n := range qe.Nodes {
+		require.ErrorAs(t, n.Err, &ce)
+		reasons[n.Index] = ce.Reason
+	}
+	require.Equal(t, map[int]redlock.CounterReason{1: redlock.CounterMalformed, 2: redlock.CounterNegative, 4: redlock.CounterExpiring}, reasons)
+	e.requireAbsent(t, key)
+	v, _ := e.get(t, 0, fence)
+	require.Equal(t, "9007199254740996", v, "a failed attempt raises no counter")
+	for i := range nodeCount {
+		require.NoError(t, e.raw[i].Do(ctx(t), e.raw[i].B().Del().Key(fence).Build()).Error())
+	}
+}
+
+// 11: fenced mode: across 100 acquisitions, with up to two random nodes restarted empty between
+// acquisitions, every token is strictly greater than the previous one.
+func testFencedMonotonic(t *testing.T, e *env) {
+	key := keyOf(t)
+	fence := key + ":fence"
+	g := e.group(t, redlock.WithNodeTimeout(time.Second), redlock.WithFencing(fence))
+	var prev int64
+	restarts := 0
+	for iter := range 100 {
+		var (
+			l   *redlock.Lock
+			err error
+		)
+		l, err = g.TryAcquire(ctx(t), key, 5*time.Second)
+		require.NoError(t, err, "acquisition %d", iter)
+		tok := l.FencingToken()
+		require.Greater(t, tok, prev, "acquisition %d: token must increase", iter)
+		prev = tok
+		ok, err := l.Release(ctx(t))
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		n := rand.IntN(3) // 0, 1 or 2 nodes: always a minority
+		for _, i := range rand.Perm(nodeCount)[:n] {
+			e.servers[i].MustRestart(t)
+			restarts++
+		}
+		if n > 0 {
+			e.waitServing(t)
+			e.warm(t, key, fence)
+		}
+	}
+	t.Logf("100 fenced acquisitions, %d node restarts, last token %d", restarts, prev)
+	e.requireAbsent(t, key)
+	highest := int64(0)
+	for i := range nodeCount {
+		if v, ok := e.get(t, i, fence); ok {
+			require.EqualValues(t, -1, e.pttl(t, i, fence))
+			x, err := strconv.ParseInt(v, 10, 64)
+			require.NoError(t, err)
+			highest = max(highest, x)
+		}
+	}
+	require.Equal(t, prev, highest, "the last token is on the surviving nodes")
+}
+
+// 12: acquire latency over five local nodes (TryAcquire, then Release), logged, never asserted.
+func testLatency(t *testing.T, e *env) {
+	key := keyOf(t)
+	for _, fenced := range []bool{false, true} {
+		opts := []redlock.Option{redlock.WithNodeTimeout(time.Second)}
+		if fenced {
+			opts = append(opts, redlock.WithFencing(key+":fence"))
+		}
+		g := e.group(t, opts...)
+		const n = 200
+		acq := make([]time.Duration, 0, n)
+		rel := make([]time.Duration, 0, n)
+		for range n {
+			start := time.Now()
+			l, err := g.TryAcquire(ctx(t), key, 5*time.Second)
+			acq = append(acq, time.Since(start))
+			require.NoError(t, err)
+			start = time.Now()
+			ok, err := l.Release(ctx(t))
+			rel = append(rel, time.Since(start))
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		t.Logf("%s fenced=%v: TryAcquire p50 %v p99 %v; Release p50 %v p99 %v (%d runs, 5 nodes, -race)",
+			e.name, fenced, quantile(acq, 0.5), quantile(acq, 0.99), quantile(rel, 0.5), quantile(rel, 0.99), n)
+	}
+	e.requireAbsent(t, key)
+}
