@@ -36,6 +36,7 @@ var scenarios = []scenario{
 	{"12_middleware", testMiddleware},
 	{"13_middleware_panics", testMiddlewarePanics},
 	{"14_middleware_wait_and_failures", testMiddlewareWaitAndFailures},
+	{"15_lost_replies", testLostReplies},
 }
 
 // TestIdempotency runs every scenario on every target (at most maxParallelTargets targets at once).
