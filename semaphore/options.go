@@ -47,8 +47,8 @@ func WithKeyPrefix(prefix string) Option {
 
 // WithCleanupTimeout bounds each owner-token release that the package sends on its own: the one after an
 // uncertain or failed acquisition, after a failed [Permit.Extend], by [Permit.Close], and each background
-// retry. It runs even when the caller's ctx is cancelled, but never longer than d. It must be positive.
-// Default: 1s.
+// retry. Those run even when the caller's ctx is cancelled, but never longer than d. [Permit.Release] is
+// bounded by both its ctx and d. It must be positive. Default: 1s.
 func WithCleanupTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
