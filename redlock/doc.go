@@ -62,8 +62,9 @@
 //     expires.
 //   - A failed attempt sends an owner-checked delete to every node (never touching another owner's lock).
 //     A node whose reply came after the node timeout counts as failed; a SET that it applies late is
-//     normally deleted by that cleanup, which rueidis queues on the same connection behind it, and
-//     otherwise expires after the TTL.
+//     normally deleted by that cleanup, which rueidis queues on the same connection behind it (node
+//     commands are bounded by cancellation, not by a socket deadline, so giving up on a reply leaves the
+//     connection open), and otherwise expires after the TTL.
 //   - Outcomes that cannot be known (timeout, cancellation, broken connection) are reported per node as
 //     [ErrUncertain], never counted as success.
 //   - Invalid input (empty key, TTL under 1ms or not above the drift allowance, lock key equal to the
@@ -85,7 +86,9 @@
 //     majority. The Redis document's remedy is to keep a restarted node out of service for at least the
 //     longest TTL (delayed restarts); this package cannot enforce that. Replication and failover behind a
 //     node (Sentinel) have the same effect: a promoted replica may lack the key and the counter.
-//   - Unreachable nodes: a node that cannot be reached keeps the lock until its TTL ends. A node that
+//   - Unreachable nodes: a node that cannot be reached keeps the lock until its TTL ends. After a node
+//     restarts, each of the client's connections to it fails its next command once (rueidis then
+//     reconnects), so that node counts as failed for one step. A node that
 //     exceeded the node timeout counts as failed, but its command may still arrive after the cleanup and
 //     hold the token until expiry, which can block the quorum of the next attempts.
 //

@@ -78,6 +78,7 @@ type NodeError struct {
 	Err error
 }
 
+// Error returns "node <index> (<addr>): <err>"; it never contains keys or tokens.
 func (e NodeError) Error() string {
 	if e.Addr != "" {
 		return fmt.Sprintf("node %d (%s): %v", e.Index, e.Addr, e.Err)
@@ -102,6 +103,7 @@ type QuorumError struct {
 	Nodes []NodeError
 }
 
+// Error names the step, the counts and every failing node.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "redlock: %s: %d of %d needed nodes confirmed", e.Op, e.Got, e.Needed)
@@ -151,6 +153,7 @@ type CounterError struct {
 	Reason CounterReason
 }
 
+// Error names the reason.
 func (e *CounterError) Error() string {
 	return fmt.Sprintf("redlock: fence counter unusable (%s)", string(e.Reason))
 }

@@ -328,3 +328,30 @@ func TestScriptsLoaded(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeContext(t *testing.T) {
+	g, err := NewGroup(stubs(3), WithNodeTimeout(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, cancelParent := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelParent()
+
+	nctx, stop := g.nodeContext(parent)
+	if _, ok := nctx.Deadline(); ok {
+		t.Fatal("node context carries a deadline (rueidis would close the connection when it passes)")
+	}
+	<-nctx.Done()
+	if !errors.Is(context.Cause(nctx), context.DeadlineExceeded) {
+		t.Fatalf("cause after the node timeout = %v", context.Cause(nctx))
+	}
+	stop()
+
+	nctx, stop = g.nodeContext(parent)
+	cancelParent()
+	<-nctx.Done()
+	if !errors.Is(context.Cause(nctx), context.Canceled) {
+		t.Fatalf("cause after the parent ended = %v", context.Cause(nctx))
+	}
+	stop()
+}
