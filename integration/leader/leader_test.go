@@ -1,0 +1,299 @@
+package leader_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/leader"
+	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/testkit"
+)
+
+// TestLeader runs the election scenarios on every target of the matrix.
+func TestLeader(t *testing.T) {
+	for _, mt := range matrix.Targets() {
+		t.Run(mt.Name, func(t *testing.T) {
+			t.Parallel()
+			targetSlots <- struct{}{}
+			defer func() { <-targetSlots }()
+			e := startEnv(t, mt)
+			t.Run("exactly_one_leader", func(t *testing.T) { testExactlyOne(t, e) })
+			t.Run("killed_leader_fails_over", func(t *testing.T) { testKilledLeader(t, e) })
+			if !mt.Cluster {
+				t.Run("paused_server_fails_over", func(t *testing.T) { testPausedServer(t, e) })
+				t.Run("readonly_is_retried", func(t *testing.T) { testReadonlyRetried(t, mt.Server) })
+			}
+			t.Run("noperm_is_terminal", func(t *testing.T) { testNopermTerminal(t, e) })
+		})
+	}
+}
+
+// testExactlyOne: three candidates, each leader relinquishing after a random 100-300ms, for three
+// seconds. At no sample are two callbacks active or two candidates' Current set; terms alternate with
+// strictly increasing tokens, each revoked before the next began.
+func testExactlyOne(t *testing.T, e *env) {
+	leaseKey, fenceKey := keyPair("one")
+	rec := &recorder{}
+	work := func(ctx context.Context, _ leader.Term) error {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(100+rand.IntN(200)) * time.Millisecond):
+		}
+		return nil
+	}
+	cs := make([]*candidate, 3)
+	for i := range cs {
+		cs[i] = newCandidate(t, e, i, leaseKey, fenceKey, rec, work)
+	}
+	var (
+		samples, withLeader, overlaps atomic.Int64
+		stopSampling                  = make(chan struct{})
+		sampled                       = make(chan struct{})
+	)
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stopSampling:
+				return
+			default:
+			}
+			n := 0
+			for _, c := range cs {
+				if _, ok := c.el.Current(); ok {
+					n++
+				}
+			}
+			samples.Add(1)
+			if n == 1 {
+				withLeader.Add(1)
+			}
+			if n > 1 {
+				overlaps.Add(1)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	for _, c := range cs {
+		c.start()
+	}
+	time.Sleep(3 * time.Second)
+	close(stopSampling)
+	<-sampled
+	for _, c := range cs {
+		require.NoError(t, c.stop(t), "Run returns nil when its context ends")
+	}
+
+	terms := rec.snapshot()
+	sort.Slice(terms, func(i, j int) bool { return terms[i].elected.Before(terms[j].elected) })
+	t.Logf("%d terms, %d samples (%d with a leader)", len(terms), samples.Load(), withLeader.Load())
+	require.False(t, rec.violated, "two elected callbacks were active at once (max %d)", rec.maxSeen)
+	require.Zero(t, overlaps.Load(), "two candidates reported Current at once")
+	require.Positive(t, withLeader.Load())
+	require.GreaterOrEqual(t, len(terms), 3, "leaders relinquish, so leadership changes hands")
+	for i, ev := range terms {
+		require.False(t, ev.revoked.IsZero(), "term %d (token %d) was never revoked", i, ev.token)
+		if i > 0 {
+			require.Greater(t, ev.token, terms[i-1].token, "fencing tokens increase across terms")
+			require.True(t, terms[i-1].revoked.Before(ev.elected), "term %d revoked before term %d began", i-1, i)
+		}
+	}
+	for _, c := range cs {
+		n := int64(0)
+		for _, ev := range terms {
+			if ev.candidate == c.id {
+				n++
+			}
+		}
+		require.Equal(t, n, c.metric(t, leader.MetricChanges, "elected"), "candidate %d elected metric", c.id)
+		require.Equal(t, n, c.metric(t, leader.MetricChanges, "revoked"), "candidate %d revoked metric", c.id)
+		require.Zero(t, c.metric(t, leader.MetricAcquireFailures, ""), "no transient failures")
+	}
+	e.requireReleased(t, leaseKey, fenceKey, terms[len(terms)-1].token)
+}
+
+// awaitNewTerm waits until a term with a token above old began, and returns it.
+func awaitNewTerm(t *testing.T, rec *recorder, old int64, within time.Duration) event {
+	t.Helper()
+	var got event
+	waitFor(t, within, "a new term", func() bool {
+		for _, ev := range rec.snapshot() {
+			if ev.token > old {
+				got = ev
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func termOf(rec *recorder, token int64) event {
+	for _, ev := range rec.snapshot() {
+		if ev.token == token {
+			return ev
+		}
+	}
+	return event{}
+}
+
+// testKilledLeader: closing the leader's client ends its term at its next renewal; another candidate
+// wins within LeaseDuration + RetryDelay + slack with a larger token, after the old term was revoked;
+// the old candidate's Run ends with the closed client's error.
+func testKilledLeader(t *testing.T, e *env) {
+	leaseKey, fenceKey := keyPair("kill")
+	rec := &recorder{}
+	cs := make([]*candidate, 3)
+	for i := range cs {
+		cs[i] = newCandidate(t, e, i, leaseKey, fenceKey, rec, nil)
+		cs[i].start()
+	}
+	var li int
+	var old leader.Term
+	waitFor(t, 10*time.Second, "a first leader", func() bool {
+		li, old = currentLeader(cs)
+		return li >= 0
+	})
+	time.Sleep(leaseDuration) // at least one renewal
+	// Kill the candidate that leads right now (leadership may have moved if a renewal was too slow).
+	waitFor(t, 10*time.Second, "a current leader", func() bool {
+		li, old = currentLeader(cs)
+		return li >= 0
+	})
+	killedAt := time.Now()
+	cs[li].client.Close()
+	next := awaitNewTerm(t, rec, old.FencingToken, leaseDuration+retryDelay+slack)
+	took := next.elected.Sub(killedAt)
+	t.Logf("failover after closing the leader's client: %v (token %d -> %d)", took, old.FencingToken, next.token)
+	require.Less(t, took, leaseDuration+retryDelay+slack)
+	require.NotEqual(t, cs[li].id, next.candidate)
+	prev := termOf(rec, old.FencingToken)
+	require.False(t, prev.revoked.IsZero(), "the old term was revoked")
+	require.True(t, prev.revoked.Before(next.elected), "old term revoked (%v) before the new began (%v)",
+		prev.revoked.Sub(killedAt), next.elected.Sub(killedAt))
+	require.Error(t, old.Context().Err(), "the old term's context is cancelled")
+
+	select {
+	case err := <-cs[li].done:
+		require.Error(t, err)
+		require.True(t, isClosing(err), "Run ends with the closed client's error: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the killed candidate's Run did not return")
+	}
+	for i, c := range cs {
+		if i != li {
+			require.NoError(t, c.stop(t))
+		}
+	}
+	require.EqualValues(t, 1, cs[li].metric(t, leader.MetricChanges, "revoked"))
+	e.requireReleased(t, leaseKey, fenceKey, next.token)
+}
+
+// testPausedServer: the server stops answering (SIGSTOP) past the lease; the leader fences itself off
+// at its local deadline, and after the server resumes a new term (larger token) begins within
+// LeaseDuration + RetryDelay + slack, after the old term was revoked.
+func testPausedServer(t *testing.T, e *env) {
+	leaseKey, fenceKey := keyPair("pause")
+	rec := &recorder{}
+	cs := make([]*candidate, 3)
+	for i := range cs {
+		cs[i] = newCandidate(t, e, i, leaseKey, fenceKey, rec, nil)
+		cs[i].start()
+	}
+	var old leader.Term
+	waitFor(t, 10*time.Second, "a first leader", func() bool {
+		li, term := currentLeader(cs)
+		old = term
+		return li >= 0
+	})
+	require.NoError(t, e.srv.Pause())
+	pausedAt := time.Now()
+	time.Sleep(leaseDuration + 300*time.Millisecond)
+	prev := termOf(rec, old.FencingToken)
+	require.False(t, prev.revoked.IsZero(), "the leader revoked its term while the server was paused")
+	require.ErrorIs(t, prev.cause, leader.ErrDeadline, "self-fenced at the local deadline")
+	require.Less(t, prev.revoked.Sub(pausedAt), leaseDuration, "revoked before the server lease could expire")
+	require.NoError(t, e.srv.Resume())
+	resumedAt := time.Now()
+	next := awaitNewTerm(t, rec, old.FencingToken, leaseDuration+retryDelay+slack)
+	t.Logf("new term %v after resume (token %d -> %d)", next.elected.Sub(resumedAt), old.FencingToken, next.token)
+	require.True(t, prev.revoked.Before(next.elected))
+	for _, c := range cs {
+		require.NoError(t, c.stop(t))
+	}
+	e.requireReleased(t, leaseKey, fenceKey, next.token)
+}
+
+// testReadonlyRetried: a candidate whose client talks to a replica gets READONLY; Run keeps retrying
+// (acquire_failures grows) and wins once the replica is promoted (a simulated failover).
+func testReadonlyRetried(t *testing.T, target testkit.Target) {
+	rep := testkit.StartReplicated(t, target)
+	tr := luakit.NewTracker()
+	c, err := luakit.NewTrackedClient(rep.Replica.ClientOption(), tr)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	leaseKey, fenceKey := keyPair("readonly")
+	rec := &recorder{}
+	cand := newCandidateWith(t, c, tr, 0, leaseKey, fenceKey, rec, nil)
+	cand.start()
+	waitFor(t, 10*time.Second, "READONLY failures", func() bool {
+		return cand.metric(t, leader.MetricAcquireFailures, "") >= 3
+	})
+	_, ok := cand.el.Current()
+	require.False(t, ok, "no term on a read-only replica")
+	stats, err := rep.Replica.Do(ctx(t), "INFO", "errorstats")
+	require.NoError(t, err)
+	info, _ := stats.ToString()
+	require.Contains(t, info, "errorstat_READONLY", "the replica answered READONLY")
+	require.NoError(t, rep.Failover(ctx(t), testkit.FailoverOptions{OldPrimary: testkit.KeepOldPrimary}))
+	waitFor(t, leaseDuration+retryDelay+slack, "a term after the promotion", func() bool {
+		_, ok := cand.el.Current()
+		return ok
+	})
+	term, _ := cand.el.Current()
+	require.Positive(t, term.FencingToken)
+	require.NoError(t, cand.stop(t))
+	require.EqualValues(t, 1, cand.metric(t, leader.MetricChanges, "elected"))
+	n, err := c.Do(ctx(t), c.B().Pttl().Key(leaseKey).Build()).AsInt64()
+	require.NoError(t, err)
+	require.EqualValues(t, -2, n, "lease released on the promoted server")
+}
+
+// testNopermTerminal: a user without scripting permission gets NOPERM; Run ends with that terminal
+// error, writes nothing and counts no transient failure.
+func testNopermTerminal(t *testing.T, e *env) {
+	const user = "ck-leader-limited"
+	for _, n := range e.nodes {
+		_, err := n.Do(ctx(t), "ACL", "SETUSER", user, "on", ">pw", "~*", "+@all", "-@scripting")
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() {
+		for _, n := range e.nodes {
+			_, _ = n.Do(context.Background(), "ACL", "DELUSER", user)
+		}
+	})
+	c, tr := e.trackedClient(t, func(o *rueidis.ClientOption) { o.Username, o.Password = user, "pw" })
+	leaseKey, fenceKey := keyPair("noperm")
+	rec := &recorder{}
+	cand := newCandidateWith(t, c, tr, 0, leaseKey, fenceKey, rec, nil)
+	rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := cand.el.Run(rctx)
+	require.Error(t, err)
+	require.NoError(t, rctx.Err(), "Run ended on its own")
+	require.True(t, luakit.IsTerminal(err), "terminal: %v", err)
+	require.True(t, strings.Contains(err.Error(), "NOPERM"), "NOPERM: %v", err)
+	require.Zero(t, cand.metric(t, leader.MetricAcquireFailures, ""))
+	require.Zero(t, cand.metric(t, leader.MetricChanges, ""))
+	require.EqualValues(t, -2, e.pttl(t, leaseKey), "no lease written")
+	require.EqualValues(t, -2, e.pttl(t, fenceKey), "no counter written")
+}

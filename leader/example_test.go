@@ -1,0 +1,81 @@
+package leader_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/leader"
+	"github.com/coordkit/coordkit/lock"
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// A scheduler replica campaigns for leadership and, while it leads, writes with its fencing token.
+// Compile-only: it needs a server.
+func Example() {
+	tracker := luakit.NewTracker()
+	client, err := luakit.NewTrackedClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}}, tracker)
+	if err != nil {
+		return
+	}
+	defer client.Close()
+
+	var record lock.Fence[string] // stands in for the protected resource
+	el, err := leader.New(client, "{scheduler}:leader", "{scheduler}:fence",
+		leader.WithLeaseDuration(15*time.Second),
+		leader.WithRetryDelay(time.Second),
+		leader.WithTracker(tracker),
+		leader.OnElected(func(ctx context.Context, term leader.Term) error {
+			for ctx.Err() == nil {
+				if !record.TryWrite(term.FencingToken, "tick") {
+					return nil // a newer leader wrote: step down
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+			return nil
+		}),
+		leader.OnRevoked(func(term leader.Term) {
+			fmt.Println("revoked:", context.Cause(term.Context()))
+		}))
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := el.Run(ctx); err != nil && luakit.IsTerminal(errors.Unwrap(err)) {
+		fmt.Println("election failed:", err)
+	}
+}
+
+// Start and Stop run the election in the background, for services with explicit lifecycles.
+func ExampleElection_Start() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	el, err := leader.New(client, "{jobs}:leader", "{jobs}:fence", leader.OnChange(func(c leader.Change) {
+		fmt.Println(c.State, c.Term.FencingToken)
+	}))
+	if err != nil {
+		return
+	}
+	_ = el.Start(context.Background())
+	// ... serve ...
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = el.Stop(stopCtx) // revokes a held term, releases the lease, waits for the callbacks
+}
+
+// The zero Term is not current: its context is already cancelled.
+func ExampleTerm() {
+	var term leader.Term
+	fmt.Println(term.FencingToken, term.Context().Err() != nil)
+	// Output: 0 true
+}

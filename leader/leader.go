@@ -1,0 +1,430 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/coordkit/coordkit/lock"
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Metric instrument names (Int64Counters on the meter named by the module path). Neither carries keys,
+// owner tokens or fencing tokens as attributes.
+const (
+	// MetricChanges counts leadership changes of this process, with attribute state=elected|revoked.
+	MetricChanges = "coordkit.leader_election.changes"
+	// MetricAcquireFailures counts transient campaign failures (server replies LOADING, BUSY,
+	// CLUSTERDOWN, TRYAGAIN, MASTERDOWN, READONLY and attempts with an uncertain outcome), each retried
+	// after the retry delay. Contention (another leader holds the lease) is not a failure.
+	MetricAcquireFailures = "coordkit.leader_election.acquire_failures"
+)
+
+const meterName = "github.com/coordkit/coordkit/leader"
+
+var (
+	attrElected = metric.WithAttributes(attribute.String("state", "elected"))
+	attrRevoked = metric.WithAttributes(attribute.String("state", "revoked"))
+)
+
+// Election campaigns for leadership of one fenced lease (the [lock] module's lease key and fence
+// counter) on behalf of this process. Create it with [New]; run it with [Election.Run] (or
+// [Election.Start] / [Election.Stop]). Its methods are safe for concurrent use; one Run at a time.
+//
+// An Election never closes or reconfigures the caller's client.
+type Election struct {
+	locker             *lock.Locker
+	leaseKey, fenceKey string
+	cfg                config
+	changes            metric.Int64Counter
+	failures           metric.Int64Counter
+
+	campaigning atomic.Bool
+	running     atomic.Bool
+	current     atomic.Pointer[Term]
+
+	mu     sync.Mutex // guards the Start/Stop fields
+	stop   context.CancelFunc
+	done   chan struct{}
+	runErr error
+}
+
+// New returns an Election for the lease at leaseKey, with fencing tokens from the counter at fenceKey.
+// Every candidate of one election must use the same two keys (and prefix). Both keys are binary-safe,
+// must differ, and on Cluster must hash to the same slot (use a common hash tag, such as
+// "{scheduler}:leader" / "{scheduler}:fence"). Reserve both for this election: never delete or expire
+// the counter.
+//
+// New does no I/O. It fails with [ErrNilClient] for a nil client and with an error wrapping
+// [ErrInvalidConfig] for an invalid key pair or option (including a safety margin not under half the
+// lease duration).
+func New(client rueidis.Client, leaseKey, fenceKey string, opts ...Option) (*Election, error) {
+	if client == nil {
+		return nil, ErrNilClient
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if m := cfg.safetyMargin(); m >= cfg.lease/2 {
+		return nil, fmt.Errorf("%w: safety margin %v must be under half the lease duration %v", ErrInvalidConfig, m, cfg.lease)
+	}
+	if err := luakit.ValidateKey("lease key", leaseKey); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := luakit.ValidateKey("fence key", fenceKey); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	ks := luakit.NewKeyspace(cfg.prefix)
+	pl, pf := ks.Key(leaseKey), ks.Key(fenceKey)
+	if pl == pf {
+		return nil, fmt.Errorf("%w: lease key and fence key must differ", ErrInvalidConfig)
+	}
+	if client.Mode() == rueidis.ClientModeCluster {
+		if err := luakit.CheckSameSlot(
+			luakit.NamedKey{Role: "lease key", Key: pl},
+			luakit.NamedKey{Role: "fence key", Key: pf},
+		); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
+	e := &Election{leaseKey: leaseKey, fenceKey: fenceKey, cfg: cfg}
+	lopts := []lock.Option{
+		lock.WithKeyPrefix(cfg.prefix),
+		lock.WithRetryDelay(cfg.retryDelay),
+		lock.WithCleanupTimeout(cfg.cleanupTimeout),
+		lock.WithLogger(cfg.logger),
+	}
+	if cfg.tracker != nil {
+		lopts = append(lopts, lock.WithTracker(cfg.tracker))
+	}
+	lk, err := lock.New(countingClient{Client: client, e: e}, lopts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	e.locker = lk
+	meter := cfg.provider().Meter(meterName)
+	if e.changes, err = meter.Int64Counter(MetricChanges, metric.WithUnit("{change}"),
+		metric.WithDescription("Leadership changes of this process (state=elected|revoked).")); err != nil {
+		return nil, fmt.Errorf("leader: metric %s: %w", MetricChanges, err)
+	}
+	if e.failures, err = meter.Int64Counter(MetricAcquireFailures, metric.WithUnit("{failure}"),
+		metric.WithDescription("Transient leadership acquisition failures, retried after the retry delay.")); err != nil {
+		return nil, fmt.Errorf("leader: metric %s: %w", MetricAcquireFailures, err)
+	}
+	return e, nil
+}
+
+// countingClient counts transient command failures while the election campaigns: lock.Locker.Acquire
+// retries them itself, after the election's retry delay.
+type countingClient struct {
+	rueidis.Client
+	e *Election
+}
+
+func (c countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	r := c.Client.Do(ctx, cmd)
+	if c.e.campaigning.Load() && luakit.IsTransient(r.Error()) {
+		c.e.failures.Add(context.Background(), 1)
+	}
+	return r
+}
+
+// Current returns the current term and true while this process leads, else the zero Term and false.
+// It is a local observation (the term's context is not yet cancelled), not a check with the server.
+func (e *Election) Current() (Term, bool) {
+	t := e.current.Load()
+	if t == nil || t.ctx.Err() != nil {
+		return Term{}, false
+	}
+	return *t, true
+}
+
+// Run campaigns and leads until ctx ends or a terminal error occurs. It blocks.
+//
+// Campaigning waits for the lease without polling ([lock.Locker.Acquire]: woken by invalidations with
+// [WithTracker], and at the holder's PTTL deadline). On winning, Run starts a term: it calls the
+// [OnElected] callback in a goroutine and renews the lease at half the lease duration. It revokes the term
+// (cancels its context) when a renewal is refused, when no renewal was confirmed before the lease's local
+// deadline minus the safety margin (self-fencing), when the callback returns, or when ctx ends. It then
+// runs [OnRevoked], waits for both callbacks to finish, releases the lease (owner-checked, bounded by the
+// cleanup timeout) and campaigns again (after the retry delay when the callback relinquished).
+//
+// Transient failures (LOADING, BUSY, CLUSTERDOWN, TRYAGAIN, MASTERDOWN, READONLY, uncertain outcomes of a
+// broken connection or timeout) are retried after the retry delay and counted in [MetricAcquireFailures].
+// Run returns:
+//   - nil when ctx ends (after revoking and releasing a held term);
+//   - [ErrRunning] at once when the Election already runs;
+//   - an error from the elected callback, or one wrapping [ErrCallbackPanic], after the lease release;
+//   - a terminal campaign error: a server reply classified terminal by [luakit.Classify] (NOPERM,
+//     WRONGTYPE, authentication), a [*lock.CounterError] (invalid fence counter), or
+//     rueidis.ErrClosing (the client was closed; recreate it before running again).
+//
+// No goroutine started by Run outlives it; Run waits for the callbacks and observers, so a callback that
+// ignores its context delays Run's return (but never renewal's end: the lease then expires).
+func (e *Election) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer e.running.Store(false)
+	n := newNotifier(e.cfg.observers, e.cfg)
+	defer n.close()
+
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	pause := func(d time.Duration) bool {
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-timer.C:
+			return true
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		}
+	}
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		e.campaigning.Store(true)
+		lease, err := e.locker.Acquire(ctx, e.leaseKey, e.fenceKey, e.cfg.lease)
+		e.campaigning.Store(false)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !retryable(err) {
+				return fmt.Errorf("leader: campaign: %w", err)
+			}
+			if !luakit.IsTransient(err) { // transient replies were counted as they arrived
+				e.failures.Add(context.Background(), 1)
+			}
+			e.cfg.logger.Debug("leader: campaign failed, retrying", "err", err, "retry_delay", e.cfg.retryDelay)
+			if !pause(e.cfg.retryDelay) {
+				return nil
+			}
+			continue
+		}
+		relinquished, err := e.lead(ctx, lease, n)
+		if err != nil {
+			return err
+		}
+		if relinquished && !pause(e.cfg.retryDelay) {
+			return nil
+		}
+	}
+}
+
+// retryable reports whether a campaign error is worth another attempt.
+func retryable(err error) bool {
+	if errors.Is(err, rueidis.ErrClosing) {
+		return false
+	}
+	var ce *lock.CounterError
+	if errors.As(err, &ce) {
+		return false
+	}
+	return luakit.IsTransient(err) || luakit.IsUncertain(err) || errors.Is(err, lock.ErrUncertain) ||
+		errors.Is(err, lock.ErrLateReply) || errors.Is(err, lock.ErrNotAcquired)
+}
+
+// lead runs one term on a freshly acquired lease. It reports whether the elected callback relinquished
+// leadership, and returns a callback failure.
+func (e *Election) lead(ctx context.Context, lease *lock.Lease, n *notifier) (bool, error) {
+	termCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	term := Term{FencingToken: lease.FencingToken(), Elected: time.Now(), owner: lease.OwnerToken(), ctx: termCtx}
+	tp := &term
+	e.current.Store(tp)
+	e.changes.Add(context.Background(), 1, attrElected)
+	n.notify(Change{State: Elected, Term: term})
+
+	cbDone := make(chan error, 1)
+	go func() { cbDone <- e.callElected(termCtx, term) }()
+
+	cause, cbErr, cbReturned := e.hold(ctx, lease, cbDone)
+	cancel(cause)
+	cause = context.Cause(termCtx) // the parent's cause when ctx ended first
+	e.current.CompareAndSwap(tp, nil)
+	e.changes.Add(context.Background(), 1, attrRevoked)
+	n.notify(Change{State: Revoked, Term: term, Cause: cause})
+
+	revDone := make(chan error, 1)
+	go func() { revDone <- e.callRevoked(term) }()
+	if !cbReturned {
+		cbErr = <-cbDone
+	}
+	revErr := <-revDone
+	if !cbReturned && cbErr != nil && (errors.Is(cbErr, context.Canceled) || errors.Is(cbErr, cause)) {
+		// The callback reacted to the revocation (for example returned ctx.Err()): a normal return.
+		cbErr = nil
+	}
+
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.cleanupTimeout)
+	_, relErr := lease.Release(rctx)
+	rcancel()
+	if relErr != nil {
+		e.cfg.logger.Warn("leader: releasing the lease failed; it expires after the lease duration", "err", relErr)
+	}
+	if err := errors.Join(cbErr, revErr); err != nil {
+		return false, fmt.Errorf("leader: callback: %w", err)
+	}
+	return cbReturned, nil
+}
+
+// hold renews the lease until the term must end, and returns the revocation cause; when the elected
+// callback returned first it also returns the callback's result and true.
+func (e *Election) hold(ctx context.Context, lease *lock.Lease, cbDone <-chan error) (cause, cbErr error, cbReturned bool) {
+	ttl := e.cfg.lease
+	margin := e.cfg.safetyMargin()
+	next := lease.Deadline().Add(-ttl / 2)
+	timer := time.NewTimer(time.Until(next))
+	defer timer.Stop()
+	for {
+		fenceAt := lease.Deadline().Add(-margin)
+		wake := next
+		if fenceAt.Before(wake) {
+			wake = fenceAt
+		}
+		timer.Reset(time.Until(wake))
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx), nil, false
+		case err := <-cbDone:
+			return ErrRelinquished, err, true
+		case <-lease.Done():
+			if errors.Is(lease.Err(), lock.ErrLost) {
+				return ErrLeaseLost, nil, false
+			}
+			return ErrDeadline, nil, false
+		case <-timer.C:
+		}
+		now := time.Now()
+		if !now.Before(fenceAt) {
+			return ErrDeadline, nil, false
+		}
+		if now.Before(next) {
+			continue
+		}
+		rctx, rcancel := context.WithDeadline(ctx, fenceAt)
+		ok, err := lease.Extend(rctx)
+		rcancel()
+		switch {
+		case ok:
+			next = lease.Deadline().Add(-ttl / 2)
+		case err == nil:
+			return ErrLeaseLost, nil, false
+		case ctx.Err() != nil:
+			return context.Cause(ctx), nil, false
+		case errors.Is(err, rueidis.ErrClosing):
+			return fmt.Errorf("%w: %w", ErrLeaseLost, err), nil, false
+		default:
+			e.cfg.logger.Warn("leader: renewal failed, retrying", "err", err, "retry_delay", e.cfg.retryDelay)
+			next = time.Now().Add(e.cfg.retryDelay)
+		}
+	}
+}
+
+func (e *Election) callElected(ctx context.Context, term Term) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: OnElected: %v\n%s", ErrCallbackPanic, r, debug.Stack())
+		}
+	}()
+	if e.cfg.onElected == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return e.cfg.onElected(ctx, term)
+}
+
+func (e *Election) callRevoked(term Term) (err error) {
+	if e.cfg.onRevoked == nil {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: OnRevoked: %v\n%s", ErrCallbackPanic, r, debug.Stack())
+		}
+	}()
+	e.cfg.onRevoked(term)
+	return nil
+}
+
+// Start runs [Election.Run] in a new goroutine with a context derived from ctx (its values and
+// cancellation), and returns at once: [ErrRunning] if the election already runs, else nil. Stop it with
+// [Election.Stop]; [Election.Done] is closed when that run returns.
+func (e *Election) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.done != nil || e.running.Load() {
+		return ErrRunning
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	e.stop, e.done = cancel, done
+	go func() {
+		err := e.Run(rctx)
+		e.mu.Lock()
+		e.runErr = err
+		e.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// Done returns a channel closed when the run started by [Election.Start] has returned, or nil when none
+// was started.
+func (e *Election) Done() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.done
+}
+
+// Stop ends the run started by [Election.Start]: it cancels it (revoking a held term) and waits for it to
+// return, or for ctx to end. It returns Run's result (nil after a clean shutdown, or the terminal error
+// that ended it earlier), ctx.Err() if waiting stopped first (the run still ends on its own; call Stop
+// again to wait), or [ErrNotRunning] when nothing was started. After Stop returned Run's result the
+// Election can be started again.
+func (e *Election) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	stop, done := e.stop, e.done
+	e.mu.Unlock()
+	if done == nil {
+		return ErrNotRunning
+	}
+	stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err := e.runErr
+	if e.done == done {
+		e.stop, e.done, e.runErr = nil, nil, nil
+	}
+	return err
+}

@@ -1,0 +1,215 @@
+package leader
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Option configures an [Election]. Options are applied in order by [New]; invalid values make New fail.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// Defaults of the options.
+const (
+	// DefaultLeaseDuration is the lease duration used without [WithLeaseDuration].
+	DefaultLeaseDuration = 15 * time.Second
+	// DefaultRetryDelay is the retry delay used without [WithRetryDelay].
+	DefaultRetryDelay = time.Second
+	// DefaultCleanupTimeout bounds the release sent when a term ends (see [WithCleanupTimeout]).
+	DefaultCleanupTimeout = time.Second
+)
+
+type config struct {
+	prefix         string
+	tracker        *luakit.Tracker
+	lease          time.Duration
+	retryDelay     time.Duration
+	margin         time.Duration // < 0: default (lease/10)
+	cleanupTimeout time.Duration
+	logger         *slog.Logger
+	meterProvider  metric.MeterProvider
+	onElected      func(ctx context.Context, term Term) error
+	onRevoked      func(term Term)
+	observers      []func(Change)
+}
+
+func defaultConfig() config {
+	return config{
+		lease:          DefaultLeaseDuration,
+		retryDelay:     DefaultRetryDelay,
+		margin:         -1,
+		cleanupTimeout: DefaultCleanupTimeout,
+		logger:         slog.Default(),
+	}
+}
+
+func (c *config) provider() metric.MeterProvider {
+	if c.meterProvider != nil {
+		return c.meterProvider
+	}
+	return otel.GetMeterProvider()
+}
+
+// safetyMargin returns the configured margin or the default, a tenth of the lease.
+func (c *config) safetyMargin() time.Duration {
+	if c.margin >= 0 {
+		return c.margin
+	}
+	return c.lease / 10
+}
+
+// WithLeaseDuration sets the lease duration: how long the server keeps a leader's lease after its last
+// renewal, truncated to whole milliseconds. The leader renews at half of it. It must be at least 10ms.
+// Default: [DefaultLeaseDuration] (15s). A dead leader is replaced within about this duration plus the
+// retry delay.
+func WithLeaseDuration(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 10*time.Millisecond {
+			return fmt.Errorf("%w: lease duration %v is under 10ms", ErrInvalidConfig, d)
+		}
+		c.lease = d.Truncate(time.Millisecond)
+		return nil
+	})
+}
+
+// WithRetryDelay sets how long the election waits before retrying after a transient failure
+// (acquisition or renewal: LOADING, BUSY, CLUSTERDOWN, TRYAGAIN, MASTERDOWN, READONLY, a broken
+// connection) and before campaigning again after the elected callback relinquished leadership. It must be
+// positive. Default: [DefaultRetryDelay] (1s).
+func WithRetryDelay(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: retry delay %v must be positive", ErrInvalidConfig, d)
+		}
+		c.retryDelay = d
+		return nil
+	})
+}
+
+// WithSafetyMargin sets the self-fencing margin: a leader whose renewal has not been confirmed revokes
+// its term at the lease's local deadline minus d, so that its work is told to stop before the server can
+// expire the lease and elect someone else. It must be at least 0 and under half the lease duration
+// (checked by [New]). Default: a tenth of the lease duration.
+func WithSafetyMargin(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: safety margin %v is negative", ErrInvalidConfig, d)
+		}
+		c.margin = d
+		return nil
+	})
+}
+
+// WithCleanupTimeout bounds the owner-checked release sent when a term ends (it runs even after the
+// Run context ended). It must be positive. Default: [DefaultCleanupTimeout] (1s). If the release does not
+// complete, the lease expires after the lease duration.
+func WithCleanupTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: cleanup timeout %v must be positive", ErrInvalidConfig, d)
+		}
+		c.cleanupTimeout = d
+		return nil
+	})
+}
+
+// WithKeyPrefix prepends prefix to both physical keys, like a prefixed client view. On Cluster a prefix
+// containing a hash tag ({...}) decides the slot of both keys. Default: no prefix.
+func WithKeyPrefix(prefix string) Option {
+	return optionFunc(func(c *config) error {
+		c.prefix = prefix
+		return nil
+	})
+}
+
+// WithTracker makes campaigning wake on RESP3 client-side-caching invalidations of the lease key (a
+// released lease is taken over in about a round trip). The tracker must be wired into the same client's
+// ClientOption.OnInvalidations (see [luakit.NewTrackedClient]). Without it a waiting candidate wakes at
+// the holder's PTTL deadline. Default: none.
+func WithTracker(t *luakit.Tracker) Option {
+	return optionFunc(func(c *config) error {
+		c.tracker = t
+		return nil
+	})
+}
+
+// WithLogger sets the logger for warnings (failed renewals and releases, recovered observer panics).
+// Keys and owner tokens are never logged. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidConfig)
+		}
+		c.logger = l
+		return nil
+	})
+}
+
+// WithMeterProvider sets the OpenTelemetry meter provider for the package's instruments ([MetricChanges]
+// and [MetricAcquireFailures]). Default: the global provider, otel.GetMeterProvider(), looked up by [New].
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) error {
+		if mp == nil {
+			return fmt.Errorf("%w: nil meter provider", ErrInvalidConfig)
+		}
+		c.meterProvider = mp
+		return nil
+	})
+}
+
+// OnElected sets the callback run, in its own goroutine, when this candidate wins a term. ctx is the
+// term's context ([Term.Context]), cancelled when the term is revoked; send term.FencingToken with every
+// protected write and stop when ctx ends. Returning voluntarily relinquishes leadership (the term is
+// revoked and the lease released). Returning a non-nil error, or panicking, ends [Election.Run] with
+// that error after the lease is released; an error returned after the term's context ended that matches
+// its cause or context.Canceled counts as a normal return. Do not start work that outlives the callback.
+// Default: a callback that holds leadership until revocation.
+func OnElected(fn func(ctx context.Context, term Term) error) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("%w: nil OnElected callback", ErrInvalidConfig)
+		}
+		c.onElected = fn
+		return nil
+	})
+}
+
+// OnRevoked sets the callback run once per term, in its own goroutine, after the term's context was
+// cancelled. It may overlap the elected callback while that drains; the election waits for both before
+// releasing the lease and campaigning again. A panic ends [Election.Run] with an error wrapping
+// [ErrCallbackPanic] after the lease is released. Default: none.
+func OnRevoked(fn func(term Term)) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("%w: nil OnRevoked callback", ErrInvalidConfig)
+		}
+		c.onRevoked = fn
+		return nil
+	})
+}
+
+// OnChange adds an observer of leadership changes (each election and revocation of this candidate, in
+// order). Observers run on one notification goroutine owned by Run, never on the election's own: a slow
+// observer delays later notifications, not the election, and a panic is recovered and logged. Keep them
+// short: Run waits for queued notifications before it returns. May be given several times.
+func OnChange(fn func(Change)) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("%w: nil OnChange observer", ErrInvalidConfig)
+		}
+		c.observers = append(c.observers, fn)
+		return nil
+	})
+}
