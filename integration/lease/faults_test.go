@@ -1,0 +1,175 @@
+package lease_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/lease"
+	"github.com/coordkit/coordkit/testkit"
+)
+
+// faultTTL is the lease TTL of the fault scenarios: short, so a field left by a lost reply expires soon.
+const faultTTL = 500 * time.Millisecond
+
+// TestLeaseFaults drops replies with the fault proxy on every standalone target with hash-field expiry
+// (Redis 8, Valkey 9; on Redis 7.0 and Valkey 8 every lease call fails before writing, see TestLease):
+// an acquisition, renewal or release whose reply is lost is reported as uncertain (never as success),
+// an uncertain renewal fails the handle closed, a retried owner-checked release settles ownership, and
+// the server ends clean at the latest when the lease's TTL has passed.
+func TestLeaseFaults(t *testing.T) {
+	for _, st := range matrix.Targets() {
+		if st.Cluster || !hasHashFieldTTL(st) {
+			continue // the proxy drives single servers; lease needs hash-field expiry
+		}
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			targetSlots <- struct{}{}
+			defer func() { <-targetSlots }()
+			e := startEnv(t, st)
+			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { faultUncertainAcquire(t, e) })
+			t.Run("uncertain_extend_fails_closed", func(t *testing.T) { faultUncertainExtend(t, e) })
+			t.Run("uncertain_release_is_settled_by_retry", func(t *testing.T) { faultUncertainRelease(t, e) })
+		})
+	}
+}
+
+// proxiedLeases returns a Leases whose client goes through a new fault proxy to the target, with a short
+// cleanup timeout and a silent logger (the cleanup after a lost reply is expected to fail).
+func proxiedLeases(t *testing.T, e *env) (*testkit.Proxy, *lease.Leases) {
+	t.Helper()
+	proxy := testkit.NewProxy(t, e.srv.Addr)
+	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	ls := newLeases(t, c,
+		lease.WithCleanupTimeout(200*time.Millisecond),
+		lease.WithLogger(slog.New(slog.DiscardHandler)))
+	return proxy, ls
+}
+
+// warm takes and releases the field once through ls, so the feature probe has run, the connection is
+// up and the scripts are loaded: the reply dropped next is the script's.
+func warm(t *testing.T, ls *lease.Leases, key, field string) {
+	t.Helper()
+	l, err := ls.TryAcquire(ctx(t), key, field, faultTTL)
+	require.NoError(t, err)
+	release(t, l, lease.Released)
+}
+
+// dropped returns a context for one call whose reply is dropped: it ends after 300 ms.
+func dropped() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 300*time.Millisecond)
+}
+
+// requireFieldGoneBy polls until the field and its hash are absent, failing after deadline (checked at
+// least once).
+func (e *env) requireFieldGoneBy(t *testing.T, key, field string, deadline time.Time, what string) {
+	t.Helper()
+	for {
+		_, held := e.hget(t, key, field)
+		if !held && e.pttl(t, key) == -2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: field still present (HPTTL %d ms) after the lease's TTL + 1 s", what, e.hpttl(t, key, field))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// faultUncertainAcquire: the acquire script reaches the server but its reply is dropped. TryAcquire must
+// report ErrUncertain and no handle; the field is gone (cleanup or expiry) within TTL + 1 s.
+func faultUncertainAcquire(t *testing.T, e *env) {
+	key, field := hashKey("fault-acquire"), "worker:1"
+	proxy, ls := proxiedLeases(t, e)
+	warm(t, ls, key, field)
+
+	require.NoError(t, proxy.DropReplies())
+	sent := time.Now()
+	actx, cancel := dropped()
+	l, err := ls.TryAcquire(actx, key, field, faultTTL)
+	cancel()
+	require.Nil(t, l, "an uncertain acquisition never returns a handle")
+	require.ErrorIs(t, err, lease.ErrUncertain, "a lost reply must be uncertain, got %v", err)
+	require.NoError(t, proxy.Reset())
+
+	e.requireFieldGoneBy(t, key, field, sent.Add(faultTTL+time.Second), "after the uncertain acquisition")
+
+	// The field is free again, through the same (reconnected) client.
+	l, err = ls.TryAcquire(ctx(t), key, field, faultTTL)
+	require.NoError(t, err)
+	release(t, l, lease.Released)
+	e.requireAbsent(t, key, "hash key")
+}
+
+// faultUncertainExtend: a renewal whose reply is dropped returns false and ErrUncertain; the handle fails
+// closed (Err non-nil, Extend false from then on, no estimate left) and the field expires after its TTL.
+func faultUncertainExtend(t *testing.T, e *env) {
+	key, field := hashKey("fault-extend"), "worker:1"
+	proxy, ls := proxiedLeases(t, e)
+	warm(t, ls, key, field)
+	l, err := ls.TryAcquire(ctx(t), key, field, faultTTL)
+	require.NoError(t, err)
+	e.requireHeld(t, key, field, l.OwnerToken())
+
+	require.NoError(t, proxy.DropReplies())
+	sent := time.Now()
+	ectx, cancel := dropped()
+	ok, err := l.Extend(ectx)
+	cancel()
+	require.False(t, ok, "an uncertain renewal is never success")
+	require.ErrorIs(t, err, lease.ErrUncertain)
+	require.ErrorIs(t, l.Err(), lease.ErrUncertain, "the handle fails closed")
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done must be closed after an uncertain renewal")
+	}
+	require.Zero(t, l.Remaining())
+	require.NoError(t, proxy.Reset())
+
+	ok, err = l.Extend(ctx(t))
+	require.NoError(t, err)
+	require.False(t, ok, "Extend returns false from then on")
+	require.ErrorIs(t, l.Err(), lease.ErrUncertain)
+
+	// The renewal may have run (restarting the field's expiry at its send time): the field is gone
+	// within TTL + 1 s of it.
+	e.requireFieldGoneBy(t, key, field, sent.Add(faultTTL+time.Second), "after the uncertain renewal")
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	out, err := l.Release(rctx)
+	require.NoError(t, err, "an owner-checked release settles the handle")
+	require.Contains(t, []lease.ReleaseOutcome{lease.NotOwned, lease.AlreadyReleased}, out, "the field expired: %v", out)
+	e.requireAbsent(t, key, "hash key")
+}
+
+// faultUncertainRelease: a release whose reply is dropped returns ErrUncertain; the server applied it, and
+// the retried release after the fault settles it as AlreadyReleased.
+func faultUncertainRelease(t *testing.T, e *env) {
+	key, field := hashKey("fault-release"), "worker:1"
+	proxy, ls := proxiedLeases(t, e)
+	warm(t, ls, key, field)
+	l, err := ls.TryAcquire(ctx(t), key, field, faultTTL)
+	require.NoError(t, err)
+
+	require.NoError(t, proxy.DropReplies())
+	sent := time.Now()
+	rctx, cancel := dropped()
+	out, err := l.Release(rctx)
+	cancel()
+	require.ErrorIs(t, err, lease.ErrUncertain, "a lost release reply must be uncertain, got %v (%v)", err, out)
+	require.NotEqual(t, lease.Released, out, "an uncertain release is never reported released")
+	require.Error(t, l.Err(), "the handle no longer vouches for ownership")
+	require.NoError(t, proxy.Reset())
+
+	// The request reached the server, so the field is gone (and would be after its TTL anyway).
+	e.requireFieldGoneBy(t, key, field, sent.Add(faultTTL+time.Second), "after the uncertain release")
+	release(t, l, lease.AlreadyReleased) // the retried owner-checked release settles it
+	release(t, l, lease.AlreadyReleased)
+	e.requireAbsent(t, key, "hash key")
+}
