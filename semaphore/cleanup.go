@@ -60,11 +60,11 @@ func (s *Semaphore) retryLater(owner, stage string, err error) {
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		s.retryLoop(owner, stage, err)
+		s.retryLoop(owner, stage)
 	}()
 }
 
-func (s *Semaphore) retryLoop(owner, stage string, err error) {
+func (s *Semaphore) retryLoop(owner, stage string) {
 	deadline := time.Now().Add(s.cfg.retryWindow)
 	backoff := min(firstBackoff, s.cfg.retryWindow/4)
 	timer := time.NewTimer(0)
@@ -83,7 +83,8 @@ func (s *Semaphore) retryLoop(owner, stage string, err error) {
 			return
 		case <-timer.C:
 		}
-		if err = s.releaseOnce(s.bgCtx, owner); err == nil {
+		err := s.releaseOnce(s.bgCtx, owner)
+		if err == nil {
 			return
 		}
 		if s.bgCtx.Err() != nil {

@@ -46,8 +46,6 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return e
 }
 
-func (e *env) isCluster() bool { return e.cluster != nil }
-
 func (e *env) clientOption() rueidis.ClientOption {
 	if e.cluster != nil {
 		return e.cluster.ClientOption()
