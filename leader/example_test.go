@@ -2,7 +2,6 @@ package leader_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -48,7 +47,7 @@ func Example() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := el.Run(ctx); err != nil && luakit.IsTerminal(errors.Unwrap(err)) {
+	if err := el.Run(ctx); err != nil && luakit.IsTerminal(err) {
 		fmt.Println("election failed:", err)
 	}
 }

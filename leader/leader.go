@@ -276,8 +276,9 @@ func (e *Election) lead(ctx context.Context, lease *lock.Lease, n *notifier) (bo
 		cbErr = <-cbDone
 	}
 	revErr := <-revDone
-	if !cbReturned && cbErr != nil && (errors.Is(cbErr, context.Canceled) || errors.Is(cbErr, cause)) {
-		// The callback reacted to the revocation (for example returned ctx.Err()): a normal return.
+	if cbErr != nil && (!cbReturned || ctx.Err() != nil) && (errors.Is(cbErr, context.Canceled) || errors.Is(cbErr, cause)) {
+		// The callback reacted to the revocation or shutdown (for example returned ctx.Err()): a normal
+		// return. (On shutdown the term's context ends with Run's, so the callback may return first.)
 		cbErr = nil
 	}
 

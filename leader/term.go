@@ -8,7 +8,7 @@ import (
 // Term is one tenure of this candidate as leader: an immutable value, safe to copy and share.
 //
 // The zero Term (returned by [Election.Current] when not leading) has FencingToken 0 and a Context that
-// is already cancelled.
+// is already cancelled (its Err is context.Canceled).
 type Term struct {
 	// FencingToken is the positive fencing token of the term's lease, issued by the fence counter and
 	// strictly greater than every earlier term's token in one retained Redis history. Send it with every
@@ -42,13 +42,12 @@ func (t Term) Err() error {
 	return context.Cause(c)
 }
 
+// cancelledCtx is the context of the zero Term: cancelled, with cause context.Canceled.
 var cancelledCtx = func() context.Context {
-	c, cancel := context.WithCancelCause(context.Background())
-	cancel(errNoTerm)
+	c, cancel := context.WithCancel(context.Background())
+	cancel()
 	return c
 }()
-
-var errNoTerm = ErrRelinquished
 
 // State is the kind of a leadership [Change].
 type State int

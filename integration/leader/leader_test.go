@@ -2,6 +2,7 @@ package leader_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -33,6 +34,8 @@ func TestLeader(t *testing.T) {
 				t.Run("readonly_is_retried", func(t *testing.T) { testReadonlyRetried(t, mt.Server) })
 			}
 			t.Run("noperm_is_terminal", func(t *testing.T) { testNopermTerminal(t, e) })
+			t.Run("callback_failure_ends_run", func(t *testing.T) { testCallbackFailure(t, e) })
+			t.Run("start_stop_releases", func(t *testing.T) { testStartStop(t, e) })
 		})
 	}
 }
@@ -296,4 +299,67 @@ func testNopermTerminal(t *testing.T, e *env) {
 	require.Zero(t, cand.metric(t, leader.MetricChanges, ""))
 	require.EqualValues(t, -2, e.pttl(t, leaseKey), "no lease written")
 	require.EqualValues(t, -2, e.pttl(t, fenceKey), "no counter written")
+}
+
+// testCallbackFailure: an elected callback that returns an error or panics ends Run with that error,
+// after OnRevoked ran once and the lease was released.
+func testCallbackFailure(t *testing.T, e *env) {
+	boom := errors.New("scheduler failed")
+	tests := []struct {
+		name string
+		work func(context.Context, leader.Term) error
+		want error
+	}{
+		{"error", func(context.Context, leader.Term) error { return boom }, boom},
+		{"panic", func(context.Context, leader.Term) error { panic("scheduler bug") }, leader.ErrCallbackPanic},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			leaseKey, fenceKey := keyPair("callback-" + tt.name)
+			rec := &recorder{}
+			cand := newCandidate(t, e, 0, leaseKey, fenceKey, rec, tt.work)
+			rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := cand.el.Run(rctx)
+			require.ErrorIs(t, err, tt.want)
+			require.NoError(t, rctx.Err(), "Run ended on its own")
+			terms := rec.snapshot()
+			require.Len(t, terms, 1)
+			require.False(t, terms[0].revoked.IsZero(), "OnRevoked ran")
+			require.ErrorIs(t, terms[0].cause, leader.ErrRelinquished)
+			_, ok := cand.el.Current()
+			require.False(t, ok)
+			require.EqualValues(t, 1, cand.metric(t, leader.MetricChanges, "revoked"))
+			e.requireReleased(t, leaseKey, fenceKey, terms[0].token)
+		})
+	}
+}
+
+// testStartStop: Start campaigns in the background; Stop revokes the term (its context ends with Run's
+// cause), waits for the callbacks, releases the lease and returns nil.
+func testStartStop(t *testing.T, e *env) {
+	leaseKey, fenceKey := keyPair("start-stop")
+	rec := &recorder{}
+	cand := newCandidate(t, e, 0, leaseKey, fenceKey, rec, nil)
+	require.NoError(t, cand.el.Start(context.Background()))
+	require.ErrorIs(t, cand.el.Start(context.Background()), leader.ErrRunning)
+	var term leader.Term
+	waitFor(t, 10*time.Second, "a term", func() bool {
+		var ok bool
+		term, ok = cand.el.Current()
+		return ok
+	})
+	require.Positive(t, e.pttl(t, leaseKey), "the lease is held with an expiry")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, cand.el.Stop(sctx))
+	require.ErrorIs(t, term.Err(), context.Canceled, "the term ended with Run's context")
+	select {
+	case <-cand.el.Done():
+		t.Fatal("Done must be reset after Stop returned Run's result")
+	default:
+	}
+	require.EqualValues(t, 1, cand.metric(t, leader.MetricChanges, "elected"))
+	require.EqualValues(t, 1, cand.metric(t, leader.MetricChanges, "revoked"))
+	e.requireReleased(t, leaseKey, fenceKey, term.FencingToken)
 }
