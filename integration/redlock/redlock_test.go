@@ -34,6 +34,7 @@ var scenarios = []scenario{
 	{"10_fenced_counters", testFencedCounters},
 	{"11_fenced_monotonic_minority_restarts", testFencedMonotonic},
 	{"12_acquire_latency", testLatency},
+	{"13_fenced_majority_data_loss_documented", testFencedMajorityLoss},
 }
 
 // TestRedlock runs every scenario on every standalone target (cluster targets do not apply and get no
@@ -480,4 +481,33 @@ func testLatency(t *testing.T, e *env) {
 			e.name, fenced, quantile(acq, 0.5), quantile(acq, 0.99), quantile(rel, 0.5), quantile(rel, 0.99), n)
 	}
 	e.requireAbsent(t, key)
+}
+
+// 13: the documented limit of fenced mode: when a majority loses its data (three nodes restarted
+// empty) and the surviving minority does not take part, the next token starts over. Monotonicity holds
+// only while no majority loses data.
+func testFencedMajorityLoss(t *testing.T, e *env) {
+	key := keyOf(t)
+	fence := key + ":fence"
+	g := e.group(t, redlock.WithNodeTimeout(fastTimeout), redlock.WithFencing(fence))
+	for range 3 {
+		l, err := g.TryAcquire(ctx(t), key, 5*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Close())
+	}
+	for _, i := range []int{0, 1, 2} {
+		e.servers[i].MustRestart(t)
+	}
+	e.waitServing(t)
+	e.warm(t, key, fence)
+	resume := e.pause(t, 3, 4)
+	l, err := g.TryAcquire(ctx(t), key, 5*time.Second)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, l.FencingToken(), "three empty nodes restart the sequence: tokens are not monotonic across majority data loss")
+	resume()
+	require.NoError(t, l.Close())
+	e.requireAbsent(t, key)
+	for i := range nodeCount {
+		require.NoError(t, e.raw[i].Do(ctx(t), e.raw[i].B().Del().Key(fence).Build()).Error())
+	}
 }
