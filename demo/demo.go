@@ -80,6 +80,11 @@ type step struct {
 // steps is the scenario, in order.
 var steps = []step{
 	{name: "fenced lock", run: fencedLockStep},
+	{name: "batch latch", run: latchStep},
+	{name: "quota counter", run: counterStep},
+	{name: "idempotent payments", run: idempotencyStep},
+	{name: "leader election", run: leaderStep},
+	{name: "export permits", run: semaphoreStep},
 }
 
 // stepResult is what a step reports: rows for its table, the invariants it checked, and a short

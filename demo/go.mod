@@ -3,8 +3,13 @@ module github.com/coordkit/coordkit/demo
 go 1.26.0
 
 require (
+	github.com/coordkit/coordkit/counter v0.1.0
+	github.com/coordkit/coordkit/idempotency v0.1.0
+	github.com/coordkit/coordkit/latch v0.1.0
+	github.com/coordkit/coordkit/leader v0.1.0
 	github.com/coordkit/coordkit/lock v0.1.0
 	github.com/coordkit/coordkit/luakit v0.1.0
+	github.com/coordkit/coordkit/semaphore v0.1.0
 	github.com/coordkit/coordkit/testkit v0.1.0
 	github.com/redis/rueidis v1.0.79
 	go.uber.org/goleak v1.3.0
@@ -79,7 +84,13 @@ require (
 )
 
 replace (
+	github.com/coordkit/coordkit/counter => ../counter
+	github.com/coordkit/coordkit/idempotency => ../idempotency
+	github.com/coordkit/coordkit/latch => ../latch
 	github.com/coordkit/coordkit/lock => ../lock
 	github.com/coordkit/coordkit/luakit => ../luakit
+	github.com/coordkit/coordkit/semaphore => ../semaphore
 	github.com/coordkit/coordkit/testkit => ../testkit
 )
+
+replace github.com/coordkit/coordkit/leader => ../leader

@@ -3,11 +3,21 @@ module github.com/coordkit/coordkit/integration
 go 1.26.0
 
 require (
+	github.com/coordkit/coordkit/counter v0.1.0
+	github.com/coordkit/coordkit/idempotency v0.1.0
+	github.com/coordkit/coordkit/latch v0.1.0
+	github.com/coordkit/coordkit/leader v0.1.0
+	github.com/coordkit/coordkit/lease v0.1.0
 	github.com/coordkit/coordkit/lock v0.1.0
 	github.com/coordkit/coordkit/luakit v0.1.0
+	github.com/coordkit/coordkit/redlock v0.1.0
+	github.com/coordkit/coordkit/rwlock v0.1.0
+	github.com/coordkit/coordkit/semaphore v0.1.0
 	github.com/coordkit/coordkit/testkit v0.1.0
 	github.com/redis/rueidis v1.0.79
 	github.com/stretchr/testify v1.12.1
+	go.opentelemetry.io/otel v1.44.0
+	go.opentelemetry.io/otel/sdk/metric v1.44.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -68,8 +78,8 @@ require (
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.69.0 // indirect
-	go.opentelemetry.io/otel v1.44.0 // indirect
 	go.opentelemetry.io/otel/metric v1.44.0 // indirect
+	go.opentelemetry.io/otel/sdk v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
@@ -79,7 +89,16 @@ require (
 )
 
 replace (
+	github.com/coordkit/coordkit/counter => ../counter
+	github.com/coordkit/coordkit/idempotency => ../idempotency
+	github.com/coordkit/coordkit/latch => ../latch
+	github.com/coordkit/coordkit/lease => ../lease
 	github.com/coordkit/coordkit/lock => ../lock
 	github.com/coordkit/coordkit/luakit => ../luakit
+	github.com/coordkit/coordkit/redlock => ../redlock
+	github.com/coordkit/coordkit/rwlock => ../rwlock
+	github.com/coordkit/coordkit/semaphore => ../semaphore
 	github.com/coordkit/coordkit/testkit => ../testkit
 )
+
+replace github.com/coordkit/coordkit/leader => ../leader
