@@ -195,7 +195,9 @@ func (p *Permit) Err() error {
 //
 // It returns (true, nil) when reset: the local estimate becomes send time + ttl. It returns (false, nil)
 // without I/O when the handle is released or its local estimate elapsed, and (false, nil) when the server
-// holds no permit of this owner (the handle ends with [ErrLost]).
+// holds no permit of this owner (the handle ends with [ErrLost]). When the local estimate elapses while
+// the renewal is in flight, it returns (false, nil) and surrenders the permit as below (the server may
+// have renewed it).
 //
 // Failure rules:
 //   - ttl invalid ([ErrInvalidTTL]) or ctx ending while waiting for another Extend / Release on this
@@ -243,16 +245,34 @@ func (p *Permit) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 		return false, fmt.Errorf("semaphore: extend: %w (permit surrendered)", err)
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if n != 1 {
 		p.released = true
 		p.endLocked(ErrLost)
+		p.mu.Unlock()
 		return false, nil
 	}
-	if p.released || p.ctx.Err() != nil {
-		// Closed or expired locally while the renewal was in flight: the handle no longer vouches.
+	if p.released {
+		// Closed or released while the renewal was in flight: that release follows this renewal and
+		// removes the permit.
+		p.mu.Unlock()
 		return false, nil
 	}
+	if p.ctx.Err() != nil {
+		// The local estimate elapsed while the renewal was in flight: the server renewed the permit
+		// (with NoExpiry, for good) but the handle can no longer vouch for it and reports false, so
+		// nobody would release it. Surrender it like a failed renewal: owner-token release now,
+		// retried in the background.
+		p.released = true
+		p.releaseSent = true
+		p.mu.Unlock()
+		if p.s.cleanup(ctx, p.owner, stageExtend) {
+			p.mu.Lock()
+			p.settled = true
+			p.mu.Unlock()
+		}
+		return false, nil
+	}
+	defer p.mu.Unlock()
 	p.setExpiryLocked(ttl, start)
 	return true, nil
 }

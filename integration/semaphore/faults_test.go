@@ -33,6 +33,7 @@ func TestSemaphoreFaults(t *testing.T) {
 			e.raw = e.newClient(t)
 			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { testUncertainAcquire(t, e) })
 			t.Run("uncertain_extend_surrenders", func(t *testing.T) { testUncertainExtend(t, e) })
+			t.Run("late_extend_reply_surrenders", func(t *testing.T) { testLateExtendReply(t, e) })
 		})
 	}
 }
@@ -106,4 +107,32 @@ func testUncertainExtend(t *testing.T, e *env) {
 	require.NoError(t, s.Shutdown(sctx))
 	require.Empty(t, abandoned(t, reader), "the cleanup must have landed")
 	e.requireAbsent(t, key, "key after the surrendered permit's cleanup")
+}
+
+// testLateExtendReply delays the reply of a renewal to NoExpiry past the permit's local estimate: the
+// server applied it (the permit would now live forever) but the handle had already ended, so Extend
+// reports false. The permit must then be surrendered and released, not left holding capacity forever.
+func testLateExtendReply(t *testing.T, e *env) {
+	const key = "ck:sem:late-extend"
+	proxy, s, reader := proxied(t, e, key, 1)
+	p, err := s.TryAcquire(ctx(t), time.Second)
+	require.NoError(t, err)
+	ok, err := p.Extend(ctx(t), time.Second) // loads the script: the delayed reply is the renewal's
+	require.NoError(t, err)
+	require.True(t, ok)
+	e.requirePermit(t, key, p, false)
+
+	require.NoError(t, proxy.AddLatency(1500*time.Millisecond))
+	ok, err = p.Extend(ctx(t), semaphore.NoExpiry)
+	require.NoError(t, err)
+	require.False(t, ok, "a renewal answered after the local estimate elapsed is not reported as renewed")
+	require.NotNil(t, p.Err(), "the handle no longer vouches for the permit")
+	require.True(t, p.IsReleased(), "the late-renewed permit is surrendered")
+	require.NoError(t, proxy.Reset())
+
+	sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer scancel()
+	require.NoError(t, s.Shutdown(sctx))
+	require.Empty(t, abandoned(t, reader), "the cleanup must have landed")
+	e.requireAbsent(t, key, "key after the late-renewed permit's cleanup")
 }
