@@ -60,7 +60,7 @@ type Lease struct {
 	mu          sync.Mutex
 	deadline    time.Time
 	timer       *time.Timer
-	released    bool // a Release got an answer, or Close ran
+	released    bool // a Release or Close got an answer
 	releaseSent bool // a release may have reached the server
 }
 
@@ -259,8 +259,8 @@ func (h *Lease) Release(ctx context.Context) (ReleaseOutcome, error) {
 
 // Close releases the lease best-effort: it sends one owner-checked release bounded by the cleanup
 // timeout ([WithCleanupTimeout], default 1s) and ignores its outcome, so it never blocks longer than
-// that. It ends the handle with [ErrReleased]; after an answered Release or an earlier Close it does
-// nothing. Failures are logged at warning level.
+// that. It ends the handle with [ErrReleased]; after an answered Release or Close it does nothing.
+// Failures are logged at warning level; a later Release still sends an owner-checked release.
 //
 // An entry that Close misses (server unreachable, timeout) keeps blocking conflicting holders until it
 // expires. Call [Lease.Release] when you need to know the entry was removed, and prefer short leases.
@@ -270,7 +270,6 @@ func (h *Lease) Close() {
 		h.mu.Unlock()
 		return
 	}
-	h.released = true
 	h.releaseSent = true
 	h.endLocked(ErrReleased)
 	h.mu.Unlock()
@@ -278,7 +277,13 @@ func (h *Lease) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), h.l.cfg.cleanupTimeout)
 	defer cancel()
 	if err := releaseScript.Exec(ctx, h.l.client, []string{h.physical}, []string{h.entry}).Error(); err != nil {
+		// Not settled: a later Release must still send its owner-checked release rather than report
+		// AlreadyReleased while the entry may remain.
 		h.l.cfg.logger.Warn("rwlock: best-effort release in Close failed; the entry expires after its TTL",
 			slog.String("mode", h.mode.String()), slog.String("error", err.Error()))
+		return
 	}
+	h.mu.Lock()
+	h.released = true
+	h.mu.Unlock()
 }

@@ -34,6 +34,7 @@ func TestRWLockFaults(t *testing.T) {
 			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { faultUncertainAcquire(t, e) })
 			t.Run("uncertain_extend_marks_lost", func(t *testing.T) { faultUncertainExtend(t, e) })
 			t.Run("uncertain_release_is_settled_by_retry", func(t *testing.T) { faultUncertainRelease(t, e) })
+			t.Run("release_after_failed_close_still_releases", func(t *testing.T) { faultFailedClose(t, e) })
 		})
 	}
 }
@@ -167,4 +168,34 @@ func faultUncertainRelease(t *testing.T, e *env) {
 	release(t, w, rwlock.AlreadyReleased) // the retried owner-checked release settles it
 	release(t, w, rwlock.AlreadyReleased)
 	e.requireAbsent(t, key)
+}
+
+// faultFailedClose makes Close's best-effort release fail (the client's user loses the permission to
+// run scripts, so the entry stays): a later Release must still remove the entry and report Released,
+// not AlreadyReleased without I/O while the entry keeps blocking writers.
+func faultFailedClose(t *testing.T, e *env) {
+	const key, user = "ck:rw:fault-close", "ck-rw-fault-close"
+	acl := func(args ...string) {
+		require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Arbitrary("ACL", "SETUSER").Args(args...).Build()).Error())
+	}
+	acl(user, "on", ">pw", "~*", "&*", "+@all")
+	t.Cleanup(func() { _ = e.raw.Do(context.Background(), e.raw.B().Arbitrary("ACL", "DELUSER").Args(user).Build()).Error() })
+	c := e.newClient(t, func(o *rueidis.ClientOption) {
+		o.DisableCache, o.Username, o.Password = true, user, "pw"
+	})
+	l, err := rwlock.New(c, rwlock.WithCleanupTimeout(500*time.Millisecond),
+		rwlock.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	w, err := l.TryAcquireWrite(ctx(t), key, time.Minute)
+	require.NoError(t, err)
+
+	acl(user, "-evalsha", "-eval")
+	w.Close() // NOPERM: the entry stays
+	require.ErrorIs(t, w.Err(), rwlock.ErrReleased)
+	require.Contains(t, e.entries(t, key), "w:"+w.OwnerToken(), "the failed Close left the entry")
+
+	acl(user, "+evalsha", "+eval")
+	release(t, w, rwlock.Released)
+	e.requireAbsent(t, key)
+	release(t, w, rwlock.AlreadyReleased)
 }
