@@ -179,7 +179,9 @@ func faultFailedClose(t *testing.T, e *env) {
 		require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Arbitrary("ACL", "SETUSER").Args(args...).Build()).Error())
 	}
 	acl(user, "on", ">pw", "~*", "&*", "+@all")
-	t.Cleanup(func() { _ = e.raw.Do(context.Background(), e.raw.B().Arbitrary("ACL", "DELUSER").Args(user).Build()).Error() })
+	t.Cleanup(func() {
+		_ = e.raw.Do(context.Background(), e.raw.B().Arbitrary("ACL", "DELUSER").Args(user).Build()).Error()
+	})
 	c := e.newClient(t, func(o *rueidis.ClientOption) {
 		o.DisableCache, o.Username, o.Password = true, user, "pw"
 	})
