@@ -27,7 +27,8 @@ var (
 	// (timeout, cancellation, broken connection): an acquisition may have been applied (the field then
 	// expires after its TTL unless the owner-checked cleanup succeeded), a renewal may still run, a
 	// release may or may not have deleted the field. It is also the cause reported by [Lease.Err] and
-	// [Lease.Context] once a renewal or release outcome was uncertain: the handle fails closed.
+	// [Lease.Context] once a renewal outcome was uncertain: the handle fails closed. (An uncertain
+	// Release ends the handle with [ErrReleased] first; retry Release to settle it.)
 	ErrUncertain = errors.New("lease: outcome uncertain")
 
 	// ErrInvalidTTL is returned, before any I/O, for a lease TTL shorter than one millisecond.

@@ -233,10 +233,12 @@ func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.D
 			return lease, nil
 		case errors.Is(err, ErrNotAcquired):
 			wait = pttl
+			tracked := false
 			if watch != nil {
 				// Arm tracking of the hash key on this connection. If the hash vanished since the script
 				// ran, retry now. The hash itself has no expiry, so the field's HPTTL stays the deadline.
-				exists, _, aerr := luakit.Arm(ctx, ls.client, key)
+				exists, apttl, aerr := luakit.Arm(ctx, ls.client, key)
+				tracked = aerr == nil && apttl > 0
 				switch {
 				case aerr != nil && ctx.Err() != nil:
 					watch.Stop()
@@ -248,9 +250,14 @@ func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.D
 				}
 			}
 			if wait < 0 {
-				if watch == nil {
+				// A field without expiry: an invalidation is the wake-up when the read is tracked, with a
+				// re-check at least every luakit.ArmCacheTTL; otherwise (no tracker, RESP2 /
+				// cache-disabled client, failed Arm) re-check on the untracked interval.
+				if tracked {
+					wait = luakit.ArmCacheTTL
+				} else {
 					wait = ls.cfg.untrackedWait
-				} // else: no expiry, an invalidation is the only wake-up (wait stays negative)
+				}
 			} else if wait > 0 || watch == nil {
 				// The field is logically expired once its HPTTL has passed.
 				wait += time.Millisecond

@@ -32,6 +32,7 @@ var scenarios = []scenario{
 	{"12_noscript_recovery", testNoScript},
 	{"13_extend_after_estimate", testExtendAfterEstimate},
 	{"14_uncertain_fail_closed", testUncertain},
+	{"15_untracked_no_expiry", testUntrackedNoExpiry},
 }
 
 // hasHashFieldTTL is the matrix's expectation: Redis 7.0 and Valkey 8 lack HPEXPIRE.
