@@ -38,9 +38,6 @@ func proxiedStore(t *testing.T, e *env, name string) (*idempotency.Store, *testk
 // the uncertain completion stored its result once. Standalone targets only (the proxy fronts one
 // server).
 func testLostReplies(t *testing.T, e *env) {
-	if e.srv == nil {
-		t.Skip("the proxy fronts one standalone server")
-	}
 	direct := e.store(t)
 	lost := func(t *testing.T, p *testkit.Proxy, op func(ctx context.Context) error) {
 		t.Helper()

@@ -14,6 +14,8 @@ type scenario struct {
 	name      string
 	run       func(t *testing.T, e *env)
 	exclusive bool // runs while no other target runs a scenario (see loadGate)
+	// standaloneOnly scenarios are not registered on a cluster target (they restart one server process).
+	standaloneOnly bool
 }
 
 // loadGate keeps the CPU-heavy stress scenario from overlapping the timing-sensitive scenarios of
@@ -34,7 +36,7 @@ var scenarios = []scenario{
 	{name: "09_cancel_waiting_acquire", run: testCancelWaiting},
 	{name: "10_release_outcomes", run: testReleaseOutcomes},
 	{name: "11_keepalive", run: testKeepAlive},
-	{name: "12_server_restart", run: testServerRestart},
+	{name: "12_server_restart", run: testServerRestart, standaloneOnly: true},
 	{name: "13_fenced_stress", run: testFencedStress, exclusive: true},
 	{name: "14_untracked_no_expiry", run: testUntrackedNoExpiry},
 	{name: "15_concurrent_release", run: testConcurrentRelease},
@@ -50,6 +52,9 @@ func TestLock(t *testing.T) {
 			defer func() { <-targetSlots }()
 			e := startEnv(t, st)
 			for _, sc := range scenarios {
+				if sc.standaloneOnly && st.Cluster {
+					continue
+				}
 				t.Run(sc.name, func(t *testing.T) {
 					if sc.exclusive {
 						loadGate.Lock()
