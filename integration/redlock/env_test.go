@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -43,7 +44,13 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 			t.Logf("target %s: %s %s (%s backend)", st.Name, s.Flavor, s.Version, s.Backend)
 		}
 		if s.Backend != testkit.BackendProcess {
-			t.Skipf("redlock scenarios pause and restart servers: process backend only (got %s)", s.Backend)
+			// Five independent servers that can be paused and restarted: only the process backend has
+			// them. Skipped for a user's own server (COORDKIT_REDIS_URL); a failure in CI.
+			msg := fmt.Sprintf("redlock scenarios pause and restart servers: process backend only (got %s)", s.Backend)
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
 		}
 		e.servers = append(e.servers, s)
 		e.clients = append(e.clients, s.Client(t))
