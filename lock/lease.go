@@ -170,10 +170,8 @@ func (h *Lease) Extend(ctx context.Context) (bool, error) {
 	h.mu.Unlock()
 
 	start := time.Now()
-	ectx, stop := luakit.WithoutDeadline(ctx)
-	n, err := extendScript.Exec(ectx, h.l.client, []string{h.keys.lease},
+	n, err := extendScript.Exec(ctx, h.l.client, []string{h.keys.lease},
 		[]string{h.owner, strconv.FormatInt(h.ttl.Milliseconds(), 10)}).AsInt64()
-	stop()
 	if err != nil {
 		if luakit.IsUncertain(err) {
 			return false, fmt.Errorf("%w: extend: %w", ErrUncertain, err)
@@ -203,9 +201,7 @@ func (h *Lease) Extend(ctx context.Context) (bool, error) {
 // [ErrLost]. A failed or uncertain verification returns the error and leaves the handle unchanged.
 // Verify does not renew the lease.
 func (h *Lease) Verify(ctx context.Context) (bool, error) {
-	ectx, stop := luakit.WithoutDeadline(ctx)
-	n, err := verifyScript.Exec(ectx, h.l.client, []string{h.keys.lease}, []string{h.owner}).AsInt64()
-	stop()
+	n, err := verifyScript.Exec(ctx, h.l.client, []string{h.keys.lease}, []string{h.owner}).AsInt64()
 	if err != nil {
 		if luakit.IsUncertain(err) {
 			return false, fmt.Errorf("%w: verify: %w", ErrUncertain, err)
@@ -245,9 +241,7 @@ func (h *Lease) Release(ctx context.Context) (ReleaseOutcome, error) {
 	h.endLocked(ErrReleased)
 	h.mu.Unlock()
 
-	ectx, stop := luakit.WithoutDeadline(ctx)
-	n, err := releaseScript.Exec(ectx, h.l.client, []string{h.keys.lease}, []string{h.owner}).AsInt64()
-	stop()
+	n, err := releaseScript.Exec(ctx, h.l.client, []string{h.keys.lease}, []string{h.owner}).AsInt64()
 	if err != nil {
 		if luakit.IsUncertain(err) {
 			return 0, fmt.Errorf("%w: release: %w", ErrUncertain, err)
