@@ -59,6 +59,7 @@ type AbortedError struct {
 	Reason string
 }
 
+// Error includes the quoted abort reason.
 func (e *AbortedError) Error() string {
 	return "latch: generation aborted: " + strconv.Quote(e.Reason)
 }

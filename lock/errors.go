@@ -75,6 +75,7 @@ type CounterError struct {
 	Reason CounterReason
 }
 
+// Error describes the counter problem and how to fix it; it never includes key names.
 func (e *CounterError) Error() string {
 	switch e.Reason {
 	case CounterExpiring:

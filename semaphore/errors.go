@@ -65,6 +65,7 @@ type CapacityMismatchError struct {
 	Requested int64
 }
 
+// Error names both capacities.
 func (e *CapacityMismatchError) Error() string {
 	return fmt.Sprintf("semaphore: capacity %d requested but permits are active under capacity %d", e.Requested, e.Stored)
 }
