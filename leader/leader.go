@@ -49,6 +49,7 @@ type Election struct {
 
 	campaigning atomic.Bool
 	running     atomic.Bool
+	renewals    sync.WaitGroup // renewals still in flight after hold gave up on them; Run waits for them
 	current     atomic.Pointer[Term]
 
 	mu     sync.Mutex // guards the Start/Stop fields
@@ -180,6 +181,7 @@ func (e *Election) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer e.running.Store(false)
+	defer e.renewals.Wait() // no renewal goroutine outlives Run
 	n := newNotifier(e.cfg.observers, e.cfg)
 	defer n.close()
 
@@ -328,9 +330,10 @@ func (e *Election) hold(ctx context.Context, lease *lock.Lease, cbDone <-chan er
 		if now.Before(next) {
 			continue
 		}
-		rctx, rcancel := context.WithDeadline(ctx, fenceAt)
-		ok, err := lease.Extend(rctx)
-		rcancel()
+		fenced, ok, err := e.renew(ctx, lease, fenceAt)
+		if fenced {
+			return ErrDeadline, nil, false
+		}
 		switch {
 		case ok:
 			next = lease.Deadline().Add(-ttl / 2)
@@ -344,6 +347,43 @@ func (e *Election) hold(ctx context.Context, lease *lock.Lease, cbDone <-chan er
 			e.cfg.logger.Warn("leader: renewal failed, retrying", "err", err, "retry_delay", e.cfg.retryDelay)
 			next = time.Now().Add(e.cfg.retryDelay)
 		}
+	}
+}
+
+// renew extends the lease with a context that ends at fenceAt, and waits for the result or fenceAt,
+// whichever comes first: self-fencing must not depend on the client honouring the context promptly
+// (a connection being re-established to a stalled server can hold a call past it). When fenceAt
+// passes first it returns fenced=true at once; the abandoned renewal finishes in the background and
+// Run waits for it before returning.
+func (e *Election) renew(ctx context.Context, lease *lock.Lease, fenceAt time.Time) (fenced, ok bool, err error) {
+	rctx, rcancel := context.WithDeadline(ctx, fenceAt)
+	type result struct {
+		ok  bool
+		err error
+	}
+	done := make(chan result, 1)
+	e.renewals.Add(1)
+	go func() {
+		defer e.renewals.Done()
+		ok, err := lease.Extend(rctx)
+		done <- result{ok, err}
+	}()
+	fence := time.NewTimer(time.Until(fenceAt))
+	defer fence.Stop()
+	select {
+	case r := <-done:
+		rcancel()
+		return false, r.ok, r.err
+	case <-fence.C:
+		rcancel()
+		select {
+		case r := <-done: // finished at the same instant: use it
+			if r.ok && time.Now().Before(lease.Deadline().Add(-e.cfg.safetyMargin())) {
+				return false, r.ok, r.err
+			}
+		default:
+		}
+		return true, false, nil
 	}
 }
 
