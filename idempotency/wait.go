@@ -27,9 +27,6 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, fp Fin
 	if err != nil {
 		return Attempt{}, err
 	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
 	for {
 		if err := ctx.Err(); err != nil {
 			return Attempt{}, fmt.Errorf("idempotency: begin: %w", err)
@@ -81,19 +78,6 @@ func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, fp Fin
 			}
 			continue
 		}
-		var wake <-chan struct{}
-		if watch != nil {
-			wake = watch.C()
-		}
-		timer.Reset(wait)
-		select {
-		case <-wake:
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-		timer.Stop()
-		if watch != nil {
-			watch.Stop()
-		}
+		_ = luakit.Sleep(ctx, watch, wait) // a ctx error is reported at the top of the loop
 	}
 }

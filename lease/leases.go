@@ -208,12 +208,6 @@ func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.D
 	if err := ls.require(ctx); err != nil {
 		return nil, err
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("lease: acquire: %w", err)
@@ -276,37 +270,10 @@ func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.D
 			}
 			continue
 		}
-		if err := sleep(ctx, &timer, watch, wait); err != nil {
-			return nil, err
+		if err := luakit.Sleep(ctx, watch, wait); err != nil {
+			return nil, fmt.Errorf("lease: acquire: %w", err)
 		}
 	}
-}
-
-// sleep waits for the watch (if any), the timer (if wait > 0; a negative wait means no deadline) or
-// ctx, then stops the watch.
-func sleep(ctx context.Context, timer **time.Timer, watch *luakit.Watch, wait time.Duration) error {
-	var wake <-chan struct{}
-	if watch != nil {
-		defer watch.Stop()
-		wake = watch.C()
-	}
-	var tc <-chan time.Time
-	if wait > 0 {
-		if *timer == nil {
-			*timer = time.NewTimer(wait)
-		} else {
-			(*timer).Reset(wait)
-		}
-		tc = (*timer).C
-		defer (*timer).Stop()
-	}
-	select {
-	case <-wake:
-	case <-tc:
-	case <-ctx.Done():
-		return fmt.Errorf("lease: acquire: %w", ctx.Err())
-	}
-	return nil
 }
 
 // Holders lists the named leases currently in the hash at hashKey (the key prefix applies), sorted by

@@ -203,12 +203,6 @@ func (l *Locker) Acquire(ctx context.Context, leaseKey, fenceKey string, ttl tim
 	if err != nil {
 		return nil, err
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("lock: acquire: %w", err)
@@ -269,8 +263,8 @@ func (l *Locker) Acquire(ctx context.Context, leaseKey, fenceKey string, ttl tim
 			}
 			continue
 		}
-		if err := l.sleep(ctx, &timer, watch, wait); err != nil {
-			return nil, err
+		if err := luakit.Sleep(ctx, watch, wait); err != nil {
+			return nil, fmt.Errorf("lock: acquire: %w", err)
 		}
 	}
 }
@@ -278,30 +272,4 @@ func (l *Locker) Acquire(ctx context.Context, leaseKey, fenceKey string, ttl tim
 func isSettled(err error) bool {
 	var s *settledError
 	return errors.As(err, &s)
-}
-
-// sleep waits for the watch (if any), the timer or ctx, then stops the watch.
-func (l *Locker) sleep(ctx context.Context, timer **time.Timer, watch *luakit.Watch, wait time.Duration) error {
-	var wake <-chan struct{}
-	if watch != nil {
-		defer watch.Stop()
-		wake = watch.C()
-	}
-	var tc <-chan time.Time
-	if wait > 0 {
-		if *timer == nil {
-			*timer = time.NewTimer(wait)
-		} else {
-			(*timer).Reset(wait)
-		}
-		tc = (*timer).C
-		defer (*timer).Stop()
-	}
-	select {
-	case <-wake:
-	case <-tc:
-	case <-ctx.Done():
-		return fmt.Errorf("lock: acquire: %w", ctx.Err())
-	}
-	return nil
 }

@@ -45,3 +45,30 @@ func TestWithoutDeadline(t *testing.T) {
 		<-ctx.Done()
 	})
 }
+
+func TestSleep(t *testing.T) {
+	t.Parallel()
+	tr := NewTracker()
+	t.Run("deadline", func(t *testing.T) {
+		if err := Sleep(context.Background(), nil, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("watch wakes and is stopped", func(t *testing.T) {
+		w := tr.Watch("k")
+		tr.invalidate([]string{"k"})
+		if err := Sleep(context.Background(), w, -1); err != nil {
+			t.Fatal(err)
+		}
+		if n := tr.keys(); n != 0 {
+			t.Fatalf("watch not stopped: %d keys tracked", n)
+		}
+	})
+	t.Run("ctx ends", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := Sleep(ctx, tr.Watch("k2"), time.Hour); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Sleep = %v, want Canceled", err)
+		}
+	})
+}

@@ -220,3 +220,28 @@ func armResult(v, cachePTTL int64) (bool, time.Duration) {
 	}
 	return true, time.Duration(v) * time.Millisecond
 }
+
+// Sleep blocks until w receives an invalidation (w may be nil: no tracking), d elapses (d <= 0 means
+// no deadline: only w or ctx can end the wait), or ctx ends; it then stops w. It returns nil on a
+// wake-up or deadline (meaning "try again", never "acquired") and ctx.Err() when ctx ended. It sends no
+// commands and starts no goroutine.
+func Sleep(ctx context.Context, w *Watch, d time.Duration) error {
+	var wake <-chan struct{}
+	if w != nil {
+		defer w.Stop()
+		wake = w.C()
+	}
+	var deadline <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		deadline = t.C
+	}
+	select {
+	case <-wake:
+	case <-deadline:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
