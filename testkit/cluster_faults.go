@@ -357,9 +357,9 @@ func (m *Migration) MoveKeys(ctx context.Context, keys ...string) error {
 
 // Finish moves the slot's remaining keys (CLUSTER GETKEYSINSLOT + MIGRATE, in batches) and
 // assigns the slot with CLUSTER SETSLOT <slot> NODE <dest id> on the destination, then the
-// source, then every other running node (errors there are ignored: gossip spreads the new
-// owner). Afterwards the source answers the slot's keys with -MOVED. Blocks until done, bounded
-// by ctx.
+// source, then every other running node, and waits until every running node's CLUSTER SLOTS
+// names the destination. Afterwards the source answers the slot's keys with -MOVED. Blocks until
+// done, bounded by ctx.
 func (m *Migration) Finish(ctx context.Context) error {
 	s := strconv.Itoa(m.Slot)
 	for {
@@ -388,5 +388,26 @@ func (m *Migration) Finish(ctx context.Context) error {
 			_, _ = n.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", m.toID)
 		}
 	}
-	return nil
+	// Wait until every running node's CLUSTER SLOTS names the destination, so that clients and
+	// PrimaryOf see one owner whichever node they ask (gossip can lag on a loaded machine).
+	for {
+		agreed := true
+		for _, n := range m.c.running() {
+			owners, err := m.c.slotOwners(ctx, n.Addr)
+			if err != nil || owners[m.Slot] != m.To {
+				agreed = false
+				if n != m.To && n != m.From {
+					_, _ = n.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", m.toID)
+				}
+			}
+		}
+		if agreed {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testkit: slot %s: nodes do not agree on the new owner: %w", s, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
