@@ -263,7 +263,11 @@ func (e *Election) lead(ctx context.Context, lease *lock.Lease, n *notifier) (bo
 	n.notify(Change{State: Elected, Term: term})
 
 	cbDone := make(chan error, 1)
-	go func() { cbDone <- e.callElected(termCtx, term) }()
+	cbStarted := make(chan struct{})
+	go func() {
+		close(cbStarted)
+		cbDone <- e.callElected(termCtx, term)
+	}()
 
 	cause, cbErr, cbReturned := e.hold(ctx, lease, cbDone)
 	cancel(cause)
@@ -273,6 +277,7 @@ func (e *Election) lead(ctx context.Context, lease *lock.Lease, n *notifier) (bo
 	n.notify(Change{State: Revoked, Term: term, Cause: cause})
 
 	revDone := make(chan error, 1)
+	<-cbStarted // OnRevoked never starts before the term's OnElected has started
 	go func() { revDone <- e.callRevoked(term) }()
 	if !cbReturned {
 		cbErr = <-cbDone

@@ -140,6 +140,14 @@ type recorder struct {
 	leaders  int
 	maxSeen  int
 	violated bool
+	// early holds OnRevoked calls that ran before the term's OnElected body recorded the term (both
+	// run on their own goroutines; a term revoked at once, e.g. on shutdown, can race).
+	early map[int64]revocation
+}
+
+type revocation struct {
+	at    time.Time
+	cause error
 }
 
 func (r *recorder) elected(cand int, term leader.Term) *event {
@@ -151,6 +159,10 @@ func (r *recorder) elected(cand int, term leader.Term) *event {
 		r.violated = true
 	}
 	ev := &event{candidate: cand, token: term.FencingToken, elected: time.Now()}
+	if rv, ok := r.early[term.FencingToken]; ok {
+		ev.revoked, ev.cause = rv.at, rv.cause
+		delete(r.early, term.FencingToken)
+	}
 	r.terms = append(r.terms, ev)
 	return ev
 }
@@ -165,11 +177,21 @@ func (r *recorder) revoked(term leader.Term) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	found := false
 	for _, ev := range r.terms {
-		if ev.token == term.FencingToken && ev.revoked.IsZero() {
-			ev.revoked = now
-			ev.cause = term.Err()
+		if ev.token == term.FencingToken {
+			found = true
+			if ev.revoked.IsZero() {
+				ev.revoked = now
+				ev.cause = term.Err()
+			}
 		}
+	}
+	if !found {
+		if r.early == nil {
+			r.early = map[int64]revocation{}
+		}
+		r.early[term.FencingToken] = revocation{at: now, cause: term.Err()}
 	}
 }
 
