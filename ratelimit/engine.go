@@ -1,0 +1,57 @@
+package ratelimit
+
+// This file is the contract between the Lua engine (engine_*.go, *.lua) and the limiter
+// (limiter.go, queue.go, keyed.go). The engine owns validation, rounding, signatures, decisions and
+// migrations; the limiter owns local state.
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// compiled is a validated policy with durations in whole milliseconds. It is immutable and safe for
+// concurrent use.
+type compiled struct {
+	// TODO(engine): fields.
+	src Policy
+}
+
+// compile validates p and rounds its durations up to whole milliseconds. It returns an error wrapping
+// ErrInvalidPolicy naming the bad field. It does no I/O.
+func compile(p Policy) (*compiled, error) { panic("unimplemented") }
+
+// capacity is the largest n a single decision can ever admit (the minimum over components).
+func (c *compiled) capacity() int64 { panic("unimplemented") }
+
+// equal reports whether c and o are the same settings after rounding.
+func (c *compiled) equal(o *compiled) bool { panic("unimplemented") }
+
+// compatible reports whether o can replace c by Update (same algorithm; for composites the same
+// number and algorithm of each component). The error wraps ErrInvalidUpdate.
+func (c *compiled) compatible(o *compiled) error { panic("unimplemented") }
+
+// decision is one server reply.
+type decision struct {
+	allowed    bool
+	remaining  int64         // available permits after the decision (minimum over components)
+	limit      int64         // capacity of the component with the lowest remaining
+	retryAfter time.Duration // >0 only when !allowed and a retry can succeed
+	reset      time.Duration // until the controlling component is back at full capacity
+	component  int           // index of the component with the lowest remaining (0 for standalone)
+}
+
+// decide runs one script (one round trip) deciding n permits (n >= 0; n == 0 probes and writes
+// nothing). n > capacity is decided locally: not allowed, no RetryAfter, no I/O. Server errors map to
+// the package's errors (ErrConfigMismatch, ErrWrongType); transport failures after sending wrap
+// ErrUncertain.
+func (c *compiled) decide(ctx context.Context, client rueidis.Client, key string, n int64) (decision, error) {
+	panic("unimplemented")
+}
+
+// migrate converts the stored state at key from c's settings to to's in one script. An absent key
+// stays absent. Validation rejections (ErrConfigMismatch, ErrDebtOverflow) wrote nothing.
+func (c *compiled) migrate(ctx context.Context, client rueidis.Client, key string, to *compiled) error {
+	panic("unimplemented")
+}

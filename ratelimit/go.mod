@@ -1,0 +1,20 @@
+module github.com/coordkit/coordkit/ratelimit
+
+go 1.25.0
+
+require (
+	github.com/coordkit/coordkit/luakit v0.1.0
+	github.com/redis/rueidis v1.0.79
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-logr/logr v1.4.3 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel v1.44.0 // indirect
+	go.opentelemetry.io/otel/metric v1.44.0 // indirect
+	go.opentelemetry.io/otel/trace v1.44.0 // indirect
+)
+
+replace github.com/coordkit/coordkit/luakit => ../luakit

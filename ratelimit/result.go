@@ -1,0 +1,79 @@
+package ratelimit
+
+import "time"
+
+// Reason says why a request was not admitted.
+type Reason string
+
+// The reasons of [Result.Reason]. They are also the values of the reason attribute of the
+// coordkit.rate_limit.blocked metric.
+const (
+	// ReasonNone: the request was admitted.
+	ReasonNone Reason = ""
+	// ReasonCapacity: not enough permits (including a request larger than the capacity, and a queued
+	// request rejected or evicted because the local queue was full).
+	ReasonCapacity Reason = "capacity"
+	// ReasonDenyList: the limiter's identity is on its deny list; no capacity was touched.
+	ReasonDenyList Reason = "deny_list"
+)
+
+// Result is the outcome of one admission decision. The zero value is a rejection with no retry hint.
+type Result struct {
+	// Allowed reports whether the n permits were granted. Permits are consumptive: nothing returns them.
+	Allowed bool
+	// Reason is ReasonNone when Allowed, otherwise why not.
+	Reason Reason
+	// Remaining is the number of permits available after this decision, from this reply (the minimum
+	// over the components of a composite). It is not a fresh global observation. 0 for a deny-list
+	// rejection.
+	Remaining int64
+	// Limit is the capacity of the policy (of the component with the lowest Remaining for a
+	// composite).
+	Limit int64
+	// RetryAfter, when positive, is how long until the whole request (all n permits) could be
+	// admitted, computed from server time; competing callers may take the capacity first. It is 0 when
+	// Allowed, when n exceeds the capacity (no retry can succeed), and for deny-list rejections.
+	RetryAfter time.Duration
+	// Reset is how long until the policy (its controlling component) is back at full capacity if
+	// nothing else is admitted; 0 when it already is. Used for the IETF RateLimit "t" parameter.
+	Reset time.Duration
+	// Component is the index in [Composite.Components] of the component with the lowest Remaining
+	// (the one that limits this key the most); 0 for standalone policies.
+	Component int
+}
+
+// Stats describes one [Limiter] instance (not the shared state in the server).
+type Stats struct {
+	// Granted and Rejected count final outcomes of this instance's AllowN and WaitN calls (each call
+	// counts once, whatever n and however many queued retries it took). Errors and cancellations are
+	// not counted.
+	Granted, Rejected int64
+	// Queued is the number of permits currently waiting in the local queue.
+	Queued int64
+	// Available is the Remaining of the latest server reply; -1 before the first reply.
+	Available int64
+}
+
+// UpdateMode selects how [Limiter.Update] treats the state stored in the server.
+type UpdateMode int
+
+const (
+	// Migrate converts the stored usage to the new settings in one script (see the package
+	// documentation's table) and then adopts them locally. Exactly one process must migrate a change.
+	Migrate UpdateMode = iota
+	// Adopt changes only this instance's settings, with no I/O: for every other process after one has
+	// migrated.
+	Adopt
+)
+
+// QueueOrder is the order in which the local wait queue admits waiting requests.
+type QueueOrder int
+
+const (
+	// OldestFirst serves the oldest waiting request first; when the queue is full, new requests are
+	// rejected.
+	OldestFirst QueueOrder = iota
+	// NewestFirst serves the newest waiting request first; when the queue is full, the oldest waiting
+	// requests are evicted (rejected) to make room.
+	NewestFirst
+)
