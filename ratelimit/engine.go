@@ -40,6 +40,7 @@ type decision struct {
 	retryAfter time.Duration // >0 only when !allowed and a retry can succeed
 	reset      time.Duration // until the controlling component is back at full capacity
 	component  int           // index of the component with the lowest remaining (0 for standalone)
+	at         time.Time     // server clock of the decision (ms precision); zero when decided locally
 }
 
 // decide runs one script (one round trip) deciding n permits (n >= 0; n == 0 probes and writes

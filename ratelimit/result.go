@@ -37,6 +37,10 @@ type Result struct {
 	// Reset is how long until the policy (its controlling component) is back at full capacity if
 	// nothing else is admitted; 0 when it already is. Used for the IETF RateLimit "t" parameter.
 	Reset time.Duration
+	// At is the server clock when the decision was made (millisecond precision); the zero time for
+	// decisions made without the server (n above the capacity, deny-list rejections, queue
+	// rejections).
+	At time.Time
 	// Component is the index in [Composite.Components] of the component with the lowest Remaining
 	// (the one that limits this key the most); 0 for standalone policies.
 	Component int
