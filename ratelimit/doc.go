@@ -1,0 +1,141 @@
+// Package ratelimit provides distributed rate limiters on Redis and Valkey through a rueidis client:
+// fixed window, segmented sliding window, token bucket, GCRA, and atomic composites of the first
+// three, with a local wait queue, runtime settings updates that keep usage, a shared deny list,
+// OpenTelemetry admission counters, and (in [github.com/coordkit/coordkit/ratelimit/ratelimithttp])
+// net/http middleware with the IETF RateLimit headers.
+//
+// # Model
+//
+// A [Limiter] enforces one [Policy] on one server key. Every decision is one Lua script (one round
+// trip, EVALSHA with an EVAL fallback) that reads the server's clock (TIME) and admits all n permits
+// or none, atomically across every process sharing the key. Each limiter uses exactly one key, so it
+// works on Cluster without hash tags; keys are binary-safe and take the [WithKeyPrefix] prefix.
+//
+//	limiter, err := ratelimit.New(client, "limits:checkout",
+//		ratelimit.GCRA{Burst: 20, EmissionInterval: 100 * time.Millisecond})
+//	if err != nil {
+//		return err
+//	}
+//	defer limiter.Close()
+//	res, err := limiter.Allow(ctx)
+//	switch {
+//	case err != nil:
+//		return err // the server's answer is unknown: fail open or closed, your choice
+//	case !res.Allowed && res.RetryAfter > 0:
+//		// try again no earlier than res.RetryAfter; others may take the capacity first
+//	case !res.Allowed:
+//		// can never succeed (n above the capacity) or denied (res.Reason)
+//	}
+//
+// The words follow golang.org/x/time/rate where they fit: [Limiter.AllowN] decides now without
+// waiting, [Limiter.WaitN] waits in the local queue ([WithQueue]) for the server-computed
+// availability time. n = 0 is a probe: it reports whether one permit is available and writes nothing.
+// A negative n is [ErrNegativePermits]; n above the policy's capacity is a rejection without
+// RetryAfter, decided locally with no I/O (no error). Permits are consumptive: nothing returns them.
+// [Keyed] applies one policy to many keys (per tenant, per client IP) without a Go object per key.
+//
+// # Algorithms
+//
+//   - [FixedWindow]: at most Limit permits per window; a window starts at the first successful
+//     acquisition after the previous one ended. Stored: the count and the window's deadline.
+//   - [SlidingWindow]: at most Limit permits in any rolling window, counted per segment. A permit is
+//     charged to the segment ending after its arrival and is released at that segment's end plus the
+//     window: never early, at most one segment late. Stored: one count per active segment.
+//   - [TokenBucket]: starts full; TokensPerPeriod tokens are added at the end of each Period, up to
+//     Limit; elapsed partial periods are kept. Stored: the token count and the last refill time.
+//   - [GCRA]: Burst permits at once, then one per EmissionInterval. Stored: the theoretical arrival
+//     time only; the key expires once the full burst is available again. Rejections and probes leave
+//     it unchanged.
+//   - [Composite]: 1 to 32 components (fixed, sliding, token bucket) in one hash at one key with a
+//     configuration signature. A request is admitted only if every component admits it and then
+//     consumes from every component; RetryAfter is the maximum over components for the whole batch.
+//     A stored signature that differs from this limiter's is [ErrConfigMismatch] with nothing
+//     consumed.
+//
+// Every key expires once every component could be back at full capacity. Durations are rounded up to
+// whole milliseconds; settings out of range are [ErrInvalidPolicy] from the constructor. Standalone
+// layouts differ from the composite's and record no signature: dedicate each key to one limiter kind
+// and one configuration (or use the update protocol below).
+//
+// # Results
+//
+// [Result] carries Allowed, Reason ([ReasonCapacity] or [ReasonDenyList]), Remaining (from this reply,
+// the minimum over components), Limit, RetryAfter (for all n permits, positive only when a retry can
+// succeed), Reset (until full capacity), the index of the most limiting component, and At, the
+// server time of the decision.
+//
+// # Waiting
+//
+// With [WithQueue](limit, order), [Limiter.WaitN] queues a request that cannot be admitted now when
+// it fits: up to limit permits wait, served [OldestFirst] (a full queue rejects new requests) or
+// [NewestFirst] (a full queue evicts the oldest waiters). A waiter sleeps until the RetryAfter the
+// server computed, then makes one more atomic attempt: no polling. ctx cancellation removes a waiter
+// (its error is ctx's); [Limiter.Close] fails waiters with [ErrClosed]. The queue is local: other
+// processes, and new local callers between retries, can take the permits first.
+//
+// # Updating settings at runtime
+//
+// [Limiter.Update] changes the settings of a live limiter, keeping the key, the algorithm and (for
+// composites) the number and algorithm of every component. New attempts wait, attempts in flight
+// finish, then [Migrate] converts the stored usage in one script and the new settings are published
+// together; the queue wakes at once and waiters retry under the new settings (a waiter above the new
+// capacity is rejected without RetryAfter). Identical settings are a no-op. [Adopt] changes only the
+// local settings, with no I/O. The migration rules:
+//
+//	Fixed window    Keep the count and the deadline. The new capacity applies at once, the new width
+//	                from the next window. A capacity below the used count denies until the deadline.
+//	Sliding window  Keep the segments active under both the old and the new window; the new window
+//	                sets their remaining lifetime; new requests use the new segmentation. Expired
+//	                history is never recovered.
+//	Token bucket    Settle complete refill periods at the old rate, clamp to the new capacity, start a
+//	                new refill period at the migration time (the old partial period is dropped). A
+//	                larger capacity is refilled, not granted.
+//	GCRA            Keep the outstanding debt (partial permits too), rescaled to the new emission
+//	                interval and rounded up to milliseconds. Debt above the new burst must drain first.
+//	                Debt beyond the time.Duration range is ErrDebtOverflow (nothing written).
+//	Composite       Each component by its rule, and the new signature, atomically.
+//
+// An absent or expired key stays absent. A composite signature mismatch or a GCRA debt overflow is a
+// validation rejection: nothing was written and the limiter keeps its settings and queue. Any other
+// failure after the migration script was sent closes the limiter and fails its waiters, because the
+// server may already have changed: reconcile before building a replacement, do not blindly retry.
+//
+// Ratelimit does not distribute settings. When several processes share a key: pause acquisitions
+// everywhere (drain local queues), let exactly one process call Update with Migrate, have every other
+// process call Update with the same policy and Adopt (or construct new limiters with it), then resume.
+// Migrating the same change in several processes applies token refills and GCRA rescaling again.
+//
+// # Deny list
+//
+// A [DenyList] is a server set of denied identities read through a bounded local cache shared by the
+// whole process. [WithDenyList] binds a limiter to one identity ([WithKeyedDenyList] maps each key of
+// a [Keyed] to one): a denied identity gets Result{Reason: ReasonDenyList} without touching the
+// capacity key or entering the queue, including n = 0 probes; queued requests recheck before each
+// retry. The membership check and the capacity decision are separate round trips (the two keys may
+// live in different Cluster slots): this is an admission filter with bounded cache staleness, not an
+// instant revocation.
+//
+// # Metrics
+//
+// Every limiter counts each completed AllowN / WaitN once, whatever n and however many queued
+// retries it took, on the meter "github.com/coordkit/coordkit/ratelimit" ([WithMeterProvider]):
+// coordkit.rate_limit.allowed and coordkit.rate_limit.blocked with reason=capacity or
+// reason=deny_list. Probes count; errors and cancellations do not. Keys and identities are never
+// attributes. The same outcomes feed [Limiter.Stats].
+//
+// # Guarantees and limits
+//
+//   - Admission is exact per key: the scripts run atomically on the server that owns the key, with
+//     its clock. A replica promoted with a skewed clock shifts windows by the skew.
+//   - A call whose command may have reached the server but whose reply was lost (timeout,
+//     cancellation, broken connection) returns an error wrapping [ErrUncertain]: the permits may have
+//     been consumed. Cancellation or Close racing an accepted script consumes permits without an
+//     admitted Result.
+//   - Redis replication is asynchronous: a failover can lose recent decisions and admit more than the
+//     limit once. Eviction or deletion of a key resets its usage.
+//   - Fixed windows use a Lua counter on every server version (the same single round trip Redis 8.8's
+//     INCREX would give; no capability probe is needed).
+//
+// Redis 7.0+ and Valkey 8+, standalone and Cluster; Sentinel works through rueidis' Sentinel client
+// (untested here).
+package ratelimit
