@@ -1,0 +1,52 @@
+// Package ratelimithttp is net/http middleware that rate-limits requests with a [ratelimit.Keyed]
+// limiter and advertises the limit with the IETF HTTPAPI draft "RateLimit header fields for HTTP"
+// (draft-ietf-httpapi-ratelimit-headers): the RateLimit-Policy and RateLimit fields, plus
+// Retry-After on rejections.
+//
+//	limiter, _ := ratelimit.NewKeyed(client,
+//		ratelimit.GCRA{Burst: 20, EmissionInterval: 100 * time.Millisecond},
+//		ratelimit.WithKeyPrefix("rl:api:"))
+//	mw, _ := ratelimithttp.New(limiter, ratelimithttp.WithPolicyNames("api"))
+//	http.Handle("/api/", mw.Handler(api))
+//
+// # Header fields
+//
+// Every decided response (allowed or rejected for capacity) carries
+//
+//	RateLimit-Policy: "api";q=20;w=2
+//	RateLimit: "api";r=0;t=2
+//
+// q is the policy's capacity ([ratelimit.Result.Limit]); w its window in whole seconds, rounded up
+// and at least 1: the window of a fixed or sliding window, the full refill time of a token bucket
+// (ceil(Limit/TokensPerPeriod) × Period) and Burst × EmissionInterval for GCRA. r is the remaining
+// permits of the decision's reply, t the seconds until the quota is full again
+// ([ratelimit.Result.Reset]), rounded up. Names are Structured Field Strings. For a
+// [ratelimit.Composite] both fields describe the component with the lowest remaining permits
+// ([ratelimit.Result.Component]), under that component's name ([WithPolicyNames]).
+//
+// A rejection for capacity is 429 Too Many Requests with Retry-After: the seconds until the whole
+// request (its full cost) could pass, rounded up so a client that waits that long is not refused
+// early by the rounding. Other callers can still take the capacity first.
+//
+// # Decisions
+//
+//   - Keys: the default key is the client IP of r.RemoteAddr ([RemoteIP]). X-Forwarded-For and
+//     similar headers are not trusted by default, since any client can set them; behind a proxy,
+//     supply a [WithKey] function that trusts only your proxies.
+//   - A request whose cost exceeds the policy's capacity can never pass: 429 without Retry-After and
+//     without the RateLimit field (the limiter decides it without reading server state), but with
+//     RateLimit-Policy, so the client can see why.
+//   - Deny-list rejections ([ratelimit.ReasonDenyList], with [ratelimit.WithKeyedDenyList]) are 429
+//     without Retry-After and without rate-limit fields: the deny list is an admission filter with
+//     bounded cache staleness, not an authorization check, and the quota says nothing about when it
+//     lifts. Answer 403 instead with [WithRejected] if your deny list means "forbidden".
+//   - A negative cost, or a key function error or empty key, is a programming error: 500, the
+//     handler does not run.
+//   - Limiter failures (server down, timeouts, uncertain outcomes, a closed limiter, foreign data at
+//     the key) fail closed by default: 503 without rate-limit fields. [WithFailOpen] runs the
+//     handler unprotected instead. Both are logged ([WithLogger]) so the choice is never silent. An
+//     uncertain outcome may still have consumed the permits on the server.
+//
+// The guarantees of [ratelimit.Keyed] apply: every decision is one script on the server, using the
+// server's clock, atomic across every process sharing the key.
+package ratelimithttp

@@ -1,0 +1,269 @@
+package ratelimithttp
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coordkit/coordkit/ratelimit"
+)
+
+// Header field names. net/http canonicalises them on the wire ("Ratelimit-Policy"); field names are
+// case-insensitive.
+const (
+	// HeaderRateLimitPolicy carries the quota policy: "name";q=<quota>;w=<window seconds>.
+	HeaderRateLimitPolicy = "RateLimit-Policy"
+	// HeaderRateLimit carries the current service limit: "name";r=<remaining>;t=<seconds to reset>.
+	HeaderRateLimit = "RateLimit"
+	// HeaderRetryAfter carries the seconds (rounded up) until a rejected request could pass.
+	HeaderRetryAfter = "Retry-After"
+)
+
+// maxSFInteger is the largest Structured Field Integer (RFC 9651: at most 15 digits). Policy limits
+// go up to 2^50, which has 16; larger values are sent as this.
+const maxSFInteger = 999_999_999_999_999
+
+// Middleware applies a [ratelimit.Keyed] limit to HTTP handlers. Create it with [New]; it is safe for
+// concurrent use and may wrap many handlers, which then share its limits (use several Keyed limiters
+// and Middlewares for per-route limits, or put the route into the key with [WithKey]).
+//
+// For each request it computes the key ([WithKey]) and the cost ([WithCost]) and makes one decision
+// with [ratelimit.Keyed.AllowN] (one server round trip; none when the cost exceeds the capacity):
+//
+//	decision                          response
+//	allowed                           handler runs; RateLimit-Policy and RateLimit fields set
+//	rejected, capacity                429 + Retry-After + RateLimit-Policy + RateLimit
+//	rejected, cost above capacity     429 + RateLimit-Policy (no Retry-After: no retry can pass; no
+//	                                  RateLimit: no server state was read)
+//	rejected, deny list               429, no Retry-After and no rate-limit fields
+//	key or cost function fails        500, handler not run (logged)
+//	limiter fails                     503, no rate-limit fields (fail closed, the default), or the
+//	                                  handler runs unprotected, without them ([WithFailOpen]); logged
+//	client went away mid-decision     nothing is written
+//
+// Rejections are written by [WriteTooManyRequests] unless [WithRejected] replaces it.
+type Middleware struct {
+	limiter *ratelimit.Keyed
+	cfg     config
+}
+
+var errEmptyKey = errors.New("ratelimithttp: key func returned an empty key")
+
+// New returns a Middleware deciding with limiter. It does no I/O and never closes the limiter. It
+// fails for a nil limiter, an invalid option, or policy names ([WithPolicyNames]) whose count does
+// not match the limiter's policy.
+func New(limiter *ratelimit.Keyed, opts ...Option) (*Middleware, error) {
+	if limiter == nil {
+		return nil, errors.New("ratelimithttp: nil limiter")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	comp, composite := limiter.Policy().(ratelimit.Composite)
+	want := 1
+	if composite {
+		want = len(comp.Components)
+	}
+	switch {
+	case cfg.names == nil && !composite:
+		cfg.names = []string{DefaultPolicyName}
+	case cfg.names == nil:
+		for i := range want {
+			cfg.names = append(cfg.names, DefaultPolicyName+"."+strconv.Itoa(i))
+		}
+	case len(cfg.names) != want:
+		return nil, fmt.Errorf("ratelimithttp: %d policy names for a policy with %d component(s)", len(cfg.names), want)
+	}
+	return &Middleware{limiter: limiter, cfg: cfg}, nil
+}
+
+// Handler wraps next with the rate limit; see [Middleware] for the responses. Rate-limit fields are
+// set on w's header before next runs, so next may read or override them.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.serve(w, r, next)
+	})
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	key, err := m.cfg.key(r)
+	if err == nil && key == "" {
+		err = errEmptyKey
+	}
+	if err != nil {
+		m.cfg.logger.Error("ratelimithttp: key func failed", "error", err)
+		problem(w, http.StatusInternalServerError, "rate-limit key unavailable")
+		return
+	}
+	cost := m.cfg.cost(r)
+	if cost < 0 {
+		m.cfg.logger.Error("ratelimithttp: cost func returned a negative cost", "cost", cost)
+		problem(w, http.StatusInternalServerError, "invalid rate-limit cost")
+		return
+	}
+	res, err := m.limiter.AllowN(r.Context(), key, cost)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client has gone; nobody reads a reply
+		}
+		m.cfg.logger.Warn("ratelimithttp: rate limiter unavailable", "error", err, "fail_open", m.cfg.failOpen)
+		if m.cfg.failOpen {
+			next.ServeHTTP(w, r)
+			return
+		}
+		problem(w, http.StatusServiceUnavailable, "rate limiter unavailable")
+		return
+	}
+	h := w.Header()
+	if res.Reason != ratelimit.ReasonDenyList {
+		name, limit, window := m.describe(res)
+		h.Set(HeaderRateLimitPolicy, PolicyField(name, limit, window))
+		if !res.At.IsZero() {
+			h.Set(HeaderRateLimit, LimitField(name, res.Remaining, res.Reset))
+		}
+	}
+	if res.Allowed {
+		next.ServeHTTP(w, r)
+		return
+	}
+	if res.RetryAfter > 0 {
+		h.Set(HeaderRetryAfter, strconv.FormatInt(ceilSeconds(res.RetryAfter), 10))
+	}
+	m.cfg.rejected(w, r, res)
+}
+
+// describe returns the name, quota and window of the policy (or composite component) that res
+// reports on.
+func (m *Middleware) describe(res ratelimit.Result) (name string, limit int64, window time.Duration) {
+	p := m.limiter.Policy()
+	i := 0
+	if c, ok := p.(ratelimit.Composite); ok && len(c.Components) > 0 {
+		if res.Component >= 0 && res.Component < len(c.Components) {
+			i = res.Component
+		}
+		p = c.Components[i]
+	}
+	limit, window = quota(p)
+	if res.Limit > 0 {
+		limit = res.Limit
+	}
+	if i < len(m.cfg.names) {
+		name = m.cfg.names[i]
+	} else {
+		name = DefaultPolicyName + "." + strconv.Itoa(i)
+	}
+	return name, limit, window
+}
+
+// quota returns the capacity and the window of a standalone policy or component: the window of a
+// fixed or sliding window, the full refill time of a token bucket (ceil(Limit/TokensPerPeriod)
+// periods), and Burst × EmissionInterval for GCRA (the time an empty burst takes to refill).
+// Durations are rounded up to whole milliseconds first, as the limiter does.
+func quota(p ratelimit.Policy) (limit int64, window time.Duration) {
+	switch p := p.(type) {
+	case ratelimit.FixedWindow:
+		return p.Limit, ceilMillis(p.Window)
+	case ratelimit.SlidingWindow:
+		return p.Limit, ceilMillis(p.Window)
+	case ratelimit.TokenBucket:
+		if p.TokensPerPeriod <= 0 {
+			return p.Limit, 0
+		}
+		periods := (p.Limit + p.TokensPerPeriod - 1) / p.TokensPerPeriod
+		return p.Limit, mulSat(ceilMillis(p.Period), periods)
+	case ratelimit.GCRA:
+		return p.Burst, mulSat(ceilMillis(p.EmissionInterval), p.Burst)
+	}
+	return 0, 0
+}
+
+// PolicyField formats a RateLimit-Policy field value with one policy: "name";q=<limit>;w=<window>,
+// the window in whole seconds rounded up and at least 1, name as a Structured Field String. Values
+// above the Structured Field Integer range (15 digits) are sent as its maximum.
+func PolicyField(name string, limit int64, window time.Duration) string {
+	w := max(ceilSeconds(window), 1)
+	return sfString(name) + ";q=" + sfInt(limit) + ";w=" + sfInt(w)
+}
+
+// LimitField formats a RateLimit field value for one policy: "name";r=<remaining>;t=<reset>, reset
+// in whole seconds rounded up (0 when the quota is already full), name as a Structured Field String.
+// Negative values are sent as 0.
+func LimitField(name string, remaining int64, reset time.Duration) string {
+	return sfString(name) + ";r=" + sfInt(remaining) + ";t=" + sfInt(ceilSeconds(reset))
+}
+
+// WriteTooManyRequests is the default rejection writer: 429 Too Many Requests with an RFC 9457
+// problem+json body. The header fields set by the middleware are sent with it.
+func WriteTooManyRequests(w http.ResponseWriter, _ *http.Request, _ ratelimit.Result) {
+	problem(w, http.StatusTooManyRequests, "rate limit exceeded")
+}
+
+// problem writes an RFC 9457 problem response.
+func problem(w http.ResponseWriter, status int, title string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"title":%s,"status":%d}`, strconv.Quote(title), status)
+}
+
+// sfString formats s (printable ASCII, as validName ensures) as a Structured Field String.
+func sfString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// sfInt formats v as a non-negative Structured Field Integer, clamped to its range.
+func sfInt(v int64) string {
+	return strconv.FormatInt(min(max(v, 0), maxSFInteger), 10)
+}
+
+// ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// ceilMillis rounds d up to whole milliseconds.
+func ceilMillis(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	if r := d % time.Millisecond; r != 0 && d <= time.Duration(1<<63-1)-time.Millisecond {
+		d += time.Millisecond - r
+	}
+	return d
+}
+
+// mulSat is d × n, saturating at the largest Duration.
+func mulSat(d time.Duration, n int64) time.Duration {
+	if d <= 0 || n <= 0 {
+		return 0
+	}
+	if n > int64(time.Duration(1<<63-1)/d) {
+		return time.Duration(1<<63 - 1)
+	}
+	return d * time.Duration(n)
+}

@@ -1,0 +1,165 @@
+package ratelimithttp
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/coordkit/coordkit/ratelimit"
+)
+
+// Option configures a [Middleware]. Options are applied in order by [New]; an invalid value makes New
+// fail. A nil Option is ignored.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	key      func(*http.Request) (string, error)
+	cost     func(*http.Request) int64
+	names    []string // nil: defaultName / defaultName.i
+	failOpen bool
+	rejected func(http.ResponseWriter, *http.Request, ratelimit.Result)
+	logger   *slog.Logger
+}
+
+// DefaultPolicyName is the policy name of the RateLimit-Policy and RateLimit fields unless
+// [WithPolicyNames] says otherwise. The components of a composite are named "default.0",
+// "default.1", ... by default.
+const DefaultPolicyName = "default"
+
+func defaultConfig() config {
+	return config{
+		key:      RemoteIP,
+		cost:     func(*http.Request) int64 { return 1 },
+		rejected: WriteTooManyRequests,
+		logger:   slog.Default(),
+	}
+}
+
+// RemoteIP is the default key function: the client IP of r.RemoteAddr without the port (the address
+// of the TCP peer as net/http reports it). It never reads X-Forwarded-For, Forwarded or X-Real-IP:
+// any client can forge those. Behind a reverse proxy every request then shares the proxy's address;
+// use [WithKey] with a function that trusts exactly the proxies you run. It returns an error only
+// when RemoteAddr is empty.
+func RemoteIP(r *http.Request) (string, error) {
+	if r.RemoteAddr == "" {
+		return "", fmt.Errorf("ratelimithttp: request has no RemoteAddr")
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		// Not host:port (a Unix socket peer, or a RemoteAddr set by a test): use it whole.
+		return r.RemoteAddr, nil
+	}
+	return host, nil
+}
+
+// WithKey sets the function naming the rate-limited caller of a request (an API key, a tenant, a
+// user): each distinct key is its own limit on the server (after the [ratelimit.Keyed]'s prefix). It
+// runs for every request, after the handlers wrapping the middleware (put authentication outside it).
+// When it returns an error or an empty key, the middleware answers 500 without deciding or calling
+// the handler, and logs the error. Default: [RemoteIP].
+func WithKey(fn func(r *http.Request) (string, error)) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("ratelimithttp: nil key func")
+		}
+		c.key = fn
+		return nil
+	})
+}
+
+// WithCost sets how many permits a request takes (its weight). A cost of 0 consumes nothing: the
+// request passes when at least one permit is available (a probe). A negative cost is a programming
+// error: the middleware answers 500 without deciding or calling the handler. A cost above the
+// policy's capacity can never pass: it is answered 429 without Retry-After, without a server round
+// trip. Default: 1 for every request.
+func WithCost(fn func(r *http.Request) int64) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("ratelimithttp: nil cost func")
+		}
+		c.cost = fn
+		return nil
+	})
+}
+
+// WithPolicyNames sets the policy names sent in the RateLimit-Policy and RateLimit fields: one name
+// for a standalone policy, or one per component for a [ratelimit.Composite] (in component order;
+// the fields name the component with the lowest remaining permits). A name is 1 to 64 printable
+// ASCII characters; it is sent as a Structured Field string. New fails when the count does not
+// match the limiter's policy. Default: [DefaultPolicyName], or "default.0", "default.1", ... for the
+// components of a composite.
+func WithPolicyNames(names ...string) Option {
+	return optionFunc(func(c *config) error {
+		if len(names) == 0 {
+			return fmt.Errorf("ratelimithttp: no policy names")
+		}
+		for _, n := range names {
+			if err := validName(n); err != nil {
+				return err
+			}
+		}
+		c.names = append([]string(nil), names...)
+		return nil
+	})
+}
+
+// WithFailOpen decides what happens when the limiter fails (server unreachable, timeout, uncertain
+// outcome, a foreign value at the key, a closed limiter). Fail closed (false, the default) answers
+// 503 Service Unavailable without the rate-limit fields and does not call the handler. Fail open
+// (true) calls the handler without protection and without the rate-limit fields. Either way every
+// failure is logged at warn level with fail_open set (see [WithLogger]), so an unprotected request is
+// never silent. A request whose client has gone away is not answered at all.
+func WithFailOpen(open bool) Option {
+	return optionFunc(func(c *config) error {
+		c.failOpen = open
+		return nil
+	})
+}
+
+// WithRejected sets the function that writes the response to a rejected request. When it runs, the
+// middleware has already set the Retry-After and rate-limit header fields on w (see [Middleware]); it
+// must write the status and body, for example 403 for res.Reason == ratelimit.ReasonDenyList. The
+// handler is not called. Default: [WriteTooManyRequests].
+func WithRejected(fn func(w http.ResponseWriter, r *http.Request, res ratelimit.Result)) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("ratelimithttp: nil rejected func")
+		}
+		c.rejected = fn
+		return nil
+	})
+}
+
+// WithLogger sets the logger for limiter failures (warn level, with the error and fail_open) and
+// key or cost function errors (error level). Keys are never logged. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("ratelimithttp: nil logger")
+		}
+		c.logger = l
+		return nil
+	})
+}
+
+// MaxPolicyNameLength is the longest accepted policy name, in bytes.
+const MaxPolicyNameLength = 64
+
+func validName(n string) error {
+	if n == "" || len(n) > MaxPolicyNameLength {
+		return fmt.Errorf("ratelimithttp: policy name length %d outside 1..%d", len(n), MaxPolicyNameLength)
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < 0x20 || n[i] > 0x7e {
+			return fmt.Errorf("ratelimithttp: policy name %q holds a byte outside printable ASCII", n)
+		}
+	}
+	return nil
+}
