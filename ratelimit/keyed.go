@@ -1,37 +1,339 @@
 package ratelimit
 
 import (
+	"container/list"
 	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
 // Keyed applies one policy to many keys (per tenant, per IP, per route) without a Go object per key:
-// each key is its own limiter in the server.
+// each key is its own limit in the server (after the [WithKeyPrefix] prefix), and every key shares
+// one validated policy.
+//
+// [Keyed.AllowN] needs no local state. Local state per key (a wait queue and [Stats]) exists only
+// for keys used with [Keyed.WaitN]: it is created on demand, dropped after [WithIdleTimeout] without
+// calls (never while requests wait), and bounded by [WithMaxKeys]. Dropping it loses nothing shared:
+// the usage lives in the server.
+//
+// A Keyed is safe for concurrent use. Close it when done: Close stops its background goroutine, which
+// drops idle keys. It never closes the client. Keyed has no Update: migrating would have to visit
+// every key in the server; build a new Keyed (on new keys, or after migrating them yourself) instead.
 type Keyed struct {
-	// TODO(limiter)
+	client      rueidis.Client
+	cur         *compiled
+	pol         Policy
+	cfg         config
+	m           *metrics
+	identityFor func(string) string // nil without WithKeyedDenyList
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool
+	entries map[string]*keyEntry
+	idle    list.List // *keyEntry without calls in progress, least recently used first
 }
 
-// NewKeyed returns a Keyed limiter.
+// keyEntry is one key's local state.
+type keyEntry struct {
+	key  string
+	lim  *Limiter
+	refs int           // calls in progress (including waiting ones)
+	last time.Time     // when refs last dropped to 0
+	elem *list.Element // in Keyed.idle while refs == 0
+}
+
+// NewKeyed returns a Keyed limiter applying policy to every key. It does no I/O and starts one
+// background goroutine (stopped by Close).
+//
+// Options: [WithKeyPrefix], [WithQueue] (a queue per key, for WaitN), [WithMeterProvider],
+// [WithKeyedDenyList], [WithMaxKeys], [WithIdleTimeout]. It returns [ErrNilClient], an error wrapping
+// [ErrInvalidPolicy], or the error of an invalid option (including [WithDenyList], which applies only
+// to [New]).
 func NewKeyed(client rueidis.Client, policy Policy, opts ...Option) (*Keyed, error) {
-	panic("unimplemented")
+	if client == nil {
+		return nil, ErrNilClient
+	}
+	policy = clonePolicy(policy)
+	c, err := compile(policy)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := applyOptions(opts, true)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.provider())
+	if err != nil {
+		return nil, err
+	}
+	k := &Keyed{
+		client:  client,
+		cur:     c,
+		pol:     policy,
+		cfg:     cfg,
+		m:       m,
+		stop:    make(chan struct{}),
+		entries: make(map[string]*keyEntry),
+	}
+	if cfg.denyList != nil {
+		k.identityFor = cfg.identityFor
+	}
+	k.wg.Add(1)
+	go k.janitor()
+	return k, nil
 }
 
-// AllowN decides n permits for key now, in one round trip, without waiting.
+// Allow is AllowN(ctx, key, 1).
+func (k *Keyed) Allow(ctx context.Context, key string) (Result, error) { return k.AllowN(ctx, key, 1) }
+
+// AllowN decides n permits for key now, in one round trip, without waiting; see [Limiter.AllowN].
+// key is binary-safe and must not be empty. With [WithKeyedDenyList] the key's identity is checked
+// first; an empty identity is [ErrEmptyIdentity]. The outcome counts in the key's [Stats] only when
+// the key has local state. Errors are those of [Limiter.AllowN], plus one wrapping
+// [luakit.ErrEmptyKey].
 func (k *Keyed) AllowN(ctx context.Context, key string, n int64) (Result, error) {
-	panic("unimplemented")
+	if n < 0 {
+		return Result{}, ErrNegativePermits
+	}
+	if err := luakit.ValidateKey("rate limit key", key); err != nil {
+		return Result{}, fmt.Errorf("ratelimit: %w", err)
+	}
+	e, err := k.acquire(key, false)
+	if err != nil {
+		return Result{}, err
+	}
+	if e != nil {
+		defer k.release(e)
+		return e.lim.AllowN(ctx, n)
+	}
+	return k.allowStateless(ctx, key, n)
 }
 
-// WaitN decides n permits for key, waiting in that key's local queue.
+// allowStateless decides for a key without local state.
+func (k *Keyed) allowStateless(ctx context.Context, key string, n int64) (Result, error) {
+	if k.identityFor != nil {
+		id := k.identityFor(key)
+		if id == "" {
+			return Result{}, ErrEmptyIdentity
+		}
+		denied, err := k.cfg.denyList.IsDenied(ctx, id)
+		if err != nil {
+			return Result{}, err
+		}
+		if denied {
+			res := Result{Reason: ReasonDenyList, Limit: k.cur.capacity()}
+			k.m.record(nil, res)
+			return res, nil
+		}
+	}
+	d, err := k.cur.decide(ctx, k.client, k.cfg.keys.Key(key), n)
+	if err != nil {
+		return Result{}, err
+	}
+	res := resultOf(d)
+	k.m.record(nil, res)
+	return res, nil
+}
+
+// Wait is WaitN(ctx, key, 1).
+func (k *Keyed) Wait(ctx context.Context, key string) (Result, error) { return k.WaitN(ctx, key, 1) }
+
+// WaitN decides n permits for key, waiting in that key's local queue; see [Limiter.WaitN]. The key's
+// local state is created on demand; when [WithMaxKeys] keys already have state and none of them is
+// idle, the request is decided like AllowN, without a queue. Without [WithQueue] WaitN is AllowN.
 func (k *Keyed) WaitN(ctx context.Context, key string, n int64) (Result, error) {
-	panic("unimplemented")
+	if k.cfg.queueLimit == 0 {
+		return k.AllowN(ctx, key, n)
+	}
+	if n < 0 {
+		return Result{}, ErrNegativePermits
+	}
+	if err := luakit.ValidateKey("rate limit key", key); err != nil {
+		return Result{}, fmt.Errorf("ratelimit: %w", err)
+	}
+	e, err := k.acquire(key, true)
+	if err != nil {
+		return Result{}, err
+	}
+	if e == nil {
+		return k.allowStateless(ctx, key, n)
+	}
+	defer k.release(e)
+	return e.lim.WaitN(ctx, n)
 }
 
-// Policy returns the policy.
-func (k *Keyed) Policy() Policy { panic("unimplemented") }
+// acquire returns key's entry with one more reference, creating it when create is set and there is
+// room (evicting the least recently used idle entry when full); nil when there is none.
+func (k *Keyed) acquire(key string, create bool) (*keyEntry, error) {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if e := k.entries[key]; e != nil {
+		if e.refs == 0 {
+			k.idle.Remove(e.elem)
+			e.elem = nil
+		}
+		e.refs++
+		k.mu.Unlock()
+		return e, nil
+	}
+	if !create {
+		k.mu.Unlock()
+		return nil, nil
+	}
+	var evicted *Limiter
+	if len(k.entries) >= k.cfg.maxKeys {
+		front := k.idle.Front()
+		if front == nil {
+			k.mu.Unlock()
+			return nil, nil
+		}
+		old := front.Value.(*keyEntry)
+		k.dropLocked(old)
+		evicted = old.lim
+	}
+	identity := ""
+	if k.identityFor != nil {
+		identity = k.identityFor(key)
+		if identity == "" {
+			k.mu.Unlock()
+			closeIdle(evicted)
+			return nil, ErrEmptyIdentity
+		}
+	}
+	var deny *DenyList
+	if k.identityFor != nil {
+		deny = k.cfg.denyList
+	}
+	e := &keyEntry{
+		key:  key,
+		lim:  newLimiter(k.client, k.cfg.keys.Key(key), k.cur, k.pol, k.cfg, k.m, deny, identity),
+		refs: 1,
+	}
+	k.entries[key] = e
+	k.mu.Unlock()
+	closeIdle(evicted)
+	return e, nil
+}
 
-// Stats returns the statistics of key's local state (zero Stats with Available -1 when it has none).
-func (k *Keyed) Stats(key string) Stats { panic("unimplemented") }
+// closeIdle closes a dropped entry's limiter (it has no waiters, so Close returns at once).
+func closeIdle(l *Limiter) {
+	if l != nil {
+		_ = l.Close()
+	}
+}
 
-// Close closes every key's local state.
-func (k *Keyed) Close() error { panic("unimplemented") }
+// release drops the reference acquire returned.
+func (k *Keyed) release(e *keyEntry) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e.refs--
+	if e.refs == 0 && k.entries[e.key] == e {
+		e.last = time.Now()
+		e.elem = k.idle.PushBack(e)
+	}
+}
+
+func (k *Keyed) dropLocked(e *keyEntry) {
+	if e.elem != nil {
+		k.idle.Remove(e.elem)
+		e.elem = nil
+	}
+	delete(k.entries, e.key)
+}
+
+// janitor drops the state of keys idle for the idle timeout.
+func (k *Keyed) janitor() {
+	defer k.wg.Done()
+	every := k.cfg.idleTimeout / 2
+	every = max(every, 10*time.Millisecond)
+	every = min(every, time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.stop:
+			return
+		case <-t.C:
+		}
+		var dropped []*Limiter
+		k.mu.Lock()
+		cutoff := time.Now().Add(-k.cfg.idleTimeout)
+		for {
+			front := k.idle.Front()
+			if front == nil {
+				break
+			}
+			e := front.Value.(*keyEntry)
+			if e.last.After(cutoff) {
+				break
+			}
+			k.dropLocked(e)
+			dropped = append(dropped, e.lim)
+		}
+		k.mu.Unlock()
+		for _, l := range dropped {
+			closeIdle(l)
+		}
+	}
+}
+
+// Policy returns the policy given to NewKeyed (a copy of a Composite's component list).
+func (k *Keyed) Policy() Policy { return clonePolicy(k.pol) }
+
+// Stats returns the statistics of key's local state: zero counts with Available -1 when it has none
+// (never used with WaitN, or dropped when idle). It does no I/O.
+func (k *Keyed) Stats(key string) Stats {
+	k.mu.Lock()
+	e := k.entries[key]
+	k.mu.Unlock()
+	if e == nil {
+		return Stats{Available: -1}
+	}
+	return e.lim.Stats()
+}
+
+// Keys returns how many keys have local state now (at most [WithMaxKeys]).
+func (k *Keyed) Keys() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.entries)
+}
+
+// Close fails every request waiting in a key's queue with [ErrClosed], drops all local state, stops
+// the background goroutine and makes later calls return ErrClosed. Calls deciding at that moment
+// finish normally. It never closes the client. Close is idempotent and returns nil.
+func (k *Keyed) Close() error {
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		k.wg.Wait()
+		return nil
+	}
+	k.closed = true
+	all := make([]*Limiter, 0, len(k.entries))
+	for _, e := range k.entries {
+		all = append(all, e.lim)
+	}
+	clear(k.entries)
+	k.idle.Init()
+	k.mu.Unlock()
+	close(k.stop)
+	k.wg.Wait()
+	var errs []error
+	for _, l := range all {
+		errs = append(errs, l.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -2,57 +2,543 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
 // Limiter is one rate limit over one server key. Every decision is one script on the server using the
-// server's clock; the limiter keeps only local state (the wait queue, statistics, settings).
+// server's clock; the limiter keeps only local state: its settings, the optional wait queue
+// ([WithQueue]) and statistics. Several processes (or several Limiters) with the same settings on the
+// same key share one limit.
 //
-// A Limiter is safe for concurrent use. Close it when done; it never closes the client.
+// A Limiter is safe for concurrent use by many goroutines. The zero value is not usable; create one
+// with [New]. Close it when done: Close stops its queue goroutine. It never closes the client.
 type Limiter struct {
-	// TODO(limiter)
+	client rueidis.Client
+	key    string // physical key, prefix included
+	m      *metrics
+	st     *counts
+
+	deny     *DenyList // nil without WithDenyList
+	identity string
+
+	queueLimit int64
+	queueOrder QueueOrder
+
+	closeCtx context.Context // cancelled by Close: ends in-flight queue attempts
+	closeFn  context.CancelFunc
+	updSem   chan struct{} // one Update at a time
+	pumpWG   sync.WaitGroup
+
+	mu sync.Mutex
+	// Settings, published together by Update.
+	cur *compiled
+	pol Policy
+	// The update barrier: attempts hold active; an Update sets updating, waits for active to reach 0,
+	// and closes gate (then replaces it) whenever either changes so that waiters re-check.
+	active   int
+	updating bool
+	gate     chan struct{}
+	closed   bool
+	closeErr error // why the limiter closed (ErrClosed, or wrapping a failed migration)
+	// Calls in progress (AllowN / WaitN, including queued ones) and when the last one ended.
+	busy      int
+	idleSince time.Time
+	q         queue
 }
 
-// New returns a Limiter enforcing policy at key (after the key prefix). It does no I/O. It returns
-// ErrNilClient, an error wrapping ErrInvalidPolicy, luakit.ErrEmptyKey for an empty key, or the error
-// of an invalid option.
+// New returns a Limiter enforcing policy at key (after the [WithKeyPrefix] prefix). It does no I/O.
+//
+// key is binary-safe, must not be empty, and needs no hash tag on Cluster (one key per limiter).
+// Dedicate the key to this limiter's algorithm and settings: every process sharing it must use the
+// same policy. The policy is copied; its durations round up to whole milliseconds.
+//
+// New returns [ErrNilClient], an error wrapping [ErrInvalidPolicy] naming the bad field, an error
+// wrapping [luakit.ErrEmptyKey] for an empty key, or the error of an invalid option (including
+// [WithKeyedDenyList], [WithMaxKeys] and [WithIdleTimeout], which apply only to [NewKeyed]).
 func New(client rueidis.Client, key string, policy Policy, opts ...Option) (*Limiter, error) {
-	panic("unimplemented")
+	if client == nil {
+		return nil, ErrNilClient
+	}
+	if err := luakit.ValidateKey("rate limit key", key); err != nil {
+		return nil, fmt.Errorf("ratelimit: %w", err)
+	}
+	policy = clonePolicy(policy)
+	c, err := compile(policy)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := applyOptions(opts, false)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.provider())
+	if err != nil {
+		return nil, err
+	}
+	return newLimiter(client, cfg.keys.Key(key), c, policy, cfg, m, cfg.denyList, cfg.identity), nil
+}
+
+// newLimiter builds a Limiter over the physical key; Keyed uses it for its per-key local state.
+func newLimiter(client rueidis.Client, key string, c *compiled, p Policy, cfg config, m *metrics,
+	deny *DenyList, identity string) *Limiter {
+	closeCtx, closeFn := context.WithCancel(context.Background())
+	return &Limiter{
+		client:     client,
+		key:        key,
+		m:          m,
+		st:         newCounts(),
+		deny:       deny,
+		identity:   identity,
+		queueLimit: cfg.queueLimit,
+		queueOrder: cfg.queueOrder,
+		closeCtx:   closeCtx,
+		closeFn:    closeFn,
+		updSem:     make(chan struct{}, 1),
+		cur:        c,
+		pol:        p,
+		gate:       make(chan struct{}),
+		idleSince:  time.Now(),
+	}
+}
+
+// applyOptions applies opts to the default configuration. Options meant only for the other
+// constructor are errors: each option is first applied alone to a probe configuration whose
+// constructor-specific fields hold impossible values, so that any option setting them is detected
+// (even when it sets the default value).
+func applyOptions(opts []Option, keyed bool) (config, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		probe := config{maxKeys: -1, idleTimeout: -1}
+		if err := o.apply(&probe); err != nil {
+			return config{}, err
+		}
+		switch {
+		case keyed && probe.identity != "":
+			return config{}, errors.New("ratelimit: WithDenyList applies to New; use WithKeyedDenyList with NewKeyed")
+		case !keyed && probe.keyedDeny:
+			return config{}, errors.New("ratelimit: WithKeyedDenyList applies to NewKeyed; use WithDenyList with New")
+		case !keyed && probe.maxKeys != -1:
+			return config{}, errors.New("ratelimit: WithMaxKeys applies only to NewKeyed")
+		case !keyed && probe.idleTimeout != -1:
+			return config{}, errors.New("ratelimit: WithIdleTimeout applies only to NewKeyed")
+		}
+		if err := o.apply(&cfg); err != nil {
+			return config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// clonePolicy copies a Composite's component list so that later changes by the caller cannot reach
+// the limiter (or what Policy returns to a later caller).
+func clonePolicy(p Policy) Policy {
+	switch v := p.(type) {
+	case Composite:
+		return Composite{Components: append([]Component(nil), v.Components...)}
+	case *Composite:
+		if v == nil {
+			return p
+		}
+		return &Composite{Components: append([]Component(nil), v.Components...)}
+	}
+	return p
 }
 
 // Allow is AllowN(ctx, 1).
 func (l *Limiter) Allow(ctx context.Context) (Result, error) { return l.AllowN(ctx, 1) }
 
-// AllowN decides n permits now, in one round trip, without waiting. n = 0 probes whether one permit
-// is available and writes nothing.
-func (l *Limiter) AllowN(ctx context.Context, n int64) (Result, error) { panic("unimplemented") }
+// AllowN decides n permits now, in one round trip, without waiting and without the queue. n = 0
+// probes whether one permit is available and writes nothing. A request for more permits than the
+// capacity is rejected without I/O and without RetryAfter (not an error).
+//
+// With a deny list ([WithDenyList]) the identity is checked first (from the deny list's cache or one
+// server read); a denied identity gets a rejection with [ReasonDenyList] and touches no capacity, and
+// an error reading the deny list is returned without deciding.
+//
+// AllowN waits only while an [Limiter.Update] is in progress (honouring ctx). It returns
+// [ErrNegativePermits] for n < 0 (before any I/O), [ErrClosed] after Close, [ErrConfigMismatch] or
+// [ErrWrongType] when the key holds other settings or data (nothing consumed), the context's error,
+// or a server error; an error wrapping [ErrUncertain] means the script may have run and consumed the
+// permits. Each call that returns a Result counts once in [Stats] and the metrics.
+func (l *Limiter) AllowN(ctx context.Context, n int64) (Result, error) {
+	if n < 0 {
+		return Result{}, ErrNegativePermits
+	}
+	if err := l.begin(); err != nil {
+		return Result{}, err
+	}
+	defer l.end()
+	res, err := l.attempt(ctx, n, true)
+	if err != nil {
+		return Result{}, err
+	}
+	l.m.record(l.st, res)
+	return res, nil
+}
 
 // Wait is WaitN(ctx, 1).
 func (l *Limiter) Wait(ctx context.Context) (Result, error) { return l.WaitN(ctx, 1) }
 
-// WaitN decides n permits, waiting in the local queue for the server-computed availability time when
-// they are not available now and the queue has room.
-func (l *Limiter) WaitN(ctx context.Context, n int64) (Result, error) { panic("unimplemented") }
-
-// Update changes the limiter's settings at runtime.
-func (l *Limiter) Update(ctx context.Context, policy Policy, mode UpdateMode) error {
-	panic("unimplemented")
+// WaitN decides n permits, waiting in the local queue when they are not available now.
+//
+// Without a queue ([WithQueue] not given, or a limit of 0) WaitN is AllowN. With one, a request that
+// is not admitted, could be admitted later (positive RetryAfter) and fits in the queue (n is at most
+// the queue limit) waits for the server-computed RetryAfter (a timer, never polling) and retries with
+// one atomic attempt, until admitted. Waiting requests are served one at a time in the queue's order
+// (OldestFirst or NewestFirst); while requests wait, a new WaitN joins the queue instead of deciding
+// first. When the queue is full, OldestFirst rejects the new request and NewestFirst evicts the oldest
+// waiting requests to make room; those rejections have [ReasonCapacity]. Requests larger than the
+// capacity are rejected at once without RetryAfter. A queued request rechecks the deny list before
+// every retry and leaves the queue with [ReasonDenyList] when denied. An [Limiter.Update] wakes the
+// queue at once: waiting requests retry with the new settings, and those larger than the new
+// capacity are rejected without RetryAfter.
+//
+// The queue is local: other processes, and other local callers between retries, can take permits
+// first. If ctx ends while waiting, the request leaves the queue and WaitN returns ctx.Err() (an
+// attempt already sent may still have consumed permits). Close fails waiting requests with
+// [ErrClosed]. Other errors are those of AllowN.
+func (l *Limiter) WaitN(ctx context.Context, n int64) (Result, error) {
+	if n < 0 {
+		return Result{}, ErrNegativePermits
+	}
+	if l.queueLimit == 0 {
+		return l.AllowN(ctx, n)
+	}
+	if err := l.begin(); err != nil {
+		return Result{}, err
+	}
+	defer l.end()
+	res, err := l.wait(ctx, n)
+	if err != nil {
+		return Result{}, err
+	}
+	l.m.record(l.st, res)
+	return res, nil
 }
 
-// Policy returns the current settings as given to New or Update.
-func (l *Limiter) Policy() Policy { panic("unimplemented") }
+// attempt is one decision: the deny-list check (when bound and checkDeny), then one script under the
+// update barrier. It records the latest availability but counts no outcome.
+func (l *Limiter) attempt(ctx context.Context, n int64, checkDeny bool) (Result, error) {
+	if checkDeny {
+		if res, denied, err := l.denied(ctx); err != nil || denied {
+			return res, err
+		}
+	}
+	c, err := l.enter(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	d, err := c.decide(ctx, l.client, l.key, n)
+	l.leave()
+	if err != nil {
+		return Result{}, err
+	}
+	if !d.at.IsZero() {
+		l.st.available.Store(d.remaining)
+	}
+	return resultOf(d), nil
+}
+
+// denied checks the deny list when one is bound.
+func (l *Limiter) denied(ctx context.Context) (Result, bool, error) {
+	if l.deny == nil {
+		return Result{}, false, nil
+	}
+	denied, err := l.deny.IsDenied(ctx, l.identity)
+	if err != nil {
+		return Result{}, false, err
+	}
+	if !denied {
+		return Result{}, false, nil
+	}
+	return l.deniedResult(), true, nil
+}
+
+func (l *Limiter) deniedResult() Result {
+	l.mu.Lock()
+	c := l.cur
+	l.mu.Unlock()
+	return Result{Reason: ReasonDenyList, Limit: c.capacity()}
+}
+
+func resultOf(d decision) Result {
+	r := Result{
+		Allowed:    d.allowed,
+		Remaining:  d.remaining,
+		Limit:      d.limit,
+		RetryAfter: d.retryAfter,
+		Reset:      d.reset,
+		At:         d.at,
+		Component:  d.component,
+	}
+	if !d.allowed {
+		r.Reason = ReasonCapacity
+	} else {
+		r.RetryAfter = 0
+	}
+	return r
+}
+
+// begin marks a call in progress (for IdleDuration) unless the limiter is closed.
+func (l *Limiter) begin() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return l.closeErr
+	}
+	l.busy++
+	return nil
+}
+
+func (l *Limiter) end() {
+	l.mu.Lock()
+	l.busy--
+	if l.busy == 0 {
+		l.idleSince = time.Now()
+	}
+	l.mu.Unlock()
+}
+
+// enter waits while an Update is in progress, then registers an active attempt and returns the
+// settings it must use. leave must follow.
+func (l *Limiter) enter(ctx context.Context) (*compiled, error) {
+	for {
+		l.mu.Lock()
+		if l.closed {
+			err := l.closeErr
+			l.mu.Unlock()
+			return nil, err
+		}
+		if !l.updating {
+			l.active++
+			c := l.cur
+			l.mu.Unlock()
+			return c, nil
+		}
+		gate := l.gate
+		l.mu.Unlock()
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (l *Limiter) leave() {
+	l.mu.Lock()
+	l.active--
+	if l.active == 0 && l.updating {
+		l.openGateLocked()
+	}
+	l.mu.Unlock()
+}
+
+// openGateLocked wakes every goroutine waiting on the barrier so that it re-checks its condition.
+func (l *Limiter) openGateLocked() {
+	close(l.gate)
+	l.gate = make(chan struct{})
+}
+
+// Update changes the limiter's settings at runtime, keeping the same key. policy must use the same
+// algorithm (for a [Composite], the same number and algorithm of each component); otherwise Update
+// returns an error wrapping [ErrInvalidUpdate], and an invalid policy one wrapping [ErrInvalidPolicy],
+// both before any I/O and with the old settings kept. Settings identical after rounding are a no-op
+// without I/O.
+//
+// Update is a local barrier: new attempts of this instance wait, attempts in progress finish, then
+// with [Migrate] one script converts the stored usage to the new settings (see the package
+// documentation for each algorithm's rule; an absent key stays absent), and the new settings are
+// published together. With [Adopt] nothing is sent: use it on every other instance after one has
+// migrated. Updates of one instance are serialized. A successful Update wakes the wait queue at once:
+// waiting requests retry with the new settings, and those larger than the new capacity are rejected
+// without RetryAfter.
+//
+// ctx is honoured while waiting to start (for another Update or for attempts in progress), and then
+// the old settings stay usable. Once the migration script is sent, Update reports its outcome: a
+// rejection by the script before writing ([ErrConfigMismatch], [ErrDebtOverflow], [ErrWrongType])
+// keeps the old settings and queue; any other failure, including ctx ending before the reply, closes
+// the limiter and fails its queued requests, because the server may already hold the migrated state
+// (reconcile under your rollout barrier before building a replacement; do not blindly retry Migrate).
+// Update returns [ErrClosed] on a closed limiter.
+//
+// Coordinate every process sharing the key (see the package documentation): exactly one migrates,
+// the others adopt.
+func (l *Limiter) Update(ctx context.Context, policy Policy, mode UpdateMode) error {
+	if mode != Migrate && mode != Adopt {
+		return fmt.Errorf("%w: unknown update mode %d", ErrInvalidUpdate, mode)
+	}
+	policy = clonePolicy(policy)
+	nc, err := compile(policy)
+	if err != nil {
+		return err
+	}
+	select {
+	case l.updSem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.closeCtx.Done():
+		return l.closedErr()
+	}
+	defer func() { <-l.updSem }()
+
+	l.mu.Lock()
+	if l.closed {
+		err := l.closeErr
+		l.mu.Unlock()
+		return err
+	}
+	cur := l.cur
+	l.mu.Unlock()
+	if err := cur.compatible(nc); err != nil {
+		return err
+	}
+	if cur.equal(nc) {
+		return nil
+	}
+
+	if err := l.barrier(ctx); err != nil {
+		return err
+	}
+	if mode == Migrate {
+		if err := ctx.Err(); err != nil {
+			l.release(nil, nil)
+			return err
+		}
+		if err := cur.migrate(ctx, l.client, l.key, nc); err != nil {
+			if errors.Is(err, ErrConfigMismatch) || errors.Is(err, ErrDebtOverflow) || errors.Is(err, ErrWrongType) {
+				l.release(nil, nil)
+				return err
+			}
+			l.shutdown(fmt.Errorf("%w after a failed migration: %w", ErrClosed, err))
+			l.release(nil, nil)
+			return fmt.Errorf("ratelimit: migration failed, limiter closed: %w", err)
+		}
+	}
+	l.release(nc, policy)
+	return nil
+}
+
+// barrier stops new attempts and waits for active ones to finish. On error the barrier is released.
+func (l *Limiter) barrier(ctx context.Context) error {
+	l.mu.Lock()
+	l.updating = true
+	for l.active > 0 && !l.closed {
+		gate := l.gate
+		l.mu.Unlock()
+		var err error
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		l.mu.Lock()
+		if err != nil {
+			l.updating = false
+			l.openGateLocked()
+			l.mu.Unlock()
+			return err
+		}
+	}
+	if l.closed {
+		l.updating = false
+		l.openGateLocked()
+		err := l.closeErr
+		l.mu.Unlock()
+		return err
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// release ends the barrier, publishing nc and p when nc is not nil, and then wakes the queue.
+func (l *Limiter) release(nc *compiled, p Policy) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if nc != nil {
+		l.cur, l.pol = nc, p
+	}
+	l.updating = false
+	l.openGateLocked()
+	if nc != nil && !l.closed {
+		l.wakeQueueLocked(nc.capacity())
+	}
+}
+
+// Policy returns the current settings as given to New or to the last successful Update (a copy of a
+// Composite's component list). It is safe to call concurrently with Update.
+func (l *Limiter) Policy() Policy {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return clonePolicy(l.pol)
+}
 
 // Key returns the limiter's physical key (prefix included).
-func (l *Limiter) Key() string { panic("unimplemented") }
+func (l *Limiter) Key() string { return l.key }
 
-// Stats returns this instance's statistics.
-func (l *Limiter) Stats() Stats { panic("unimplemented") }
+// Stats returns this instance's statistics: final outcomes of AllowN and WaitN, permits waiting in the
+// queue now, and the Remaining of the latest server reply (-1 before the first). It does no I/O.
+func (l *Limiter) Stats() Stats {
+	l.mu.Lock()
+	queued := l.q.permits
+	l.mu.Unlock()
+	return Stats{
+		Granted:   l.st.granted.Load(),
+		Rejected:  l.st.rejected.Load(),
+		Queued:    queued,
+		Available: l.st.available.Load(),
+	}
+}
 
-// IdleDuration returns how long the limiter has had no request in progress or waiting; ok is false
-// while one is.
-func (l *Limiter) IdleDuration() (d time.Duration, ok bool) { panic("unimplemented") }
+// IdleDuration returns how long the limiter has had no AllowN or WaitN call in progress or waiting
+// (since New when it never had one); ok is false while one is. A limiter's state lives in the server,
+// so an idle limiter can be closed and rebuilt without losing usage.
+func (l *Limiter) IdleDuration() (d time.Duration, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.busy > 0 {
+		return 0, false
+	}
+	return time.Since(l.idleSince), true
+}
 
-// Close fails waiting requests with ErrClosed and makes later calls return ErrClosed.
-func (l *Limiter) Close() error { panic("unimplemented") }
+// Close fails requests waiting in the queue with [ErrClosed], makes later calls return ErrClosed, and
+// waits for the queue's goroutine to stop (an attempt it has in flight is cancelled). Calls deciding
+// at that moment finish normally. It never closes the client. Close is idempotent and returns nil.
+func (l *Limiter) Close() error {
+	l.shutdown(ErrClosed)
+	l.pumpWG.Wait()
+	return nil
+}
+
+// shutdown marks the limiter closed with err (wrapping ErrClosed) and fails the queue's waiters.
+func (l *Limiter) shutdown(err error) {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		l.closeErr = err
+		l.failQueueLocked(err)
+		l.openGateLocked()
+	}
+	l.mu.Unlock()
+	l.closeFn()
+}
+
+func (l *Limiter) closedErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closeErr != nil {
+		return l.closeErr
+	}
+	return ErrClosed
+}
