@@ -1,0 +1,9 @@
+-- denylist_read: is an identity on the deny list?
+--
+-- KEYS[1]  the deny-list key: a set of denied identities (absent = empty set)
+-- ARGV[1]  the identity (any bytes, not empty)
+--
+-- Returns 1 when ARGV[1] is a member of the set, 0 otherwise. Writes nothing. A key of another type
+-- is a WRONGTYPE error.
+-- Complexity: O(1).
+return redis.call('SISMEMBER', KEYS[1], ARGV[1])

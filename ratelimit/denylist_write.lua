@@ -1,0 +1,14 @@
+-- denylist_write: add an identity to the deny list or remove it.
+--
+-- KEYS[1]  the deny-list key: a set of denied identities (absent = empty set)
+-- ARGV[1]  the identity (any bytes, not empty)
+-- ARGV[2]  "1" to add the identity (SADD), "0" to remove it (SREM)
+--
+-- Returns 1 when the set changed, 0 when the identity already had the requested state. No expiry is
+-- set: membership persists until removed (SREM of the last member deletes the key, as Redis does). A
+-- key of another type is a WRONGTYPE error with nothing written.
+-- Complexity: O(1).
+if ARGV[2] == '1' then
+  return redis.call('SADD', KEYS[1], ARGV[1])
+end
+return redis.call('SREM', KEYS[1], ARGV[1])
