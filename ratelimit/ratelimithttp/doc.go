@@ -45,7 +45,8 @@
 //   - Limiter failures (server down, timeouts, uncertain outcomes, a closed limiter, foreign data at
 //     the key) fail closed by default: 503 without rate-limit fields. [WithFailOpen] runs the
 //     handler unprotected instead. Both are logged ([WithLogger]) so the choice is never silent. An
-//     uncertain outcome may still have consumed the permits on the server.
+//     uncertain outcome may still have consumed the permits on the server. [WithTimeout] bounds how
+//     long an unresponsive server can hold a request before that choice applies.
 //
 // The guarantees of [ratelimit.Keyed] apply: every decision is one script on the server, using the
 // server's clock, atomic across every process sharing the key.

@@ -1,6 +1,7 @@
 package ratelimithttp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -34,15 +35,17 @@ const maxSFInteger = 999_999_999_999_999
 // with [ratelimit.Keyed.AllowN] (one server round trip; none when the cost exceeds the capacity):
 //
 //	decision                          response
-//	allowed                           handler runs; RateLimit-Policy and RateLimit fields set
+//	allowed                           handler runs; RateLimit-Policy and RateLimit fields set;
+//	                                  the decision is in the request's context ([ResultFrom])
 //	rejected, capacity                429 + Retry-After + RateLimit-Policy + RateLimit
 //	rejected, cost above capacity     429 + RateLimit-Policy (no Retry-After: no retry can pass; no
 //	                                  RateLimit: no server state was read)
 //	rejected, deny list               429, no Retry-After and no rate-limit fields
 //	key or cost function fails        500, handler not run (logged)
-//	limiter fails                     503, no rate-limit fields (fail closed, the default), or the
+//	limiter fails or times out        503, no rate-limit fields (fail closed, the default), or the
 //	                                  handler runs unprotected, without them ([WithFailOpen]); logged
-//	client went away mid-decision     nothing is written
+//	                                  (bound the wait with [WithTimeout])
+//	client went away (ctx cancelled)  nothing is written
 //
 // Rejections are written by [WriteTooManyRequests] unless [WithRejected] replaces it.
 type Middleware struct {
@@ -110,9 +113,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		problem(w, http.StatusInternalServerError, "invalid rate-limit cost")
 		return
 	}
-	res, err := m.limiter.AllowN(r.Context(), key, cost)
+	ctx := r.Context()
+	if m.cfg.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.cfg.timeout)
+		defer cancel()
+	}
+	res, err := m.limiter.AllowN(ctx, key, cost)
 	if err != nil {
-		if r.Context().Err() != nil {
+		if errors.Is(r.Context().Err(), context.Canceled) {
 			return // the client has gone; nobody reads a reply
 		}
 		m.cfg.logger.Warn("ratelimithttp: rate limiter unavailable", "error", err, "fail_open", m.cfg.failOpen)
@@ -132,13 +141,24 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 	}
 	if res.Allowed {
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, res)))
 		return
 	}
 	if res.RetryAfter > 0 {
 		h.Set(HeaderRetryAfter, strconv.FormatInt(ceilSeconds(res.RetryAfter), 10))
 	}
 	m.cfg.rejected(w, r, res)
+}
+
+type resultKey struct{}
+
+// ResultFrom returns the decision that admitted the request whose context is ctx: handlers wrapped
+// by a [Middleware] can read the remaining permits or the server time of the decision. ok is false
+// for any other context, including a request the middleware let through unprotected
+// ([WithFailOpen]).
+func ResultFrom(ctx context.Context) (res ratelimit.Result, ok bool) {
+	res, ok = ctx.Value(resultKey{}).(ratelimit.Result)
+	return res, ok
 }
 
 // describe returns the name, quota and window of the policy (or composite component) that res

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/coordkit/coordkit/ratelimit"
 )
@@ -26,6 +27,7 @@ type config struct {
 	failOpen bool
 	rejected func(http.ResponseWriter, *http.Request, ratelimit.Result)
 	logger   *slog.Logger
+	timeout  time.Duration // 0: the request's context only
 }
 
 // DefaultPolicyName is the policy name of the RateLimit-Policy and RateLimit fields unless
@@ -115,10 +117,25 @@ func WithPolicyNames(names ...string) Option {
 // 503 Service Unavailable without the rate-limit fields and does not call the handler. Fail open
 // (true) calls the handler without protection and without the rate-limit fields. Either way every
 // failure is logged at warn level with fail_open set (see [WithLogger]), so an unprotected request is
-// never silent. A request whose client has gone away is not answered at all.
+// never silent. A request whose client has gone away (its context cancelled) is not answered at all;
+// a request whose context deadline passed is answered like any other failure.
 func WithFailOpen(open bool) Option {
 	return optionFunc(func(c *config) error {
 		c.failOpen = open
+		return nil
+	})
+}
+
+// WithTimeout bounds each decision: when the server has not answered within d, the decision fails
+// (an uncertain outcome: the permits may have been consumed) and [WithFailOpen] decides the
+// response. Without it a decision waits as long as the request's context allows, so an unresponsive
+// server holds requests until then. d must not be negative; 0 means no bound of its own. Default: 0.
+func WithTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("ratelimithttp: timeout %v is negative", d)
+		}
+		c.timeout = d
 		return nil
 	})
 }
