@@ -14,23 +14,41 @@ import (
 // compiled is a validated policy with durations in whole milliseconds. It is immutable and safe for
 // concurrent use.
 type compiled struct {
-	// TODO(engine): fields.
-	src Policy
+	src  Policy
+	algo algo
+	// comps holds the components of a composite, or the single component of a standalone fixed
+	// window, sliding window or token bucket; nil for GCRA.
+	comps []component
+	// burst and emission (ms) are the GCRA settings.
+	burst, emission int64
+
+	cap    int64 // capacity(): the smallest component limit (GCRA: burst)
+	capIdx int   // index of the component with the smallest limit (first on ties)
+
+	// sig is the canonical text of the rounded settings: equal settings have equal sig. For a
+	// composite it is the configuration signature stored with the state.
+	sig string
+	// block is the settings part of the script's ARGV (see engine_components.lua, engine_gcra.lua);
+	// argsProbe and argsOne are the complete decide ARGV for n = 0 and n = 1, shared read-only.
+	block               []string
+	argsProbe, argsOne []string
 }
 
 // compile validates p and rounds its durations up to whole milliseconds. It returns an error wrapping
 // ErrInvalidPolicy naming the bad field. It does no I/O.
-func compile(p Policy) (*compiled, error) { panic("unimplemented") }
+func compile(p Policy) (*compiled, error) { return compilePolicy(p) }
 
 // capacity is the largest n a single decision can ever admit (the minimum over components).
-func (c *compiled) capacity() int64 { panic("unimplemented") }
+func (c *compiled) capacity() int64 { return c.cap }
 
 // equal reports whether c and o are the same settings after rounding.
-func (c *compiled) equal(o *compiled) bool { panic("unimplemented") }
+func (c *compiled) equal(o *compiled) bool {
+	return c != nil && o != nil && c.algo == o.algo && c.sig == o.sig
+}
 
 // compatible reports whether o can replace c by Update (same algorithm; for composites the same
 // number and algorithm of each component). The error wraps ErrInvalidUpdate.
-func (c *compiled) compatible(o *compiled) error { panic("unimplemented") }
+func (c *compiled) compatible(o *compiled) error { return compatibleWith(c, o) }
 
 // decision is one server reply.
 type decision struct {
@@ -48,11 +66,11 @@ type decision struct {
 // the package's errors (ErrConfigMismatch, ErrWrongType); transport failures after sending wrap
 // ErrUncertain.
 func (c *compiled) decide(ctx context.Context, client rueidis.Client, key string, n int64) (decision, error) {
-	panic("unimplemented")
+	return c.run(ctx, client, key, n)
 }
 
 // migrate converts the stored state at key from c's settings to to's in one script. An absent key
 // stays absent. Validation rejections (ErrConfigMismatch, ErrDebtOverflow) wrote nothing.
 func (c *compiled) migrate(ctx context.Context, client rueidis.Client, key string, to *compiled) error {
-	panic("unimplemented")
+	return c.convert(ctx, client, key, to)
 }

@@ -1,0 +1,309 @@
+package ratelimit
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// algo is the algorithm of a compiled policy or component.
+type algo uint8
+
+const (
+	algoFixed algo = iota + 1
+	algoSliding
+	algoBucket
+	algoGCRA
+	algoComposite
+)
+
+// String returns the algorithm's name as used in error messages.
+func (a algo) String() string {
+	switch a {
+	case algoFixed:
+		return "FixedWindow"
+	case algoSliding:
+		return "SlidingWindow"
+	case algoBucket:
+		return "TokenBucket"
+	case algoGCRA:
+		return "GCRA"
+	case algoComposite:
+		return "Composite"
+	}
+	return "algo(" + strconv.Itoa(int(a)) + ")"
+}
+
+// component is one validated fixed window, sliding window or token bucket, durations in whole ms.
+type component struct {
+	algo     algo
+	limit    int64
+	window   int64 // fixed and sliding window
+	segments int64 // sliding window, normalised (0 became 1)
+	width    int64 // sliding window segment width: ceil(window / segments)
+	tokens   int64 // token bucket tokens per period
+	period   int64 // token bucket refill period
+}
+
+// maxMillis is the largest whole number of milliseconds a time.Duration holds.
+const maxMillis = int64(math.MaxInt64 / int64(time.Millisecond))
+
+// ceilMillis rounds d (> 0) up to whole milliseconds.
+func ceilMillis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+func invalid(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s %s", ErrInvalidPolicy, field, fmt.Sprintf(format, args...))
+}
+
+func checkLimit(field string, v int64) error {
+	if v < 1 || v > MaxLimit {
+		return invalid(field, "is %d, want 1 to %d", v, MaxLimit)
+	}
+	return nil
+}
+
+func checkDuration(field string, d time.Duration) (int64, error) {
+	if d < time.Millisecond {
+		return 0, invalid(field, "is %v, want at least 1ms", d)
+	}
+	return ceilMillis(d), nil
+}
+
+// compileComponent validates one component; name prefixes the field names in errors.
+func compileComponent(name string, p Policy) (component, error) {
+	switch v := p.(type) {
+	case FixedWindow:
+		if err := checkLimit(name+".Limit", v.Limit); err != nil {
+			return component{}, err
+		}
+		w, err := checkDuration(name+".Window", v.Window)
+		if err != nil {
+			return component{}, err
+		}
+		return component{algo: algoFixed, limit: v.Limit, window: w}, nil
+	case *FixedWindow:
+		if v == nil {
+			return component{}, invalid(name, "is a nil *FixedWindow")
+		}
+		return compileComponent(name, *v)
+	case SlidingWindow:
+		if err := checkLimit(name+".Limit", v.Limit); err != nil {
+			return component{}, err
+		}
+		w, err := checkDuration(name+".Window", v.Window)
+		if err != nil {
+			return component{}, err
+		}
+		if w > maxMillis/2 {
+			return component{}, invalid(name+".Window", "is %v: twice the window must fit in a time.Duration", v.Window)
+		}
+		seg := int64(v.Segments)
+		if seg == 0 {
+			seg = 1
+		}
+		if seg < 1 || seg > MaxSegments {
+			return component{}, invalid(name+".Segments", "is %d, want 1 to %d (0 means 1)", v.Segments, MaxSegments)
+		}
+		return component{algo: algoSliding, limit: v.Limit, window: w, segments: seg, width: (w + seg - 1) / seg}, nil
+	case *SlidingWindow:
+		if v == nil {
+			return component{}, invalid(name, "is a nil *SlidingWindow")
+		}
+		return compileComponent(name, *v)
+	case TokenBucket:
+		if err := checkLimit(name+".Limit", v.Limit); err != nil {
+			return component{}, err
+		}
+		if err := checkLimit(name+".TokensPerPeriod", v.TokensPerPeriod); err != nil {
+			return component{}, err
+		}
+		per, err := checkDuration(name+".Period", v.Period)
+		if err != nil {
+			return component{}, err
+		}
+		periods := (v.Limit + v.TokensPerPeriod - 1) / v.TokensPerPeriod
+		if periods > maxMillis/per {
+			return component{}, invalid(name+".Period", "is %v: the full refill duration (%d periods) must fit in a time.Duration", v.Period, periods)
+		}
+		return component{algo: algoBucket, limit: v.Limit, tokens: v.TokensPerPeriod, period: per}, nil
+	case *TokenBucket:
+		if v == nil {
+			return component{}, invalid(name, "is a nil *TokenBucket")
+		}
+		return compileComponent(name, *v)
+	case nil:
+		return component{}, invalid(name, "is nil")
+	}
+	return component{}, invalid(name, "has unsupported type %T", p)
+}
+
+// compilePolicy is compile.
+func compilePolicy(p Policy) (*compiled, error) {
+	c := &compiled{src: p}
+	switch v := p.(type) {
+	case nil:
+		return nil, invalid("policy", "is nil")
+	case GCRA:
+		if err := checkLimit("GCRA.Burst", v.Burst); err != nil {
+			return nil, err
+		}
+		t, err := checkDuration("GCRA.EmissionInterval", v.EmissionInterval)
+		if err != nil {
+			return nil, err
+		}
+		if v.Burst > maxMillis/t {
+			return nil, invalid("GCRA.EmissionInterval", "is %v: Burst × EmissionInterval must fit in a time.Duration", v.EmissionInterval)
+		}
+		c.algo, c.burst, c.emission, c.cap = algoGCRA, v.Burst, t, v.Burst
+	case *GCRA:
+		if v == nil {
+			return nil, invalid("policy", "is a nil *GCRA")
+		}
+		return compilePolicy(*v)
+	case Composite:
+		if len(v.Components) < 1 || len(v.Components) > MaxComponents {
+			return nil, invalid("Composite.Components", "has %d components, want 1 to %d", len(v.Components), MaxComponents)
+		}
+		c.algo = algoComposite
+		c.comps = make([]component, len(v.Components))
+		for i, comp := range v.Components {
+			cc, err := compileComponent("Composite.Components["+strconv.Itoa(i)+"]", comp)
+			if err != nil {
+				return nil, err
+			}
+			c.comps[i] = cc
+		}
+	case *Composite:
+		if v == nil {
+			return nil, invalid("policy", "is a nil *Composite")
+		}
+		return compilePolicy(*v)
+	default:
+		name := fmt.Sprintf("%T", p)
+		name = strings.TrimPrefix(strings.TrimPrefix(name, "*"), "ratelimit.")
+		cc, err := compileComponent(name, p)
+		if err != nil {
+			return nil, err
+		}
+		c.algo = cc.algo
+		c.comps = []component{cc}
+	}
+	c.finish()
+	return c, nil
+}
+
+// finish computes the derived fields: capacity, signature and the script arguments.
+func (c *compiled) finish() {
+	if c.algo == algoGCRA {
+		c.sig = "g" + strconv.FormatInt(c.burst, 10) + "/" + strconv.FormatInt(c.emission, 10)
+		c.block = []string{strconv.FormatInt(c.burst, 10), strconv.FormatInt(c.emission, 10)}
+	} else {
+		c.cap = c.comps[0].limit
+		for i, cc := range c.comps {
+			if cc.limit < c.cap {
+				c.cap, c.capIdx = cc.limit, i
+			}
+		}
+		c.sig = signature(c.comps)
+		stored := ""
+		if c.algo == algoComposite {
+			stored = c.sig
+		}
+		c.block = make([]string, 0, 3+4*len(c.comps))
+		c.block = append(c.block, layoutTag(c.algo), stored, strconv.Itoa(len(c.comps)))
+		for _, cc := range c.comps {
+			switch cc.algo {
+			case algoFixed:
+				c.block = append(c.block, "f", strconv.FormatInt(cc.limit, 10), strconv.FormatInt(cc.window, 10), "0")
+			case algoSliding:
+				c.block = append(c.block, "s", strconv.FormatInt(cc.limit, 10), strconv.FormatInt(cc.window, 10), strconv.FormatInt(cc.width, 10))
+			case algoBucket:
+				c.block = append(c.block, "t", strconv.FormatInt(cc.limit, 10), strconv.FormatInt(cc.tokens, 10), strconv.FormatInt(cc.period, 10))
+			}
+		}
+	}
+	c.argsProbe = c.decideArgs("0")
+	c.argsOne = c.decideArgs("1")
+}
+
+func (c *compiled) decideArgs(n string) []string {
+	a := make([]string, 0, 2+len(c.block))
+	a = append(a, "d", n)
+	return append(a, c.block...)
+}
+
+// layoutTag is the "L" field of a hash layout: it keeps limiters of different kinds from sharing a
+// key.
+func layoutTag(a algo) string {
+	switch a {
+	case algoFixed:
+		return "fw"
+	case algoSliding:
+		return "sw"
+	case algoBucket:
+		return "tb"
+	}
+	return "cp"
+}
+
+// signature is the configuration signature of components: an ordered, deterministic text of each
+// component's rounded settings, e.g. "v1|f100/60000|s100/60000/10|t10/2/1000" (limit, then window
+// ms and segments, or tokens per period and period ms). Two component lists have the same signature
+// exactly when they have the same rounded settings in the same order.
+func signature(comps []component) string {
+	var b strings.Builder
+	b.Grow(8 + 24*len(comps))
+	b.WriteString("v1")
+	for _, cc := range comps {
+		b.WriteByte('|')
+		switch cc.algo {
+		case algoFixed:
+			b.WriteByte('f')
+			b.WriteString(strconv.FormatInt(cc.limit, 10))
+			b.WriteByte('/')
+			b.WriteString(strconv.FormatInt(cc.window, 10))
+		case algoSliding:
+			b.WriteByte('s')
+			b.WriteString(strconv.FormatInt(cc.limit, 10))
+			b.WriteByte('/')
+			b.WriteString(strconv.FormatInt(cc.window, 10))
+			b.WriteByte('/')
+			b.WriteString(strconv.FormatInt(cc.segments, 10))
+		case algoBucket:
+			b.WriteByte('t')
+			b.WriteString(strconv.FormatInt(cc.limit, 10))
+			b.WriteByte('/')
+			b.WriteString(strconv.FormatInt(cc.tokens, 10))
+			b.WriteByte('/')
+			b.WriteString(strconv.FormatInt(cc.period, 10))
+		}
+	}
+	return b.String()
+}
+
+// compatibleWith is compiled.compatible.
+func compatibleWith(c, o *compiled) error {
+	if c.algo != o.algo {
+		return fmt.Errorf("%w: %v to %v", ErrInvalidUpdate, c.algo, o.algo)
+	}
+	if c.algo != algoComposite {
+		return nil
+	}
+	if len(c.comps) != len(o.comps) {
+		return fmt.Errorf("%w: composite of %d components to %d", ErrInvalidUpdate, len(c.comps), len(o.comps))
+	}
+	for i := range c.comps {
+		if c.comps[i].algo != o.comps[i].algo {
+			return fmt.Errorf("%w: component %d from %v to %v", ErrInvalidUpdate, i, c.comps[i].algo, o.comps[i].algo)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// replyLen is the number of integers of a decide reply: allowed, remaining, retryAfter ms, reset ms,
+// component, server time ms.
+const replyLen = 6
+
+// script returns the script deciding and migrating c's layout.
+func (c *compiled) script() *luakit.Script {
+	if c.algo == algoGCRA {
+		return gcraScript
+	}
+	return componentsScript
+}
+
+// run is compiled.decide.
+func (c *compiled) run(ctx context.Context, client rueidis.Client, key string, n int64) (decision, error) {
+	switch {
+	case n < 0:
+		return decision{}, fmt.Errorf("%w: %d", ErrNegativePermits, n)
+	case n > c.cap:
+		return decision{limit: c.cap, component: c.capIdx}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return decision{}, err
+	}
+	var args []string
+	switch n {
+	case 0:
+		args = c.argsProbe
+	case 1:
+		args = c.argsOne
+	default:
+		args = c.decideArgs(strconv.FormatInt(n, 10))
+	}
+	res := c.script().Exec(ctx, client, []string{key}, args)
+	arr, err := res.ToArray()
+	if err != nil {
+		return decision{}, engineError(err)
+	}
+	var v [replyLen]int64
+	if len(arr) != replyLen {
+		return decision{}, fmt.Errorf("ratelimit: decide script replied %d elements, want %d", len(arr), replyLen)
+	}
+	for i := range arr {
+		if v[i], err = arr[i].AsInt64(); err != nil {
+			return decision{}, fmt.Errorf("ratelimit: decide script reply element %d: %w", i, err)
+		}
+	}
+	return c.decodeReply(v)
+}
+
+// decodeReply converts the integers of a decide reply into a decision, checking every value's range.
+func (c *compiled) decodeReply(v [replyLen]int64) (decision, error) {
+	allowed, remaining, retry, reset, comp, now := v[0], v[1], v[2], v[3], v[4], v[5]
+	ncomp := int64(len(c.comps))
+	if c.algo == algoGCRA {
+		ncomp = 1
+	}
+	switch {
+	case allowed != 0 && allowed != 1:
+		return decision{}, fmt.Errorf("ratelimit: decide reply: allowed is %d", allowed)
+	case remaining < 0 || remaining > MaxLimit:
+		return decision{}, fmt.Errorf("ratelimit: decide reply: remaining is %d", remaining)
+	case retry < 0 || retry > maxMillis || (allowed == 1 && retry != 0):
+		return decision{}, fmt.Errorf("ratelimit: decide reply: retry after %d ms (allowed %d)", retry, allowed)
+	case reset < 0 || reset > maxMillis:
+		return decision{}, fmt.Errorf("ratelimit: decide reply: reset %d ms", reset)
+	case comp < 0 || comp >= ncomp:
+		return decision{}, fmt.Errorf("ratelimit: decide reply: component %d of %d", comp, ncomp)
+	case now <= 0 || now > maxMillis:
+		return decision{}, fmt.Errorf("ratelimit: decide reply: server time %d ms", now)
+	}
+	d := decision{
+		allowed:    allowed == 1,
+		remaining:  remaining,
+		retryAfter: time.Duration(retry) * time.Millisecond,
+		reset:      time.Duration(reset) * time.Millisecond,
+		component:  int(comp),
+		at:         time.UnixMilli(now),
+	}
+	if c.algo == algoGCRA {
+		d.limit = c.burst
+	} else {
+		d.limit = c.comps[comp].limit
+	}
+	return d, nil
+}
+
+// convert is compiled.migrate.
+func (c *compiled) convert(ctx context.Context, client rueidis.Client, key string, to *compiled) error {
+	if err := c.compatible(to); err != nil {
+		return err
+	}
+	if c.equal(to) {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var args []string
+	if c.algo == algoGCRA {
+		args = []string{"m", strconv.FormatInt(c.emission, 10), strconv.FormatInt(to.emission, 10)}
+	} else {
+		args = make([]string, 0, 1+len(c.block)+len(to.block))
+		args = append(args, "m")
+		args = append(args, c.block...)
+		args = append(args, to.block...)
+	}
+	if err := c.script().Exec(ctx, client, []string{key}, args).Error(); err != nil {
+		return engineError(err)
+	}
+	return nil
+}
+
+// engineError maps the error of a script call: the scripts' error replies to the package's
+// sentinels (the reply kept as detail), other server replies as they are (the script did not run
+// or failed before writing), and a failure after the command may have been sent to ErrUncertain.
+func engineError(err error) error {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) && !re.IsNil() {
+		msg := re.Error()
+		switch {
+		case strings.HasPrefix(msg, "WRONGTYPE"):
+			return fmt.Errorf("%w: %w", ErrWrongType, err)
+		case strings.HasPrefix(msg, "RLMISMATCH"):
+			return fmt.Errorf("%w: %w", ErrConfigMismatch, err)
+		case strings.HasPrefix(msg, "RLDEBT"):
+			return fmt.Errorf("%w: %w", ErrDebtOverflow, err)
+		}
+		return fmt.Errorf("ratelimit: server error: %w", err)
+	}
+	if notSent(err) {
+		return fmt.Errorf("ratelimit: %w", err)
+	}
+	switch luakit.Classify(err) {
+	case luakit.ClassUncertain, luakit.ClassUnknown:
+		return fmt.Errorf("%w: %w", ErrUncertain, err)
+	}
+	return err
+}
+
+// notSent reports whether err is a dial failure: the command was never written.
+func notSent(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
