@@ -30,7 +30,7 @@ type compiled struct {
 	sig string
 	// block is the settings part of the script's ARGV (see engine_components.lua, engine_gcra.lua);
 	// argsProbe and argsOne are the complete decide ARGV for n = 0 and n = 1, shared read-only.
-	block               []string
+	block              []string
 	argsProbe, argsOne []string
 }
 
