@@ -17,7 +17,15 @@ type Component interface {
 }
 
 // FixedWindow admits at most Limit permits per window. A window starts at the first successful
-// acquisition after the previous one ended (not at a wall-clock boundary) and lasts Window.
+// acquisition after the previous one ended (not at a wall-clock boundary) and lasts Window: a window
+// started at server time s admits until s+Window-1 ms and ends at s+Window, when the full Limit is
+// available again. RetryAfter of a rejection is the time until the window ends.
+//
+// State: one hash at the key holding the count and the window's end; it expires when the window
+// ends.
+//
+// Update (Migrate): the count and the window's end are kept. A new Limit applies at once (a decrease
+// below the count denies requests until the end); a new Window applies from the next window.
 //
 // Limit must be in [1, MaxLimit]. Window must be at least 1ms and is rounded up to whole
 // milliseconds.
@@ -26,10 +34,21 @@ type FixedWindow struct {
 	Window time.Duration
 }
 
-// SlidingWindow admits at most Limit permits in any rolling Window, tracked in Segments segments of
-// Window/Segments each (rounded up to whole milliseconds). A permit is charged to the segment that ends
-// after its acquisition and is released at that segment's end plus Window: never early, at most one
-// segment late. More segments shrink that delay and cost one hash field each.
+// SlidingWindow admits at most Limit permits in any rolling Window, tracked in Segments segments.
+// Segments are aligned on server time: the segment width is w = ceil(Window/Segments) whole
+// milliseconds and a permit acquired at server time t (ms) is charged to the segment ending at
+// ceil(t/w)·w (timestamps round up). It counts against the limit until that segment end plus
+// Window: never early, at most one segment (w−1 ms) late. More segments shrink that delay and cost
+// one hash field each. RetryAfter of a rejection is the time until enough of the oldest segments
+// expire for the whole request.
+//
+// State: one hash at the key with one count per active segment; it expires when the last segment
+// does (its end plus Window).
+//
+// Update (Migrate): segments active under both the old and the new window are kept, others are
+// deleted (expired history is never recovered); the new Window sets the remaining lifetime of the
+// kept ones, and new permits use the new segmentation. A larger old segment can keep delaying
+// expiry after the segment width shrinks.
 //
 // Limit must be in [1, MaxLimit]; Segments in [1, 1024] (0 means 1); Window at least 1ms, rounded up
 // to whole milliseconds; twice the window must fit in a time.Duration.
@@ -39,9 +58,18 @@ type SlidingWindow struct {
 	Segments int
 }
 
-// TokenBucket holds at most Limit tokens and adds TokensPerPeriod tokens at the end of every Period.
-// A new bucket starts full. Elapsed partial periods are kept: a request between refills does not
-// reset the refill clock.
+// TokenBucket holds at most Limit tokens and adds TokensPerPeriod tokens at the end of every complete
+// Period (never above Limit). A new bucket starts full. The refill clock starts at the first
+// acquisition from a full bucket; elapsed partial periods are kept: a request between refills does
+// not reset the refill clock. RetryAfter of a rejection is the time until enough periods complete
+// to hold the whole request.
+//
+// State: one hash at the key with the token count and the start of the current refill period; it
+// expires when the bucket is full again.
+//
+// Update (Migrate): complete periods are settled at the old rate, the tokens are clamped to the new
+// Limit, and the new period starts at the migration (the old partial period is discarded). A larger
+// Limit adds room to refill, not tokens.
 //
 // Limit and TokensPerPeriod must be in [1, MaxLimit]; Period at least 1ms, rounded up to whole
 // milliseconds; the full refill duration (ceil(Limit/TokensPerPeriod) periods) must fit in a
@@ -56,6 +84,16 @@ type TokenBucket struct {
 // EmissionInterval. Burst is the total capacity, not an allowance above the steady rate. The state is
 // one theoretical arrival time (TAT) and expires once the full burst is available again.
 //
+// Exactly, with T the emission interval in ms and now the server time: n permits are admitted iff
+// max(TAT, now) + n·T − now ≤ Burst·T, and then TAT becomes max(TAT, now) + n·T. Rejections and
+// n = 0 probes (which test one permit) leave the TAT unchanged. RetryAfter of a rejection is
+// max(TAT, now) + n·T − Burst·T − now, the time until the whole request fits.
+//
+// Update (Migrate): the outstanding debt TAT − now, including a partial permit, is rescaled to
+// debt × new T / old T, rounded up to whole milliseconds. A smaller Burst can leave debt above the
+// capacity: requests wait until it drains. A rescaled debt beyond the time.Duration range is
+// rejected with [ErrDebtOverflow] before anything is written.
+//
 // Burst must be in [1, MaxLimit]; EmissionInterval at least 1ms, rounded up to whole milliseconds;
 // Burst × EmissionInterval must fit in a time.Duration.
 //
@@ -67,9 +105,22 @@ type GCRA struct {
 }
 
 // Composite applies 1 to 32 component limits to one key atomically: a request is admitted only if
-// every component admits it, and then consumes from every component. The order of Components is part
-// of the configuration signature stored with the state; every process sharing the key must use the
-// same ordered list.
+// every component admits it, and then consumes from every component; a rejection or an n = 0 probe
+// writes nothing. RetryAfter is the maximum over the components for the whole request; Remaining the
+// minimum, and Result.Component names the component with the lowest Remaining (the first on ties),
+// whose Limit and Reset are reported.
+//
+// State: one hash at the key with every component's fields and a configuration signature: the
+// ordered list of every component's rounded settings. A stored signature that differs from the
+// limiter's fails the decision with [ErrConfigMismatch] without consuming; every process sharing the
+// key must use the same ordered list. The hash expires when every component is back at full
+// capacity. Standalone limiters use other layouts and cannot share the key ([ErrWrongType]).
+//
+// Update (Migrate): each component follows its own rule (see [FixedWindow], [SlidingWindow],
+// [TokenBucket]) in the same script, and the new signature is stored; the number and kinds of the
+// components cannot change.
+//
+// Components must hold 1 to MaxComponents non-nil values, each valid on its own.
 type Composite struct {
 	Components []Component
 }
