@@ -4,7 +4,10 @@ go 1.26.0
 
 require (
 	github.com/coordkit/coordkit/lock v0.1.0
+	github.com/coordkit/coordkit/ratelimit v0.1.0
 	github.com/coordkit/coordkit/testkit v0.1.0
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/redis/go-redis/v9 v9.0.2
 	github.com/redis/rueidis v1.0.79
 )
 
@@ -22,6 +25,7 @@ require (
 	github.com/containerd/platforms v0.2.1 // indirect
 	github.com/coordkit/coordkit/luakit v0.1.0 // indirect
 	github.com/cpuguy83/dockercfg v0.3.2 // indirect
+	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
 	github.com/distribution/reference v0.6.0 // indirect
 	github.com/docker/go-connections v0.8.2 // indirect
 	github.com/docker/go-units v0.5.0 // indirect
@@ -81,5 +85,6 @@ require (
 replace (
 	github.com/coordkit/coordkit/lock => ../lock
 	github.com/coordkit/coordkit/luakit => ../luakit
+	github.com/coordkit/coordkit/ratelimit => ../ratelimit
 	github.com/coordkit/coordkit/testkit => ../testkit
 )

@@ -1,0 +1,255 @@
+package ratelimitbench
+
+import (
+	"context"
+	"flag"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/testkit"
+)
+
+// EnvTarget names the server target of the benchmarks (a testkit target such as redis8 or redis70).
+const EnvTarget = "COORDKIT_BENCH_TARGET"
+
+var targetFlag = flag.String("target", "", "server target (testkit name, e.g. redis8, redis70); default $"+EnvTarget+", else redis8, falling back to redis70 when redis8 is not installed")
+
+// spreadKeys is the number of distinct keys of the "spread" key pattern.
+const spreadKeys = 10_000
+
+// keyPatterns: one hot key that every decision hits, or decisions spread round-robin over spreadKeys
+// keys (per-client limits).
+var keyPatterns = []struct {
+	name string
+	keys int64
+}{
+	{"hot", 1},
+	{"spread", spreadKeys},
+}
+
+// The policies are sized so that every decision of a run admits: the write path, the slower one,
+// for every algorithm and for the peer alike.
+const (
+	bigLimit = int64(1) << 40
+	// gcraBurst x gcraInterval = 1000s of debt: far more than a benchmark run admits on one key.
+	gcraBurst    = 1_000_000
+	gcraInterval = time.Millisecond
+)
+
+var algorithms = []struct {
+	name   string
+	policy ratelimit.Policy
+}{
+	{"fixed", ratelimit.FixedWindow{Limit: bigLimit, Window: time.Hour}},
+	{"sliding", ratelimit.SlidingWindow{Limit: bigLimit, Window: time.Hour, Segments: 60}},
+	{"token_bucket", ratelimit.TokenBucket{Limit: bigLimit, TokensPerPeriod: bigLimit, Period: time.Hour}},
+	{"gcra", ratelimit.GCRA{Burst: gcraBurst, EmissionInterval: gcraInterval}},
+	{"composite3", ratelimit.Composite{Components: []ratelimit.Component{
+		ratelimit.TokenBucket{Limit: bigLimit, TokensPerPeriod: bigLimit, Period: time.Second},
+		ratelimit.SlidingWindow{Limit: bigLimit, Window: time.Minute, Segments: 10},
+		ratelimit.FixedWindow{Limit: bigLimit, Window: time.Hour},
+	}}},
+}
+
+// decider is one rate limiter under test: it decides one permit for key. It is safe for concurrent
+// use.
+type decider func(ctx context.Context, key string) (allowed bool, err error)
+
+// BenchmarkAllowN: Keyed.AllowN(ctx, key, 1) in parallel (GOMAXPROCS goroutines; change with -cpu),
+// one sub-benchmark per algorithm and key pattern, one shared client.
+func BenchmarkAllowN(b *testing.B) {
+	s := startServer(b)
+	c := newClient(b, s)
+	for _, alg := range algorithms {
+		for _, kp := range keyPatterns {
+			b.Run(alg.name+"/"+kp.name, func(b *testing.B) {
+				k := newKeyed(b, c, alg.policy)
+				runDecider(b, coordkitDecider(k), kp.keys)
+			})
+		}
+	}
+}
+
+// BenchmarkGCRAvsRedisRate: Coordkit's GCRA and go-redis/redis_rate's (v10) with the same settings
+// (burst gcraBurst, one permit per gcraInterval: redis_rate.Limit{Rate: 1000, Burst: gcraBurst,
+// Period: time.Second}) on the same server, for each key pattern. The redis_rate row reports
+// coordkit/redis_rate, the ratio of the two decisions/s figures of this run, and logs it.
+func BenchmarkGCRAvsRedisRate(b *testing.B) {
+	s := startServer(b)
+	c := newClient(b, s)
+	rdb := redis.NewClient(goRedisOptions(s))
+	b.Cleanup(func() { _ = rdb.Close() })
+	rl := redis_rate.NewLimiter(rdb)
+	limit := redis_rate.Limit{Rate: int(time.Second / gcraInterval), Burst: gcraBurst, Period: time.Second}
+	for _, kp := range keyPatterns {
+		var coordkitRate float64
+		b.Run("coordkit/"+kp.name, func(b *testing.B) {
+			k := newKeyed(b, c, ratelimit.GCRA{Burst: gcraBurst, EmissionInterval: gcraInterval})
+			coordkitRate = runDecider(b, coordkitDecider(k), kp.keys)
+		})
+		b.Run("redis_rate/"+kp.name, func(b *testing.B) {
+			rate := runDecider(b, func(ctx context.Context, key string) (bool, error) {
+				res, err := rl.AllowN(ctx, key, limit, 1)
+				if err != nil {
+					return false, err
+				}
+				return res.Allowed == 1, nil
+			}, kp.keys)
+			if rate > 0 && coordkitRate > 0 {
+				b.ReportMetric(coordkitRate/rate, "coordkit/redis_rate")
+				b.Logf("%s keys: coordkit %.0f decisions/s, redis_rate %.0f decisions/s, ratio %.2f",
+					kp.name, coordkitRate, rate, coordkitRate/rate)
+			}
+		})
+	}
+}
+
+func coordkitDecider(k *ratelimit.Keyed) decider {
+	return func(ctx context.Context, key string) (bool, error) {
+		res, err := k.AllowN(ctx, key, 1)
+		return res.Allowed, err
+	}
+}
+
+// runDecider runs d in parallel over keys distinct keys of this run (round-robin) and reports
+// decisions/s and the admitted share; it returns decisions/s.
+func runDecider(b *testing.B, d decider, keys int64) float64 {
+	ctx := context.Background()
+	// Each run (b.N grows between runs) uses its own keys, so every run starts from fresh state.
+	prefix := "bench:{" + strconv.FormatInt(runSeq.Add(1), 10) + "}:"
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = prefix + strconv.Itoa(i)
+	}
+	var seq, admitted atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n := seq.Add(1)
+			ok, err := d(ctx, names[n%keys])
+			if err != nil {
+				b.Errorf("decision: %v", err)
+				return
+			}
+			if ok {
+				admitted.Add(1)
+			}
+		}
+	})
+	b.StopTimer()
+	var rate float64
+	if sec := b.Elapsed().Seconds(); sec > 0 {
+		rate = float64(b.N) / sec
+		b.ReportMetric(rate, "decisions/s")
+	}
+	if b.N > 0 {
+		b.ReportMetric(float64(admitted.Load())/float64(b.N), "admitted/op")
+	}
+	return rate
+}
+
+var runSeq atomic.Int64
+
+// newKeyed returns a Keyed limiter over c, closed when b ends.
+func newKeyed(b *testing.B, c rueidis.Client, p ratelimit.Policy) *ratelimit.Keyed {
+	k, err := ratelimit.NewKeyed(c, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = k.Close() })
+	return k
+}
+
+// startServer starts the benchmark server for the whole benchmark function (closed at its cleanup).
+func startServer(b *testing.B) *testkit.Server {
+	b.Helper()
+	target := testkit.Target(*targetFlag)
+	if target == "" {
+		target = testkit.Target(os.Getenv(EnvTarget))
+	}
+	if target == "" {
+		target = testkit.Redis8
+		if os.Getenv(testkit.EnvRedisURL) == "" {
+			if _, err := testkit.Binary(testkit.Redis8); err != nil {
+				b.Logf("redis8 not installed (%v); falling back to redis70", err)
+				target = testkit.Redis70
+			}
+		}
+	}
+	if !target.Known() {
+		b.Fatalf("unknown target %q (known: %v)", target, testkit.AllTargets())
+	}
+	s := testkit.Start(b, target)
+	b.Logf("server: %s %s (%s, %s)", s.Flavor, s.Version, s.Backend, s.Addr)
+	// Drop this run's keys when it ends (matters on an external server; a process server is discarded).
+	b.Cleanup(func() { flushBenchKeys(b, s) })
+	return s
+}
+
+// flushBenchKeys deletes the bench:{* keys (Coordkit's) and rate:bench:{* keys (redis_rate's) with
+// SCAN + UNLINK.
+func flushBenchKeys(b *testing.B, s *testkit.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := rueidis.NewClient(withoutCache(s.ClientOption()))
+	if err != nil {
+		b.Logf("cleanup: %v", err)
+		return
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	for _, pattern := range []string{"bench:{*", "rate:bench:{*"} {
+		wg.Go(func() {
+			var cursor uint64
+			for {
+				e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
+				if err != nil {
+					b.Logf("cleanup: %v", err)
+					return
+				}
+				if len(e.Elements) > 0 {
+					if err := c.Do(ctx, c.B().Unlink().Key(e.Elements...).Build()).Error(); err != nil {
+						b.Logf("cleanup: %v", err)
+						return
+					}
+				}
+				if cursor = e.Cursor; cursor == 0 {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// newClient returns a client of s, closed when b ends. Client-side caching is off: nothing waits.
+func newClient(b *testing.B, s *testkit.Server) rueidis.Client {
+	c, err := rueidis.NewClient(withoutCache(s.ClientOption()))
+	if err != nil {
+		b.Fatalf("client: %v", err)
+	}
+	b.Cleanup(c.Close)
+	return c
+}
+
+func withoutCache(o rueidis.ClientOption) rueidis.ClientOption {
+	o.DisableCache = true
+	return o
+}
+
+// goRedisOptions returns go-redis options for s, with the credentials and database of an external
+// server.
+func goRedisOptions(s *testkit.Server) *redis.Options {
+	o := s.ClientOption()
+	return &redis.Options{Addr: s.Addr, Username: o.Username, Password: o.Password, DB: o.SelectDB}
+}
