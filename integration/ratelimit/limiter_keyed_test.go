@@ -1,0 +1,133 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/ratelimit"
+)
+
+func init() {
+	register(
+		scenario{name: "limiter_keyed_many_keys_no_state", run: testLimiterKeyedManyKeys},
+		scenario{name: "limiter_keyed_idle_eviction", run: testLimiterKeyedIdle},
+		scenario{name: "limiter_keyed_max_keys", run: testLimiterKeyedMaxKeys},
+	)
+}
+
+func limKeyed(t *testing.T, e *env, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Keyed {
+	t.Helper()
+	k, err := ratelimit.NewKeyed(e.newClient(t), p, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = k.Close() })
+	return k
+}
+
+// AllowN over 500 keys keeps no local state: each key is its own limit in the server (under the
+// prefix), decided independently, and Keys stays 0.
+func testLimiterKeyedManyKeys(t *testing.T, e *env) {
+	prefix := e.key(t) + ":"
+	k := limKeyed(t, e, ratelimit.FixedWindow{Limit: 2, Window: time.Minute},
+		ratelimit.WithKeyPrefix(prefix), ratelimit.WithQueue(4, ratelimit.OldestFirst))
+	const keys = 500
+	for i := range keys {
+		key := fmt.Sprintf("tenant-%d", i)
+		for j, want := range []bool{true, true, false} {
+			res, err := k.AllowN(ctx(t), key, 1)
+			require.NoError(t, err)
+			require.Equal(t, want, res.Allowed, "key %s call %d", key, j)
+		}
+	}
+	require.Zero(t, k.Keys(), "AllowN creates no local state")
+	require.True(t, e.exists(t, prefix+"tenant-0"))
+	require.True(t, e.exists(t, prefix+fmt.Sprintf("tenant-%d", keys-1)))
+	require.Equal(t, ratelimit.Stats{Available: -1}, k.Stats("tenant-0"))
+	_, err := k.AllowN(ctx(t), "", 1)
+	require.Error(t, err)
+	_, err = k.AllowN(ctx(t), "x", -1)
+	require.ErrorIs(t, err, ratelimit.ErrNegativePermits)
+}
+
+// WaitN creates a key's local state on demand (with Stats); it is dropped after the idle timeout
+// once nothing waits, and a key with a waiter is never dropped.
+func testLimiterKeyedIdle(t *testing.T, e *env) {
+	prefix := e.key(t) + ":"
+	k := limKeyed(t, e, ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
+		ratelimit.WithKeyPrefix(prefix), ratelimit.WithQueue(4, ratelimit.OldestFirst),
+		ratelimit.WithIdleTimeout(50*time.Millisecond))
+	res, err := k.WaitN(ctx(t), "idle", 1)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	st := k.Stats("idle")
+	require.Equal(t, int64(1), st.Granted)
+	require.Zero(t, st.Available)
+
+	// "busy" waits (its window is exhausted) well past the idle timeout; "idle" is dropped meanwhile.
+	res, err = k.AllowN(ctx(t), "busy", 1)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	cctx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := k.WaitN(cctx, "busy", 1)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return k.Stats("busy").Queued == 1 }, 20*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return k.Keys() == 1 }, 20*time.Second, 5*time.Millisecond,
+		"the idle key's state is dropped")
+	require.Equal(t, ratelimit.Stats{Available: -1}, k.Stats("idle"))
+	require.Equal(t, int64(1), k.Stats("busy").Queued, "a key with a waiter is kept")
+
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Eventually(t, func() bool { return k.Keys() == 0 }, 20*time.Second, 5*time.Millisecond)
+}
+
+// WithMaxKeys bounds the keys with local state: a new key evicts the least recently used idle one,
+// and when every key with state has a waiter, a new key is served without state (decided once).
+func testLimiterKeyedMaxKeys(t *testing.T, e *env) {
+	prefix := e.key(t) + ":"
+	k := limKeyed(t, e, ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
+		ratelimit.WithKeyPrefix(prefix), ratelimit.WithQueue(4, ratelimit.OldestFirst),
+		ratelimit.WithMaxKeys(2))
+	for _, key := range []string{"a", "b", "c"} {
+		res, err := k.WaitN(ctx(t), key, 1)
+		require.NoError(t, err)
+		require.True(t, res.Allowed)
+		require.LessOrEqual(t, k.Keys(), 2)
+	}
+	require.Equal(t, 2, k.Keys())
+	require.Equal(t, ratelimit.Stats{Available: -1}, k.Stats("a"), "the least recently used key was evicted")
+	require.Equal(t, int64(1), k.Stats("c").Granted)
+
+	// b and c both get a waiter; then d finds no idle key to evict.
+	cctx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	done := make(chan error, 2)
+	for _, key := range []string{"b", "c"} {
+		go func() {
+			_, err := k.WaitN(cctx, key, 1)
+			done <- err
+		}()
+		require.Eventually(t, func() bool { return k.Stats(key).Queued == 1 }, 20*time.Second, time.Millisecond)
+	}
+	res, err := k.WaitN(ctx(t), "d", 1)
+	require.NoError(t, err)
+	require.True(t, res.Allowed, "served without local state")
+	res, err = k.WaitN(ctx(t), "d", 1)
+	require.NoError(t, err)
+	require.False(t, res.Allowed, "no queue without local state: decided once")
+	require.Positive(t, res.RetryAfter)
+	require.Equal(t, 2, k.Keys())
+	require.Equal(t, ratelimit.Stats{Available: -1}, k.Stats("d"))
+
+	cancel()
+	for range 2 {
+		require.ErrorIs(t, <-done, context.Canceled)
+	}
+}

@@ -1,0 +1,243 @@
+package ratelimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/ratelimit"
+)
+
+func init() {
+	register(
+		scenario{name: "limiter_queue_order_oldest_first", run: testLimiterQueueOldestFirst},
+		scenario{name: "limiter_queue_order_newest_first", run: testLimiterQueueNewestFirst},
+		scenario{name: "limiter_queue_limit_and_oversized", run: testLimiterQueueLimit},
+		scenario{name: "limiter_queue_eviction", run: testLimiterQueueEviction},
+		scenario{name: "limiter_queue_cancel_and_close", run: testLimiterQueueCancelClose},
+		scenario{name: "limiter_queue_wake_on_update", run: testLimiterQueueWakeOnUpdate},
+		scenario{name: "limiter_queue_deny_list_recheck", run: testLimiterQueueDenyRecheck},
+	)
+}
+
+// queueGCRA admits one permit per 300ms with a burst of 1: each queued request needs its own
+// emission interval, so the order of admissions is visible in their server decision times.
+var queueGCRA = ratelimit.GCRA{Burst: 1, EmissionInterval: 300 * time.Millisecond}
+
+// Three requests queue behind an exhausted limiter in the order a, b, c; OldestFirst admits them in
+// that order (by server decision time), each after its own emission interval, with no rejection.
+func testLimiterQueueOldestFirst(t *testing.T, e *env) {
+	l := e.limiter(t, nil, e.key(t), queueGCRA, ratelimit.WithQueue(10, ratelimit.OldestFirst))
+	limExhaust(t, l, 1)
+	c := ctx(t)
+	var chans []<-chan limOutcome
+	for i, name := range []string{"a", "b", "c"} {
+		chans = append(chans, limWaitAsync(c, l, name, 1))
+		limWaitQueued(t, l, int64(i+1))
+	}
+	var prev time.Time
+	for _, ch := range chans {
+		o := limRecv(t, ch)
+		require.NoError(t, o.err, o.name)
+		require.True(t, o.res.Allowed, "%s: %+v", o.name, o.res)
+		require.True(t, o.res.At.After(prev), "%s admitted at %v, not after the previous one (%v)", o.name, o.res.At, prev)
+		prev = o.res.At
+	}
+	st := l.Stats()
+	require.Equal(t, int64(4), st.Granted)
+	require.Zero(t, st.Rejected)
+	require.Zero(t, st.Queued)
+}
+
+// NewestFirst serves the latest arrival first: a, b, c queued in that order are admitted c, b, a.
+func testLimiterQueueNewestFirst(t *testing.T, e *env) {
+	l := e.limiter(t, nil, e.key(t), queueGCRA, ratelimit.WithQueue(10, ratelimit.NewestFirst))
+	limExhaust(t, l, 1)
+	c := ctx(t)
+	chans := map[string]<-chan limOutcome{}
+	for i, name := range []string{"a", "b", "c"} {
+		chans[name] = limWaitAsync(c, l, name, 1)
+		limWaitQueued(t, l, int64(i+1))
+	}
+	got := map[string]time.Time{}
+	for name, ch := range chans {
+		o := limRecv(t, ch)
+		require.NoError(t, o.err, name)
+		require.True(t, o.res.Allowed, "%s: %+v", name, o.res)
+		got[name] = o.res.At
+	}
+	require.True(t, got["c"].Before(got["b"]), "c (%v) before b (%v)", got["c"], got["b"])
+	require.True(t, got["b"].Before(got["a"]), "b (%v) before a (%v)", got["b"], got["a"])
+}
+
+// The queue limit counts permits: with room for 2, a third waiting permit is rejected at once with
+// ReasonCapacity (OldestFirst: requests already waiting keep their place). A request above the queue
+// limit is decided once and never queued; a request above the capacity is rejected without
+// RetryAfter and without a script.
+func testLimiterQueueLimit(t *testing.T, e *env) {
+	fw := ratelimit.FixedWindow{Limit: 3, Window: time.Minute}
+	l := e.limiter(t, nil, e.key(t), fw, ratelimit.WithQueue(2, ratelimit.OldestFirst))
+	limExhaust(t, l, 3)
+	c, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	a := limWaitAsync(c, l, "a", 1)
+	limWaitQueued(t, l, 1)
+	b := limWaitAsync(c, l, "b", 1)
+	limWaitQueued(t, l, 2)
+
+	res, err := l.WaitN(ctx(t), 1) // queue full
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	require.Equal(t, ratelimit.ReasonCapacity, res.Reason)
+
+	res, err = l.WaitN(ctx(t), 3) // above the queue limit, within the capacity: one decision
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	require.Equal(t, ratelimit.ReasonCapacity, res.Reason)
+	require.Positive(t, res.RetryAfter, "the decision's RetryAfter is kept")
+	require.Equal(t, int64(2), l.Stats().Queued, "never queued")
+
+	before := limScripts(t, e)
+	res, err = l.WaitN(ctx(t), 4) // above the capacity
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	require.Equal(t, ratelimit.ReasonCapacity, res.Reason)
+	require.Zero(t, res.RetryAfter)
+	require.Equal(t, before, limScripts(t, e), "no script for a request above the capacity")
+
+	cancel()
+	for _, ch := range []<-chan limOutcome{a, b} {
+		o := limRecv(t, ch)
+		require.ErrorIs(t, o.err, context.Canceled, o.name)
+	}
+	st := l.Stats()
+	require.Equal(t, int64(1), st.Granted)
+	require.Equal(t, int64(3), st.Rejected, "cancelled waiters are not counted")
+	require.Zero(t, st.Queued)
+}
+
+// NewestFirst with a full queue evicts the oldest waiters to make room: a is rejected with
+// ReasonCapacity when c arrives; then c and b are admitted, newest first.
+func testLimiterQueueEviction(t *testing.T, e *env) {
+	l := e.limiter(t, nil, e.key(t), queueGCRA, ratelimit.WithQueue(2, ratelimit.NewestFirst))
+	limExhaust(t, l, 1)
+	c := ctx(t)
+	a := limWaitAsync(c, l, "a", 1)
+	limWaitQueued(t, l, 1)
+	b := limWaitAsync(c, l, "b", 1)
+	limWaitQueued(t, l, 2)
+	cc := limWaitAsync(c, l, "c", 1)
+
+	oa := limRecv(t, a)
+	require.NoError(t, oa.err)
+	require.False(t, oa.res.Allowed, "a was evicted")
+	require.Equal(t, ratelimit.ReasonCapacity, oa.res.Reason)
+	oc, ob := limRecv(t, cc), limRecv(t, b)
+	require.NoError(t, oc.err)
+	require.NoError(t, ob.err)
+	require.True(t, oc.res.Allowed && ob.res.Allowed, "c %+v, b %+v", oc.res, ob.res)
+	require.True(t, oc.res.At.Before(ob.res.At), "c (%v) before b (%v)", oc.res.At, ob.res.At)
+	st := l.Stats()
+	require.Equal(t, int64(3), st.Granted)
+	require.Equal(t, int64(1), st.Rejected)
+}
+
+// A cancelled waiter leaves the queue with ctx's error and is not counted; Close fails the remaining
+// waiters with ErrClosed, and later calls return ErrClosed.
+func testLimiterQueueCancelClose(t *testing.T, e *env) {
+	key := e.key(t)
+	l, err := ratelimit.New(e.newClient(t), key, ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
+		ratelimit.WithQueue(5, ratelimit.OldestFirst))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	limExhaust(t, l, 1)
+
+	cctx, cancel := context.WithCancel(ctx(t))
+	a := limWaitAsync(cctx, l, "a", 1)
+	limWaitQueued(t, l, 1)
+	b := limWaitAsync(ctx(t), l, "b", 1)
+	limWaitQueued(t, l, 2)
+	cancel()
+	oa := limRecv(t, a)
+	require.ErrorIs(t, oa.err, context.Canceled)
+	limWaitQueued(t, l, 1)
+
+	require.NoError(t, l.Close())
+	ob := limRecv(t, b)
+	require.ErrorIs(t, ob.err, ratelimit.ErrClosed)
+	_, err = l.AllowN(ctx(t), 1)
+	require.ErrorIs(t, err, ratelimit.ErrClosed)
+	_, err = l.WaitN(ctx(t), 1)
+	require.ErrorIs(t, err, ratelimit.ErrClosed)
+	st := l.Stats()
+	require.Equal(t, int64(1), st.Granted)
+	require.Zero(t, st.Rejected, "cancelled and closed waiters are not outcomes")
+	require.Zero(t, st.Queued)
+	require.NoError(t, l.Close(), "Close is idempotent")
+}
+
+// An Update wakes the queue at once. A fixed window of 4 per minute is exhausted; a waiter of 1
+// permit (RetryAfter about a minute) and a waiter of 3 permits queue. Migrating to a limit of 2
+// rejects the 3-permit waiter, now above the capacity, without RetryAfter; the other keeps its place.
+// Migrating to a limit of 5 (the count and the deadline are kept) admits it in the same window: its
+// server decision time is before the end of the window of the first admission.
+func testLimiterQueueWakeOnUpdate(t *testing.T, e *env) {
+	key := e.key(t)
+	l := e.limiter(t, nil, key, ratelimit.FixedWindow{Limit: 4, Window: time.Minute},
+		ratelimit.WithQueue(10, ratelimit.OldestFirst))
+	first := limExhaust(t, l, 4)
+	c := ctx(t)
+	small := limWaitAsync(c, l, "small", 1)
+	limWaitQueued(t, l, 1)
+	big := limWaitAsync(c, l, "big", 3)
+	limWaitQueued(t, l, 4)
+
+	require.NoError(t, l.Update(ctx(t), ratelimit.FixedWindow{Limit: 2, Window: time.Minute}, ratelimit.Migrate))
+	ob := limRecv(t, big)
+	require.NoError(t, ob.err)
+	require.False(t, ob.res.Allowed)
+	require.Equal(t, ratelimit.ReasonCapacity, ob.res.Reason)
+	require.Zero(t, ob.res.RetryAfter, "above the new capacity: no retry can succeed")
+	limWaitQueued(t, l, 1)
+
+	require.NoError(t, l.Update(ctx(t), ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, ratelimit.Migrate))
+	os := limRecv(t, small)
+	require.NoError(t, os.err)
+	require.True(t, os.res.Allowed, "%+v", os.res)
+	require.True(t, os.res.At.Before(first.At.Add(time.Minute)),
+		"admitted at %v, within the window that started at %v", os.res.At, first.At)
+	require.Zero(t, os.res.Remaining)
+	require.Zero(t, l.Stats().Queued)
+}
+
+// A queued request rechecks the deny list before its retry: denied while waiting, it leaves the
+// queue with ReasonDenyList (the deny list has no cache here, so the update is seen at once).
+func testLimiterQueueDenyRecheck(t *testing.T, e *env) {
+	client := e.newClient(t)
+	dl, err := ratelimit.NewDenyList(client, e.key(t), ratelimit.WithCacheDuration(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dl.Close() })
+	key := e.key(t)
+	l := e.limiter(t, client, key, ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
+		ratelimit.WithQueue(10, ratelimit.OldestFirst), ratelimit.WithDenyList(dl, "tenant-7"))
+	limExhaust(t, l, 1)
+	w := limWaitAsync(ctx(t), l, "w", 1)
+	limWaitQueued(t, l, 1)
+	require.NoError(t, dl.SetDenied(ctx(t), "tenant-7", true))
+	// A deny-list update does not wake the queue; an Update does (Adopt: no I/O), and the retry
+	// rechecks the deny list first.
+	require.NoError(t, l.Update(ctx(t), ratelimit.FixedWindow{Limit: 1, Window: 2 * time.Minute}, ratelimit.Adopt))
+	o := limRecv(t, w)
+	require.NoError(t, o.err)
+	require.False(t, o.res.Allowed)
+	require.Equal(t, ratelimit.ReasonDenyList, o.res.Reason)
+	require.Zero(t, o.res.RetryAfter)
+
+	// A denied identity never enters the queue, even for a probe.
+	res, err := l.WaitN(ctx(t), 0)
+	require.NoError(t, err)
+	require.Equal(t, ratelimit.ReasonDenyList, res.Reason)
+	require.Zero(t, l.Stats().Queued)
+}

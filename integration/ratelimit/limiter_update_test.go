@@ -1,0 +1,207 @@
+package ratelimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/ratelimit"
+)
+
+func init() {
+	register(
+		scenario{name: "limiter_update_migrate_then_adopt", run: testLimiterUpdateMigrateAdopt},
+		scenario{name: "limiter_update_noop_and_invalid", run: testLimiterUpdateNoopInvalid},
+		scenario{name: "limiter_update_config_mismatch_keeps_settings", run: testLimiterUpdateMismatch},
+		scenario{name: "limiter_update_concurrent_with_decisions", run: testLimiterUpdateConcurrent},
+		scenario{name: "limiter_update_zz_failed_migration_closes", run: testLimiterUpdateFailedCloses, standaloneOnly: true},
+	)
+}
+
+// The update protocol for two processes sharing a key: one migrates (one script), the other adopts
+// (no script at all), and both then decide under the new settings over the same stored usage.
+func testLimiterUpdateMigrateAdopt(t *testing.T, e *env) {
+	key := e.key(t)
+	old := ratelimit.FixedWindow{Limit: 3, Window: time.Minute}
+	l1 := e.limiter(t, nil, key, old)
+	l2 := e.limiter(t, nil, key, old)
+	limExhaust(t, l1, 2)
+	stored := e.dump(t, key)
+	require.NotEmpty(t, stored)
+
+	next := ratelimit.FixedWindow{Limit: 5, Window: time.Minute}
+	before := limScripts(t, e)
+	require.NoError(t, l1.Update(ctx(t), next, ratelimit.Migrate))
+	require.Equal(t, before+1, limScripts(t, e), "Migrate runs one script")
+	before = limScripts(t, e)
+	require.NoError(t, l2.Update(ctx(t), next, ratelimit.Adopt))
+	require.Equal(t, before, limScripts(t, e), "Adopt does no I/O")
+	require.Equal(t, next, l1.Policy())
+	require.Equal(t, next, l2.Policy())
+
+	res, err := l2.AllowN(ctx(t), 3) // 2 used + 3 = the new limit
+	require.NoError(t, err)
+	require.True(t, res.Allowed, "%+v", res)
+	require.Equal(t, int64(5), res.Limit)
+	require.Zero(t, res.Remaining)
+	res, err = l1.AllowN(ctx(t), 1)
+	require.NoError(t, err)
+	require.False(t, res.Allowed)
+	require.Positive(t, res.RetryAfter)
+}
+
+// An identical update (after rounding) is a no-op without I/O. Invalid settings and a change of
+// algorithm are rejected before any I/O and keep the old settings.
+func testLimiterUpdateNoopInvalid(t *testing.T, e *env) {
+	key := e.key(t)
+	pol := ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 2, Period: time.Second}
+	l := e.limiter(t, nil, key, pol)
+	limExhaust(t, l, 4)
+	stored := e.dump(t, key)
+
+	before := limScripts(t, e)
+	require.NoError(t, l.Update(ctx(t), pol, ratelimit.Migrate))
+	require.NoError(t, l.Update(ctx(t), ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 2,
+		Period: time.Second - 300*time.Microsecond}, ratelimit.Migrate), "rounds up to the same settings")
+	require.ErrorIs(t, l.Update(ctx(t), ratelimit.TokenBucket{Limit: 0, TokensPerPeriod: 2, Period: time.Second},
+		ratelimit.Migrate), ratelimit.ErrInvalidPolicy)
+	require.ErrorIs(t, l.Update(ctx(t), ratelimit.FixedWindow{Limit: 10, Window: time.Second},
+		ratelimit.Migrate), ratelimit.ErrInvalidUpdate)
+	require.ErrorIs(t, l.Update(ctx(t), ratelimit.FixedWindow{Limit: 10, Window: time.Second},
+		ratelimit.Adopt), ratelimit.ErrInvalidUpdate)
+	require.Equal(t, before, limScripts(t, e), "no script for no-op or rejected updates")
+	require.Equal(t, pol, l.Policy())
+	require.Equal(t, stored, e.dump(t, key))
+
+	res, err := l.AllowN(ctx(t), 6) // still the old settings: 10 - 4
+	require.NoError(t, err)
+	require.True(t, res.Allowed, "%+v", res)
+	require.Equal(t, int64(10), res.Limit)
+}
+
+// A composite key written by another limiter with other settings: Migrate is rejected by the script
+// with ErrConfigMismatch before writing, and the limiter keeps its old settings, stays open and keeps
+// its queue.
+func testLimiterUpdateMismatch(t *testing.T, e *env) {
+	key := e.key(t)
+	theirs := ratelimit.Composite{Components: []ratelimit.Component{
+		ratelimit.FixedWindow{Limit: 10, Window: time.Minute},
+		ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: time.Second},
+	}}
+	ours := ratelimit.Composite{Components: []ratelimit.Component{
+		ratelimit.FixedWindow{Limit: 20, Window: time.Minute},
+		ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: time.Second},
+	}}
+	other := e.limiter(t, nil, key, theirs)
+	limExhaust(t, other, 2)
+	stored := e.dump(t, key)
+
+	l := e.limiter(t, nil, key, ours, ratelimit.WithQueue(5, ratelimit.OldestFirst))
+	next := ratelimit.Composite{Components: []ratelimit.Component{
+		ratelimit.FixedWindow{Limit: 30, Window: time.Minute},
+		ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: time.Second},
+	}}
+	require.ErrorIs(t, l.Update(ctx(t), next, ratelimit.Migrate), ratelimit.ErrConfigMismatch)
+	require.Equal(t, ours, l.Policy(), "old settings kept")
+	require.Equal(t, stored, e.dump(t, key), "nothing written")
+	// Still open: decisions report the mismatch (not ErrClosed), and a second attempt is rejected the
+	// same way.
+	_, err := l.AllowN(ctx(t), 1)
+	require.ErrorIs(t, err, ratelimit.ErrConfigMismatch)
+	require.ErrorIs(t, l.Update(ctx(t), next, ratelimit.Migrate), ratelimit.ErrConfigMismatch)
+	require.Equal(t, stored, e.dump(t, key))
+}
+
+// Updates race decisions on the same limiter: every decision uses one consistent setting, so the
+// Limit of every Result is either the old or the new capacity, the admissions never exceed the
+// largest capacity that applied, and the final settings are the last update's.
+func testLimiterUpdateConcurrent(t *testing.T, e *env) {
+	key := e.key(t)
+	l := e.limiter(t, nil, key, ratelimit.FixedWindow{Limit: 100, Window: time.Minute})
+	c := ctx(t)
+	done := make(chan struct{})
+	type tally struct{ admitted, decisions int64 }
+	results := make(chan tally, 8)
+	limits := make(chan int64, 1024)
+	for range 8 {
+		go func() {
+			var tl tally
+			defer func() { results <- tl }()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				res, err := l.Allow(c)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				tl.decisions++
+				if res.Allowed {
+					tl.admitted++
+				}
+				select {
+				case limits <- res.Limit:
+				default:
+				}
+			}
+		}()
+	}
+	for i := range 10 {
+		limit := int64(100 + 10*(i%2))
+		require.NoError(t, l.Update(c, ratelimit.FixedWindow{Limit: limit, Window: time.Minute}, ratelimit.Migrate))
+	}
+	close(done)
+	var total tally
+	for range 8 {
+		tl := <-results
+		total.admitted += tl.admitted
+		total.decisions += tl.decisions
+	}
+	close(limits)
+	for lim := range limits {
+		require.Contains(t, []int64{100, 110}, lim)
+	}
+	require.LessOrEqual(t, total.admitted, int64(110))
+	require.Equal(t, ratelimit.FixedWindow{Limit: 110, Window: time.Minute}, l.Policy(), "the last update (i = 9)")
+	t.Logf("%d decisions, %d admitted across 10 updates", total.decisions, total.admitted)
+}
+
+// A migration whose reply never arrives (the server is paused and the update's ctx ends after the
+// script was sent) closes the limiter: the server may already hold the migrated state. Its queued
+// request fails with ErrClosed, and later calls too.
+func testLimiterUpdateFailedCloses(t *testing.T, e *env) {
+	key := e.key(t)
+	l := e.limiter(t, nil, key, ratelimit.GCRA{Burst: 1, EmissionInterval: time.Minute},
+		ratelimit.WithQueue(1, ratelimit.OldestFirst))
+	limExhaust(t, l, 1)
+	w := limWaitAsync(ctx(t), l, "w", 1)
+	limWaitQueued(t, l, 1)
+
+	e.srv.MustPause(t)
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			e.srv.MustResume(t)
+		}
+	})
+	uctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	defer cancel()
+	err := l.Update(uctx, ratelimit.GCRA{Burst: 2, EmissionInterval: time.Minute}, ratelimit.Migrate)
+	e.srv.MustResume(t)
+	resumed = true
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ratelimit.ErrConfigMismatch)
+
+	o := limRecv(t, w)
+	require.ErrorIs(t, o.err, ratelimit.ErrClosed)
+	_, err = l.AllowN(ctx(t), 0)
+	require.ErrorIs(t, err, ratelimit.ErrClosed)
+	require.ErrorIs(t, l.Update(ctx(t), ratelimit.GCRA{Burst: 3, EmissionInterval: time.Minute}, ratelimit.Adopt),
+		ratelimit.ErrClosed)
+	require.Equal(t, ratelimit.GCRA{Burst: 1, EmissionInterval: time.Minute}, l.Policy(), "never published")
+}
