@@ -74,7 +74,11 @@ func checkDuration(field string, d time.Duration) (int64, error) {
 	if d < time.Millisecond {
 		return 0, invalid(field, "is %v, want at least 1ms", d)
 	}
-	return ceilMillis(d), nil
+	ms := ceilMillis(d)
+	if ms > maxMillis {
+		return 0, invalid(field, "is %v: rounded up to whole milliseconds it exceeds the time.Duration range", d)
+	}
+	return ms, nil
 }
 
 // compileComponent validates one component; name prefixes the field names in errors.

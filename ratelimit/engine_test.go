@@ -1,0 +1,359 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCompileValidation(t *testing.T) {
+	t.Parallel()
+	maxD := time.Duration(math.MaxInt64)
+	many := make([]Component, MaxComponents+1)
+	for i := range many {
+		many[i] = FixedWindow{Limit: 1, Window: time.Second}
+	}
+	tests := []struct {
+		name  string
+		p     Policy
+		field string // "" when valid
+	}{
+		{"fixed ok", FixedWindow{Limit: 1, Window: time.Millisecond}, ""},
+		{"fixed pointer ok", &FixedWindow{Limit: 5, Window: time.Second}, ""},
+		{"fixed max limit", FixedWindow{Limit: MaxLimit, Window: time.Second}, ""},
+		{"fixed limit 0", FixedWindow{Limit: 0, Window: time.Second}, "FixedWindow.Limit"},
+		{"fixed limit negative", FixedWindow{Limit: -1, Window: time.Second}, "FixedWindow.Limit"},
+		{"fixed limit above max", FixedWindow{Limit: MaxLimit + 1, Window: time.Second}, "FixedWindow.Limit"},
+		{"fixed window 0", FixedWindow{Limit: 1}, "FixedWindow.Window"},
+		{"fixed window negative", FixedWindow{Limit: 1, Window: -time.Second}, "FixedWindow.Window"},
+		{"fixed window below 1ms", FixedWindow{Limit: 1, Window: 999 * time.Microsecond}, "FixedWindow.Window"},
+		{"fixed window max whole ms", FixedWindow{Limit: 1, Window: time.Duration(maxMillis) * time.Millisecond}, ""},
+		{"fixed window rounds beyond duration", FixedWindow{Limit: 1, Window: maxD}, "FixedWindow.Window"},
+		{"nil fixed pointer", (*FixedWindow)(nil), "FixedWindow"},
+		{"sliding ok", SlidingWindow{Limit: 10, Window: time.Minute, Segments: 10}, ""},
+		{"sliding segments 0 means 1", SlidingWindow{Limit: 10, Window: time.Minute}, ""},
+		{"sliding segments 1024", SlidingWindow{Limit: 10, Window: time.Minute, Segments: 1024}, ""},
+		{"sliding segments 1025", SlidingWindow{Limit: 10, Window: time.Minute, Segments: 1025}, "SlidingWindow.Segments"},
+		{"sliding segments negative", SlidingWindow{Limit: 10, Window: time.Minute, Segments: -1}, "SlidingWindow.Segments"},
+		{"sliding limit 0", SlidingWindow{Limit: 0, Window: time.Minute}, "SlidingWindow.Limit"},
+		{"sliding window 0", SlidingWindow{Limit: 1}, "SlidingWindow.Window"},
+		{"sliding retention fits", SlidingWindow{Limit: 1, Window: time.Duration(maxMillis/2) * time.Millisecond}, ""},
+		{"sliding retention overflows", SlidingWindow{Limit: 1, Window: time.Duration(maxMillis/2+1) * time.Millisecond}, "SlidingWindow.Window"},
+		{"sliding retention overflows after rounding", SlidingWindow{Limit: 1, Window: time.Duration(maxMillis/2)*time.Millisecond + 1}, "SlidingWindow.Window"},
+		{"bucket ok", TokenBucket{Limit: 10, TokensPerPeriod: 2, Period: time.Second}, ""},
+		{"bucket tokens above limit", TokenBucket{Limit: 10, TokensPerPeriod: 20, Period: time.Second}, ""},
+		{"bucket limit 0", TokenBucket{Limit: 0, TokensPerPeriod: 1, Period: time.Second}, "TokenBucket.Limit"},
+		{"bucket tokens 0", TokenBucket{Limit: 1, TokensPerPeriod: 0, Period: time.Second}, "TokenBucket.TokensPerPeriod"},
+		{"bucket tokens above max", TokenBucket{Limit: 1, TokensPerPeriod: MaxLimit + 1, Period: time.Second}, "TokenBucket.TokensPerPeriod"},
+		{"bucket period 0", TokenBucket{Limit: 1, TokensPerPeriod: 1}, "TokenBucket.Period"},
+		{"bucket refill fits", TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Duration(maxMillis/2) * time.Millisecond}, ""},
+		{"bucket refill overflows", TokenBucket{Limit: 3, TokensPerPeriod: 1, Period: time.Duration(maxMillis/2) * time.Millisecond}, "TokenBucket.Period"},
+		{"gcra ok", GCRA{Burst: 20, EmissionInterval: 100 * time.Millisecond}, ""},
+		{"gcra pointer ok", &GCRA{Burst: 20, EmissionInterval: 100 * time.Millisecond}, ""},
+		{"nil gcra pointer", (*GCRA)(nil), "policy"},
+		{"gcra burst 0", GCRA{Burst: 0, EmissionInterval: time.Millisecond}, "GCRA.Burst"},
+		{"gcra interval 0", GCRA{Burst: 1}, "GCRA.EmissionInterval"},
+		{"gcra interval below 1ms", GCRA{Burst: 1, EmissionInterval: time.Microsecond}, "GCRA.EmissionInterval"},
+		{"gcra refill fits", GCRA{Burst: 1, EmissionInterval: time.Duration(maxMillis) * time.Millisecond}, ""},
+		{"gcra refill overflows", GCRA{Burst: 2, EmissionInterval: time.Duration(maxMillis/2+1) * time.Millisecond}, "GCRA.EmissionInterval"},
+		{"nil policy", nil, "policy"},
+		{"composite ok", Composite{Components: []Component{
+			TokenBucket{Limit: 10, TokensPerPeriod: 2, Period: time.Second},
+			SlidingWindow{Limit: 100, Window: time.Minute, Segments: 10},
+			&FixedWindow{Limit: 1000, Window: time.Hour},
+		}}, ""},
+		{"composite empty", Composite{}, "Composite.Components"},
+		{"composite 32", Composite{Components: many[:MaxComponents]}, ""},
+		{"composite 33", Composite{Components: many}, "Composite.Components"},
+		{"composite nil component", Composite{Components: []Component{FixedWindow{Limit: 1, Window: time.Second}, nil}}, "Composite.Components[1]"},
+		{"composite nil pointer component", Composite{Components: []Component{(*TokenBucket)(nil)}}, "Composite.Components[0]"},
+		{"composite bad component", Composite{Components: []Component{FixedWindow{Limit: 1, Window: time.Second}, SlidingWindow{Limit: 1, Window: time.Second, Segments: 2000}}}, "Composite.Components[1].Segments"},
+		{"nil composite pointer", (*Composite)(nil), "policy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := compile(tt.p)
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("compile: %v", err)
+				}
+				if c.capacity() < 1 {
+					t.Fatalf("capacity %d", c.capacity())
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidPolicy) {
+				t.Fatalf("compile error %v, want ErrInvalidPolicy", err)
+			}
+			if !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("error %q does not name %s", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestCompileRoundsUp(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		p    Policy
+		sig  string
+	}{
+		{"whole ms unchanged", FixedWindow{Limit: 3, Window: 1500 * time.Millisecond}, "v1|f3/1500"},
+		{"1ns over rounds up", FixedWindow{Limit: 3, Window: time.Second + 1}, "v1|f3/1001"},
+		{"1.5ms rounds to 2ms", FixedWindow{Limit: 3, Window: 1500 * time.Microsecond}, "v1|f3/2"},
+		{"sliding segments 0 is 1", SlidingWindow{Limit: 5, Window: time.Second}, "v1|s5/1000/1"},
+		{"sliding window rounds", SlidingWindow{Limit: 5, Window: 999*time.Millisecond + 1, Segments: 3}, "v1|s5/1000/3"},
+		{"bucket period rounds", TokenBucket{Limit: 4, TokensPerPeriod: 2, Period: 250*time.Millisecond + 999999}, "v1|t4/2/251"},
+		{"gcra interval rounds", GCRA{Burst: 7, EmissionInterval: 100*time.Millisecond + 1}, "g7/101"},
+		{"largest whole ms", FixedWindow{Limit: 1, Window: time.Duration(maxMillis) * time.Millisecond}, "v1|f1/9223372036854"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := compile(tt.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.sig != tt.sig {
+				t.Fatalf("signature %q, want %q", c.sig, tt.sig)
+			}
+		})
+	}
+}
+
+func TestSlidingSegmentWidth(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		window   time.Duration
+		segments int
+		width    int64
+	}{
+		{time.Second, 10, 100},
+		{time.Second, 3, 334},
+		{time.Second, 1, 1000},
+		{5 * time.Millisecond, 10, 1},
+		{time.Minute, 1024, 59},
+	}
+	for _, tt := range tests {
+		c, err := compile(SlidingWindow{Limit: 1, Window: tt.window, Segments: tt.segments})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.comps[0].width; got != tt.width {
+			t.Errorf("window %v / %d segments: width %d ms, want %d", tt.window, tt.segments, got, tt.width)
+		}
+		if got := c.block[len(c.block)-1]; got != strconv.FormatInt(tt.width, 10) {
+			t.Errorf("script argument width %q, want %d", got, tt.width)
+		}
+	}
+}
+
+func TestCompositeSignatureAndArgs(t *testing.T) {
+	t.Parallel()
+	p := Composite{Components: []Component{
+		TokenBucket{Limit: 10, TokensPerPeriod: 2, Period: time.Second},
+		SlidingWindow{Limit: 100, Window: time.Minute, Segments: 10},
+		FixedWindow{Limit: 1000, Window: time.Hour},
+	}}
+	c, err := compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sig = "v1|t10/2/1000|s100/60000/10|f1000/3600000"
+	if c.sig != sig {
+		t.Fatalf("signature %q, want %q", c.sig, sig)
+	}
+	want := []string{"d", "1", "cp", sig, "3", "t", "10", "2", "1000", "s", "100", "60000", "6000", "f", "1000", "3600000", "0"}
+	if strings.Join(c.argsOne, ",") != strings.Join(want, ",") {
+		t.Fatalf("args %q, want %q", c.argsOne, want)
+	}
+	if c.argsProbe[1] != "0" || c.decideArgs("7")[1] != "7" {
+		t.Fatalf("probe args %q", c.argsProbe)
+	}
+	if c.capacity() != 10 || c.capIdx != 0 {
+		t.Fatalf("capacity %d at %d, want 10 at 0", c.capacity(), c.capIdx)
+	}
+	// Reordering the components changes the signature.
+	r, err := compile(Composite{Components: []Component{p.Components[1], p.Components[0], p.Components[2]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.sig == c.sig || r.equal(c) {
+		t.Fatal("reordered composite has the same signature")
+	}
+	// Standalone layouts store no signature.
+	f, err := compile(FixedWindow{Limit: 1, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.block[0] != "fw" || f.block[1] != "" {
+		t.Fatalf("standalone block %q", f.block)
+	}
+}
+
+func TestEqualAndCompatible(t *testing.T) {
+	t.Parallel()
+	mustCompile := func(p Policy) *compiled {
+		t.Helper()
+		c, err := compile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	fw := mustCompile(FixedWindow{Limit: 5, Window: time.Second})
+	if !fw.equal(mustCompile(FixedWindow{Limit: 5, Window: time.Second - time.Microsecond})) {
+		t.Fatal("settings equal after rounding are not equal")
+	}
+	if fw.equal(mustCompile(FixedWindow{Limit: 6, Window: time.Second})) {
+		t.Fatal("different limits are equal")
+	}
+	if fw.equal(mustCompile(Composite{Components: []Component{FixedWindow{Limit: 5, Window: time.Second}}})) {
+		t.Fatal("a standalone fixed window equals a composite of one")
+	}
+	comp := func(cs ...Component) *compiled { return mustCompile(Composite{Components: cs}) }
+	a := comp(FixedWindow{Limit: 5, Window: time.Second}, TokenBucket{Limit: 1, TokensPerPeriod: 1, Period: time.Second})
+	tests := []struct {
+		name string
+		from *compiled
+		to   *compiled
+		ok   bool
+	}{
+		{"fixed to fixed", fw, mustCompile(FixedWindow{Limit: 9, Window: time.Minute}), true},
+		{"fixed to sliding", fw, mustCompile(SlidingWindow{Limit: 9, Window: time.Minute}), false},
+		{"gcra to gcra", mustCompile(GCRA{Burst: 1, EmissionInterval: time.Second}), mustCompile(GCRA{Burst: 2, EmissionInterval: time.Millisecond}), true},
+		{"gcra to bucket", mustCompile(GCRA{Burst: 1, EmissionInterval: time.Second}), mustCompile(TokenBucket{Limit: 1, TokensPerPeriod: 1, Period: time.Second}), false},
+		{"composite same kinds", a, comp(FixedWindow{Limit: 50, Window: time.Hour}, TokenBucket{Limit: 3, TokensPerPeriod: 3, Period: time.Millisecond}), true},
+		{"composite kind changed", a, comp(SlidingWindow{Limit: 50, Window: time.Hour}, TokenBucket{Limit: 3, TokensPerPeriod: 3, Period: time.Millisecond}), false},
+		{"composite count changed", a, comp(FixedWindow{Limit: 5, Window: time.Second}), false},
+		{"standalone to composite", fw, comp(FixedWindow{Limit: 5, Window: time.Second}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.from.compatible(tt.to)
+			if tt.ok != (err == nil) {
+				t.Fatalf("compatible: %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidUpdate) {
+				t.Fatalf("error %v does not wrap ErrInvalidUpdate", err)
+			}
+			if err != nil {
+				// migrate checks compatibility before any I/O (a nil client would panic otherwise).
+				if merr := tt.from.migrate(context.Background(), nil, "k", tt.to); !errors.Is(merr, ErrInvalidUpdate) {
+					t.Fatalf("migrate: %v", merr)
+				}
+			}
+		})
+	}
+	// An identical update is a no-op without I/O.
+	if err := fw.migrate(context.Background(), nil, "k", mustCompile(FixedWindow{Limit: 5, Window: time.Second})); err != nil {
+		t.Fatalf("identical migrate: %v", err)
+	}
+}
+
+func TestDecideLocal(t *testing.T) {
+	t.Parallel()
+	c, err := compile(Composite{Components: []Component{
+		FixedWindow{Limit: 9, Window: time.Second},
+		TokenBucket{Limit: 4, TokensPerPeriod: 1, Period: time.Second},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Neither case does I/O: the nil client would panic.
+	d, err := c.decide(context.Background(), nil, "k", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := decision{limit: 4, component: 1}
+	if d != want {
+		t.Fatalf("n above capacity: %+v, want %+v", d, want)
+	}
+	if _, err := c.decide(context.Background(), nil, "k", -1); !errors.Is(err, ErrNegativePermits) {
+		t.Fatalf("negative n: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.decide(ctx, nil, "k", 1); !errors.Is(err, context.Canceled) || errors.Is(err, ErrUncertain) {
+		t.Fatalf("cancelled before sending: %v", err)
+	}
+}
+
+func TestDecodeReply(t *testing.T) {
+	t.Parallel()
+	comp, err := compile(Composite{Components: []Component{
+		FixedWindow{Limit: 9, Window: time.Second},
+		TokenBucket{Limit: 4, TokensPerPeriod: 1, Period: time.Second},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcra, err := compile(GCRA{Burst: 20, EmissionInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const now = 1796069434113
+	tests := []struct {
+		name string
+		c    *compiled
+		v    [replyLen]int64
+		want decision
+		bad  bool
+	}{
+		{"allowed", comp, [replyLen]int64{1, 3, 0, 2000, 1, now}, decision{allowed: true, remaining: 3, limit: 4, reset: 2 * time.Second, component: 1, at: time.UnixMilli(now)}, false},
+		{"rejected", comp, [replyLen]int64{0, 0, 250, 900, 0, now}, decision{remaining: 0, limit: 9, retryAfter: 250 * time.Millisecond, reset: 900 * time.Millisecond, at: time.UnixMilli(now)}, false},
+		{"gcra", gcra, [replyLen]int64{1, 19, 0, 100, 0, now}, decision{allowed: true, remaining: 19, limit: 20, reset: 100 * time.Millisecond, at: time.UnixMilli(now)}, false},
+		{"allowed 2", comp, [replyLen]int64{2, 3, 0, 0, 0, now}, decision{}, true},
+		{"negative remaining", comp, [replyLen]int64{1, -1, 0, 0, 0, now}, decision{}, true},
+		{"retry when allowed", comp, [replyLen]int64{1, 1, 5, 0, 0, now}, decision{}, true},
+		{"negative retry", comp, [replyLen]int64{0, 1, -5, 0, 0, now}, decision{}, true},
+		{"negative reset", comp, [replyLen]int64{0, 1, 5, -1, 0, now}, decision{}, true},
+		{"component out of range", comp, [replyLen]int64{0, 1, 5, 1, 2, now}, decision{}, true},
+		{"gcra component 1", gcra, [replyLen]int64{0, 1, 5, 1, 1, now}, decision{}, true},
+		{"no server time", comp, [replyLen]int64{0, 1, 5, 1, 0, 0}, decision{}, true},
+		{"retry beyond duration", comp, [replyLen]int64{0, 1, maxMillis + 1, 1, 0, now}, decision{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := tt.c.decodeReply(tt.v)
+			if tt.bad {
+				if err == nil {
+					t.Fatalf("decoded %+v, want an error", d)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d != tt.want {
+				t.Fatalf("decoded %+v, want %+v", d, tt.want)
+			}
+		})
+	}
+}
+
+func TestEngineErrorMapping(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want error
+		not  error
+	}{
+		{"deadline", context.DeadlineExceeded, ErrUncertain, nil},
+		{"canceled", context.Canceled, ErrUncertain, nil},
+		{"unknown", errors.New("boom"), ErrUncertain, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := engineError(tt.err)
+			if !errors.Is(got, tt.want) || !errors.Is(got, tt.err) {
+				t.Fatalf("engineError(%v) = %v, want it to wrap %v and the cause", tt.err, got, tt.want)
+			}
+		})
+	}
+}
