@@ -85,6 +85,7 @@ var steps = []step{
 	{name: "idempotent payments", run: idempotencyStep},
 	{name: "leader election", run: leaderStep},
 	{name: "export permits", run: semaphoreStep},
+	{name: "rate limit", run: rateLimitStep},
 }
 
 // stepResult is what a step reports: rows for its table, the invariants it checked, and a short

@@ -9,6 +9,7 @@ require (
 	github.com/coordkit/coordkit/leader v0.1.0
 	github.com/coordkit/coordkit/lock v0.1.0
 	github.com/coordkit/coordkit/luakit v0.1.0
+	github.com/coordkit/coordkit/ratelimit v0.1.0
 	github.com/coordkit/coordkit/semaphore v0.1.0
 	github.com/coordkit/coordkit/testkit v0.1.0
 	github.com/redis/rueidis v1.0.79
@@ -89,6 +90,7 @@ replace (
 	github.com/coordkit/coordkit/latch => ../latch
 	github.com/coordkit/coordkit/lock => ../lock
 	github.com/coordkit/coordkit/luakit => ../luakit
+	github.com/coordkit/coordkit/ratelimit => ../ratelimit
 	github.com/coordkit/coordkit/semaphore => ../semaphore
 	github.com/coordkit/coordkit/testkit => ../testkit
 )
