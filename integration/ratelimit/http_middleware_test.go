@@ -326,6 +326,7 @@ func httpDenyList(t *testing.T, e *env) {
 	c := e.newClient(t)
 	dl, err := ratelimit.NewDenyList(c, prefix+"denied")
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = dl.Close() })
 	require.NoError(t, dl.SetDenied(ctx(t), "blocked", true))
 	k := httpKeyed(t, e, c, ratelimit.FixedWindow{Limit: 10, Window: time.Minute},
 		ratelimit.WithKeyPrefix(prefix), ratelimit.WithKeyedDenyList(dl, nil))
