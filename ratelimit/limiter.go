@@ -383,6 +383,9 @@ func (l *Limiter) Update(ctx context.Context, policy Policy, mode UpdateMode) er
 	if err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
 	case l.updSem <- struct{}{}:
 	case <-ctx.Done():

@@ -1,0 +1,146 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+func TestNewKeyedValidation(t *testing.T) {
+	dl := newDenyList(defaultDenyConfig(), func(context.Context, string) (bool, error) { return false, nil })
+	if _, err := NewKeyed(nil, fw10); !errors.Is(err, ErrNilClient) {
+		t.Fatalf("nil client: %v", err)
+	}
+	if _, err := NewKeyed(noIO{}, FixedWindow{}); !errors.Is(err, ErrInvalidPolicy) {
+		t.Fatalf("invalid policy: %v", err)
+	}
+	for name, opt := range map[string]Option{
+		"WithDenyList":       WithDenyList(dl, "id"),
+		"zero max keys":      WithMaxKeys(0),
+		"zero idle timeout":  WithIdleTimeout(0),
+		"negative queue":     WithQueue(-1, OldestFirst),
+		"nil keyed denylist": WithKeyedDenyList(nil, nil),
+	} {
+		if k, err := NewKeyed(noIO{}, fw10, opt); err == nil {
+			_ = k.Close()
+			t.Errorf("%s: NewKeyed succeeded", name)
+		}
+	}
+	k, err := NewKeyed(noIO{}, fw10, WithKeyedDenyList(dl, nil), WithMaxKeys(3), WithIdleTimeout(time.Second),
+		WithQueue(2, NewestFirst), WithKeyPrefix("p:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Validation and decisions above the capacity need no I/O and create no local state; Close stops the
+// background goroutine (goleak checks) and later calls fail with ErrClosed.
+func TestKeyedLocal(t *testing.T) {
+	k, err := NewKeyed(noIO{}, fw10, WithQueue(5, OldestFirst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := k.AllowN(ctx, "", 1); !errors.Is(err, luakit.ErrEmptyKey) {
+		t.Fatalf("empty key: %v", err)
+	}
+	if _, err := k.WaitN(ctx, "a", -1); !errors.Is(err, ErrNegativePermits) {
+		t.Fatalf("negative: %v", err)
+	}
+	res, err := k.AllowN(ctx, "a", 11)
+	if err != nil || res.Allowed || res.Reason != ReasonCapacity || res.RetryAfter != 0 {
+		t.Fatalf("AllowN above the capacity = %+v, %v", res, err)
+	}
+	if n := k.Keys(); n != 0 {
+		t.Fatalf("AllowN created local state: %d keys", n)
+	}
+	res, err = k.WaitN(ctx, "a", 11) // creates the key's state; decided locally
+	if err != nil || res.Allowed || res.RetryAfter != 0 {
+		t.Fatalf("WaitN above the capacity = %+v, %v", res, err)
+	}
+	if st := k.Stats("a"); st != (Stats{Rejected: 1, Available: -1}) || k.Keys() != 1 {
+		t.Fatalf("Stats = %+v with %d keys", st, k.Keys())
+	}
+	if st := k.Stats("none"); st != (Stats{Available: -1}) {
+		t.Fatalf("Stats of a key without state = %+v", st)
+	}
+	if k.Policy() != Policy(fw10) {
+		t.Fatalf("Policy = %+v", k.Policy())
+	}
+	for range 2 {
+		if err := k.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := k.AllowN(ctx, "a", 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("AllowN after Close = %v", err)
+	}
+	if _, err := k.WaitN(ctx, "a", 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("WaitN after Close = %v", err)
+	}
+	if n := k.Keys(); n != 0 {
+		t.Fatalf("%d keys after Close", n)
+	}
+}
+
+// The least recently used idle key is evicted when WithMaxKeys is reached; a key in use is not.
+func TestKeyedMaxKeysLRU(t *testing.T) {
+	k, err := NewKeyed(noIO{}, fw10, WithQueue(5, OldestFirst), WithMaxKeys(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	ctx := context.Background()
+	for _, key := range []string{"a", "b", "a", "c"} { // b is then the least recently used
+		if _, err := k.WaitN(ctx, key, 11); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k.Keys() != 2 || k.Stats("b").Available != -1 || k.Stats("a").Rejected != 2 || k.Stats("c").Rejected != 1 {
+		t.Fatalf("keys %d, a %+v, b %+v, c %+v", k.Keys(), k.Stats("a"), k.Stats("b"), k.Stats("c"))
+	}
+	// Both keys in use: a new key gets no state.
+	ea, _ := k.acquire("a", false)
+	ec, _ := k.acquire("c", false)
+	if e, err := k.acquire("d", true); e != nil || err != nil {
+		t.Fatalf("acquire with every key in use = %v, %v", e, err)
+	}
+	k.release(ea)
+	k.release(ec)
+	if e, err := k.acquire("d", true); e == nil || err != nil {
+		t.Fatalf("acquire after release = %v, %v", e, err)
+	} else {
+		k.release(e)
+	}
+	if k.Stats("a").Available != -1 || k.Keys() != 2 {
+		t.Fatalf("a (least recently released) not evicted: %d keys", k.Keys())
+	}
+}
+
+// The background goroutine drops the state of a key idle for the idle timeout.
+func TestKeyedIdleTimeout(t *testing.T) {
+	k, err := NewKeyed(noIO{}, fw10, WithQueue(5, OldestFirst), WithIdleTimeout(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if _, err := k.WaitN(context.Background(), "a", 11); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for k.Keys() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle key was never dropped")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := k.Stats("a"); st != (Stats{Available: -1}) {
+		t.Fatalf("Stats after the drop = %+v", st)
+	}
+}
