@@ -47,7 +47,9 @@ const (
 // # Storage
 //
 // The set at the key (after the [WithDenyListKeyPrefix] prefix; binary-safe) holds the denied
-// identities as members, compared byte for byte (exact and case-sensitive). [DenyList.SetDenied] runs
+// identities as members, compared byte for byte (exact and case-sensitive; UTF-8 text in practice, but
+// any non-empty bytes work). Identities are application-controlled: their length is not bounded here,
+// and cached ones are held in memory. [DenyList.SetDenied] runs
 // SADD or SREM in a Lua script, reads run SISMEMBER in a Lua script: scripting and these set commands
 // must be permitted. No expiry is set; membership persists until removed. The key is read on its own,
 // so it may live in another Cluster slot than the limiters' keys, and a cache miss costs one extra round

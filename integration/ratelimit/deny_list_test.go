@@ -360,6 +360,7 @@ func testDenyOutage(t *testing.T, e *env) {
 // A stopped server (SIGSTOP): cached decisions are served; a miss returns the caller's deadline
 // error; Close ends the shared read still waiting for the server.
 func testDenyStoppedServer(t *testing.T, e *env) {
+	require.False(t, e.isCluster(), "stopping the server drives one process: standalone targets only")
 	c := e.newClient(t)
 	dl, err := ratelimit.NewDenyList(c, e.key(t), ratelimit.WithCacheDuration(time.Minute))
 	require.NoError(t, err)

@@ -1,0 +1,67 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/ratelimit"
+)
+
+// One deny list per process, bound to a limiter per customer: a denied customer is rejected before
+// any capacity is touched, with Reason "deny_list" and no RetryAfter. (It needs a server at
+// 127.0.0.1:6379, so it is compiled but not run by go test.)
+func ExampleDenyList() {
+	ctx := context.Background()
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+
+	denyList, err := ratelimit.NewDenyList(client, "limits:denied",
+		ratelimit.WithCacheDuration(time.Second), ratelimit.WithCacheCapacity(1024))
+	if err != nil {
+		return
+	}
+	defer denyList.Close()
+	if err := denyList.SetDenied(ctx, "customer:42", true); err != nil {
+		return // on ErrUncertain the write may have happened: IsDenied reads again
+	}
+
+	limiter, err := ratelimit.New(client, "limits:customer:42",
+		ratelimit.FixedWindow{Limit: 100, Window: time.Minute},
+		ratelimit.WithDenyList(denyList, "customer:42"))
+	if err != nil {
+		return
+	}
+	defer limiter.Close()
+	res, err := limiter.Allow(ctx)
+	if err != nil {
+		return // the deny list or the limit could not be read: fail open or closed, your choice
+	}
+	fmt.Println(res.Allowed, res.Reason, res.RetryAfter) // false deny_list 0s
+
+	_ = denyList.SetDenied(ctx, "customer:42", false)
+}
+
+// Cache effectiveness: hits are answered without I/O, misses share reads.
+func ExampleDenyList_Stats() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	denyList, err := ratelimit.NewDenyList(client, "limits:denied")
+	if err != nil {
+		return
+	}
+	defer denyList.Close()
+	for range 3 {
+		_, _ = denyList.IsDenied(context.Background(), "customer:42")
+	}
+	s := denyList.Stats()
+	fmt.Println(s.Hits, s.Misses, s.ServerReads) // 2 1 1 within the cache duration
+}
