@@ -3,7 +3,10 @@ package ratelimitbench
 import (
 	"context"
 	"flag"
+	"maps"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -91,25 +94,32 @@ func BenchmarkGCRAvsRedisRate(b *testing.B) {
 	rl := redis_rate.NewLimiter(rdb)
 	limit := redis_rate.Limit{Rate: int(time.Second / gcraInterval), Burst: gcraBurst, Period: time.Second}
 	for _, kp := range keyPatterns {
-		var coordkitRate float64
+		// Decisions/s of the final (full-length) run of each sub-benchmark, by GOMAXPROCS (-cpu runs
+		// every sub-benchmark once per value).
+		coordkitRate, peerRate := map[int]float64{}, map[int]float64{}
 		b.Run("coordkit/"+kp.name, func(b *testing.B) {
 			k := newKeyed(b, c, ratelimit.GCRA{Burst: gcraBurst, EmissionInterval: gcraInterval})
-			coordkitRate = runDecider(b, coordkitDecider(k), kp.keys)
+			coordkitRate[runtime.GOMAXPROCS(0)] = runDecider(b, coordkitDecider(k), kp.keys)
 		})
 		b.Run("redis_rate/"+kp.name, func(b *testing.B) {
-			rate := runDecider(b, func(ctx context.Context, key string) (bool, error) {
+			procs := runtime.GOMAXPROCS(0)
+			peerRate[procs] = runDecider(b, func(ctx context.Context, key string) (bool, error) {
 				res, err := rl.AllowN(ctx, key, limit, 1)
 				if err != nil {
 					return false, err
 				}
 				return res.Allowed == 1, nil
 			}, kp.keys)
-			if rate > 0 && coordkitRate > 0 {
-				b.ReportMetric(coordkitRate/rate, "coordkit/redis_rate")
-				b.Logf("%s keys: coordkit %.0f decisions/s, redis_rate %.0f decisions/s, ratio %.2f",
-					kp.name, coordkitRate, rate, coordkitRate/rate)
+			if peerRate[procs] > 0 && coordkitRate[procs] > 0 {
+				b.ReportMetric(coordkitRate[procs]/peerRate[procs], "coordkit/redis_rate")
 			}
 		})
+		for _, procs := range slices.Sorted(maps.Keys(peerRate)) {
+			if ck, peer := coordkitRate[procs], peerRate[procs]; ck > 0 && peer > 0 {
+				b.Logf("%s key(s), GOMAXPROCS %d: coordkit %.0f decisions/s, redis_rate %.0f decisions/s, ratio coordkit/redis_rate %.2f",
+					kp.name, procs, ck, peer, ck/peer)
+			}
+		}
 	}
 }
 
