@@ -16,6 +16,7 @@ func init() {
 		scenario{name: "limiter_keyed_many_keys_no_state", run: testLimiterKeyedManyKeys},
 		scenario{name: "limiter_keyed_idle_eviction", run: testLimiterKeyedIdle},
 		scenario{name: "limiter_keyed_max_keys", run: testLimiterKeyedMaxKeys},
+		scenario{name: "limiter_keyed_deny_list", run: testLimiterKeyedDenyList},
 	)
 }
 
@@ -130,4 +131,31 @@ func testLimiterKeyedMaxKeys(t *testing.T, e *env) {
 	for range 2 {
 		require.ErrorIs(t, <-done, context.Canceled)
 	}
+}
+
+// WithKeyedDenyList maps each key to its identity: a denied tenant is rejected with ReasonDenyList by
+// AllowN and WaitN without its capacity key being created; other tenants are unaffected.
+func testLimiterKeyedDenyList(t *testing.T, e *env) {
+	client := e.newClient(t)
+	dl, err := ratelimit.NewDenyList(client, e.key(t), ratelimit.WithCacheDuration(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = dl.Close() })
+	prefix := e.key(t) + ":"
+	k := limKeyed(t, e, ratelimit.FixedWindow{Limit: 5, Window: time.Minute},
+		ratelimit.WithKeyPrefix(prefix), ratelimit.WithQueue(4, ratelimit.OldestFirst),
+		ratelimit.WithKeyedDenyList(dl, func(key string) string { return "tenant:" + key }))
+	require.NoError(t, dl.SetDenied(ctx(t), "tenant:evil", true))
+
+	for _, call := range []func(context.Context, string, int64) (ratelimit.Result, error){k.AllowN, k.WaitN} {
+		res, err := call(ctx(t), "evil", 1)
+		require.NoError(t, err)
+		require.False(t, res.Allowed)
+		require.Equal(t, ratelimit.ReasonDenyList, res.Reason)
+		res, err = call(ctx(t), "good", 1)
+		require.NoError(t, err)
+		require.True(t, res.Allowed)
+	}
+	require.False(t, e.exists(t, prefix+"evil"), "a denied key touches no capacity")
+	require.True(t, e.exists(t, prefix+"good"))
+	require.Equal(t, int64(1), k.Stats("evil").Rejected)
 }

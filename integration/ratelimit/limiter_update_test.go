@@ -2,6 +2,9 @@ package ratelimit_test
 
 import (
 	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,19 +119,18 @@ func testLimiterUpdateMismatch(t *testing.T, e *env) {
 
 // Updates race decisions on the same limiter: every decision uses one consistent setting, so the
 // Limit of every Result is either the old or the new capacity, the admissions never exceed the
-// largest capacity that applied, and the final settings are the last update's.
+// largest capacity that applied (the window's count is kept by every migration), and the final
+// settings are the last update's. Each update waits until decisions have run since the previous one.
 func testLimiterUpdateConcurrent(t *testing.T, e *env) {
 	key := e.key(t)
 	l := e.limiter(t, nil, key, ratelimit.FixedWindow{Limit: 100, Window: time.Minute})
 	c := ctx(t)
 	done := make(chan struct{})
-	type tally struct{ admitted, decisions int64 }
-	results := make(chan tally, 8)
-	limits := make(chan int64, 1024)
+	var decisions, admitted atomic.Int64
+	var bad atomic.Int64 // a Limit that is neither 100 nor 110
+	var wg sync.WaitGroup
 	for range 8 {
-		go func() {
-			var tl tally
-			defer func() { results <- tl }()
+		wg.Go(func() {
 			for {
 				select {
 				case <-done:
@@ -140,35 +142,32 @@ func testLimiterUpdateConcurrent(t *testing.T, e *env) {
 					t.Error(err)
 					return
 				}
-				tl.decisions++
+				decisions.Add(1)
 				if res.Allowed {
-					tl.admitted++
+					admitted.Add(1)
 				}
-				select {
-				case limits <- res.Limit:
-				default:
+				if res.Limit != 100 && res.Limit != 110 {
+					bad.Add(1)
 				}
 			}
-		}()
+		})
 	}
-	for i := range 10 {
+	const updates = 20
+	for i := range updates {
+		from := decisions.Load()
+		for decisions.Load() < from+20 {
+			runtime.Gosched()
+		}
 		limit := int64(100 + 10*(i%2))
 		require.NoError(t, l.Update(c, ratelimit.FixedWindow{Limit: limit, Window: time.Minute}, ratelimit.Migrate))
 	}
 	close(done)
-	var total tally
-	for range 8 {
-		tl := <-results
-		total.admitted += tl.admitted
-		total.decisions += tl.decisions
-	}
-	close(limits)
-	for lim := range limits {
-		require.Contains(t, []int64{100, 110}, lim)
-	}
-	require.LessOrEqual(t, total.admitted, int64(110))
-	require.Equal(t, ratelimit.FixedWindow{Limit: 110, Window: time.Minute}, l.Policy(), "the last update (i = 9)")
-	t.Logf("%d decisions, %d admitted across 10 updates", total.decisions, total.admitted)
+	wg.Wait()
+	require.Zero(t, bad.Load(), "a decision saw a capacity that was never set")
+	require.LessOrEqual(t, admitted.Load(), int64(110))
+	require.Equal(t, int64(110), admitted.Load(), "the window filled to the largest capacity")
+	require.Equal(t, ratelimit.FixedWindow{Limit: 110, Window: time.Minute}, l.Policy(), "the last update (i = 19)")
+	t.Logf("%d decisions, %d admitted across %d updates", decisions.Load(), admitted.Load(), updates)
 }
 
 // A migration whose reply never arrives (the server is paused and the update's ctx ends after the
