@@ -617,3 +617,24 @@ func TestDenyListCacheIntactOnCancelledWrite(t *testing.T) {
 	mustIsDenied(t, d, "id", true)
 	wantStats(t, d, 1, 1, 0, 1)
 }
+
+// BenchmarkDenyListHit measures cache hits (no I/O) from parallel goroutines.
+func BenchmarkDenyListHit(b *testing.B) {
+	f := &fakeSet{members: map[string]bool{"id": true}}
+	cfg := defaultDenyConfig()
+	cfg.cacheDuration = time.Minute
+	d := newDenyList(cfg, f.read)
+	defer d.Close()
+	if _, err := d.IsDenied(context.Background(), "id"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if denied, err := d.IsDenied(context.Background(), "id"); err != nil || !denied {
+				b.Fatal(denied, err)
+			}
+		}
+	})
+}
