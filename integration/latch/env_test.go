@@ -42,7 +42,6 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return e
 }
 
-
 // newClient returns a client of the target, closed at t.Cleanup.
 func (e *env) newClient(t *testing.T) rueidis.Client {
 	t.Helper()
