@@ -31,8 +31,8 @@ var (
 	// (timeout, cancellation, broken connection): permits may have been consumed.
 	ErrUncertain = errors.New("ratelimit: outcome uncertain")
 
-	// ErrClosed is returned by calls on a closed [Limiter] or [Keyed], and to requests waiting in the
-	// queue when it closes.
+	// ErrClosed is returned by calls on a closed [Limiter], [Keyed] or [DenyList], and to requests
+	// waiting in a queue (or on a shared deny-list read) when it closes.
 	ErrClosed = errors.New("ratelimit: closed")
 
 	// ErrNilClient is returned by [New], [NewKeyed] and [NewDenyList] for a nil rueidis.Client.
