@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -47,10 +48,15 @@ type Limiter struct {
 	gate     chan struct{}
 	closed   bool
 	closeErr error // why the limiter closed (ErrClosed, or wrapping a failed migration)
-	// Calls in progress (AllowN / WaitN, including queued ones) and when the last one ended.
-	busy      int
-	idleSince time.Time
-	q         queue
+	q        queue
+
+	// Lock-free on the decision path: closedFlag mirrors closed; busy counts calls in progress
+	// (AllowN / WaitN, queued ones included) and idleSince is when the last one ended, as the
+	// monotonic time since born.
+	closedFlag atomic.Bool
+	busy       atomic.Int64
+	idleSince  atomic.Int64
+	born       time.Time
 }
 
 // New returns a Limiter enforcing policy at key (after the [WithKeyPrefix] prefix). It does no I/O.
@@ -104,7 +110,7 @@ func newLimiter(client rueidis.Client, key string, c *compiled, p Policy, cfg co
 		cur:        c,
 		pol:        p,
 		gate:       make(chan struct{}),
-		idleSince:  time.Now(),
+		born:       time.Now(),
 	}
 }
 
@@ -291,22 +297,17 @@ func resultOf(d decision) Result {
 
 // begin marks a call in progress (for IdleDuration) unless the limiter is closed.
 func (l *Limiter) begin() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return l.closeErr
+	if l.closedFlag.Load() {
+		return l.closedErr()
 	}
-	l.busy++
+	l.busy.Add(1)
 	return nil
 }
 
 func (l *Limiter) end() {
-	l.mu.Lock()
-	l.busy--
-	if l.busy == 0 {
-		l.idleSince = time.Now()
+	if l.busy.Add(-1) == 0 {
+		l.idleSince.Store(int64(time.Since(l.born)))
 	}
-	l.mu.Unlock()
 }
 
 // enter waits while an Update is in progress, then registers an active attempt and returns the
@@ -507,12 +508,10 @@ func (l *Limiter) Stats() Stats {
 // (since New when it never had one); ok is false while one is. A limiter's state lives in the server,
 // so an idle limiter can be closed and rebuilt without losing usage.
 func (l *Limiter) IdleDuration() (d time.Duration, ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.busy > 0 {
+	if l.busy.Load() > 0 {
 		return 0, false
 	}
-	return time.Since(l.idleSince), true
+	return max(time.Since(l.born)-time.Duration(l.idleSince.Load()), 0), true
 }
 
 // Close fails requests waiting in the queue with [ErrClosed], makes later calls return ErrClosed, and
@@ -529,6 +528,7 @@ func (l *Limiter) shutdown(err error) {
 	l.mu.Lock()
 	if !l.closed {
 		l.closed = true
+		l.closedFlag.Store(true)
 		l.closeErr = err
 		l.failQueueLocked(err)
 		l.openGateLocked()
