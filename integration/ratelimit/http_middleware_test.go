@@ -173,12 +173,12 @@ func requireFields(t *testing.T, h http.Header, policy, name string, res ratelim
 		h.Get(ratelimithttp.HeaderRateLimit), "RateLimit")
 }
 
-// A fixed window of 3 per 10s keyed by the default key (the client IP): three requests pass with the
+// A fixed window of 3 per minute keyed by the default key (the client IP): three requests pass with the
 // fields counting down, the fourth is 429 with Retry-After = the window's end rounded up to seconds,
 // all computed from the server time of the first admission.
 func httpAllowedThenLimited(t *testing.T, e *env) {
 	prefix := e.key(t) + ":"
-	const window = 10 * time.Second
+	const window = time.Minute
 	k := httpKeyed(t, e, nil, ratelimit.FixedWindow{Limit: 3, Window: window}, ratelimit.WithKeyPrefix(prefix))
 	rig := newHTTPRig(t, k, ratelimithttp.WithPolicyNames("fixed"))
 
@@ -194,9 +194,9 @@ func httpAllowedThenLimited(t *testing.T, e *env) {
 		require.Equal(t, int64(2-i), res.Remaining)
 		require.Equal(t, int64(3), res.Limit)
 		require.False(t, res.At.IsZero())
-		// The window started at the first admission and lasts 10s of server time.
+		// The window started at the first admission and lasts a minute of server time.
 		require.Equal(t, window-res.At.Sub(first.At), res.Reset)
-		requireFields(t, h, `"fixed";q=3;w=10`, "fixed", res)
+		requireFields(t, h, `"fixed";q=3;w=60`, "fixed", res)
 		require.Empty(t, h.Get(ratelimithttp.HeaderRetryAfter))
 	}
 	require.True(t, e.exists(t, prefix+"127.0.0.1"), "the default key is the client IP")
@@ -212,7 +212,7 @@ func httpAllowedThenLimited(t *testing.T, e *env) {
 	require.Equal(t, wantRetry, res.RetryAfter, "retry at the window's end (server time)")
 	require.Positive(t, res.RetryAfter)
 	require.Equal(t, strconv.FormatInt(ceilSec(wantRetry), 10), h.Get(ratelimithttp.HeaderRetryAfter))
-	requireFields(t, h, `"fixed";q=3;w=10`, "fixed", res)
+	requireFields(t, h, `"fixed";q=3;w=60`, "fixed", res)
 	ran, _, rejected := rig.counts()
 	require.Equal(t, 3, ran, "the rejected request did not reach the handler")
 	require.Equal(t, 1, rejected)
@@ -280,11 +280,11 @@ func httpCompositeNamesLowest(t *testing.T, e *env) {
 	t.Run("second_component_lowest", func(t *testing.T) {
 		prefix := e.key(t) + ":"
 		k := httpKeyed(t, e, nil, ratelimit.Composite{Components: []ratelimit.Component{
-			ratelimit.FixedWindow{Limit: 5, Window: 10 * time.Second},
-			ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: 10 * time.Second},
+			ratelimit.FixedWindow{Limit: 5, Window: time.Minute},
+			ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Minute},
 		}}, ratelimit.WithKeyPrefix(prefix))
 		rig := newHTTPRig(t, k, ratelimithttp.WithPolicyNames("fixed", "bucket"), ratelimithttp.WithKey(clientKey))
-		const policy = `"bucket";q=2;w=20` // ceil(2/1) periods of 10s
+		const policy = `"bucket";q=2;w=120` // ceil(2/1) periods of 1m
 		for i := range 2 {
 			status, h := rig.get(t, "X-Client", "c")
 			require.Equal(t, http.StatusOK, status)
@@ -305,7 +305,7 @@ func httpCompositeNamesLowest(t *testing.T, e *env) {
 	t.Run("first_component_lowest", func(t *testing.T) {
 		prefix := e.key(t) + ":"
 		k := httpKeyed(t, e, nil, ratelimit.Composite{Components: []ratelimit.Component{
-			ratelimit.FixedWindow{Limit: 2, Window: 10 * time.Second},
+			ratelimit.FixedWindow{Limit: 2, Window: time.Minute},
 			ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: time.Second},
 		}}, ratelimit.WithKeyPrefix(prefix))
 		// Default names: default.0, default.1.
@@ -315,7 +315,7 @@ func httpCompositeNamesLowest(t *testing.T, e *env) {
 		res := rig.lastAdmitted(t)
 		require.Equal(t, 0, res.Component)
 		require.Equal(t, int64(1), res.Remaining)
-		requireFields(t, h, `"default.0";q=2;w=10`, "default.0", res)
+		requireFields(t, h, `"default.0";q=2;w=60`, "default.0", res)
 	})
 }
 
