@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/ratelimit"
@@ -444,7 +445,7 @@ func engExpireTime(t *testing.T, e *env, key string) int64 {
 // has not expired, and by its effective meaning at a later server time in any case.
 func engCheckState(t *testing.T, e *env, key string, m engModel, step string) {
 	t.Helper()
-	dump := e.dump(t, key)
+	dump := engDump(t, e, key, m)
 	pxt := engExpireTime(t, e, key)
 	at := e.serverMillis(t, key)
 	want := m.fields()
@@ -460,6 +461,26 @@ func engCheckState(t *testing.T, e *env, key string, m engModel, step string) {
 	default:
 		t.Fatalf("%s: key without expiry", step)
 	}
+}
+
+// engDump reads the state at key in one command (GET for GCRA, HGETALL otherwise), so that a key
+// expiring during the read reads as absent; nil when absent.
+func engDump(t *testing.T, e *env, key string, m engModel) map[string]string {
+	t.Helper()
+	if _, ok := m.(*engGCRA); ok {
+		v, err := e.raw.Do(ctx(t), e.raw.B().Get().Key(key).Build()).ToString()
+		if rueidis.IsRedisNil(err) {
+			return nil
+		}
+		require.NoError(t, err)
+		return map[string]string{"": v}
+	}
+	h, err := e.raw.Do(ctx(t), e.raw.B().Hgetall().Key(key).Build()).AsStrMap()
+	require.NoError(t, err)
+	if len(h) == 0 {
+		return nil
+	}
+	return h
 }
 
 // engWaitServer returns once the server clock of key's node reaches target (Unix ms): it sleeps
