@@ -40,8 +40,8 @@
 //     without Retry-After and without rate-limit fields: the deny list is an admission filter with
 //     bounded cache staleness, not an authorization check, and the quota says nothing about when it
 //     lifts. Answer 403 instead with [WithRejected] if your deny list means "forbidden".
-//   - A negative cost, or a key function error or empty key, is a programming error: 500, the
-//     handler does not run.
+//   - A negative cost, a key function error, an empty key or an empty deny-list identity is a
+//     programming error: 500, the handler does not run.
 //   - Limiter failures (server down, timeouts, uncertain outcomes, a closed limiter, foreign data at
 //     the key) fail closed by default: 503 without rate-limit fields. [WithFailOpen] runs the
 //     handler unprotected instead. Both are logged ([WithLogger]) so the choice is never silent. An

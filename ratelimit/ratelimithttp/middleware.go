@@ -41,7 +41,8 @@ const maxSFInteger = 999_999_999_999_999
 //	rejected, cost above capacity     429 + RateLimit-Policy (no Retry-After: no retry can pass; no
 //	                                  RateLimit: no server state was read)
 //	rejected, deny list               429, no Retry-After and no rate-limit fields
-//	key or cost function fails        500, handler not run (logged)
+//	key or cost function fails, or    500, handler not run (logged)
+//	the deny-list identity is empty
 //	limiter fails or times out        503, no rate-limit fields (fail closed, the default), or the
 //	                                  handler runs unprotected, without them ([WithFailOpen]); logged
 //	                                  (bound the wait with [WithTimeout])
@@ -113,16 +114,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		problem(w, http.StatusInternalServerError, "invalid rate-limit cost")
 		return
 	}
-	ctx := r.Context()
-	if m.cfg.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, m.cfg.timeout)
-		defer cancel()
-	}
-	res, err := m.limiter.AllowN(ctx, key, cost)
+	res, err := m.decide(r.Context(), key, cost)
 	if err != nil {
 		if errors.Is(r.Context().Err(), context.Canceled) {
 			return // the client has gone; nobody reads a reply
+		}
+		if errors.Is(err, ratelimit.ErrEmptyIdentity) {
+			m.cfg.logger.Error("ratelimithttp: deny-list identity func returned an empty identity")
+			problem(w, http.StatusInternalServerError, "rate-limit key unavailable")
+			return
 		}
 		m.cfg.logger.Warn("ratelimithttp: rate limiter unavailable", "error", err, "fail_open", m.cfg.failOpen)
 		if m.cfg.failOpen {
@@ -148,6 +148,16 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		h.Set(HeaderRetryAfter, strconv.FormatInt(ceilSeconds(res.RetryAfter), 10))
 	}
 	m.cfg.rejected(w, r, res)
+}
+
+// decide makes one decision, bounded by the timeout option.
+func (m *Middleware) decide(ctx context.Context, key string, cost int64) (ratelimit.Result, error) {
+	if m.cfg.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.cfg.timeout)
+		defer cancel()
+	}
+	return m.limiter.AllowN(ctx, key, cost)
 }
 
 type resultKey struct{}
