@@ -1,0 +1,313 @@
+package ratelimit_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/ratelimit"
+)
+
+func init() {
+	register(
+		scenario{name: "engine_migrate_fixed", run: engMigrateFixed},
+		scenario{name: "engine_migrate_sliding", run: engMigrateSliding},
+		scenario{name: "engine_migrate_bucket", run: engMigrateBucket},
+		scenario{name: "engine_migrate_gcra", run: engMigrateGCRA},
+		scenario{name: "engine_migrate_composite", run: engMigrateComposite},
+		scenario{name: "engine_migrate_absent_stays_absent", run: engMigrateAbsent},
+	)
+}
+
+// engSeed writes a raw state at key (fields of a hash, or the string value under "") with an expiry
+// at the given server time, as a previous limiter would have left it.
+func engSeed(t *testing.T, e *env, key string, state map[string]string, expireAt int64) {
+	t.Helper()
+	if v, ok := state[""]; ok {
+		require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Set().Key(key).Value(v).PxatMillisecondsTimestamp(expireAt).Build()).Error())
+		return
+	}
+	cmd := e.raw.B().Hset().Key(key).FieldValue()
+	for f, v := range state {
+		cmd = cmd.FieldValue(f, v)
+	}
+	require.NoError(t, e.raw.Do(ctx(t), cmd.Build()).Error())
+	require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Pexpireat().Key(key).MillisecondsTimestamp(expireAt).Build()).Error())
+}
+
+func engI(v int64) string { return strconv.FormatInt(v, 10) }
+
+// engMigrated runs Update(Migrate) and returns the server-time interval [before, after] that
+// contains the migration script's clock.
+func engMigrated(t *testing.T, e *env, l *ratelimit.Limiter, key string, p ratelimit.Policy) (int64, int64) {
+	t.Helper()
+	before := e.serverMillis(t, key)
+	scripts := engScripts(e.commandStats(t))
+	require.NoError(t, l.Update(ctx(t), p, ratelimit.Migrate))
+	require.Equal(t, int64(1), engScripts(e.commandStats(t))-scripts, "one migration script")
+	return before, e.serverMillis(t, key)
+}
+
+// engMigrateFixed: the count and the deadline are kept; a new limit applies at once, the new width
+// from the next window.
+func engMigrateFixed(t *testing.T, e *env) {
+	key := e.key(t)
+	l := e.limiter(t, nil, key, ratelimit.FixedWindow{Limit: 3, Window: time.Hour})
+	_, err := l.AllowN(ctx(t), 2)
+	require.NoError(t, err)
+	before, pxt := e.dump(t, key), engExpireTime(t, e, key)
+
+	engMigrated(t, e, l, key, ratelimit.FixedWindow{Limit: 5, Window: 2 * time.Hour})
+	require.Equal(t, before, e.dump(t, key), "count and deadline kept")
+	require.Equal(t, pxt, engExpireTime(t, e, key))
+	res, err := l.AllowN(ctx(t), 3)
+	require.NoError(t, err)
+	require.True(t, res.Allowed, "the larger limit applies at once")
+	require.Zero(t, res.Remaining)
+	require.Equal(t, engInt(before, "0.e")-res.At.UnixMilli(), res.Reset.Milliseconds(), "same deadline")
+
+	engMigrated(t, e, l, key, ratelimit.FixedWindow{Limit: 1, Window: 2 * time.Hour})
+	res, err = l.AllowN(ctx(t), 1)
+	require.NoError(t, err)
+	require.False(t, res.Allowed, "a decrease below the count denies until the deadline")
+	require.Equal(t, engInt(before, "0.e")-res.At.UnixMilli(), res.RetryAfter.Milliseconds())
+	require.Equal(t, "5", e.dump(t, key)["0.n"])
+	require.Equal(t, pxt, engExpireTime(t, e, key))
+
+	// The new width applies to the next window.
+	k2 := e.key(t)
+	l2 := e.limiter(t, nil, k2, ratelimit.FixedWindow{Limit: 1, Window: 300 * time.Millisecond})
+	_, err = l2.AllowN(ctx(t), 1)
+	require.NoError(t, err)
+	engMigrated(t, e, l2, k2, ratelimit.FixedWindow{Limit: 1, Window: time.Hour})
+	end := engInt(e.dump(t, k2), "0.e")
+	engWaitServer(t, e, k2, end)
+	res, err = l2.AllowN(ctx(t), 1)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	require.Equal(t, res.At.UnixMilli()+3600*1000, engInt(e.dump(t, k2), "0.e"), "next window uses the new width")
+}
+
+// engMigrateSliding: segments active under both windows are kept, the new window sets their
+// lifetime, expired history is never recovered.
+func engMigrateSliding(t *testing.T, e *env) {
+	key := e.key(t)
+	old := ratelimit.SlidingWindow{Limit: 10, Window: 10 * time.Second, Segments: 10}
+	l := e.limiter(t, nil, key, old)
+	now := e.serverMillis(t, key)
+	// Ends: expired under the old window, active under old only, active under both.
+	expired, oldOnly, both, recent := now-12000, now-7000, now-3000, now+500
+	engSeed(t, e, key, map[string]string{
+		"L": "sw", "0:" + engI(expired): "1", "0:" + engI(oldOnly): "2", "0:" + engI(both): "3", "0:" + engI(recent): "1",
+	}, recent+10000)
+
+	// Growing the window to 20s does not recover the expired segment.
+	engMigrated(t, e, l, key, ratelimit.SlidingWindow{Limit: 10, Window: 20 * time.Second, Segments: 10})
+	got := e.dump(t, key)
+	require.NotContains(t, got, "0:"+engI(expired), "expired history recovered")
+	require.Equal(t, "2", got["0:"+engI(oldOnly)])
+	require.Equal(t, recent+20000, engExpireTime(t, e, key), "the new window sets the lifetime")
+
+	// Shrinking it to 5s keeps only segments active under both windows.
+	engMigrated(t, e, l, key, ratelimit.SlidingWindow{Limit: 10, Window: 5 * time.Second, Segments: 5})
+	got = e.dump(t, key)
+	require.Equal(t, map[string]string{"L": "sw", "0:" + engI(both): "3", "0:" + engI(recent): "1"}, got)
+	require.Equal(t, recent+5000, engExpireTime(t, e, key))
+	res, err := l.AllowN(ctx(t), 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), res.Remaining)
+	require.Equal(t, recent+5000-res.At.UnixMilli(), res.Reset.Milliseconds())
+	// New permits use the new segmentation (1s segments).
+	res, err = l.AllowN(ctx(t), 1)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	seg := (res.At.UnixMilli() + 999) / 1000 * 1000
+	require.Contains(t, e.dump(t, key), "0:"+engI(seg))
+}
+
+// engMigrateBucket: complete periods are settled at the old rate, tokens clamped to the new limit,
+// the new period starts at the migration and the old partial period is discarded.
+func engMigrateBucket(t *testing.T, e *env) {
+	old := ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 1, Period: time.Second}
+	t.Run("settle_and_restart", func(t *testing.T) {
+		key := e.key(t)
+		l := e.limiter(t, nil, key, old)
+		now := e.serverMillis(t, key)
+		// One token at a period that started 2.5 s ago: two complete periods (+2), half a period.
+		engSeed(t, e, key, map[string]string{"L": "tb", "0.t": "1", "0.r": engI(now - 2500)}, now+60000)
+		from, to := engMigrated(t, e, l, key, ratelimit.TokenBucket{Limit: 20, TokensPerPeriod: 2, Period: 300 * time.Millisecond})
+		got := e.dump(t, key)
+		require.Equal(t, "3", got["0.t"], "settled at the old rate; a larger limit adds no tokens")
+		r := engInt(got, "0.r")
+		require.GreaterOrEqual(t, r, from)
+		require.LessOrEqual(t, r, to, "the new period starts at the migration")
+		require.Equal(t, r+9*300, engExpireTime(t, e, key), "full after ceil(17/2) new periods")
+		res, err := l.AllowN(ctx(t), 0)
+		require.NoError(t, err)
+		require.Equal(t, max(int64(3), 3+2*((res.At.UnixMilli()-r)/300)), res.Remaining)
+	})
+	t.Run("clamp", func(t *testing.T) {
+		key := e.key(t)
+		l := e.limiter(t, nil, key, old)
+		now := e.serverMillis(t, key)
+		engSeed(t, e, key, map[string]string{"L": "tb", "0.t": "6", "0.r": engI(now - 100)}, now+60000)
+		engMigrated(t, e, l, key, ratelimit.TokenBucket{Limit: 4, TokensPerPeriod: 1, Period: time.Second})
+		// Six tokens clamp to the new limit of four: the bucket is full, which is the absent state.
+		require.False(t, e.exists(t, key), "a full bucket after clamping stays stored")
+		res, err := l.AllowN(ctx(t), 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(4), res.Remaining)
+	})
+	t.Run("clamp_below", func(t *testing.T) {
+		key := e.key(t)
+		l := e.limiter(t, nil, key, old)
+		now := e.serverMillis(t, key)
+		engSeed(t, e, key, map[string]string{"L": "tb", "0.t": "2", "0.r": engI(now - 100)}, now+60000)
+		from, to := engMigrated(t, e, l, key, ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: time.Hour})
+		got := e.dump(t, key)
+		require.Equal(t, "2", got["0.t"])
+		require.GreaterOrEqual(t, engInt(got, "0.r"), from)
+		require.LessOrEqual(t, engInt(got, "0.r"), to, "the partial period of 100 ms is discarded")
+	})
+}
+
+// engMigrateGCRA: the debt, including a partial permit, is rescaled by new/old emission interval and
+// rounded up to whole ms; a debt beyond the time.Duration range is rejected with nothing written.
+func engMigrateGCRA(t *testing.T, e *env) {
+	t.Run("rescale_round_up", func(t *testing.T) {
+		key := e.key(t)
+		l := e.limiter(t, nil, key, ratelimit.GCRA{Burst: 10, EmissionInterval: time.Second})
+		now := e.serverMillis(t, key)
+		tat := now + 2500 // two and a half permits of debt
+		engSeed(t, e, key, map[string]string{"": engI(tat)}, tat)
+		from, to := engMigrated(t, e, l, key, ratelimit.GCRA{Burst: 10, EmissionInterval: 333 * time.Millisecond})
+		got := engInt(e.dump(t, key), "")
+		match := false
+		for m := from; m <= to; m++ { // the migration's server time m is within [from, to]
+			debt := tat - m
+			if got == m+(debt*333+999)/1000 {
+				match = true
+			}
+		}
+		require.True(t, match, "TAT %d is not now + ceil(debt*333/1000) for any migration time in [%d, %d] (TAT was %d)", got, from, to, tat)
+		require.Equal(t, got, engExpireTime(t, e, key))
+	})
+	t.Run("exact_multiple", func(t *testing.T) {
+		key := e.key(t)
+		l := e.limiter(t, nil, key, ratelimit.GCRA{Burst: 10, EmissionInterval: 3 * time.Millisecond})
+		now := e.serverMillis(t, key)
+		tat := now + 30000
+		engSeed(t, e, key, map[string]string{"": engI(tat)}, tat)
+		from, to := engMigrated(t, e, l, key, ratelimit.GCRA{Burst: 10, EmissionInterval: 7 * time.Millisecond})
+		got := engInt(e.dump(t, key), "")
+		match := false
+		for m := from; m <= to; m++ {
+			if got == m+((tat-m)*7+2)/3 {
+				match = true
+			}
+		}
+		require.True(t, match, "TAT %d for [%d, %d]", got, from, to)
+	})
+	t.Run("debt_above_capacity_drains", func(t *testing.T) {
+		key := e.key(t)
+		l := e.limiter(t, nil, key, ratelimit.GCRA{Burst: 10, EmissionInterval: 100 * time.Millisecond})
+		_, err := l.AllowN(ctx(t), 10)
+		require.NoError(t, err)
+		engMigrated(t, e, l, key, ratelimit.GCRA{Burst: 2, EmissionInterval: 100 * time.Millisecond})
+		res, err := l.AllowN(ctx(t), 1)
+		require.NoError(t, err)
+		require.False(t, res.Allowed, "debt above the new burst waits to drain")
+		tat := engInt(e.dump(t, key), "")
+		require.Equal(t, tat+100-200-res.At.UnixMilli(), res.RetryAfter.Milliseconds())
+	})
+	t.Run("overflow", func(t *testing.T) {
+		key := e.key(t)
+		p := ratelimit.GCRA{Burst: 1000, EmissionInterval: time.Millisecond}
+		l := e.limiter(t, nil, key, p)
+		_, err := l.AllowN(ctx(t), 500)
+		require.NoError(t, err)
+		before, pxt := e.dump(t, key), engExpireTime(t, e, key)
+		huge := ratelimit.GCRA{Burst: 1, EmissionInterval: time.Duration(1<<62) / time.Millisecond * time.Millisecond}
+		err = l.Update(ctx(t), huge, ratelimit.Migrate)
+		require.ErrorIs(t, err, ratelimit.ErrDebtOverflow)
+		require.Equal(t, before, e.dump(t, key), "nothing written")
+		require.Equal(t, pxt, engExpireTime(t, e, key))
+		require.Equal(t, p, l.Policy(), "the old settings are kept")
+	})
+}
+
+// engMigrateComposite: each component by its rule in one script, and the signature is rewritten; a
+// mismatched stored signature fails before writing.
+func engMigrateComposite(t *testing.T, e *env) {
+	key := e.key(t)
+	from := ratelimit.Composite{Components: []ratelimit.Component{
+		ratelimit.FixedWindow{Limit: 5, Window: time.Hour},
+		ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 1, Period: time.Hour},
+		ratelimit.SlidingWindow{Limit: 10, Window: time.Hour, Segments: 4},
+	}}
+	to := ratelimit.Composite{Components: []ratelimit.Component{
+		ratelimit.FixedWindow{Limit: 8, Window: 2 * time.Hour},
+		ratelimit.TokenBucket{Limit: 6, TokensPerPeriod: 2, Period: 30 * time.Minute},
+		ratelimit.SlidingWindow{Limit: 20, Window: 30 * time.Minute, Segments: 2},
+	}}
+	l := e.limiter(t, nil, key, from)
+	_, err := l.AllowN(ctx(t), 3)
+	require.NoError(t, err)
+	before := e.dump(t, key)
+
+	// A stored signature of other settings: ErrConfigMismatch, nothing written, old settings kept.
+	mkey := e.key(t)
+	lm := e.limiter(t, nil, mkey, from)
+	_, err = lm.AllowN(ctx(t), 1)
+	require.NoError(t, err)
+	require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Hset().Key(mkey).FieldValue().FieldValue("S", "v1|other").Build()).Error())
+	mstate := e.dump(t, mkey)
+	require.ErrorIs(t, lm.Update(ctx(t), to, ratelimit.Migrate), ratelimit.ErrConfigMismatch)
+	require.Equal(t, mstate, e.dump(t, mkey))
+	require.Equal(t, from, lm.Policy())
+
+	start, end := engMigrated(t, e, l, key, to)
+	got := e.dump(t, key)
+	require.Equal(t, engSignature(t, to), got["S"], "signature rewritten")
+	require.Equal(t, before["0.n"], got["0.n"], "fixed: count kept")
+	require.Equal(t, before["0.e"], got["0.e"], "fixed: deadline kept")
+	require.Equal(t, "6", got["1.t"], "bucket: 7 tokens clamped to 6")
+	require.GreaterOrEqual(t, engInt(got, "1.r"), start)
+	require.LessOrEqual(t, engInt(got, "1.r"), end)
+	for f, v := range before {
+		if len(f) > 2 && f[:2] == "2:" {
+			require.Equal(t, v, got[f], "sliding: active segment kept")
+		}
+	}
+	// Every component back at full capacity: the fixed window's end is the latest.
+	require.Equal(t, engInt(got, "0.e"), engExpireTime(t, e, key))
+	res, err := l.AllowN(ctx(t), 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), res.Remaining, "fixed 8-3 is now the lowest")
+	require.Equal(t, 0, res.Component)
+}
+
+// engMigrateAbsent: migrating an absent key leaves it absent for every algorithm.
+func engMigrateAbsent(t *testing.T, e *env) {
+	pairs := []struct{ from, to ratelimit.Policy }{
+		{ratelimit.FixedWindow{Limit: 1, Window: time.Second}, ratelimit.FixedWindow{Limit: 2, Window: time.Second}},
+		{ratelimit.SlidingWindow{Limit: 1, Window: time.Second}, ratelimit.SlidingWindow{Limit: 2, Window: time.Second}},
+		{ratelimit.TokenBucket{Limit: 1, TokensPerPeriod: 1, Period: time.Second}, ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Second}},
+		{ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second}, ratelimit.GCRA{Burst: 2, EmissionInterval: time.Millisecond}},
+		{ratelimit.Composite{Components: []ratelimit.Component{ratelimit.FixedWindow{Limit: 1, Window: time.Second}}},
+			ratelimit.Composite{Components: []ratelimit.Component{ratelimit.FixedWindow{Limit: 3, Window: time.Second}}}},
+	}
+	for _, p := range pairs {
+		key := e.key(t)
+		l := e.limiter(t, nil, key, p.from)
+		writes := engWrites(e.commandStats(t))
+		require.NoError(t, l.Update(ctx(t), p.to, ratelimit.Migrate))
+		require.Equal(t, writes, engWrites(e.commandStats(t)), "%T: migration of an absent key wrote", p.from)
+		require.False(t, e.exists(t, key))
+		res, err := l.AllowN(ctx(t), 0)
+		require.NoError(t, err)
+		require.Equal(t, engCapacity(p.to), res.Remaining, "%T: full capacity under the new settings", p.from)
+	}
+}
