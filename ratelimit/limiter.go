@@ -29,8 +29,9 @@ type Limiter struct {
 	deny     *DenyList // nil without WithDenyList
 	identity string
 
-	queueLimit int64
-	queueOrder QueueOrder
+	queueLimit    int64
+	queueOrder    QueueOrder
+	updateTimeout time.Duration
 
 	closeCtx context.Context // cancelled by Close: ends in-flight queue attempts
 	closeFn  context.CancelFunc
@@ -96,21 +97,22 @@ func newLimiter(client rueidis.Client, key string, c *compiled, p Policy, cfg co
 	deny *DenyList, identity string) *Limiter {
 	closeCtx, closeFn := context.WithCancel(context.Background())
 	return &Limiter{
-		client:     client,
-		key:        key,
-		m:          m,
-		st:         newCounts(),
-		deny:       deny,
-		identity:   identity,
-		queueLimit: cfg.queueLimit,
-		queueOrder: cfg.queueOrder,
-		closeCtx:   closeCtx,
-		closeFn:    closeFn,
-		updSem:     make(chan struct{}, 1),
-		cur:        c,
-		pol:        p,
-		gate:       make(chan struct{}),
-		born:       time.Now(),
+		client:        client,
+		key:           key,
+		m:             m,
+		st:            newCounts(),
+		deny:          deny,
+		identity:      identity,
+		queueLimit:    cfg.queueLimit,
+		queueOrder:    cfg.queueOrder,
+		updateTimeout: cfg.updateTimeout,
+		closeCtx:      closeCtx,
+		closeFn:       closeFn,
+		updSem:        make(chan struct{}, 1),
+		cur:           c,
+		pol:           p,
+		gate:          make(chan struct{}),
+		born:          time.Now(),
 	}
 }
 
@@ -366,10 +368,12 @@ func (l *Limiter) openGateLocked() {
 // without RetryAfter.
 //
 // ctx is honoured while waiting to start (for another Update or for attempts in progress), and then
-// the old settings stay usable. Once the migration script is sent, Update reports its outcome: a
-// rejection by the script before writing ([ErrConfigMismatch], [ErrDebtOverflow], [ErrWrongType])
-// keeps the old settings and queue; any other failure, including ctx ending before the reply, closes
-// the limiter and fails its queued requests, because the server may already hold the migrated state
+// the old settings stay usable. Once the migration script is sent, Update waits for its reply even if
+// ctx ends, for at most [WithUpdateTimeout] (default 10s), and reports its outcome: a rejection by the
+// script before writing ([ErrConfigMismatch], [ErrDebtOverflow], [ErrWrongType]) keeps the old
+// settings and queue; any other failure, including no reply within the update timeout (wrapping
+// [ErrUncertain]), closes the limiter and fails its queued requests, because the server may already
+// hold the migrated state
 // (reconcile under your rollout barrier before building a replacement; do not blindly retry Migrate).
 // Update returns [ErrClosed] on a closed limiter.
 //
@@ -419,7 +423,12 @@ func (l *Limiter) Update(ctx context.Context, policy Policy, mode UpdateMode) er
 			l.release(nil, nil)
 			return err
 		}
-		if err := cur.migrate(ctx, l.client, l.key, nc); err != nil {
+		// Submitted from here on: the outcome is observed whatever ctx does, bounded by the update
+		// timeout alone.
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.updateTimeout)
+		err := cur.migrate(mctx, l.client, l.key, nc)
+		cancel()
+		if err != nil {
 			if errors.Is(err, ErrConfigMismatch) || errors.Is(err, ErrDebtOverflow) || errors.Is(err, ErrWrongType) {
 				l.release(nil, nil)
 				return err

@@ -33,10 +33,15 @@ type config struct {
 
 	maxKeys     int           // NewKeyed only
 	idleTimeout time.Duration // NewKeyed only
+
+	updateTimeout time.Duration
 }
 
+// DefaultUpdateTimeout is the default of [WithUpdateTimeout].
+const DefaultUpdateTimeout = 10 * time.Second
+
 func defaultConfig() config {
-	return config{maxKeys: 10000, idleTimeout: time.Minute}
+	return config{maxKeys: 10000, idleTimeout: time.Minute, updateTimeout: DefaultUpdateTimeout}
 }
 
 // WithKeyPrefix prepends prefix to the limiter's key (to every key of a [Keyed]), like a prefixed
@@ -133,6 +138,20 @@ func WithIdleTimeout(d time.Duration) Option {
 			return fmt.Errorf("ratelimit: idle timeout %v must be positive", d)
 		}
 		c.idleTimeout = d
+		return nil
+	})
+}
+
+// WithUpdateTimeout bounds how long [Limiter.Update] waits for the reply of a migration script once it
+// has been sent. The caller's ctx no longer applies at that point (the seed's rule: an update observes
+// the outcome of a submitted migration), so this is the only bound; when it passes, the outcome is
+// uncertain and the limiter closes. d must be positive. Default: [DefaultUpdateTimeout] (10s).
+func WithUpdateTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("ratelimit: update timeout %v must be positive", d)
+		}
+		c.updateTimeout = d
 		return nil
 	})
 }

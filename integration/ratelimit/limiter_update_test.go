@@ -20,6 +20,7 @@ func init() {
 		scenario{name: "limiter_update_config_mismatch_keeps_settings", run: testLimiterUpdateMismatch},
 		scenario{name: "limiter_update_concurrent_with_decisions", run: testLimiterUpdateConcurrent},
 		scenario{name: "limiter_update_zz_failed_migration_closes", run: testLimiterUpdateFailedCloses, standaloneOnly: true},
+		scenario{name: "limiter_update_zz_outlives_ctx", run: testLimiterUpdateOutlivesCtx, standaloneOnly: true},
 	)
 }
 
@@ -170,13 +171,13 @@ func testLimiterUpdateConcurrent(t *testing.T, e *env) {
 	t.Logf("%d decisions, %d admitted across %d updates", decisions.Load(), admitted.Load(), updates)
 }
 
-// A migration whose reply never arrives (the server is paused and the update's ctx ends after the
-// script was sent) closes the limiter: the server may already hold the migrated state. Its queued
-// request fails with ErrClosed, and later calls too.
+// A migration whose reply never arrives within the update timeout (the server is paused) closes the
+// limiter: the server may already hold the migrated state. Its queued request fails with ErrClosed,
+// and later calls too.
 func testLimiterUpdateFailedCloses(t *testing.T, e *env) {
 	key := e.key(t)
 	l := e.limiter(t, nil, key, ratelimit.GCRA{Burst: 1, EmissionInterval: time.Minute},
-		ratelimit.WithQueue(1, ratelimit.OldestFirst))
+		ratelimit.WithQueue(1, ratelimit.OldestFirst), ratelimit.WithUpdateTimeout(300*time.Millisecond))
 	limExhaust(t, l, 1)
 	w := limWaitAsync(ctx(t), l, "w", 1)
 	limWaitQueued(t, l, 1)
@@ -188,9 +189,7 @@ func testLimiterUpdateFailedCloses(t *testing.T, e *env) {
 			e.srv.MustResume(t)
 		}
 	})
-	uctx, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
-	defer cancel()
-	err := l.Update(uctx, ratelimit.GCRA{Burst: 2, EmissionInterval: time.Minute}, ratelimit.Migrate)
+	err := l.Update(ctx(t), ratelimit.GCRA{Burst: 2, EmissionInterval: time.Minute}, ratelimit.Migrate)
 	e.srv.MustResume(t)
 	resumed = true
 	require.Error(t, err)
@@ -204,4 +203,38 @@ func testLimiterUpdateFailedCloses(t *testing.T, e *env) {
 	require.ErrorIs(t, l.Update(ctx(t), ratelimit.GCRA{Burst: 3, EmissionInterval: time.Minute}, ratelimit.Adopt),
 		ratelimit.ErrClosed)
 	require.Equal(t, ratelimit.GCRA{Burst: 1, EmissionInterval: time.Minute}, l.Policy(), "never published")
+}
+
+// Once the migration script is sent, Update observes its reply even when the caller's ctx ends first
+// (the seed's rule): the server is paused, the ctx deadline passes, the server resumes, and the update
+// succeeds with the stored state migrated and the new settings published.
+func testLimiterUpdateOutlivesCtx(t *testing.T, e *env) {
+	key := e.key(t)
+	l := e.limiter(t, nil, key, ratelimit.FixedWindow{Limit: 5, Window: time.Minute})
+	res, err := l.AllowN(ctx(t), 3)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+
+	e.srv.MustPause(t)
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			e.srv.MustResume(t)
+		}
+	})
+	uctx, cancel := context.WithTimeout(ctx(t), time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Update(uctx, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, ratelimit.Migrate)
+	}()
+	<-uctx.Done() // the update's ctx has ended while the server cannot answer
+	e.srv.MustResume(t)
+	resumed = true
+	require.NoError(t, <-done, "the submitted migration's reply is observed after ctx ended")
+	require.Equal(t, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, l.Policy())
+	res, err = l.AllowN(ctx(t), 7)
+	require.NoError(t, err)
+	require.True(t, res.Allowed, "the new capacity applies to the stored count (3 + 7 = 10)")
+	require.EqualValues(t, 0, res.Remaining)
 }
