@@ -488,8 +488,18 @@ func engDump(t *testing.T, e *env, key string, m engModel) map[string]string {
 // depends on this; what the step must return is computed from the decision's own server time.
 func engWaitServer(t *testing.T, e *env, key string, target int64) {
 	t.Helper()
+	node := e.nodeOf(t, key) // looked up once: a lookup per read would make the wait coarse on Cluster
 	for {
-		now := e.serverMillis(t, key)
+		msg, err := node.Do(ctx(t), "TIME")
+		require.NoError(t, err)
+		v, err := msg.AsStrSlice()
+		require.NoError(t, err)
+		require.Len(t, v, 2)
+		sec, err := strconv.ParseInt(v[0], 10, 64)
+		require.NoError(t, err)
+		usec, err := strconv.ParseInt(v[1], 10, 64)
+		require.NoError(t, err)
+		now := sec*1000 + usec/1000
 		if now >= target {
 			return
 		}
