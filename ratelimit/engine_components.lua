@@ -219,8 +219,10 @@ local function consume(c, s, i, n, set, del)
 end
 
 local function write(set, del, expireAt)
-  if #del > 0 then
-    redis.call('HDEL', key, unpack(del))
+  -- HDEL in chunks: unpack is limited by the Lua stack (32 sliding windows of 1024 segments can
+  -- leave tens of thousands of expired fields).
+  for i = 1, #del, 1000 do
+    redis.call('HDEL', key, unpack(del, i, math.min(i + 999, #del)))
   end
   if #set > 0 then
     redis.call('HSET', key, unpack(set))
