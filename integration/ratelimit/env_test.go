@@ -130,21 +130,31 @@ func (e *env) exists(t *testing.T, key string) bool {
 	return v == 1
 }
 
+// dumpScript reads a key's type and content in one atomic step (a key cannot expire between TYPE and
+// the read, as it could across two commands).
+const dumpScript = `local t = redis.call('TYPE', KEYS[1]).ok
+if t == 'string' then return {t, {'', redis.call('GET', KEYS[1])}} end
+if t == 'hash' then return {t, redis.call('HGETALL', KEYS[1])} end
+return {t, {}}`
+
 // dump returns the raw state at key: a string value as {"": v}, a hash as its fields, nil when absent.
 func (e *env) dump(t *testing.T, key string) map[string]string {
 	t.Helper()
-	typ, err := e.raw.Do(ctx(t), e.raw.B().Type().Key(key).Build()).ToString()
+	arr, err := e.raw.Do(ctx(t), e.raw.B().Eval().Script(dumpScript).Numkeys(1).Key(key).Build()).ToArray()
+	require.NoError(t, err)
+	require.Len(t, arr, 2)
+	typ, err := arr[0].ToString()
+	require.NoError(t, err)
+	flat, err := arr[1].AsStrSlice()
 	require.NoError(t, err)
 	switch typ {
 	case "none":
 		return nil
-	case "string":
-		v, err := e.raw.Do(ctx(t), e.raw.B().Get().Key(key).Build()).ToString()
-		require.NoError(t, err)
-		return map[string]string{"": v}
-	case "hash":
-		m, err := e.raw.Do(ctx(t), e.raw.B().Hgetall().Key(key).Build()).AsStrMap()
-		require.NoError(t, err)
+	case "string", "hash":
+		m := make(map[string]string, len(flat)/2)
+		for i := 0; i+1 < len(flat); i += 2 {
+			m[flat[i]] = flat[i+1]
+		}
 		return m
 	default:
 		t.Fatalf("key %q has unexpected type %s", key, typ)
