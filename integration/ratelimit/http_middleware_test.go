@@ -161,7 +161,8 @@ func (rig *httpRig) lastRejected(t *testing.T) ratelimit.Result {
 func ceilSec(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
 
 // requireFields asserts the rate-limit fields of h: policy (RateLimit-Policy) exactly, and RateLimit
-// as name;r=<remaining>;t=<ceil(reset)> of res ("" name: no RateLimit field).
+// as name;r=<remaining>;t=<ceil(reset)> of res, reset capped by RetryAfter on a rejection ("" name: no
+// RateLimit field).
 func requireFields(t *testing.T, h http.Header, policy, name string, res ratelimit.Result) {
 	t.Helper()
 	require.Equal(t, policy, h.Get(ratelimithttp.HeaderRateLimitPolicy), "RateLimit-Policy")
@@ -169,7 +170,11 @@ func requireFields(t *testing.T, h http.Header, policy, name string, res ratelim
 		require.Empty(t, h.Values(ratelimithttp.HeaderRateLimit), "RateLimit")
 		return
 	}
-	require.Equal(t, fmt.Sprintf("%q;r=%d;t=%d", name, res.Remaining, ceilSec(res.Reset)),
+	reset := res.Reset
+	if !res.Allowed && res.RetryAfter > 0 {
+		reset = min(reset, res.RetryAfter) // a 429's effective window ends no later than its Retry-After
+	}
+	require.Equal(t, fmt.Sprintf("%q;r=%d;t=%d", name, res.Remaining, ceilSec(reset)),
 		h.Get(ratelimithttp.HeaderRateLimit), "RateLimit")
 }
 

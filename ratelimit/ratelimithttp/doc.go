@@ -20,7 +20,9 @@
 // and at least 1: the window of a fixed or sliding window, the full refill time of a token bucket
 // (ceil(Limit/TokensPerPeriod) × Period) and Burst × EmissionInterval for GCRA. r is the remaining
 // permits of the decision's reply, t the seconds until the quota is full again
-// ([ratelimit.Result.Reset]), rounded up. Names are Structured Field Strings. For a
+// ([ratelimit.Result.Reset]), rounded up; on a 429 with Retry-After, t is at most the Retry-After
+// (the draft's rule that Retry-After does not end before the effective window: a token bucket or GCRA
+// lets the request pass before it is full again). Names are Structured Field Strings. For a
 // [ratelimit.Composite] both fields describe the component with the lowest remaining permits
 // ([ratelimit.Result.Component]), under that component's name ([WithPolicyNames]).
 //

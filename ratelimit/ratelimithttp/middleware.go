@@ -137,7 +137,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		name, limit, window := m.describe(res)
 		h.Set(HeaderRateLimitPolicy, PolicyField(name, limit, window))
 		if !res.At.IsZero() {
-			h.Set(HeaderRateLimit, LimitField(name, res.Remaining, res.Reset))
+			h.Set(HeaderRateLimit, LimitField(name, res.Remaining, effectiveWindow(res)))
 		}
 	}
 	if res.Allowed {
@@ -214,6 +214,18 @@ func quota(p ratelimit.Policy) (limit int64, window time.Duration) {
 		return p.Burst, mulSat(ceilMillis(p.EmissionInterval), p.Burst)
 	}
 	return 0, 0
+}
+
+// effectiveWindow is the "t" parameter of the RateLimit field for res: the time until the policy is
+// back at full capacity (Result.Reset), except on a rejection with a Retry-After, where it ends no later
+// than the Retry-After. The draft says Retry-After SHOULD NOT reference a point earlier than the end of
+// the effective window, and a policy that refills gradually (token bucket, GCRA, a sliding window over
+// several segments, composites) lets the request pass before it is full again.
+func effectiveWindow(res ratelimit.Result) time.Duration {
+	if !res.Allowed && res.RetryAfter > 0 && res.RetryAfter < res.Reset {
+		return res.RetryAfter
+	}
+	return res.Reset
 }
 
 // PolicyField formats a RateLimit-Policy field value with one policy: "name";q=<limit>;w=<window>,

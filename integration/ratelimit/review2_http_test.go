@@ -1,0 +1,81 @@
+package ratelimit_test
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/ratelimithttp"
+)
+
+func init() {
+	register(
+		scenario{name: "review2_http_retry_after_not_before_effective_window", run: review2HTTPRetryAfterWindow},
+	)
+}
+
+// review2LimitT returns the "t" parameter of a RateLimit field value "name";r=<r>;t=<t>.
+func review2LimitT(t *testing.T, field string) int64 {
+	t.Helper()
+	i := strings.Index(field, ";t=")
+	require.GreaterOrEqual(t, i, 0, "RateLimit %q has no t parameter", field)
+	v, err := strconv.ParseInt(field[i+len(";t="):], 10, 64)
+	require.NoError(t, err, "RateLimit %q", field)
+	return v
+}
+
+// draft-ietf-httpapi-ratelimit-headers (section 6, Server Behavior): when a response carries both
+// Retry-After and RateLimit, Retry-After SHOULD NOT reference a point in time earlier than the end of
+// the effective window "t". For policies that refill gradually (token bucket, GCRA, sliding window,
+// composites of them) the time to full capacity (Result.Reset) is longer than the time until the
+// rejected request could pass (Result.RetryAfter); the 429 must then not announce a longer effective
+// window than its Retry-After. (A sliding window exhausted in one segment refills at once, so it has
+// no such gap and is not a case here.) Every limit is exhausted by one request, then a second one is rejected;
+// the windows are minutes long, so no refill happens between the two on a slow machine.
+func review2HTTPRetryAfterWindow(t *testing.T, e *env) {
+	cases := []struct {
+		name   string
+		policy ratelimit.Policy
+		cost   string // of the exhausting request
+	}{
+		{"token_bucket", ratelimit.TokenBucket{Limit: 4, TokensPerPeriod: 1, Period: time.Minute}, "4"},
+		{"gcra", ratelimit.GCRA{Burst: 4, EmissionInterval: time.Minute}, "4"},
+		{"composite", ratelimit.Composite{Components: []ratelimit.Component{
+			ratelimit.FixedWindow{Limit: 100, Window: time.Hour},
+			ratelimit.TokenBucket{Limit: 4, TokensPerPeriod: 1, Period: time.Minute},
+		}}, "4"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := e.key(t) + ":"
+			k := httpKeyed(t, e, nil, tc.policy, ratelimit.WithKeyPrefix(prefix))
+			rig := newHTTPRig(t, k, ratelimithttp.WithKey(clientKey), ratelimithttp.WithCost(headerCost))
+
+			status, h := rig.get(t, "X-Client", "c", "X-Cost", tc.cost)
+			require.Equal(t, http.StatusOK, status)
+			allowed := rig.lastAdmitted(t)
+			require.Zero(t, allowed.Remaining)
+			require.Equal(t, ceilSec(allowed.Reset), review2LimitT(t, h.Get(ratelimithttp.HeaderRateLimit)),
+				"an allowed response announces the time to full capacity")
+
+			status, h = rig.get(t, "X-Client", "c", "X-Cost", "1")
+			require.Equal(t, http.StatusTooManyRequests, status)
+			res := rig.lastRejected(t)
+			require.Positive(t, res.RetryAfter)
+			require.Greater(t, res.Reset, res.RetryAfter, "the policy refills gradually")
+			retryAfter, err := strconv.ParseInt(h.Get(ratelimithttp.HeaderRetryAfter), 10, 64)
+			require.NoError(t, err)
+			require.Equal(t, ceilSec(res.RetryAfter), retryAfter, "Retry-After rounded up")
+			field := h.Get(ratelimithttp.HeaderRateLimit)
+			require.GreaterOrEqual(t, retryAfter, review2LimitT(t, field),
+				"Retry-After %d is before the end of the effective window (RateLimit: %s)", retryAfter, field)
+			require.Equal(t, ceilSec(res.RetryAfter), review2LimitT(t, field),
+				"the 429's effective window ends when the request could pass")
+		})
+	}
+}
