@@ -29,9 +29,12 @@
 //
 // The words follow golang.org/x/time/rate where they fit: [Limiter.AllowN] decides now without
 // waiting, [Limiter.WaitN] waits in the local queue ([WithQueue]) for the server-computed
-// availability time. n = 0 is a probe: it reports whether one permit is available and writes nothing.
-// A negative n is [ErrNegativePermits]; n above the policy's capacity is a rejection without
-// RetryAfter, decided locally with no I/O (no error). Permits are consumptive: nothing returns them.
+// availability time. Unlike rate.Limiter.Wait, WaitN does not wait for capacity without a queue:
+// with no [WithQueue] (the default) it decides once, like AllowN, and may return a rejection.
+// n = 0 is a probe: it reports whether one permit is available and writes nothing. A negative n is
+// [ErrNegativePermits]; n above the policy's capacity is a rejection without RetryAfter, decided
+// locally without a capacity script (no error; a bound deny list is still checked first). Permits
+// are consumptive: nothing returns them.
 // [Keyed] applies one policy to many keys (per tenant, per client IP) without a Go object per key.
 //
 // # Algorithms
