@@ -186,7 +186,7 @@ func (l *Limiter) AllowN(ctx context.Context, n int64) (Result, error) {
 		return Result{}, err
 	}
 	defer l.end()
-	res, err := l.attempt(ctx, n, true)
+	res, err := l.attempt(ctx, n, true, nil)
 	if err != nil {
 		return Result{}, err
 	}
@@ -235,14 +235,15 @@ func (l *Limiter) WaitN(ctx context.Context, n int64) (Result, error) {
 }
 
 // attempt is one decision: the deny-list check (when bound and checkDeny), then one script under the
-// update barrier. It records the latest availability but counts no outcome.
-func (l *Limiter) attempt(ctx context.Context, n int64, checkDeny bool) (Result, error) {
+// update barrier. It records the latest availability but counts no outcome. w is the queued waiter
+// the pump attempts for (nil otherwise): w.sent is set once the script may be sent.
+func (l *Limiter) attempt(ctx context.Context, n int64, checkDeny bool, w *waiter) (Result, error) {
 	if checkDeny {
 		if res, denied, err := l.denied(ctx); err != nil || denied {
 			return res, err
 		}
 	}
-	c, err := l.enter(ctx)
+	c, err := l.enter(ctx, w)
 	if err != nil {
 		return Result{}, err
 	}
@@ -313,8 +314,8 @@ func (l *Limiter) end() {
 }
 
 // enter waits while an Update is in progress, then registers an active attempt and returns the
-// settings it must use. leave must follow.
-func (l *Limiter) enter(ctx context.Context) (*compiled, error) {
+// settings it must use, marking w (when not nil) as sent. leave must follow.
+func (l *Limiter) enter(ctx context.Context, w *waiter) (*compiled, error) {
 	for {
 		l.mu.Lock()
 		if l.closed {
@@ -324,6 +325,9 @@ func (l *Limiter) enter(ctx context.Context) (*compiled, error) {
 		}
 		if !l.updating {
 			l.active++
+			if w != nil {
+				w.sent = true
+			}
 			c := l.cur
 			l.mu.Unlock()
 			return c, nil

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -25,6 +26,9 @@ type waiter struct {
 	done     chan outcome
 	queued   bool // still in the queue
 	inflight bool // the pump is attempting it
+	// sent: the pump's current attempt passed the update barrier and may have sent its script, so
+	// ending the waiter now leaves an uncertain outcome (set by Limiter.enter, guarded by Limiter.mu).
+	sent bool
 }
 
 type outcome struct {
@@ -46,7 +50,7 @@ func (l *Limiter) wait(ctx context.Context, n int64) (Result, error) {
 	var res Result
 	attempted := false
 	if empty || n > l.queueLimit || n > capacity {
-		r, err := l.attempt(ctx, n, false)
+		r, err := l.attempt(ctx, n, false, nil)
 		if err != nil {
 			return Result{}, err
 		}
@@ -85,9 +89,15 @@ func (l *Limiter) wait(ctx context.Context, n int64) (Result, error) {
 	}
 	l.mu.Lock()
 	if w.queued {
+		err := ctx.Err()
+		if w.inflight && w.sent {
+			// The pump's attempt may already be on the server: it can consume the permits without
+			// an admission reaching the caller. The caller does not wait for its reply.
+			err = fmt.Errorf("%w: %w", ErrUncertain, err)
+		}
 		l.removeLocked(w)
 		l.mu.Unlock()
-		return Result{}, ctx.Err()
+		return Result{}, err
 	}
 	l.mu.Unlock()
 	o := <-w.done // delivered concurrently with the cancellation
@@ -216,13 +226,13 @@ func (l *Limiter) pump() {
 			timer.Stop()
 			continue
 		}
-		w.inflight = true
+		w.inflight, w.sent = true, false
 		l.mu.Unlock()
 
 		// The attempt ends with the waiter's context or with Close, whichever comes first.
 		actx, cancel := context.WithCancel(w.ctx)
 		stop := context.AfterFunc(l.closeCtx, cancel)
-		res, err := l.attempt(actx, w.n, true)
+		res, err := l.attempt(actx, w.n, true, w)
 		stop()
 		cancel()
 
@@ -259,9 +269,14 @@ func (l *Limiter) wakeQueueLocked(capacity int64) {
 }
 
 // failQueueLocked fails every waiter with err (Close, or a failed migration).
+// A waiter whose attempt may be on the server gets err also wrapping ErrUncertain.
 func (l *Limiter) failQueueLocked(err error) {
 	for _, w := range l.q.ws {
 		w.queued = false
+		if w.inflight && w.sent {
+			w.done <- outcome{err: fmt.Errorf("%w: %w", err, ErrUncertain)}
+			continue
+		}
 		w.done <- outcome{err: err}
 	}
 	clear(l.q.ws)

@@ -1,0 +1,99 @@
+package ratelimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/ratelimit"
+)
+
+func init() {
+	register(
+		scenario{name: "review_queue_cancel_in_flight_uncertain", run: reviewQueueCancelInFlight, standaloneOnly: true},
+		scenario{name: "review_queue_close_in_flight_uncertain", run: reviewQueueCloseInFlight, standaloneOnly: true},
+	)
+}
+
+// reviewInFlight queues a request whose attempt the queue's goroutine sends to a paused server, then
+// ends it with stop (a cancellation or Close). It returns the request's outcome and whether the
+// attempt reached the server (counted in commandstats once the server resumes).
+func reviewInFlight(t *testing.T, e *env, stop func(l *ratelimit.Limiter, cancel context.CancelFunc)) (limOutcome, bool) {
+	key := e.key(t)
+	l := e.limiter(t, nil, key, ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
+		ratelimit.WithQueue(5, ratelimit.NewestFirst))
+	limExhaust(t, l, 1)
+	// a waits about a minute at the tail of a NewestFirst queue.
+	a := limWaitAsync(ctx(t), l, "a", 1)
+	limWaitQueued(t, l, 1)
+
+	before := limScripts(t, e)
+	e.srv.MustPause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			e.srv.MustResume(t)
+		}
+	}()
+	// b joins a non-empty queue without deciding first and is the head at once (newest first): the
+	// queue's goroutine sends its attempt, which the paused server does not answer.
+	bctx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	b := limWaitAsync(bctx, l, "b", 1)
+	limWaitQueued(t, l, 2)
+	time.Sleep(300 * time.Millisecond) // room for the attempt to be written (checked below, not assumed)
+	stop(l, cancel)
+	ob := limRecv(t, b)
+	e.srv.MustResume(t)
+	resumed = true
+
+	sent := false
+	deadline := time.Now().Add(5 * time.Second)
+	for !sent && time.Now().Before(deadline) {
+		sent = limScripts(t, e) > before
+		if !sent {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	require.NoError(t, l.Close())
+	oa := limRecv(t, a)
+	require.ErrorIs(t, oa.err, ratelimit.ErrClosed)
+	return ob, sent
+}
+
+// review: a queued request cancelled while its attempt is in flight must report ErrUncertain (the
+// script may have consumed the permit), like AllowN does; a request cancelled before any attempt was
+// sent reports the plain context error.
+func reviewQueueCancelInFlight(t *testing.T, e *env) {
+	ob, sent := reviewInFlight(t, e, func(_ *ratelimit.Limiter, cancel context.CancelFunc) { cancel() })
+	require.ErrorIs(t, ob.err, context.Canceled)
+	if sent {
+		require.ErrorIs(t, ob.err, ratelimit.ErrUncertain, "cancelled while its attempt was in flight")
+	} else {
+		t.Log("the attempt was not sent before the cancellation")
+		require.NotErrorIs(t, ob.err, ratelimit.ErrUncertain)
+	}
+}
+
+// review: Close while a queued request's attempt is in flight fails it with ErrClosed that also
+// wraps ErrUncertain when the attempt reached the server.
+func reviewQueueCloseInFlight(t *testing.T, e *env) {
+	ob, sent := reviewInFlight(t, e, func(l *ratelimit.Limiter, _ context.CancelFunc) {
+		done := make(chan struct{})
+		go func() { _ = l.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("Close did not return while an attempt was in flight")
+		}
+	})
+	require.ErrorIs(t, ob.err, ratelimit.ErrClosed)
+	if sent {
+		require.ErrorIs(t, ob.err, ratelimit.ErrUncertain, "closed while its attempt was in flight")
+	} else {
+		t.Log("the attempt was not sent before Close")
+		require.NotErrorIs(t, ob.err, ratelimit.ErrUncertain)
+	}
+}
