@@ -212,9 +212,10 @@ func (l *Limiter) Wait(ctx context.Context) (Result, error) { return l.WaitN(ctx
 // capacity are rejected without RetryAfter.
 //
 // The queue is local: other processes, and other local callers between retries, can take permits
-// first. If ctx ends while waiting, the request leaves the queue and WaitN returns ctx.Err() (an
-// attempt already sent may still have consumed permits). Close fails waiting requests with
-// [ErrClosed]. Other errors are those of AllowN.
+// first. If ctx ends while waiting, the request leaves the queue at once and WaitN returns ctx.Err(),
+// wrapped in [ErrUncertain] when a retry was in flight (its script may still consume the permits).
+// Close fails waiting requests with [ErrClosed] (also wrapping ErrUncertain for a retry in flight).
+// Other errors are those of AllowN.
 func (l *Limiter) WaitN(ctx context.Context, n int64) (Result, error) {
 	if n < 0 {
 		return Result{}, ErrNegativePermits
