@@ -147,17 +147,52 @@ func applyOptions(opts []Option, keyed bool) (config, error) {
 	return cfg, nil
 }
 
-// clonePolicy copies a Composite's component list so that later changes by the caller cannot reach
-// the limiter (or what Policy returns to a later caller).
+// clonePolicy copies p into plain values: a pointer policy becomes the value it points to, and a
+// Composite gets its own component list (of values), so that later changes by the caller, through
+// the slice or a pointer, cannot reach the limiter or what Policy reports, and Policy's dynamic types
+// are always the value types. Nil pointers are kept for compile to reject.
 func clonePolicy(p Policy) Policy {
 	switch v := p.(type) {
-	case Composite:
-		return Composite{Components: append([]Component(nil), v.Components...)}
-	case *Composite:
-		if v == nil {
-			return p
+	case *FixedWindow:
+		if v != nil {
+			return *v
 		}
-		return &Composite{Components: append([]Component(nil), v.Components...)}
+	case *SlidingWindow:
+		if v != nil {
+			return *v
+		}
+	case *TokenBucket:
+		if v != nil {
+			return *v
+		}
+	case *GCRA:
+		if v != nil {
+			return *v
+		}
+	case *Composite:
+		if v != nil {
+			return clonePolicy(*v)
+		}
+	case Composite:
+		comps := make([]Component, len(v.Components))
+		for i, c := range v.Components {
+			switch cv := c.(type) {
+			case *FixedWindow:
+				if cv != nil {
+					c = *cv
+				}
+			case *SlidingWindow:
+				if cv != nil {
+					c = *cv
+				}
+			case *TokenBucket:
+				if cv != nil {
+					c = *cv
+				}
+			}
+			comps[i] = c
+		}
+		return Composite{Components: comps}
 	}
 	return p
 }

@@ -340,3 +340,35 @@ func TestResultOf(t *testing.T) {
 		})
 	}
 }
+
+// Pointer policies are copied into plain values: the caller's later changes through the pointer
+// cannot reach what Policy reports (the settings in force), and Policy's dynamic types are always
+// the value types that callers (such as ratelimithttp) switch on.
+func TestPolicyPointersCopied(t *testing.T) {
+	fw := &FixedWindow{Limit: 5, Window: time.Second}
+	l := newTestLimiter(t, noIO{}, "k", fw)
+	fw.Limit = 99
+	if got := l.Policy(); got != Policy(FixedWindow{Limit: 5, Window: time.Second}) {
+		t.Fatalf("New(&FixedWindow): Policy = %#v, want the FixedWindow value given", got)
+	}
+
+	tb := &TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Second}
+	k, err := NewKeyed(noIO{}, &Composite{Components: []Component{fw, tb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	tb.Limit = 7
+	want := Composite{Components: []Component{FixedWindow{Limit: 99, Window: time.Second}, TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Second}}}
+	got, ok := k.Policy().(Composite)
+	if !ok || len(got.Components) != 2 || got.Components[0] != want.Components[0] || got.Components[1] != want.Components[1] {
+		t.Fatalf("NewKeyed(&Composite{pointers}): Policy = %#v, want %#v", k.Policy(), want)
+	}
+
+	if err := l.Update(context.Background(), &FixedWindow{Limit: 6, Window: time.Second}, Adopt); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Policy(); got != Policy(FixedWindow{Limit: 6, Window: time.Second}) {
+		t.Fatalf("Update(&FixedWindow): Policy = %#v", got)
+	}
+}
