@@ -289,7 +289,7 @@ func (k *Keyed) janitor() {
 	}
 }
 
-// Policy returns the policy given to NewKeyed (a copy of a Composite's component list).
+// Policy returns the policy given to NewKeyed, as a copy made of plain values (see [Limiter.Policy]).
 func (k *Keyed) Policy() Policy { return clonePolicy(k.pol) }
 
 // Stats returns the statistics of key's local state: zero counts with Available -1 when it has none

@@ -528,8 +528,9 @@ func (l *Limiter) release(nc *compiled, p Policy) {
 	}
 }
 
-// Policy returns the current settings as given to New or to the last successful Update (a copy of a
-// Composite's component list). It is safe to call concurrently with Update.
+// Policy returns the current settings as given to New or to the last successful Update, as a copy
+// made of plain values (a pointer policy or component is returned as the value it pointed to when
+// given; a Composite has its own component list). It is safe to call concurrently with Update.
 func (l *Limiter) Policy() Policy {
 	l.mu.Lock()
 	defer l.mu.Unlock()
