@@ -291,7 +291,11 @@ func (d *DenyList) SetDenied(ctx context.Context, identity string, denied bool) 
 		arg = "1"
 	}
 	d.Invalidate()
-	err := denyWriteScript.Exec(ctx, d.client, []string{d.key}, []string{identity, arg}).Error()
+	// No deadline on the wire (see runShared): the caller's cancellation and deadline still end the
+	// wait, and the connection, shared with every other command of the client, stays open.
+	wctx, stopWatch := luakit.WithoutDeadline(ctx)
+	err := denyWriteScript.Exec(wctx, d.client, []string{d.key}, []string{identity, arg}).Error()
+	stopWatch()
 	d.Invalidate()
 	if err == nil {
 		return nil
@@ -410,13 +414,18 @@ func (d *DenyList) wait(ctx context.Context, r *denyRead) (bool, error) {
 	}
 }
 
-// readDirect reads the server with the caller's ctx, caching nothing.
+// readDirect reads the server with the caller's ctx, caching nothing. Like a shared read, the command
+// carries no deadline on the wire (see runShared): with one, rueidis may send it synchronously on an
+// idle connection, where the caller's cancellation is not observed until a socket timeout that also
+// closes the connection shared with the client's other commands.
 func (d *DenyList) readDirect(ctx context.Context, identity string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("ratelimit: deny-list read: %w", err)
 	}
 	d.reads.Add(1)
-	return d.read(ctx, identity)
+	rctx, stopWatch := luakit.WithoutDeadline(ctx)
+	defer stopWatch()
+	return d.read(rctx, identity)
 }
 
 // serverRead runs the membership script.
