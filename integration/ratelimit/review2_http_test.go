@@ -16,6 +16,7 @@ import (
 func init() {
 	register(
 		scenario{name: "review2_http_retry_after_not_before_effective_window", run: review2HTTPRetryAfterWindow},
+		scenario{name: "review2_http_timeout_keeps_connection", run: review2HTTPTimeoutKeepsConnection},
 	)
 }
 
@@ -78,4 +79,40 @@ func review2HTTPRetryAfterWindow(t *testing.T, e *env) {
 				"the 429's effective window ends when the request could pass")
 		})
 	}
+}
+
+// A decision cut off by WithTimeout fails alone: the client's connection, which other requests'
+// decisions share, stays open. The server holds every script (CLIENT PAUSE WRITE); a request through a
+// middleware with a 1 s bound is the first command on a fresh client and answers 503; a request
+// through a middleware without a bound, sent meanwhile on the same client (it cannot be observed on the
+// server: it waits behind the first in the connection), is decided (200) once the server resumes. (A deadline on the wire would make rueidis send the first command synchronously with
+// a socket deadline and close the connection at it, failing the other request too.)
+func review2HTTPTimeoutKeepsConnection(t *testing.T, e *env) {
+	prefix := e.key(t) + ":"
+	c := e.newClient(t)
+	k := httpKeyed(t, e, c, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, ratelimit.WithKeyPrefix(prefix))
+	bounded := newHTTPRig(t, k, ratelimithttp.WithKey(clientKey), ratelimithttp.WithTimeout(time.Second))
+	unbounded := newHTTPRig(t, k, ratelimithttp.WithKey(clientKey))
+
+	unpause := denyPauseWrites(t, e, prefix+"k")
+	type answer struct {
+		status int
+		h      http.Header
+	}
+	first := make(chan answer, 1)
+	go func() {
+		status, h := bounded.get(t, "X-Client", "k")
+		first <- answer{status, h}
+	}()
+	review2ScriptsHeld(t, e, prefix+"k", 1)
+	second := make(chan answer, 1)
+	go func() {
+		status, h := unbounded.get(t, "X-Client", "k")
+		second <- answer{status, h}
+	}()
+	a := <-first
+	require.Equal(t, http.StatusServiceUnavailable, a.status, "the bounded decision timed out")
+	unpause()
+	b := <-second
+	require.Equal(t, http.StatusOK, b.status, "the other decision on the same connection was not failed by the timeout; log: %s", unbounded.log.String())
 }
