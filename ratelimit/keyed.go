@@ -174,6 +174,12 @@ func (k *Keyed) WaitN(ctx context.Context, key string, n int64) (Result, error) 
 // acquire returns key's entry with one more reference, creating it when create is set and there is
 // room (evicting the least recently used idle entry when full); nil when there is none.
 func (k *Keyed) acquire(key string, create bool) (*keyEntry, error) {
+	// The identity function is the caller's code: it runs before the lock is taken (it may call the
+	// Keyed), for every call that may create state.
+	identity := ""
+	if create && k.identityFor != nil {
+		identity = k.identityFor(key)
+	}
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -192,6 +198,10 @@ func (k *Keyed) acquire(key string, create bool) (*keyEntry, error) {
 		k.mu.Unlock()
 		return nil, nil
 	}
+	if k.identityFor != nil && identity == "" {
+		k.mu.Unlock() // before evicting anything
+		return nil, ErrEmptyIdentity
+	}
 	var evicted *Limiter
 	if len(k.entries) >= k.cfg.maxKeys {
 		front := k.idle.Front()
@@ -202,15 +212,6 @@ func (k *Keyed) acquire(key string, create bool) (*keyEntry, error) {
 		old := front.Value.(*keyEntry)
 		k.dropLocked(old)
 		evicted = old.lim
-	}
-	identity := ""
-	if k.identityFor != nil {
-		identity = k.identityFor(key)
-		if identity == "" {
-			k.mu.Unlock()
-			closeIdle(evicted)
-			return nil, ErrEmptyIdentity
-		}
 	}
 	var deny *DenyList
 	if k.identityFor != nil {

@@ -144,3 +144,40 @@ func TestKeyedIdleTimeout(t *testing.T) {
 		t.Fatalf("Stats after the drop = %+v", st)
 	}
 }
+
+// The identity function runs without the Keyed's lock held: it may call the Keyed (here Keys)
+// without deadlocking.
+func TestKeyedIdentityFuncUnlocked(t *testing.T) {
+	client := &blocking{}
+	dl, err := NewDenyList(client, slot0Key(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dl.Close() })
+	var k *Keyed
+	called := make(chan int, 4)
+	k, err = NewKeyed(client, fw10, WithQueue(5, OldestFirst), WithKeyedDenyList(dl, func(key string) string {
+		called <- k.Keys()
+		return key
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := k.WaitN(ctx, slot0Key(t), 1)
+		done <- err
+	}()
+	select {
+	case <-called:
+	case <-time.After(5 * time.Second):
+		// Not closing k: Close would deadlock too.
+		t.Fatal("the identity function could not call the Keyed: it runs under the Keyed's lock")
+	}
+	t.Cleanup(func() { _ = k.Close() })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitN = %v, want the deny-list read ended by the cancellation", err)
+	}
+}
