@@ -395,6 +395,12 @@ func httpLimiterFailure(t *testing.T, e *env) {
 		c := e.newClient(t)
 		k := httpKeyed(t, e, c, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, ratelimit.WithKeyPrefix(prefix))
 		c.Close()
+		// A cluster client closes its node connections in goroutines: wait until the node of the
+		// limiter's key refuses commands.
+		require.Eventually(t, func() bool {
+			err := c.Do(context.Background(), c.B().Get().Key(prefix+"x").Build()).Error()
+			return err != nil && !rueidis.IsRedisNil(err)
+		}, 10*time.Second, time.Millisecond, "the closed client refuses commands")
 		for _, open := range []bool{false, true} {
 			rig := newHTTPRig(t, k, ratelimithttp.WithKey(clientKey), ratelimithttp.WithFailOpen(open))
 			requireUnprotected(t, rig, open, "x")
