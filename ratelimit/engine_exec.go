@@ -46,7 +46,9 @@ func (c *compiled) run(ctx context.Context, client rueidis.Client, key string, n
 	default:
 		args = c.decideArgs(strconv.FormatInt(n, 10))
 	}
+	ctx, stop := wireContext(ctx)
 	res := c.script().Exec(ctx, client, []string{key}, args)
+	stop()
 	arr, err := res.ToArray()
 	if err != nil {
 		return decision{}, engineError(err)
@@ -120,10 +122,24 @@ func (c *compiled) convert(ctx context.Context, client rueidis.Client, key strin
 		args = append(args, c.block...)
 		args = append(args, to.block...)
 	}
+	ctx, stop := wireContext(ctx)
+	defer stop()
 	if err := c.script().Exec(ctx, client, []string{key}, args).Error(); err != nil {
 		return engineError(err)
 	}
 	return nil
+}
+
+// wireContext returns the context a script is sent with: ctx itself when it has no deadline, else a
+// context that ends with ctx (same error) but carries no deadline (luakit.WithoutDeadline). With a
+// deadline, rueidis may send the script synchronously with a socket deadline and close the client's
+// connection when it passes, failing every other decision pipelined on that connection meanwhile;
+// without one, only this caller stops waiting. stop releases the context.
+func wireContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); !ok {
+		return ctx, func() {}
+	}
+	return luakit.WithoutDeadline(ctx)
 }
 
 // engineError maps the error of a script call: the scripts' error replies to the package's
