@@ -132,9 +132,11 @@ func (c *compiled) convert(ctx context.Context, client rueidis.Client, key strin
 
 // wireContext returns the context a script is sent with: ctx itself when it has no deadline, else a
 // context that ends with ctx (same error) but carries no deadline (luakit.WithoutDeadline). With a
-// deadline, rueidis may send the script synchronously with a socket deadline and close the client's
-// connection when it passes, failing every other decision pipelined on that connection meanwhile;
-// without one, only this caller stops waiting. stop releases the context.
+// deadline, rueidis may send the script synchronously on an idle connection with a socket deadline:
+// it then ignores a cancellation before that deadline (a cancelled AllowN, or Close cancelling the
+// queue's attempt, blocked until the deadline or the connection's timeout), and closes the
+// connection when the deadline passes. Without one, the caller stops waiting at once and the reply
+// is drained on the open connection. stop releases the context.
 func wireContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); !ok {
 		return ctx, func() {}

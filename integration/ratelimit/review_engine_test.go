@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/ratelimit"
@@ -12,60 +13,65 @@ import (
 
 func init() {
 	register(
-		scenario{name: "review_engine_deadline_keeps_connection", run: reviewEngineDeadlineKeepsConnection, standaloneOnly: true},
+		scenario{name: "review_engine_cancel_with_deadline_returns", run: reviewEngineCancelWithDeadline, standaloneOnly: true},
 	)
 }
 
-// review: a decision cut off by its context's deadline fails alone (ErrUncertain); a decision of
-// another goroutine sent meanwhile on the same client, without a deadline, is decided once the
-// server answers. With the deadline on the wire, rueidis sent the first decision synchronously with a
-// socket deadline and closed the shared connection at it, failing the other decision too.
-func reviewEngineDeadlineKeepsConnection(t *testing.T, e *env) {
-	key := e.key(t)
-	c := e.newClient(t)
-	l := e.limiter(t, c, key, ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
-	require.NoError(t, c.Do(ctx(t), c.B().Ping().Build()).Error()) // connected
+// review: a decision whose context has a (distant) deadline and is cancelled while the server does
+// not answer returns at the cancellation with ErrUncertain, and a queued request's attempt ends at
+// Close the same way, without waiting for the deadline or the connection's timeout. (With the deadline
+// on the wire rueidis sent the script synchronously with a socket deadline and ignored the
+// cancellation: the decision, and Close waiting for the queue's attempt, blocked until the deadline.)
+// The client's connection timeout is longer than the scenario, so only the cancellation can end the
+// calls while the server is paused.
+func reviewEngineCancelWithDeadline(t *testing.T, e *env) {
+	c := e.newClient(t, func(o *rueidis.ClientOption) { o.ConnWriteTimeout = 5 * time.Minute })
+	l := e.limiter(t, c, e.key(t), ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
+		ratelimit.WithQueue(5, ratelimit.NewestFirst))
+	// The probe dials the connection that carries the key's scripts (a rueidis client spreads
+	// commands over several) and loads the script; it writes nothing.
+	_, err := l.AllowN(ctx(t), 0)
+	require.NoError(t, err)
+	limExhaust(t, l, 1)
+	a := limWaitAsync(ctx(t), l, "a", 1) // waits about a minute at the tail
+	limWaitQueued(t, l, 1)
 
 	e.srv.MustPause(t)
-	resumed := false
-	defer func() {
-		if !resumed {
-			e.srv.MustResume(t)
+	defer e.srv.MustResume(t)
+	guard := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s did not return while the server was paused", what)
 		}
-	}()
-	first := make(chan error, 1)
-	go func() {
-		c, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := l.AllowN(c, 1)
-		first <- err
-	}()
-	time.Sleep(200 * time.Millisecond) // the first decision is on the wire first (order only, asserted on outcomes)
-	type outcome struct {
-		res ratelimit.Result
-		err error
 	}
-	second := make(chan outcome, 1)
-	noDeadline, cancel := context.WithCancel(context.Background())
+
+	// A direct decision, cancelled well before its deadline.
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	var derr error
+	done := make(chan struct{})
 	go func() {
-		res, err := l.AllowN(noDeadline, 2)
-		second <- outcome{res, err}
+		_, derr = l.AllowN(dctx, 0)
+		close(done)
 	}()
-	errFirst := <-first
-	require.ErrorIs(t, errFirst, ratelimit.ErrUncertain)
-	require.ErrorIs(t, errFirst, context.DeadlineExceeded)
-	e.srv.MustResume(t)
-	resumed = true
-	var o outcome
-	select {
-	case o = <-second:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the second decision never returned")
-	}
-	require.NoError(t, o.err, "the other decision was failed by the first one's deadline")
-	require.True(t, o.res.Allowed)
-	res, err := l.AllowN(ctx(t), 0)
-	require.NoError(t, err)
-	require.Contains(t, []int64{8, 7}, res.Remaining, "2 taken, plus the uncertain 1 or not")
+	time.Sleep(200 * time.Millisecond) // on the wire (the assertion holds either way)
+	cancel()
+	guard(done, "a cancelled AllowN")
+	require.ErrorIs(t, derr, context.Canceled)
+
+	// b is the head of the NewestFirst queue at once: the queue's attempt for it is on the wire
+	// (its context has a deadline) when Close cancels it.
+	b := limWaitAsync(ctx(t), l, "b", 1)
+	limWaitQueued(t, l, 2)
+	time.Sleep(200 * time.Millisecond)
+	closed := make(chan struct{})
+	go func() {
+		_ = l.Close()
+		close(closed)
+	}()
+	guard(closed, "Close")
+	require.ErrorIs(t, limRecv(t, b).err, ratelimit.ErrClosed)
+	require.ErrorIs(t, limRecv(t, a).err, ratelimit.ErrClosed)
 }
