@@ -72,8 +72,9 @@ func reviewQueueCancelInFlight(t *testing.T, e *env) {
 	if sent {
 		require.ErrorIs(t, ob.err, ratelimit.ErrUncertain, "cancelled while its attempt was in flight")
 	} else {
-		t.Log("the attempt was not sent before the cancellation")
-		require.NotErrorIs(t, ob.err, ratelimit.ErrUncertain)
+		// Not executed: ErrUncertain is still allowed (the script may have been written to a
+		// connection the client then dropped), never required.
+		t.Logf("the attempt was not executed: %v", ob.err)
 	}
 }
 
@@ -93,7 +94,6 @@ func reviewQueueCloseInFlight(t *testing.T, e *env) {
 	if sent {
 		require.ErrorIs(t, ob.err, ratelimit.ErrUncertain, "closed while its attempt was in flight")
 	} else {
-		t.Log("the attempt was not sent before Close")
-		require.NotErrorIs(t, ob.err, ratelimit.ErrUncertain)
+		t.Logf("the attempt was not executed: %v", ob.err)
 	}
 }
