@@ -30,7 +30,9 @@ type Component interface {
 // Limit must be in [1, MaxLimit]. Window must be at least 1ms and is rounded up to whole
 // milliseconds.
 type FixedWindow struct {
-	Limit  int64
+	// Limit is the number of permits per window, in [1, MaxLimit]. The zero value is invalid.
+	Limit int64
+	// Window is the window's length: at least 1ms, rounded up to whole milliseconds.
 	Window time.Duration
 }
 
@@ -53,8 +55,11 @@ type FixedWindow struct {
 // Limit must be in [1, MaxLimit]; Segments in [1, 1024] (0 means 1); Window at least 1ms, rounded up
 // to whole milliseconds; twice the window must fit in a time.Duration.
 type SlidingWindow struct {
-	Limit    int64
-	Window   time.Duration
+	// Limit is the number of permits in any rolling window, in [1, MaxLimit].
+	Limit int64
+	// Window is the rolling window's length: at least 1ms, rounded up to whole milliseconds.
+	Window time.Duration
+	// Segments is how many segments the window is tracked in, in [1, MaxSegments]; 0 means 1.
 	Segments int
 }
 
@@ -75,9 +80,12 @@ type SlidingWindow struct {
 // milliseconds; the full refill duration (ceil(Limit/TokensPerPeriod) periods) must fit in a
 // time.Duration.
 type TokenBucket struct {
-	Limit           int64
+	// Limit is the bucket's capacity in tokens (permits), in [1, MaxLimit]; a new bucket holds Limit.
+	Limit int64
+	// TokensPerPeriod is how many tokens each complete Period adds, in [1, MaxLimit].
 	TokensPerPeriod int64
-	Period          time.Duration
+	// Period is the refill period: at least 1ms, rounded up to whole milliseconds.
+	Period time.Duration
 }
 
 // GCRA is the Generic Cell Rate Algorithm: up to Burst permits at once, then one permit per
@@ -100,7 +108,10 @@ type TokenBucket struct {
 // Source: the ATM Forum Traffic Management Specification 4.0 (virtual scheduling form), as in
 // Brandur Leach's "Rate limiting, cells, and GCRA" and go-redis/redis_rate.
 type GCRA struct {
-	Burst            int64
+	// Burst is the total capacity: how many permits can be taken at once, in [1, MaxLimit].
+	Burst int64
+	// EmissionInterval is the time one permit takes to come back (1/rate): at least 1ms, rounded up
+	// to whole milliseconds.
 	EmissionInterval time.Duration
 }
 
@@ -122,6 +133,8 @@ type GCRA struct {
 //
 // Components must hold 1 to MaxComponents non-nil values, each valid on its own.
 type Composite struct {
+	// Components are the limits applied together, 1 to MaxComponents of them, in a fixed order (the
+	// order is part of the stored signature). The slice is copied by New and Update.
 	Components []Component
 }
 
