@@ -73,8 +73,9 @@
 // it fits: up to limit permits wait, served [OldestFirst] (a full queue rejects new requests) or
 // [NewestFirst] (a full queue evicts the oldest waiters). A waiter sleeps until the RetryAfter the
 // server computed, then makes one more atomic attempt: no polling. ctx cancellation removes a waiter
-// (its error is ctx's, also wrapping [ErrUncertain] when its retry was already sent); [Limiter.Close] fails waiters with [ErrClosed]. The queue is local: other
-// processes, and new local callers between retries, can take the permits first.
+// (its error is ctx's, also wrapping [ErrUncertain] when its retry was already sent); [Limiter.Close]
+// fails waiters with [ErrClosed]. The queue is local: other processes, and new local callers between
+// retries, can take the permits first.
 //
 // # Updating settings at runtime
 //
