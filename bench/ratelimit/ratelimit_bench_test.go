@@ -89,6 +89,7 @@ func BenchmarkAllowN(b *testing.B) {
 func BenchmarkGCRAvsRedisRate(b *testing.B) {
 	s := startServer(b)
 	c := newClient(b, s)
+	pooled := newClient(b, s, func(o *rueidis.ClientOption) { o.DisableAutoPipelining = true })
 	rdb := redis.NewClient(goRedisOptions(s))
 	b.Cleanup(func() { _ = rdb.Close() })
 	rl := redis_rate.NewLimiter(rdb)
@@ -96,10 +97,17 @@ func BenchmarkGCRAvsRedisRate(b *testing.B) {
 	for _, kp := range keyPatterns {
 		// Decisions/s of the final (full-length) run of each sub-benchmark, by GOMAXPROCS (-cpu runs
 		// every sub-benchmark once per value).
-		coordkitRate, peerRate := map[int]float64{}, map[int]float64{}
+		coordkitRate, pooledRate, peerRate := map[int]float64{}, map[int]float64{}, map[int]float64{}
 		b.Run("coordkit/"+kp.name, func(b *testing.B) {
 			k := newKeyed(b, c, ratelimit.GCRA{Burst: gcraBurst, EmissionInterval: gcraInterval})
 			coordkitRate[runtime.GOMAXPROCS(0)] = runDecider(b, coordkitDecider(k), kp.keys)
+		})
+		// The same limiter over a rueidis client in pooled mode (DisableAutoPipelining: a connection
+		// per in-flight call, as go-redis does): the client choice, not the library, decides the
+		// low-concurrency figure.
+		b.Run("coordkit_pooled/"+kp.name, func(b *testing.B) {
+			k := newKeyed(b, pooled, ratelimit.GCRA{Burst: gcraBurst, EmissionInterval: gcraInterval})
+			pooledRate[runtime.GOMAXPROCS(0)] = runDecider(b, coordkitDecider(k), kp.keys)
 		})
 		b.Run("redis_rate/"+kp.name, func(b *testing.B) {
 			procs := runtime.GOMAXPROCS(0)
@@ -113,11 +121,14 @@ func BenchmarkGCRAvsRedisRate(b *testing.B) {
 			if peerRate[procs] > 0 && coordkitRate[procs] > 0 {
 				b.ReportMetric(coordkitRate[procs]/peerRate[procs], "coordkit/redis_rate")
 			}
+			if peerRate[procs] > 0 && pooledRate[procs] > 0 {
+				b.ReportMetric(pooledRate[procs]/peerRate[procs], "coordkit_pooled/redis_rate")
+			}
 		})
 		for _, procs := range slices.Sorted(maps.Keys(peerRate)) {
 			if ck, peer := coordkitRate[procs], peerRate[procs]; ck > 0 && peer > 0 {
-				b.Logf("%s key(s), GOMAXPROCS %d: coordkit %.0f decisions/s, redis_rate %.0f decisions/s, ratio coordkit/redis_rate %.2f",
-					kp.name, procs, ck, peer, ck/peer)
+				b.Logf("%s key(s), GOMAXPROCS %d: coordkit %.0f decisions/s (pooled client %.0f), redis_rate %.0f decisions/s, ratio coordkit/redis_rate %.2f (pooled %.2f)",
+					kp.name, procs, ck, pooledRate[procs], peer, ck/peer, pooledRate[procs]/peer)
 			}
 		}
 	}
@@ -243,8 +254,12 @@ func flushBenchKeys(b *testing.B, s *testkit.Server) {
 }
 
 // newClient returns a client of s, closed when b ends. Client-side caching is off: nothing waits.
-func newClient(b *testing.B, s *testkit.Server) rueidis.Client {
-	c, err := rueidis.NewClient(withoutCache(s.ClientOption()))
+func newClient(b *testing.B, s *testkit.Server, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
+	o := withoutCache(s.ClientOption())
+	for _, m := range mutate {
+		m(&o)
+	}
+	c, err := rueidis.NewClient(o)
 	if err != nil {
 		b.Fatalf("client: %v", err)
 	}
