@@ -490,16 +490,7 @@ func engWaitServer(t *testing.T, e *env, key string, target int64) {
 	t.Helper()
 	node := e.nodeOf(t, key) // looked up once: a lookup per read would make the wait coarse on Cluster
 	for {
-		msg, err := node.Do(ctx(t), "TIME")
-		require.NoError(t, err)
-		v, err := msg.AsStrSlice()
-		require.NoError(t, err)
-		require.Len(t, v, 2)
-		sec, err := strconv.ParseInt(v[0], 10, 64)
-		require.NoError(t, err)
-		usec, err := strconv.ParseInt(v[1], 10, 64)
-		require.NoError(t, err)
-		now := sec*1000 + usec/1000
+		now := nodeMillis(t, node)
 		if now >= target {
 			return
 		}

@@ -90,7 +90,12 @@ func (e *env) limiter(t *testing.T, c rueidis.Client, key string, p ratelimit.Po
 // serverMillis returns the server clock (TIME) of the node serving key, in Unix milliseconds.
 func (e *env) serverMillis(t *testing.T, key string) int64 {
 	t.Helper()
-	node := e.nodeOf(t, key)
+	return nodeMillis(t, e.nodeOf(t, key))
+}
+
+// nodeMillis returns node's clock (TIME) in Unix milliseconds.
+func nodeMillis(t *testing.T, node *testkit.Server) int64 {
+	t.Helper()
 	msg, err := node.Do(ctx(t), "TIME")
 	require.NoError(t, err)
 	v, err := msg.AsStrSlice()
