@@ -290,7 +290,7 @@ func (e *Election) lead(ctx context.Context, lease *lock.Lease, n *notifier) (bo
 	}
 
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.cleanupTimeout)
-	_, relErr := lease.Release(rctx)
+	relErr := releaseSettled(rctx, lease)
 	rcancel()
 	if relErr != nil {
 		e.cfg.logger.Warn("leader: releasing the lease failed; it expires after the lease duration", "err", relErr)
@@ -473,4 +473,26 @@ func (e *Election) Stop(ctx context.Context) error {
 		e.stop, e.done, e.runErr = nil, nil, nil
 	}
 	return err
+}
+
+// releaseSettled releases lease, calling Release again after an uncertain or transient failure until
+// the outcome is known or ctx ends. Repeating is safe: the release is owner-checked, so a repeat after
+// an attempt that did delete the lease reports AlreadyReleased and never touches another owner's lease
+// (lock documents "call Release again to settle it"). A failure that returns at once, such as a
+// connection that broke under the release (rueidis: "client is closing or unable to connect"), then
+// no longer leaves the lease to expire on its own.
+func releaseSettled(ctx context.Context, lease *lock.Lease) error {
+	for {
+		_, err := lease.Release(ctx)
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, lock.ErrUncertain) || luakit.IsTransient(err)) {
+			return err
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }

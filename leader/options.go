@@ -113,8 +113,9 @@ func WithSafetyMargin(d time.Duration) Option {
 }
 
 // WithCleanupTimeout bounds the owner-checked release sent when a term ends (it runs even after the
-// Run context ended). It must be positive. Default: [DefaultCleanupTimeout] (1s). If the release does not
-// complete, the lease expires after the lease duration.
+// Run context ended); a release whose outcome is uncertain or that failed transiently is sent again
+// within this bound. It must be positive. Default: [DefaultCleanupTimeout] (1s). If the release does
+// not complete, the lease expires after the lease duration.
 func WithCleanupTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
