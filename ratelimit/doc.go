@@ -7,7 +7,8 @@
 // # Model
 //
 // A [Limiter] enforces one [Policy] on one server key. Every decision is one Lua script (one round
-// trip, EVALSHA with an EVAL fallback) that reads the server's clock (TIME) and admits all n permits
+// trip: EVALSHA, plus one EVAL after a NOSCRIPT reply when the server's script cache was emptied)
+// that reads the server's clock (TIME) and admits all n permits
 // or none, atomically across every process sharing the key. Each limiter uses exactly one key, so it
 // works on Cluster without hash tags; keys are binary-safe and take the [WithKeyPrefix] prefix.
 //
@@ -42,7 +43,7 @@
 //   - [FixedWindow]: at most Limit permits per window; a window starts at the first successful
 //     acquisition after the previous one ended. Stored: the count and the window's deadline.
 //   - [SlidingWindow]: at most Limit permits in any rolling window, counted per segment. A permit is
-//     charged to the segment ending after its arrival and is released at that segment's end plus the
+//     charged to the segment ending at or after its arrival and is released at that segment's end plus the
 //     window: never early, at most one segment late. Stored: one count per active segment.
 //   - [TokenBucket]: starts full; TokensPerPeriod tokens are added at the end of each Period, up to
 //     Limit; elapsed partial periods are kept. Stored: the token count and the last refill time.
@@ -99,8 +100,9 @@
 //	                Debt beyond the time.Duration range is ErrDebtOverflow (nothing written).
 //	Composite       Each component by its rule, and the new signature, atomically.
 //
-// An absent or expired key stays absent. A composite signature mismatch or a GCRA debt overflow is a
-// validation rejection: nothing was written and the limiter keeps its settings and queue. Any other
+// An absent or expired key stays absent. A composite signature mismatch, a GCRA debt overflow or a
+// key holding foreign data ([ErrWrongType]) is a validation rejection: nothing was written and the
+// limiter keeps its settings and queue. Any other
 // failure after the migration script was sent closes the limiter and fails its waiters, because the
 // server may already have changed: reconcile before building a replacement, do not blindly retry.
 //

@@ -9,7 +9,8 @@ var (
 	ErrInvalidPolicy = errors.New("ratelimit: invalid policy")
 
 	// ErrInvalidUpdate is returned by [Limiter.Update], before any I/O, when the new policy changes the
-	// algorithm (or, for a composite, the number or algorithm of a component). Nothing changed.
+	// algorithm (or, for a composite, the number or algorithm of a component), or for an unknown
+	// [UpdateMode]. Nothing changed.
 	ErrInvalidUpdate = errors.New("ratelimit: update cannot change the algorithm")
 
 	// ErrNegativePermits is returned, before any I/O, for n < 0.

@@ -18,8 +18,9 @@ import (
 // one validated policy.
 //
 // [Keyed.AllowN] needs no local state. Local state per key (a wait queue and [Stats]) exists only
-// for keys used with [Keyed.WaitN]: it is created on demand, dropped after [WithIdleTimeout] without
-// calls (never while requests wait), and bounded by [WithMaxKeys]. Dropping it loses nothing shared:
+// for keys used with [Keyed.WaitN]: it is created on demand, dropped once idle for at least
+// [WithIdleTimeout] (by a sweep every half timeout, clamped to 10ms..1 minute; never while requests
+// wait), and bounded by [WithMaxKeys]. Dropping it loses nothing shared:
 // the usage lives in the server.
 //
 // A Keyed is safe for concurrent use. Close it when done: Close stops its background goroutine, which

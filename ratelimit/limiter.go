@@ -202,7 +202,8 @@ func (l *Limiter) Allow(ctx context.Context) (Result, error) { return l.AllowN(c
 
 // AllowN decides n permits now, in one round trip, without waiting and without the queue. n = 0
 // probes whether one permit is available and writes nothing. A request for more permits than the
-// capacity is rejected without I/O and without RetryAfter (not an error).
+// capacity is rejected without a capacity script and without RetryAfter (not an error; a bound deny
+// list is still checked first).
 //
 // With a deny list ([WithDenyList]) the identity is checked first (from the deny list's cache or one
 // server read); a denied identity gets a rejection with [ReasonDenyList] and touches no capacity, and

@@ -11,7 +11,8 @@ import (
 )
 
 // Option configures a [Limiter] ([New]) or a [Keyed] ([NewKeyed]). Options are applied in order;
-// an invalid value, or an option that does not apply to the constructor, makes it fail.
+// an invalid value, or an option that does not apply to the constructor, makes it fail. A nil Option
+// is ignored.
 type Option interface {
 	apply(*config) error
 }
@@ -71,8 +72,8 @@ func WithQueue(limit int64, order QueueOrder) Option {
 }
 
 // WithMeterProvider sets the OpenTelemetry meter provider for the coordkit.rate_limit.allowed and
-// coordkit.rate_limit.blocked counters. Default: the global provider, otel.GetMeterProvider(), looked
-// up by the constructor.
+// coordkit.rate_limit.blocked counters. A nil mp is an error. Default: the global provider,
+// otel.GetMeterProvider(), looked up by the constructor.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
 		if mp == nil {
@@ -130,8 +131,9 @@ func WithMaxKeys(n int) Option {
 	})
 }
 
-// WithIdleTimeout sets how long a key of a [Keyed] keeps its local state after its last request.
-// d must be positive. Default: 1 minute. Not valid for [New].
+// WithIdleTimeout sets how long a key of a [Keyed] keeps its local state at least after its last
+// request (a background sweep every d/2, clamped to 10ms..1 minute, drops it). d must be positive.
+// Default: 1 minute. Not valid for [New].
 func WithIdleTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {

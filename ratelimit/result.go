@@ -25,24 +25,29 @@ type Result struct {
 	Reason Reason
 	// Remaining is the number of permits available after this decision, from this reply (the minimum
 	// over the components of a composite). It is not a fresh global observation. 0 for a deny-list
-	// rejection.
+	// rejection and for other rejections decided without the server (see At), except a queue
+	// rejection of a request that was attempted before, which keeps its last reply's value.
 	Remaining int64
 	// Limit is the capacity of the policy (of the component with the lowest Remaining for a
 	// composite).
 	Limit int64
-	// RetryAfter, when positive, is how long until the whole request (all n permits) could be
-	// admitted, computed from server time; competing callers may take the capacity first. It is 0 when
-	// Allowed, when n exceeds the capacity (no retry can succeed), and for deny-list rejections.
+	// RetryAfter, when positive, is how long until the whole request (all n permits; one permit for
+	// an n = 0 probe) could be admitted, computed from server time; competing callers may take the
+	// capacity first. It is 0 when Allowed, when n exceeds the capacity (no retry can succeed), and
+	// for deny-list rejections. A request rejected or evicted by a full local queue after an attempt
+	// keeps that attempt's RetryAfter, counted down to the rejection.
 	RetryAfter time.Duration
 	// Reset is how long until the policy (its controlling component) is back at full capacity if
 	// nothing else is admitted; 0 when it already is. Used for the IETF RateLimit "t" parameter.
 	Reset time.Duration
 	// At is the server clock when the decision was made (millisecond precision); the zero time for
 	// decisions made without the server (n above the capacity, deny-list rejections, queue
-	// rejections).
+	// rejections of a request that never reached the server). A request rejected or evicted by the
+	// queue after an attempt reports that attempt's At (and its Remaining, Limit and Reset).
 	At time.Time
 	// Component is the index in [Composite.Components] of the component with the lowest Remaining
-	// (the one that limits this key the most); 0 for standalone policies.
+	// (the one that limits this key the most; for n above the capacity, decided without the server,
+	// the component with the smallest Limit); 0 for standalone policies.
 	Component int
 }
 
@@ -78,6 +83,7 @@ const (
 	// rejected.
 	OldestFirst QueueOrder = iota
 	// NewestFirst serves the newest waiting request first; when the queue is full, the oldest waiting
-	// requests are evicted (rejected) to make room.
+	// requests are evicted (rejected) to make room. A request whose retry is in flight is not evicted;
+	// when evicting the others cannot make room, the new request is rejected.
 	NewestFirst
 )

@@ -36,7 +36,7 @@
 //     similar headers are not trusted by default, since any client can set them; behind a proxy,
 //     supply a [WithKey] function that trusts only your proxies.
 //   - A request whose cost exceeds the policy's capacity can never pass: 429 without Retry-After and
-//     without the RateLimit field (the limiter decides it without reading server state), but with
+//     without the RateLimit field (the limiter decides it without reading the capacity key), but with
 //     RateLimit-Policy, so the client can see why.
 //   - Deny-list rejections ([ratelimit.ReasonDenyList], with [ratelimit.WithKeyedDenyList]) are 429
 //     without Retry-After and without rate-limit fields: the deny list is an admission filter with

@@ -33,7 +33,8 @@ const maxSFInteger = 999_999_999_999_999
 // and Middlewares for per-route limits, or put the route into the key with [WithKey]).
 //
 // For each request it computes the key ([WithKey]) and the cost ([WithCost]) and makes one decision
-// with [ratelimit.Keyed.AllowN] (one server round trip; none when the cost exceeds the capacity):
+// with [ratelimit.Keyed.AllowN] (one capacity script, none when the cost exceeds the capacity; plus
+// one deny-list read on a cache miss with [ratelimit.WithKeyedDenyList]):
 //
 //	decision                          response
 //	allowed                           handler runs; RateLimit-Policy and RateLimit fields set;

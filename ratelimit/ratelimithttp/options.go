@@ -79,8 +79,8 @@ func WithKey(fn func(r *http.Request) (string, error)) Option {
 // WithCost sets how many permits a request takes (its weight). A cost of 0 consumes nothing: the
 // request passes when at least one permit is available (a probe). A negative cost is a programming
 // error: the middleware answers 500 without deciding or calling the handler. A cost above the
-// policy's capacity can never pass: it is answered 429 without Retry-After, without a server round
-// trip. Default: 1 for every request.
+// policy's capacity can never pass: it is answered 429 without Retry-After, without a capacity
+// script (a bound deny list is still checked first). Default: 1 for every request.
 func WithCost(fn func(r *http.Request) int64) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
