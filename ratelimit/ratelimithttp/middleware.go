@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -152,21 +151,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	m.cfg.rejected(w, r, res)
 }
 
-// decide makes one decision, bounded by the timeout option and the request's context.
-//
-// The context given to the limiter carries no deadline of its own (luakit.WithoutDeadline): it ends
-// when the request's context or the timeout does, with the same error. With a deadline, rueidis may
-// send the decision synchronously on an idle connection with a socket deadline and close that
-// connection when it passes, failing the decisions of other requests pipelined on it meanwhile (a
-// request without any bound then answers 503 for another request's timeout).
+// decide makes one decision, bounded by the timeout option and the request's context. The limiter
+// sends its scripts without a socket deadline (a timed-out decision leaves the shared connection open
+// for other requests' decisions), so nothing here needs to strip the deadline.
 func (m *Middleware) decide(ctx context.Context, key string, cost int64) (ratelimit.Result, error) {
 	if m.cfg.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, m.cfg.timeout)
 		defer cancel()
 	}
-	ctx, stop := luakit.WithoutDeadline(ctx)
-	defer stop()
 	return m.limiter.AllowN(ctx, key, cost)
 }
 
