@@ -174,6 +174,11 @@ func (e *Election) Current() (Term, bool) {
 //     WRONGTYPE, authentication), a [*lock.CounterError] (invalid fence counter), or
 //     rueidis.ErrClosing (the client was closed; recreate it before running again).
 //
+// To stop, end ctx (or use [Election.Stop]) and close the client after Run returned. A client closed
+// under Run ends it only if the client then refuses commands: rueidis (v1.0.79) can revive a
+// connection whose dial was in flight when Close ran, and Run would keep campaigning on it. Clients
+// made by [luakit.NewTrackedClient] or wrapped by [luakit.GuardClose] refuse every command after Close.
+//
 // No goroutine started by Run outlives it; Run waits for the callbacks and observers, so a callback that
 // ignores its context delays Run's return (but never renewal's end: the lease then expires).
 func (e *Election) Run(ctx context.Context) error {

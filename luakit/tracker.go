@@ -164,7 +164,8 @@ func (w *Watch) Stop() {
 
 // NewTrackedClient sets opt.OnInvalidations to t.Hook(opt.OnInvalidations)
 // (keeping any callback already set) and returns rueidis.NewClient(opt),
-// which dials the server. The caller owns and must Close the client.
+// which dials the server, wrapped by [GuardClose] (after Close every command
+// fails with rueidis.ErrClosing). The caller owns and must Close the client.
 // Invalidations arrive only with RESP3 and client-side caching enabled
 // (opt.DisableCache false, the rueidis default). It returns an error if t
 // is nil or NewClient fails.
@@ -173,7 +174,11 @@ func NewTrackedClient(opt rueidis.ClientOption, t *Tracker) (rueidis.Client, err
 		return nil, errors.New("luakit: NewTrackedClient: nil Tracker")
 	}
 	opt.OnInvalidations = t.Hook(opt.OnInvalidations)
-	return rueidis.NewClient(opt)
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, err
+	}
+	return GuardClose(c), nil
 }
 
 // Arm reads key's PTTL with a client-side-cached read (DoCache, cached for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -192,8 +193,11 @@ func testKilledLeader(t *testing.T, e *env) {
 	case <-time.After(30 * time.Second):
 		// Not a latency bound: Run waits for its renewal goroutine, and a command caught by a cluster
 		// client's asynchronous Close can wait for rueidis' connection write timeout (10s) on a loaded
-		// machine (seen once at 10s in a full run).
-		t.Fatal("the killed candidate's Run did not return")
+		// machine (seen once at 10s in a full run). The client is a luakit.GuardClose one: an
+		// unguarded rueidis client could revive a connection dialled during Close, and Run then
+		// campaigned on it for ever (seen once in a full run).
+		buf := make([]byte, 1<<20)
+		t.Fatalf("the killed candidate's Run did not return; goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 	}
 	for i, c := range cs {
 		if i != li {

@@ -7,7 +7,9 @@ package luakit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,13 +50,14 @@ func TestLuakit(t *testing.T) {
 			}
 			var (
 				client  rueidis.Client
+				opt     rueidis.ClientOption
 				flavor  testkit.Flavor
 				version string
 				flush   func(ctx context.Context) error
 			)
 			if mt.Cluster {
 				c := testkit.StartCluster(t, mt.Server)
-				client, flavor, version = c.Client(t), c.Flavor, c.Version
+				client, opt, flavor, version = c.Client(t), c.ClientOption(), c.Flavor, c.Version
 				flush = func(ctx context.Context) error {
 					for _, n := range c.Nodes {
 						if _, err := n.Do(ctx, "SCRIPT", "FLUSH"); err != nil {
@@ -65,7 +68,7 @@ func TestLuakit(t *testing.T) {
 				}
 			} else {
 				s := testkit.Start(t, mt.Server)
-				client, flavor, version = s.Client(t), s.Flavor, s.Version
+				client, opt, flavor, version = s.Client(t), s.ClientOption(), s.Flavor, s.Version
 				flush = func(ctx context.Context) error { _, err := s.Do(ctx, "SCRIPT", "FLUSH"); return err }
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -112,6 +115,59 @@ func TestLuakit(t *testing.T) {
 				require.NoError(t, err)
 				require.EqualValues(t, int64(9007199254740995), n)
 			})
+
+			t.Run("closed_client_refuses_commands", func(t *testing.T) { testCloseGuard(t, opt) })
 		})
 	}
+}
+
+// testCloseGuard closes a tracked client while commands are being sent (some of them dialling one of
+// its lazily connected pipelines) and checks that no command succeeds afterwards: every one fails with
+// rueidis.ErrClosing. Without luakit.GuardClose rueidis v1.0.79 revived a connection whose dial was in
+// flight at Close on about a third of such clients; the same race on unguarded clients is logged.
+func testCloseGuard(t *testing.T, opt rueidis.ClientOption) {
+	const rounds = 40
+	raceClose := func(c rueidis.Client, round int) (succeeded int, firstErr error) {
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := 0; j < 4; j++ {
+					c.Do(context.Background(), c.B().Set().Key(fmt.Sprintf("{guard%d}:%d", g, j)).Value("v").Build())
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%20) * 100 * time.Microsecond)
+		c.Close()
+		wg.Wait()
+		time.Sleep(10 * time.Millisecond) // let a dial that was in flight at Close finish
+		for j := 0; j < 30; j++ {
+			err := c.Do(context.Background(), c.B().Set().Key(fmt.Sprintf("guard-after-%d", j)).Value("v").Build()).Error()
+			if err == nil {
+				succeeded++
+			} else if firstErr == nil {
+				firstErr = err
+			}
+		}
+		return succeeded, firstErr
+	}
+	revived := 0
+	for round := 0; round < rounds; round++ {
+		c, err := luakit.NewTrackedClient(opt, luakit.NewTracker())
+		require.NoError(t, err)
+		require.NoError(t, c.Do(context.Background(), c.B().Ping().Build()).Error(), "guarded client works before Close")
+		ok, firstErr := raceClose(c, round)
+		require.Zero(t, ok, "round %d: commands succeeded on a closed guarded client", round)
+		require.ErrorIs(t, firstErr, rueidis.ErrClosing)
+		require.ErrorIs(t, c.Dedicated(func(rueidis.DedicatedClient) error { return nil }), rueidis.ErrClosing)
+		require.ErrorIs(t, c.DoCache(context.Background(), c.B().Get().Key("guard").Cache(), time.Second).Error(), rueidis.ErrClosing)
+
+		raw, err := rueidis.NewClient(opt)
+		require.NoError(t, err)
+		if ok, _ := raceClose(raw, round); ok > 0 {
+			revived++
+		}
+	}
+	t.Logf("unguarded rueidis clients that served commands after Close: %d of %d", revived, rounds)
 }
