@@ -18,6 +18,7 @@ import (
 
 	"github.com/coordkit/coordkit/idempotency"
 	"github.com/coordkit/coordkit/idempotency/idemhttp"
+	"github.com/coordkit/coordkit/luakit"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -258,7 +259,9 @@ func testMiddlewareWaitAndFailures(t *testing.T, e *env) {
 	require.Equal(t, 19, replayed)
 
 	// A store whose client is closed fails every call (an uncertain outcome): fail closed, or open.
-	c := e.newClient(t, nil)
+	// Guarded: a cluster client closes its connections in goroutines, and rueidis can revive one
+	// whose dial was in flight at Close; the guard fails every command after Close at once.
+	c := luakit.GuardClose(e.newClient(t, nil))
 	broken, err := idempotency.New(c)
 	require.NoError(t, err)
 	c.Close()
