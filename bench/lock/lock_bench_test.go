@@ -3,9 +3,7 @@ package lockbench
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -13,14 +11,10 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/coordkit/coordkit/bench/internal/benchkit"
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/testkit"
 )
-
-// EnvTarget names the server target of the benchmarks (a testkit target such as redis8 or redis70).
-const EnvTarget = "COORDKIT_BENCH_TARGET"
-
-var targetFlag = flag.String("target", "", "server target (testkit name, e.g. redis8, redis70); default $"+EnvTarget+", else redis8, falling back to redis70 when redis8 is not installed")
 
 // benchTTL is the lease TTL of every operation: far longer than one operation, so leases never expire
 // mid-operation, and every key gets a fresh lease.
@@ -56,7 +50,7 @@ var contenders = []contenderSpec{
 // BenchmarkTryAcquireRelease: TryAcquire then Release on a distinct key per operation, in parallel
 // (GOMAXPROCS goroutines; change with -cpu), one sub-benchmark per contender.
 func BenchmarkTryAcquireRelease(b *testing.B) {
-	s := startServer(b)
+	s := benchkit.StartServer(b, "bench:{*")
 	for _, spec := range contenders {
 		if spec.ceiling {
 			continue
@@ -69,7 +63,7 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 // compare-and-delete) through the same kind of rueidis client, the same parallelism and key pattern,
 // with none of Coordkit's checks. Read the others as a ratio to it.
 func BenchmarkRawEvalsha(b *testing.B) {
-	s := startServer(b)
+	s := benchkit.StartServer(b, "bench:{*")
 	for _, spec := range contenders {
 		if spec.ceiling {
 			b.Run(spec.name, func(b *testing.B) { runContender(b, spec.new(b, s)) })
@@ -103,82 +97,11 @@ func runContender(b *testing.B, c contender) {
 
 var runSeq atomic.Int64
 
-// startServer starts the benchmark server for the whole benchmark function (closed at its cleanup).
-func startServer(b *testing.B) *testkit.Server {
-	b.Helper()
-	target := testkit.Target(*targetFlag)
-	if target == "" {
-		target = testkit.Target(os.Getenv(EnvTarget))
-	}
-	if target == "" {
-		target = testkit.Redis8
-		if os.Getenv(testkit.EnvRedisURL) == "" {
-			if _, err := testkit.Binary(testkit.Redis8); err != nil {
-				b.Logf("redis8 not installed (%v); falling back to redis70", err)
-				target = testkit.Redis70
-			}
-		}
-	}
-	if !target.Known() {
-		b.Fatalf("unknown target %q (known: %v)", target, testkit.AllTargets())
-	}
-	s := testkit.Start(b, target)
-	b.Logf("server: %s %s (%s, %s)", s.Flavor, s.Version, s.Backend, s.Addr)
-	// Drop this run's keys when it ends (matters on an external server; a process server is discarded).
-	b.Cleanup(func() { flushBenchKeys(b, s) })
-	return s
-}
-
-// flushBenchKeys deletes the bench:* keys with SCAN + UNLINK.
-func flushBenchKeys(b *testing.B, s *testkit.Server) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := rueidis.NewClient(withoutCache(s.ClientOption()))
-	if err != nil {
-		b.Logf("cleanup: %v", err)
-		return
-	}
-	defer c.Close()
-	var cursor uint64
-	for {
-		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match("bench:{*").Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			b.Logf("cleanup: %v", err)
-			return
-		}
-		if len(e.Elements) > 0 {
-			if err := c.Do(ctx, c.B().Unlink().Key(e.Elements...).Build()).Error(); err != nil {
-				b.Logf("cleanup: %v", err)
-				return
-			}
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			return
-		}
-	}
-}
-
-// newClient returns a client of s, closed when b ends. Client-side caching is off: no contender waits,
-// so none needs invalidations.
-func newClient(b *testing.B, s *testkit.Server) rueidis.Client {
-	c, err := rueidis.NewClient(withoutCache(s.ClientOption()))
-	if err != nil {
-		b.Fatalf("client: %v", err)
-	}
-	b.Cleanup(c.Close)
-	return c
-}
-
-func withoutCache(o rueidis.ClientOption) rueidis.ClientOption {
-	o.DisableCache = true
-	return o
-}
-
 // coordkit: lock.Locker TryAcquire + Lease.Release.
 type coordkitContender struct{ lk *lock.Locker }
 
 func newCoordkit(b *testing.B, s *testkit.Server) contender {
-	lk, err := lock.New(newClient(b, s))
+	lk, err := lock.New(benchkit.NewClient(b, s))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -215,7 +138,7 @@ type rawContender struct {
 }
 
 func newRaw(b *testing.B, s *testkit.Server) contender {
-	return &rawContender{c: newClient(b, s), ttl: strconv.FormatInt(benchTTL.Milliseconds(), 10)}
+	return &rawContender{c: benchkit.NewClient(b, s), ttl: strconv.FormatInt(benchTTL.Milliseconds(), 10)}
 }
 
 func (*rawContender) Name() string { return "raw-rueidis" }

@@ -2,13 +2,10 @@ package ratelimitbench
 
 import (
 	"context"
-	"flag"
 	"maps"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,14 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
+	"github.com/coordkit/coordkit/bench/internal/benchkit"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/testkit"
 )
-
-// EnvTarget names the server target of the benchmarks (a testkit target such as redis8 or redis70).
-const EnvTarget = "COORDKIT_BENCH_TARGET"
-
-var targetFlag = flag.String("target", "", "server target (testkit name, e.g. redis8, redis70); default $"+EnvTarget+", else redis8, falling back to redis70 when redis8 is not installed")
 
 // spreadKeys is the number of distinct keys of the "spread" key pattern.
 const spreadKeys = 10_000
@@ -70,8 +63,8 @@ type decider func(ctx context.Context, key string) (allowed bool, err error)
 // BenchmarkAllowN: Keyed.AllowN(ctx, key, 1) in parallel (GOMAXPROCS goroutines; change with -cpu),
 // one sub-benchmark per algorithm and key pattern, one shared client.
 func BenchmarkAllowN(b *testing.B) {
-	s := startServer(b)
-	c := newClient(b, s)
+	s := benchkit.StartServer(b, "bench:{*", "rate:bench:{*")
+	c := benchkit.NewClient(b, s)
 	for _, alg := range algorithms {
 		for _, kp := range keyPatterns {
 			b.Run(alg.name+"/"+kp.name, func(b *testing.B) {
@@ -87,9 +80,9 @@ func BenchmarkAllowN(b *testing.B) {
 // Period: time.Second}) on the same server, for each key pattern. The redis_rate row reports
 // coordkit/redis_rate, the ratio of the two decisions/s figures of this run, and logs it.
 func BenchmarkGCRAvsRedisRate(b *testing.B) {
-	s := startServer(b)
-	c := newClient(b, s)
-	pooled := newClient(b, s, func(o *rueidis.ClientOption) { o.DisableAutoPipelining = true })
+	s := benchkit.StartServer(b, "bench:{*", "rate:bench:{*")
+	c := benchkit.NewClient(b, s)
+	pooled := benchkit.NewClient(b, s, func(o *rueidis.ClientOption) { o.DisableAutoPipelining = true })
 	rdb := redis.NewClient(goRedisOptions(s))
 	b.Cleanup(func() { _ = rdb.Close() })
 	rl := redis_rate.NewLimiter(rdb)
@@ -189,87 +182,6 @@ func newKeyed(b *testing.B, c rueidis.Client, p ratelimit.Policy) *ratelimit.Key
 	}
 	b.Cleanup(func() { _ = k.Close() })
 	return k
-}
-
-// startServer starts the benchmark server for the whole benchmark function (closed at its cleanup).
-func startServer(b *testing.B) *testkit.Server {
-	b.Helper()
-	target := testkit.Target(*targetFlag)
-	if target == "" {
-		target = testkit.Target(os.Getenv(EnvTarget))
-	}
-	if target == "" {
-		target = testkit.Redis8
-		if os.Getenv(testkit.EnvRedisURL) == "" {
-			if _, err := testkit.Binary(testkit.Redis8); err != nil {
-				b.Logf("redis8 not installed (%v); falling back to redis70", err)
-				target = testkit.Redis70
-			}
-		}
-	}
-	if !target.Known() {
-		b.Fatalf("unknown target %q (known: %v)", target, testkit.AllTargets())
-	}
-	s := testkit.Start(b, target)
-	b.Logf("server: %s %s (%s, %s)", s.Flavor, s.Version, s.Backend, s.Addr)
-	// Drop this run's keys when it ends (matters on an external server; a process server is discarded).
-	b.Cleanup(func() { flushBenchKeys(b, s) })
-	return s
-}
-
-// flushBenchKeys deletes the bench:{* keys (Coordkit's) and rate:bench:{* keys (redis_rate's) with
-// SCAN + UNLINK.
-func flushBenchKeys(b *testing.B, s *testkit.Server) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := rueidis.NewClient(withoutCache(s.ClientOption()))
-	if err != nil {
-		b.Logf("cleanup: %v", err)
-		return
-	}
-	defer c.Close()
-	var wg sync.WaitGroup
-	for _, pattern := range []string{"bench:{*", "rate:bench:{*"} {
-		wg.Go(func() {
-			var cursor uint64
-			for {
-				e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
-				if err != nil {
-					b.Logf("cleanup: %v", err)
-					return
-				}
-				if len(e.Elements) > 0 {
-					if err := c.Do(ctx, c.B().Unlink().Key(e.Elements...).Build()).Error(); err != nil {
-						b.Logf("cleanup: %v", err)
-						return
-					}
-				}
-				if cursor = e.Cursor; cursor == 0 {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// newClient returns a client of s, closed when b ends. Client-side caching is off: nothing waits.
-func newClient(b *testing.B, s *testkit.Server, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
-	o := withoutCache(s.ClientOption())
-	for _, m := range mutate {
-		m(&o)
-	}
-	c, err := rueidis.NewClient(o)
-	if err != nil {
-		b.Fatalf("client: %v", err)
-	}
-	b.Cleanup(c.Close)
-	return c
-}
-
-func withoutCache(o rueidis.ClientOption) rueidis.ClientOption {
-	o.DisableCache = true
-	return o
 }
 
 // goRedisOptions returns go-redis options for s, with the credentials and database of an external
