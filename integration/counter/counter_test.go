@@ -42,8 +42,7 @@ func TestCounter(t *testing.T) {
 	for _, st := range matrix.Targets() {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
+			matrix.TakeSlot(t)
 			e := startEnv(t, st)
 			for _, sc := range scenarios {
 				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
@@ -312,7 +311,7 @@ func testOverflow(t *testing.T, e *env) {
 	e.requireValue(t, bad, "abc")
 	require.EqualValues(t, -1, e.pttl(t, bad))
 	hash := "ck:overflow:hash"
-	require.NoError(t, e.raw.Do(c, e.raw.B().Hset().Key(hash).FieldValue().FieldValue("f", "1").Build()).Error())
+	require.NoError(t, e.Raw.Do(c, e.Raw.B().Hset().Key(hash).FieldValue().FieldValue("f", "1").Build()).Error())
 	_, err = s.IncrementWithExpire(c, hash, 1, 0)
 	require.ErrorIs(t, err, counter.ErrNotInteger)
 	_, err = s.IncrementIfLessThan(c, hash, 1, 10, 0)
@@ -334,7 +333,7 @@ func testBatchOrder(t *testing.T, e *env) {
 		items[i] = counter.Increment{Key: keys[i], Delta: int64(i + 1), TTL: time.Minute}
 		slots[luakit.Slot("ck:batch:"+keys[i])] = true
 	}
-	if e.isCluster() {
+	if e.IsCluster() {
 		require.Greater(t, len(slots), 100, "keys must spread over many slots")
 	}
 	vals, err := s.BatchIncrement(c, items)
@@ -364,7 +363,7 @@ func testBatchOrder(t *testing.T, e *env) {
 	}
 	el := time.Since(start)
 	t.Logf("BatchIncrement throughput on %s: %d batches of %d keys in %v = %.0f keys/s (%.2f ms per batch, one goroutine)",
-		e.name, rounds, batch, el.Round(time.Millisecond), float64(rounds*batch)/el.Seconds(),
+		e.Name, rounds, batch, el.Round(time.Millisecond), float64(rounds*batch)/el.Seconds(),
 		float64(el.Microseconds())/1000/rounds)
 	many, err = s.GetMany(c, []string{"tp0", "tp99"})
 	require.NoError(t, err)

@@ -1,60 +1,30 @@
 package counter_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/counter"
 	"github.com/coordkit/coordkit/integration/internal/matrix"
-	"github.com/coordkit/coordkit/testkit"
 )
-
-// maxParallelTargets bounds how many targets run at once (2 cores shared, -race).
-const maxParallelTargets = 2
-
-var targetSlots = make(chan struct{}, maxParallelTargets)
 
 // env is one running target shared by the scenarios of that target; scenarios run one after another,
 // each on its own keys.
 type env struct {
-	name    string
-	srv     *testkit.Server   // nil on cluster
-	cluster *testkit.Cluster  // nil on standalone
-	nodes   []*testkit.Server // every server process
-	raw     rueidis.Client    // assertion client, never used by a Store
+	*matrix.Env
 }
 
 func startEnv(t *testing.T, st matrix.Target) *env {
 	t.Helper()
-	e := &env{name: st.Name}
-	if st.Cluster {
-		e.cluster = testkit.StartCluster(t, st.Server)
-		e.nodes = e.cluster.Nodes
-		t.Logf("target %s: %s", st.Name, e.cluster)
-	} else {
-		e.srv = testkit.Start(t, st.Server)
-		e.nodes = []*testkit.Server{e.srv}
-		t.Logf("target %s: %s %s at %s (%s backend)", st.Name, e.srv.Flavor, e.srv.Version, e.srv.Addr, e.srv.Backend)
-	}
-	e.raw = e.newClient(t)
-	return e
+	return &env{Env: matrix.StartEnv(t, st)}
 }
-
-func (e *env) isCluster() bool { return e.cluster != nil }
 
 // newClient returns a client of the target (client-side caching off), closed at t.Cleanup.
 func (e *env) newClient(t *testing.T, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
 	t.Helper()
-	var opt rueidis.ClientOption
-	if e.cluster != nil {
-		opt = e.cluster.ClientOption()
-	} else {
-		opt = e.srv.ClientOption()
-	}
+	opt := e.ClientOption()
 	opt.DisableCache = true
 	for _, m := range mutate {
 		m(&opt)
@@ -82,7 +52,7 @@ func newStore(t *testing.T, c rueidis.Client, opts ...counter.Option) *counter.S
 // get returns the raw value at key and whether it exists.
 func (e *env) get(t *testing.T, key string) (string, bool) {
 	t.Helper()
-	v, err := e.raw.Do(ctx(t), e.raw.B().Get().Key(key).Build()).ToString()
+	v, err := e.Raw.Do(ctx(t), e.Raw.B().Get().Key(key).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return "", false
 	}
@@ -93,13 +63,13 @@ func (e *env) get(t *testing.T, key string) (string, bool) {
 // set writes a raw string value (no expiry).
 func (e *env) set(t *testing.T, key, value string) {
 	t.Helper()
-	require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Set().Key(key).Value(value).Build()).Error())
+	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value(value).Build()).Error())
 }
 
 // pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
 func (e *env) pttl(t *testing.T, key string) int64 {
 	t.Helper()
-	n, err := e.raw.Do(ctx(t), e.raw.B().Pttl().Key(key).Build()).AsInt64()
+	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return n
 }
@@ -113,8 +83,4 @@ func (e *env) requireValue(t *testing.T, key, want string) {
 }
 
 // ctx returns a context for one scenario's I/O, cancelled at the end of the test.
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+var ctx = matrix.Ctx

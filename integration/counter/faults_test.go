@@ -21,12 +21,12 @@ func testDisconnect(t *testing.T, e *env) {
 	const writeTimeout = 5 * time.Second
 	key := "ck:disconnect"
 	var node *testkit.Server
-	if e.isCluster() {
+	if e.IsCluster() {
 		var err error
-		node, err = e.cluster.PrimaryOf(ctx(t), int(luakit.Slot(key)))
+		node, err = e.Cluster.PrimaryOf(ctx(t), int(luakit.Slot(key)))
 		require.NoError(t, err)
 	} else {
-		node = e.srv
+		node = e.Srv
 	}
 	c := e.newClient(t, func(o *rueidis.ClientOption) { o.ConnWriteTimeout = writeTimeout })
 	s := newStore(t, c, counter.WithProbeInterval(50*time.Millisecond), counter.WithProbeTimeout(500*time.Millisecond))
@@ -54,7 +54,7 @@ func testDisconnect(t *testing.T, e *env) {
 	}
 	require.Less(t, worst, 200*time.Millisecond, "calls while disconnected must fail at once")
 	t.Logf("disconnect on %s: first call failed after %v (%v); later calls at most %v; client write timeout %v",
-		e.name, first.Round(time.Microsecond), err, worst.Round(time.Microsecond), writeTimeout)
+		e.Name, first.Round(time.Microsecond), err, worst.Round(time.Microsecond), writeTimeout)
 
 	// Caller policy example: fail open or closed on ErrDisconnected.
 	for _, failOpen := range []bool{true, false} {

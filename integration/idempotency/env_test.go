@@ -1,7 +1,6 @@
 package idempotency_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -11,52 +10,24 @@ import (
 	"github.com/coordkit/coordkit/idempotency"
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/luakit"
-	"github.com/coordkit/coordkit/testkit"
 )
-
-// maxParallelTargets bounds how many targets run at once (2 cores, -race).
-const maxParallelTargets = 2
-
-var targetSlots = make(chan struct{}, maxParallelTargets)
 
 // env is one running target shared by the scenarios of that target; scenarios run in order on it,
 // each on its own keys.
 type env struct {
-	name    string
-	srv     *testkit.Server   // nil on cluster
-	cluster *testkit.Cluster  // nil on standalone
-	nodes   []*testkit.Server // every server process
-	raw     rueidis.Client    // assertion client: no client-side caching, never used by a Store
+	*matrix.Env
 }
 
 func startEnv(t *testing.T, st matrix.Target) *env {
 	t.Helper()
-	e := &env{name: st.Name}
-	if st.Cluster {
-		e.cluster = testkit.StartCluster(t, st.Server)
-		e.nodes = e.cluster.Nodes
-		t.Logf("target %s: %s", st.Name, e.cluster)
-	} else {
-		e.srv = testkit.Start(t, st.Server)
-		e.nodes = []*testkit.Server{e.srv}
-		t.Logf("target %s: %s %s at %s (%s backend)", st.Name, e.srv.Flavor, e.srv.Version, e.srv.Addr, e.srv.Backend)
-	}
-	e.raw = e.newClient(t, nil, func(o *rueidis.ClientOption) { o.DisableCache = true })
-	return e
-}
-
-func (e *env) clientOption() rueidis.ClientOption {
-	if e.cluster != nil {
-		return e.cluster.ClientOption()
-	}
-	return e.srv.ClientOption()
+	return &env{Env: matrix.StartEnv(t, st)}
 }
 
 // newClient returns a client of the target, closed at t.Cleanup; with a tracker its invalidations are
 // wired to it.
 func (e *env) newClient(t *testing.T, tracker *luakit.Tracker, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
 	t.Helper()
-	opt := e.clientOption()
+	opt := e.ClientOption()
 	for _, m := range mutate {
 		m(&opt)
 	}
@@ -97,7 +68,7 @@ func (e *env) trackedStore(t *testing.T, opts ...idempotency.Option) *idempotenc
 // hash returns every field of the claim hash at key (empty when absent).
 func (e *env) hash(t *testing.T, key string) map[string]string {
 	t.Helper()
-	m, err := e.raw.Do(ctx(t), e.raw.B().Hgetall().Key(key).Build()).AsStrMap()
+	m, err := e.Raw.Do(ctx(t), e.Raw.B().Hgetall().Key(key).Build()).AsStrMap()
 	require.NoError(t, err)
 	return m
 }
@@ -105,7 +76,7 @@ func (e *env) hash(t *testing.T, key string) map[string]string {
 // pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
 func (e *env) pttl(t *testing.T, key string) int64 {
 	t.Helper()
-	n, err := e.raw.Do(ctx(t), e.raw.B().Pttl().Key(key).Build()).AsInt64()
+	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return n
 }
@@ -149,7 +120,7 @@ func (e *env) waitGone(t *testing.T, key string) {
 // scriptFlush empties the script cache of every server process of the target.
 func (e *env) scriptFlush(t *testing.T) {
 	t.Helper()
-	for _, n := range e.nodes {
+	for _, n := range e.Nodes {
 		_, err := n.Do(ctx(t), "SCRIPT", "FLUSH")
 		require.NoError(t, err)
 	}
@@ -164,8 +135,4 @@ func keysOf(m map[string]string) []string {
 }
 
 // ctx returns a context for one scenario's I/O, cancelled at the end of the test.
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+var ctx = matrix.Ctx

@@ -17,7 +17,7 @@ import (
 // scripts loaded) so that the next dropped reply is a script's.
 func proxiedStore(t *testing.T, e *env, name string) (*idempotency.Store, *testkit.Proxy) {
 	t.Helper()
-	proxy := testkit.NewProxy(t, e.srv.Addr)
+	proxy := testkit.NewProxy(t, e.Srv.Addr)
 	s, err := idempotency.New(proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true }))
 	require.NoError(t, err)
 	warm := "idem:lost:warm:" + name

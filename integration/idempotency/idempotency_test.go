@@ -47,8 +47,7 @@ func TestIdempotency(t *testing.T) {
 	for _, st := range matrix.Targets() {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
+			matrix.TakeSlot(t)
 			e := startEnv(t, st)
 			for _, sc := range scenarios {
 				if sc.standaloneOnly && st.Cluster {
@@ -206,16 +205,16 @@ func testTransitions(t *testing.T, e *env) {
 			e.requireAbsent(t, key)
 		}},
 		{"foreign hash = ErrForeignData, unchanged", func(t *testing.T, key string) {
-			require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Hset().Key(key).FieldValue().FieldValue("other", "1").Build()).Error())
+			require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Hset().Key(key).FieldValue().FieldValue("other", "1").Build()).Error())
 			_, err := s.TryBegin(ctx(t), key, long, fpA)
 			require.ErrorIs(t, err, idempotency.ErrForeignData)
 			require.Equal(t, map[string]string{"other": "1"}, e.hash(t, key))
 		}},
 		{"string key = WRONGTYPE, unchanged", func(t *testing.T, key string) {
-			require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Set().Key(key).Value("v").Build()).Error())
+			require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value("v").Build()).Error())
 			_, err := s.TryBegin(ctx(t), key, long, fpA)
 			require.ErrorContains(t, err, "WRONGTYPE")
-			v, err := e.raw.Do(ctx(t), e.raw.B().Get().Key(key).Build()).ToString()
+			v, err := e.Raw.Do(ctx(t), e.Raw.B().Get().Key(key).Build()).ToString()
 			require.NoError(t, err)
 			require.Equal(t, "v", v)
 		}},

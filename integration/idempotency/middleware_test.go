@@ -76,7 +76,7 @@ func requireReply(t *testing.T, r reply, status int, replayed bool) {
 func (e *env) claimKey(t *testing.T, prefix string) string {
 	t.Helper()
 	var keys []string
-	for _, n := range e.nodes {
+	for _, n := range e.Nodes {
 		m, err := n.Do(ctx(t), "KEYS", prefix+"*")
 		if err != nil {
 			continue // a replica-less cluster node answers for its own keys only; errors are not expected

@@ -10,47 +10,23 @@ import (
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/latch"
-	"github.com/coordkit/coordkit/testkit"
 )
-
-// maxParallelTargets bounds how many targets run at once: the machines have 2 cores and the suite runs
-// under -race.
-const maxParallelTargets = 2
-
-var targetSlots = make(chan struct{}, maxParallelTargets)
 
 // env is one running target shared by the scenarios of that target; scenarios run one after another on
 // it, each on its own keys.
 type env struct {
-	name    string
-	srv     *testkit.Server  // nil on cluster
-	cluster *testkit.Cluster // nil on standalone
-	raw     rueidis.Client   // assertion client, never used by Latches
+	*matrix.Env
 }
 
 func startEnv(t *testing.T, st matrix.Target) *env {
 	t.Helper()
-	e := &env{name: st.Name}
-	if st.Cluster {
-		e.cluster = testkit.StartCluster(t, st.Server)
-		t.Logf("target %s: %s", st.Name, e.cluster)
-	} else {
-		e.srv = testkit.Start(t, st.Server)
-		t.Logf("target %s: %s %s at %s (%s backend)", st.Name, e.srv.Flavor, e.srv.Version, e.srv.Addr, e.srv.Backend)
-	}
-	e.raw = e.newClient(t)
-	return e
+	return &env{Env: matrix.StartEnv(t, st)}
 }
 
 // newClient returns a client of the target, closed at t.Cleanup.
 func (e *env) newClient(t *testing.T) rueidis.Client {
 	t.Helper()
-	var opt rueidis.ClientOption
-	if e.cluster != nil {
-		opt = e.cluster.ClientOption()
-	} else {
-		opt = e.srv.ClientOption()
-	}
+	opt := e.ClientOption()
 	c, err := rueidis.NewClient(opt)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
@@ -75,7 +51,7 @@ func newLatches(t *testing.T, c rueidis.Client, opts ...latch.Option) *latch.Lat
 // hash returns the fields of the hash at key (empty when absent).
 func (e *env) hash(t *testing.T, key string) map[string]string {
 	t.Helper()
-	m, err := e.raw.Do(ctx(t), e.raw.B().Hgetall().Key(key).Build()).AsStrMap()
+	m, err := e.Raw.Do(ctx(t), e.Raw.B().Hgetall().Key(key).Build()).AsStrMap()
 	require.NoError(t, err)
 	return m
 }
@@ -91,7 +67,7 @@ func (e *env) requireLatch(t *testing.T, key, gen, count string) {
 // pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
 func (e *env) pttl(t *testing.T, key string) int64 {
 	t.Helper()
-	n, err := e.raw.Do(ctx(t), e.raw.B().Pttl().Key(key).Build()).AsInt64()
+	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return n
 }
@@ -104,7 +80,7 @@ func (e *env) requireAbsent(t *testing.T, key, what string) {
 // shardSubscribers returns the number of sharded Pub/Sub subscribers of channel on its node.
 func (e *env) shardSubscribers(t *testing.T, channel string) int64 {
 	t.Helper()
-	arr, err := e.raw.Do(ctx(t), e.raw.B().PubsubShardnumsub().Channel(channel).Build()).ToArray()
+	arr, err := e.Raw.Do(ctx(t), e.Raw.B().PubsubShardnumsub().Channel(channel).Build()).ToArray()
 	require.NoError(t, err)
 	require.Len(t, arr, 2)
 	n, err := arr[1].AsInt64()
@@ -119,13 +95,6 @@ func (e *env) requireNoSubscribers(t *testing.T, channel string) {
 	t.Helper()
 	require.Eventually(t, func() bool { return e.shardSubscribers(t, channel) == 0 }, 5*time.Second, 20*time.Millisecond,
 		"every waiter must have dropped its subscription")
-}
-
-// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
 }
 
 // waitResult is the outcome of one Wait in a goroutine.
@@ -167,3 +136,6 @@ func requirePending(t *testing.T, ch <-chan waitResult, grace time.Duration) {
 	case <-time.After(grace):
 	}
 }
+
+// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
+var ctx = matrix.Ctx

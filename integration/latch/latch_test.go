@@ -48,8 +48,7 @@ func TestLatch(t *testing.T) {
 	for _, st := range matrix.Targets() {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
+			matrix.TakeSlot(t)
 			e := startEnv(t, st)
 			for _, sc := range scenarios {
 				if sc.standaloneOnly && st.Cluster {
@@ -130,14 +129,14 @@ func testMethodTable(t *testing.T, e *env) {
 	e.requireLatch(t, "latch:zero", z.Generation(), "0")
 
 	// A key holding another type is never treated as (or replaced by) a latch.
-	require.NoError(t, e.raw.Do(c, e.raw.B().Set().Key("latch:string").Value("x").Build()).Error())
+	require.NoError(t, e.Raw.Do(c, e.Raw.B().Set().Key("latch:string").Value("x").Build()).Error())
 	_, err = ls.Create(c, "latch:string", 1)
 	require.ErrorIs(t, err, latch.ErrWrongType)
 	_, err = ls.Reset(c, "latch:string", 1)
 	require.ErrorIs(t, err, latch.ErrWrongType)
 	_, err = ls.Join(c, "latch:string")
 	require.ErrorIs(t, err, latch.ErrWrongType)
-	v, err := e.raw.Do(c, e.raw.B().Get().Key("latch:string").Build()).ToString()
+	v, err := e.Raw.Do(c, e.Raw.B().Get().Key("latch:string").Build()).ToString()
 	require.NoError(t, err)
 	require.Equal(t, "x", v, "the foreign value is unchanged")
 
@@ -201,7 +200,7 @@ func testLostMessage(t *testing.T, e *env) {
 	requirePending(t, w, 2*recheck)
 
 	start := time.Now()
-	require.NoError(t, e.raw.Do(c, e.raw.B().Hset().Key(key).FieldValue().FieldValue("count", "0").Build()).Error())
+	require.NoError(t, e.Raw.Do(c, e.Raw.B().Hset().Key(key).FieldValue().FieldValue("count", "0").Build()).Error())
 	r := result(t, w, recheck+wakeBound)
 	require.NoError(t, r.err)
 	require.True(t, r.done)
@@ -220,7 +219,7 @@ func testSubscriberDisconnected(t *testing.T, e *env) {
 
 	t.Run("cut", func(t *testing.T) {
 		key := "latch:cut"
-		p := testkit.NewProxy(t, e.srv.Addr)
+		p := testkit.NewProxy(t, e.Srv.Addr)
 		ls := newLatches(t, p.Client(t), latch.WithRecheckInterval(recheck))
 		l, err := direct.Create(c, key, 1)
 		require.NoError(t, err)
@@ -242,7 +241,7 @@ func testSubscriberDisconnected(t *testing.T, e *env) {
 
 	t.Run("dropped_replies", func(t *testing.T) {
 		key := "latch:dropped"
-		p := testkit.NewProxy(t, e.srv.Addr)
+		p := testkit.NewProxy(t, e.Srv.Addr)
 		ls := newLatches(t, p.Client(t), latch.WithRecheckInterval(recheck))
 		l, err := direct.Create(c, key, 1)
 		require.NoError(t, err)
@@ -492,7 +491,7 @@ func testBadInput(t *testing.T, e *env) {
 	e.requireAbsent(t, "latch:bad", "latch after rejected input")
 	_, err = latch.New(nil)
 	require.ErrorIs(t, err, latch.ErrNilClient)
-	_, err = latch.New(e.raw, latch.WithRecheckInterval(0))
+	_, err = latch.New(e.Raw, latch.WithRecheckInterval(0))
 	require.Error(t, err)
 }
 
@@ -519,7 +518,7 @@ func testDeleteAndCancel(t *testing.T, e *env) {
 	require.NoError(t, err)
 	w2 := goWait(c, l2)
 	require.Eventually(t, func() bool { return e.shardSubscribers(t, "latch:rawdel") == 1 }, wakeBound, 10*time.Millisecond)
-	require.NoError(t, e.raw.Do(c, e.raw.B().Del().Key("latch:rawdel").Build()).Error())
+	require.NoError(t, e.Raw.Do(c, e.Raw.B().Del().Key("latch:rawdel").Build()).Error())
 	r = result(t, w2, recheck+wakeBound)
 	require.NoError(t, r.err)
 	require.False(t, r.done)

@@ -15,13 +15,7 @@ import (
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/leader"
 	"github.com/coordkit/coordkit/luakit"
-	"github.com/coordkit/coordkit/testkit"
 )
-
-// maxParallelTargets bounds how many targets run at once (2 cores, -race).
-const maxParallelTargets = 2
-
-var targetSlots = make(chan struct{}, maxParallelTargets)
 
 // Short timings so scenarios take seconds: a 1s lease renewed every 500ms, self-fenced 200ms before
 // its local deadline (so a renewal has 300ms and a retry before the leader steps down, on a loaded
@@ -36,44 +30,19 @@ const (
 
 // env is one running target shared by its scenarios, which run one after another, each on its own keys.
 type env struct {
-	name    string
-	srv     *testkit.Server  // nil on cluster
-	cluster *testkit.Cluster // nil on standalone
-	nodes   []*testkit.Server
-	raw     rueidis.Client // assertion client, no client-side caching
+	*matrix.Env
 }
 
 func startEnv(t *testing.T, st matrix.Target) *env {
 	t.Helper()
-	e := &env{name: st.Name}
-	if st.Cluster {
-		e.cluster = testkit.StartCluster(t, st.Server)
-		e.nodes = e.cluster.Nodes
-	} else {
-		e.srv = testkit.Start(t, st.Server)
-		e.nodes = []*testkit.Server{e.srv}
-	}
-	opt := e.clientOption()
-	opt.DisableCache = true
-	c, err := rueidis.NewClient(opt)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	e.raw = c
-	return e
-}
-
-func (e *env) clientOption() rueidis.ClientOption {
-	if e.cluster != nil {
-		return e.cluster.ClientOption()
-	}
-	return e.srv.ClientOption()
+	return &env{Env: matrix.StartEnv(t, st)}
 }
 
 // trackedClient returns a new tracker-wired client of the target, closed at t.Cleanup (closing twice is
 // harmless).
 func (e *env) trackedClient(t *testing.T, mutate ...func(*rueidis.ClientOption)) (rueidis.Client, *luakit.Tracker) {
 	t.Helper()
-	opt := e.clientOption()
+	opt := e.ClientOption()
 	for _, m := range mutate {
 		m(&opt)
 	}
@@ -87,7 +56,7 @@ func (e *env) trackedClient(t *testing.T, mutate ...func(*rueidis.ClientOption))
 // pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
 func (e *env) pttl(t *testing.T, key string) int64 {
 	t.Helper()
-	n, err := e.raw.Do(ctx(t), e.raw.B().Pttl().Key(key).Build()).AsInt64()
+	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return n
 }
@@ -95,7 +64,7 @@ func (e *env) pttl(t *testing.T, key string) int64 {
 // counter returns the fence counter's value (0 when absent).
 func (e *env) counter(t *testing.T, key string) int64 {
 	t.Helper()
-	v, err := e.raw.Do(ctx(t), e.raw.B().Get().Key(key).Build()).AsInt64()
+	v, err := e.Raw.Do(ctx(t), e.Raw.B().Get().Key(key).Build()).AsInt64()
 	if rueidis.IsRedisNil(err) {
 		return 0
 	}
@@ -112,12 +81,6 @@ func (e *env) requireReleased(t *testing.T, leaseKey, fenceKey string, maxToken 
 		require.GreaterOrEqual(t, e.counter(t, fenceKey), maxToken, "fence counter")
 		require.EqualValues(t, -1, e.pttl(t, fenceKey), "fence counter must not expire")
 	}
-}
-
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
 }
 
 func keyPair(name string) (leaseKey, fenceKey string) {
@@ -328,3 +291,6 @@ func currentLeader(cs []*candidate) (int, leader.Term) {
 
 // isClosing reports whether err comes from a closed client.
 func isClosing(err error) bool { return errors.Is(err, rueidis.ErrClosing) }
+
+// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
+var ctx = matrix.Ctx

@@ -25,8 +25,7 @@ func TestLeader(t *testing.T) {
 	for _, mt := range matrix.Targets() {
 		t.Run(mt.Name, func(t *testing.T) {
 			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
+			matrix.TakeSlot(t)
 			e := startEnv(t, mt)
 			t.Run("exactly_one_leader", func(t *testing.T) { testExactlyOne(t, e) })
 			t.Run("killed_leader_fails_over", func(t *testing.T) { testKilledLeader(t, e) })
@@ -225,14 +224,14 @@ func testPausedServer(t *testing.T, e *env) {
 		old = term
 		return li >= 0
 	})
-	require.NoError(t, e.srv.Pause())
+	require.NoError(t, e.Srv.Pause())
 	pausedAt := time.Now()
 	time.Sleep(leaseDuration + 300*time.Millisecond)
 	prev := termOf(rec, old.FencingToken)
 	require.False(t, prev.revoked.IsZero(), "the leader revoked its term while the server was paused")
 	require.ErrorIs(t, prev.cause, leader.ErrDeadline, "self-fenced at the local deadline")
 	require.Less(t, prev.revoked.Sub(pausedAt), leaseDuration, "revoked before the server lease could expire")
-	require.NoError(t, e.srv.Resume())
+	require.NoError(t, e.Srv.Resume())
 	resumedAt := time.Now()
 	next := awaitNewTerm(t, rec, old.FencingToken, leaseDuration+retryDelay+slack)
 	t.Logf("new term %v after resume (token %d -> %d)", next.elected.Sub(resumedAt), old.FencingToken, next.token)
@@ -282,12 +281,12 @@ func testReadonlyRetried(t *testing.T, target testkit.Target) {
 // error, writes nothing and counts no transient failure.
 func testNopermTerminal(t *testing.T, e *env) {
 	const user = "ck-leader-limited"
-	for _, n := range e.nodes {
+	for _, n := range e.Nodes {
 		_, err := n.Do(ctx(t), "ACL", "SETUSER", user, "on", ">pw", "~*", "+@all", "-@scripting")
 		require.NoError(t, err)
 	}
 	t.Cleanup(func() {
-		for _, n := range e.nodes {
+		for _, n := range e.Nodes {
 			_, _ = n.Do(context.Background(), "ACL", "DELUSER", user)
 		}
 	})

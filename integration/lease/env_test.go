@@ -11,53 +11,24 @@ import (
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/lease"
 	"github.com/coordkit/coordkit/luakit"
-	"github.com/coordkit/coordkit/testkit"
 )
-
-// maxParallelTargets bounds how many targets (servers plus their scenarios) run at once: the machines
-// have 2 cores shared with other work, and the suite runs under -race.
-const maxParallelTargets = 2
-
-var targetSlots = make(chan struct{}, maxParallelTargets)
 
 // env is one running target shared by the scenarios of that target. Scenarios run one after another on
 // it, each on its own keys.
 type env struct {
-	name    string
-	srv     *testkit.Server   // nil on cluster
-	cluster *testkit.Cluster  // nil on standalone
-	nodes   []*testkit.Server // every server process (one on standalone)
-	raw     rueidis.Client    // assertion client: no client-side caching, never used by a Leases
+	*matrix.Env
 }
 
 func startEnv(t *testing.T, st matrix.Target) *env {
 	t.Helper()
-	e := &env{name: st.Name}
-	if st.Cluster {
-		e.cluster = testkit.StartCluster(t, st.Server)
-		e.nodes = e.cluster.Nodes
-		t.Logf("target %s: %s", st.Name, e.cluster)
-	} else {
-		e.srv = testkit.Start(t, st.Server)
-		e.nodes = []*testkit.Server{e.srv}
-		t.Logf("target %s: %s %s at %s (%s backend)", st.Name, e.srv.Flavor, e.srv.Version, e.srv.Addr, e.srv.Backend)
-	}
-	e.raw = e.newClient(t, nil, func(o *rueidis.ClientOption) { o.DisableCache = true })
-	return e
-}
-
-func (e *env) clientOption() rueidis.ClientOption {
-	if e.cluster != nil {
-		return e.cluster.ClientOption()
-	}
-	return e.srv.ClientOption()
+	return &env{Env: matrix.StartEnv(t, st)}
 }
 
 // newClient returns a client of the target, closed at t.Cleanup; with a tracker it is built by
 // luakit.NewTrackedClient.
 func (e *env) newClient(t *testing.T, tracker *luakit.Tracker, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
 	t.Helper()
-	opt := e.clientOption()
+	opt := e.ClientOption()
 	for _, m := range mutate {
 		m(&opt)
 	}
@@ -100,7 +71,7 @@ func newLeases(t *testing.T, c rueidis.Client, opts ...lease.Option) *lease.Leas
 // do runs a raw command (the key, if any, must be args[1] so a cluster client routes it).
 func (e *env) do(t *testing.T, args ...string) *rueidis.RedisMessage {
 	t.Helper()
-	m, err := e.raw.Do(ctx(t), e.raw.B().Arbitrary(args[0]).Keys(args[1]).Args(args[2:]...).Build()).ToMessage()
+	m, err := e.Raw.Do(ctx(t), e.Raw.B().Arbitrary(args[0]).Keys(args[1]).Args(args[2:]...).Build()).ToMessage()
 	require.NoError(t, err, "%q", args[0])
 	return &m
 }
@@ -108,7 +79,7 @@ func (e *env) do(t *testing.T, args ...string) *rueidis.RedisMessage {
 // pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
 func (e *env) pttl(t *testing.T, key string) int64 {
 	t.Helper()
-	n, err := e.raw.Do(ctx(t), e.raw.B().Pttl().Key(key).Build()).AsInt64()
+	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return n
 }
@@ -116,7 +87,7 @@ func (e *env) pttl(t *testing.T, key string) int64 {
 // hget returns the value of field in the hash at key and whether it exists.
 func (e *env) hget(t *testing.T, key, field string) (string, bool) {
 	t.Helper()
-	v, err := e.raw.Do(ctx(t), e.raw.B().Hget().Key(key).Field(field).Build()).ToString()
+	v, err := e.Raw.Do(ctx(t), e.Raw.B().Hget().Key(key).Field(field).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return "", false
 	}
@@ -160,17 +131,10 @@ func (e *env) requireFieldAbsent(t *testing.T, key, field string) {
 // scriptFlush empties the script cache of every server process of the target.
 func (e *env) scriptFlush(t *testing.T) {
 	t.Helper()
-	for _, n := range e.nodes {
+	for _, n := range e.Nodes {
 		_, err := n.Do(ctx(t), "SCRIPT", "FLUSH")
 		require.NoError(t, err)
 	}
-}
-
-// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
 }
 
 // hashKey returns a hash key for one scenario.
@@ -211,3 +175,6 @@ func await(t *testing.T, ch <-chan acquired, limit time.Duration) acquired {
 		return acquired{}
 	}
 }
+
+// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
+var ctx = matrix.Ctx

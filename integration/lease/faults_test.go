@@ -29,8 +29,7 @@ func TestLeaseFaults(t *testing.T) {
 		}
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
+			matrix.TakeSlot(t)
 			e := startEnv(t, st)
 			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { faultUncertainAcquire(t, e) })
 			t.Run("uncertain_extend_fails_closed", func(t *testing.T) { faultUncertainExtend(t, e) })
@@ -43,7 +42,7 @@ func TestLeaseFaults(t *testing.T) {
 // cleanup timeout and a silent logger (the cleanup after a lost reply is expected to fail).
 func proxiedLeases(t *testing.T, e *env) (*testkit.Proxy, *lease.Leases) {
 	t.Helper()
-	proxy := testkit.NewProxy(t, e.srv.Addr)
+	proxy := testkit.NewProxy(t, e.Srv.Addr)
 	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
 	ls := newLeases(t, c,
 		lease.WithCleanupTimeout(200*time.Millisecond),

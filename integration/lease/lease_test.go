@@ -47,10 +47,9 @@ func TestLease(t *testing.T) {
 	for _, st := range matrix.Targets() {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
+			matrix.TakeSlot(t)
 			e := startEnv(t, st)
-			has, err := luakit.Probe(ctx(t), e.raw, luakit.HashFieldTTL)
+			has, err := luakit.Probe(ctx(t), e.Raw, luakit.HashFieldTTL)
 			require.NoError(t, err)
 			require.Equal(t, hasHashFieldTTL(st), has, "HPEXPIRE probe disagrees with the matrix")
 			if !has {

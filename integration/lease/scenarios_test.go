@@ -83,7 +83,7 @@ func testContention(t *testing.T, e *env) {
 						break
 					}
 				}
-				if v, _ := e.raw.Do(c, e.raw.B().Hget().Key(key).Field("job").Build()).ToString(); v != l.OwnerToken() {
+				if v, _ := e.Raw.Do(c, e.Raw.B().Hget().Key(key).Field("job").Build()).ToString(); v != l.OwnerToken() {
 					errs <- errors.New("server field does not hold the current holder's token")
 				}
 				time.Sleep(2 * time.Millisecond)

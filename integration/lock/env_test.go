@@ -12,50 +12,18 @@ import (
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
-	"github.com/coordkit/coordkit/testkit"
 )
-
-// maxParallelTargets bounds how many targets (servers plus their scenarios) run at once. The project's
-// machines have 2 cores and the suite runs under -race; more would only add scheduling noise to the
-// few timing bounds the scenarios check. (go test's -parallel, GOMAXPROCS by default, bounds it too.)
-const maxParallelTargets = 2
-
-var targetSlots = make(chan struct{}, maxParallelTargets)
 
 // env is one running target shared by the scenarios of that target. Scenarios run one after another on
 // it (never in parallel), each on its own keys, so server-wide counters (INFO commandstats, DBSIZE) taken
 // inside a scenario see only that scenario's traffic.
 type env struct {
-	name    string
-	srv     *testkit.Server   // nil on cluster
-	cluster *testkit.Cluster  // nil on standalone
-	nodes   []*testkit.Server // every server process (one on standalone)
-	raw     rueidis.Client    // assertion client: no client-side caching, never used by a Locker
+	*matrix.Env
 }
 
 func startEnv(t *testing.T, st matrix.Target) *env {
 	t.Helper()
-	e := &env{name: st.Name}
-	if st.Cluster {
-		e.cluster = testkit.StartCluster(t, st.Server)
-		e.nodes = e.cluster.Nodes
-		t.Logf("target %s: %s", st.Name, e.cluster)
-	} else {
-		e.srv = testkit.Start(t, st.Server)
-		e.nodes = []*testkit.Server{e.srv}
-		t.Logf("target %s: %s %s at %s (%s backend)", st.Name, e.srv.Flavor, e.srv.Version, e.srv.Addr, e.srv.Backend)
-	}
-	e.raw = e.newClient(t, nil, nil, func(o *rueidis.ClientOption) { o.DisableCache = true })
-	return e
-}
-
-func (e *env) isCluster() bool { return e.cluster != nil }
-
-func (e *env) clientOption() rueidis.ClientOption {
-	if e.cluster != nil {
-		return e.cluster.ClientOption()
-	}
-	return e.srv.ClientOption()
+	return &env{Env: matrix.StartEnv(t, st)}
 }
 
 // newClient returns a client of the target, closed at t.Cleanup. With a tracker it is built by
@@ -63,7 +31,7 @@ func (e *env) clientOption() rueidis.ClientOption {
 // is counted.
 func (e *env) newClient(t *testing.T, tracker *luakit.Tracker, counter *cmdCounter, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
 	t.Helper()
-	opt := e.clientOption()
+	opt := e.ClientOption()
 	if counter != nil {
 		opt.DialCtxFn = counter.dial
 	}
@@ -110,7 +78,7 @@ func newLocker(t *testing.T, c rueidis.Client, opts ...lock.Option) *lock.Locker
 // get returns the value at key and whether it exists.
 func (e *env) get(t *testing.T, key string) (string, bool) {
 	t.Helper()
-	v, err := e.raw.Do(ctx(t), e.raw.B().Get().Key(key).Build()).ToString()
+	v, err := e.Raw.Do(ctx(t), e.Raw.B().Get().Key(key).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return "", false
 	}
@@ -121,7 +89,7 @@ func (e *env) get(t *testing.T, key string) (string, bool) {
 // pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
 func (e *env) pttl(t *testing.T, key string) int64 {
 	t.Helper()
-	n, err := e.raw.Do(ctx(t), e.raw.B().Pttl().Key(key).Build()).AsInt64()
+	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return n
 }
@@ -129,7 +97,7 @@ func (e *env) pttl(t *testing.T, key string) int64 {
 // do runs a raw command (the key, if any, must be args[1] so a cluster client routes it).
 func (e *env) do(t *testing.T, args ...string) rueidis.RedisMessage {
 	t.Helper()
-	m, err := e.raw.Do(ctx(t), e.raw.B().Arbitrary(args[0]).Keys(args[1]).Args(args[2:]...).Build()).ToMessage()
+	m, err := e.Raw.Do(ctx(t), e.Raw.B().Arbitrary(args[0]).Keys(args[1]).Args(args[2:]...).Build()).ToMessage()
 	require.NoError(t, err, "%q", args[0])
 	return m
 }
@@ -158,20 +126,6 @@ func (e *env) requireCounter(t *testing.T, key, want string) {
 	require.EqualValues(t, -1, e.pttl(t, key), "fence counter must not expire")
 }
 
-// commandStats sums INFO commandstats over every server process of the target.
-func (e *env) commandStats(t *testing.T) map[string]int64 {
-	t.Helper()
-	sum := map[string]int64{}
-	for _, n := range e.nodes {
-		st, err := n.CommandStats(ctx(t))
-		require.NoError(t, err)
-		for k, v := range st {
-			sum[k] += v
-		}
-	}
-	return sum
-}
-
 // waitServing waits until c answers PING again (after a server restart or pause): rueidis replaces a
 // broken connection on the next command, and the first command after the old one broke may fail.
 func waitServing(t *testing.T, c rueidis.Client) {
@@ -189,13 +143,6 @@ func waitServing(t *testing.T, c rueidis.Client) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
 }
 
 // keyPair returns a lease key and a fence key for one scenario, sharing a hash tag (same Cluster slot).
@@ -222,3 +169,6 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(ds))+0.999999) - 1
 	return ds[min(max(i, 0), len(ds)-1)]
 }
+
+// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
+var ctx = matrix.Ctx

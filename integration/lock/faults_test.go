@@ -24,8 +24,7 @@ func TestLockFaults(t *testing.T) {
 		}
 		t.Run(mt.Name, func(t *testing.T) {
 			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
+			matrix.TakeSlot(t)
 			loadGate.RLock()
 			defer loadGate.RUnlock()
 			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { testUncertainAcquire(t, mt.Server) })

@@ -48,8 +48,7 @@ func TestLock(t *testing.T) {
 	for _, st := range matrix.Targets() {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
+			matrix.TakeSlot(t)
 			e := startEnv(t, st)
 			for _, sc := range scenarios {
 				if sc.standaloneOnly && st.Cluster {

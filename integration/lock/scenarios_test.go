@@ -178,7 +178,7 @@ func testCounterUnusable(t *testing.T, e *env) {
 // hash-tagged pair works. Standalone: the slot check does not apply, so the same pair is accepted.
 func testClusterCrossSlot(t *testing.T, e *env) {
 	c := ctx(t)
-	if !e.isCluster() {
+	if !e.IsCluster() {
 		l := e.locker(t)
 		h, err := l.TryAcquire(c, "s5:a:lease", "s5:b:fence", 10*time.Second)
 		require.NoError(t, err, "a standalone server accepts keys of any slots")
@@ -194,7 +194,7 @@ func testClusterCrossSlot(t *testing.T, e *env) {
 
 	sizes := func() []int64 {
 		var out []int64
-		for _, n := range e.nodes {
+		for _, n := range e.Nodes {
 			m, err := n.Do(c, "DBSIZE")
 			require.NoError(t, err)
 			v, err := m.AsInt64()
@@ -203,7 +203,7 @@ func testClusterCrossSlot(t *testing.T, e *env) {
 		}
 		return out
 	}
-	sizesBefore, statsBefore := sizes(), e.commandStats(t)
+	sizesBefore, statsBefore := sizes(), e.CommandStats(t)
 	for _, try := range []func() (*lock.Lease, error){
 		func() (*lock.Lease, error) { return l.TryAcquire(c, lk, fk, 10*time.Second) },
 		func() (*lock.Lease, error) { return l.Acquire(c, lk, fk, 10*time.Second) },
@@ -215,7 +215,7 @@ func testClusterCrossSlot(t *testing.T, e *env) {
 		require.ErrorAs(t, err, &cse)
 		require.Equal(t, []uint16{luakit.Slot(lk), luakit.Slot(fk)}, cse.Slots)
 	}
-	sizesAfter, statsAfter := sizes(), e.commandStats(t)
+	sizesAfter, statsAfter := sizes(), e.CommandStats(t)
 	require.Equal(t, sizesBefore, sizesAfter, "DBSIZE per node must not change")
 	d, _ := delta(statsBefore, statsAfter)
 	for _, cmd := range []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "set", "incr", "get", "pttl"} {
@@ -350,9 +350,9 @@ func testHandoffRelease(t *testing.T, e *env) {
 		// The waiter is asleep once it has armed tracking (its PTTL read) and then gone quiet.
 		armed := counter.waitQuiet(t, before, "PTTL", 20*time.Millisecond, 3*time.Second)
 		if round < idleRounds {
-			stats0 := e.commandStats(t)
+			stats0 := e.CommandStats(t)
 			time.Sleep(idleWindow)
-			stats1 := e.commandStats(t)
+			stats1 := e.CommandStats(t)
 			d, n := delta(armed, counter.snapshot())
 			t.Logf("round %d: waiter commands during a %v idle wait: %v", round, idleWindow, d)
 			require.LessOrEqual(t, n, int64(maxIdleCmds), "waiter polled while waiting: %v", d)
@@ -387,7 +387,7 @@ func testHandoffRelease(t *testing.T, e *env) {
 	}
 	counter.check(t)
 	sorted := append([]time.Duration(nil), lat...)
-	t.Logf("%s: release→acquire hand-off over %d rounds: p50=%v p99=%v (max %v)", e.name, rounds,
+	t.Logf("%s: release→acquire hand-off over %d rounds: p50=%v p99=%v (max %v)", e.Name, rounds,
 		quantile(sorted, 0.50), quantile(sorted, 0.99), sorted[len(sorted)-1])
 	e.requireAbsent(t, lk, "lease key")
 	e.requireCounter(t, fk, strconv.FormatInt(last, 10))
@@ -566,7 +566,7 @@ func testKeepAlive(t *testing.T, e *env) {
 		e.requireCounter(t, fk, strconv.FormatInt(token, 10))
 	})
 
-	if e.srv == nil {
+	if e.Srv == nil {
 		return // pausing drives one server process: standalone targets only
 	}
 	t.Run("server_paused_past_ttl", func(t *testing.T) {
@@ -574,12 +574,12 @@ func testKeepAlive(t *testing.T, e *env) {
 		require.NoError(t, err)
 		require.NoError(t, lease.KeepAlive(c))
 		time.Sleep(interval / 2)
-		require.NoError(t, e.srv.Pause())
+		require.NoError(t, e.Srv.Pause())
 		resumed := false
 		resume := func() {
 			if !resumed {
 				resumed = true
-				require.NoError(t, e.srv.Resume())
+				require.NoError(t, e.Srv.Resume())
 			}
 		}
 		defer resume()
@@ -597,7 +597,7 @@ func testKeepAlive(t *testing.T, e *env) {
 		require.False(t, ok)
 		time.Sleep(ttl) // make sure the server's lease is past its expiry too
 		resume()
-		waitServing(t, e.raw)
+		waitServing(t, e.Raw)
 
 		release(t, lease, lock.NotOwned)
 		e.requireAbsent(t, lk, "lease key")
@@ -617,8 +617,8 @@ func testServerRestart(t *testing.T, e *env) {
 	require.Equal(t, int64(1), lease.FencingToken())
 	release(t, lease, lock.Released)
 
-	require.NoError(t, e.srv.Restart(c))
-	waitServing(t, e.raw)
+	require.NoError(t, e.Srv.Restart(c))
+	waitServing(t, e.Raw)
 	e.requireAbsent(t, fk, "fence key after the restart")
 
 	// The client's pooled connections to the old process are dead. rueidis replaces a connection after a
@@ -639,7 +639,7 @@ func testServerRestart(t *testing.T, e *env) {
 	}
 	require.Equal(t, int64(1), lease.FencingToken(), "the restart lost the counter, so tokens start again")
 	e.requireLease(t, lk, lease.OwnerToken())
-	st := e.commandStats(t)
+	st := e.CommandStats(t)
 	require.GreaterOrEqual(t, st["eval"], int64(1), "EVAL fallback after NOSCRIPT (commandstats %v)", st)
 
 	// Release may meet another stale connection (ErrUncertain); as documented, calling Release again

@@ -42,7 +42,7 @@ func denyList(t *testing.T, c rueidis.Client, key string, opts ...ratelimit.Deny
 // of the target has run.
 func denyReads(t *testing.T, e *env) int64 {
 	t.Helper()
-	return e.commandStats(t)["sismember"]
+	return e.CommandStats(t)["sismember"]
 }
 
 // denyIs asserts IsDenied's answer.
@@ -147,12 +147,12 @@ func testDenyMembership(t *testing.T, e *env) {
 		denyIs(t, dl, tc.identity, tc.want)
 	}
 
-	members, err := e.raw.Do(ctx(t), e.raw.B().Smembers().Key(key).Build()).AsStrSlice()
+	members, err := e.Raw.Do(ctx(t), e.Raw.B().Smembers().Key(key).Build()).AsStrSlice()
 	require.NoError(t, err)
 	sort.Strings(members)
 	require.Equal(t, []string{"bin\x00\xff", "customer:42", "kunde:äöü"}, members)
 	require.Equal(t, int64(-1), e.pttl(t, key), "membership never expires")
-	typ, err := e.raw.Do(ctx(t), e.raw.B().Type().Key(key).Build()).ToString()
+	typ, err := e.Raw.Do(ctx(t), e.Raw.B().Type().Key(key).Build()).ToString()
 	require.NoError(t, err)
 	require.Equal(t, "set", typ)
 
@@ -175,7 +175,7 @@ func testDenyMembership(t *testing.T, e *env) {
 func testDenyWrongType(t *testing.T, e *env) {
 	c := e.newClient(t)
 	key := e.key(t)
-	require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Set().Key(key).Value("not a set").Build()).Error())
+	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value("not a set").Build()).Error())
 	dl := denyList(t, c, key)
 	_, err := dl.IsDenied(ctx(t), "customer:42")
 	require.ErrorIs(t, err, ratelimit.ErrWrongType)
@@ -183,7 +183,7 @@ func testDenyWrongType(t *testing.T, e *env) {
 	require.ErrorIs(t, dl.SetDenied(ctx(t), "customer:42", false), ratelimit.ErrWrongType)
 	require.Equal(t, map[string]string{"": "not a set"}, e.dump(t, key))
 	// The error was not cached: once the key is a set, reads work.
-	require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Del().Key(key).Build()).Error())
+	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Del().Key(key).Build()).Error())
 	denyIs(t, dl, "customer:42", false)
 }
 
@@ -360,7 +360,7 @@ func testDenyOutage(t *testing.T, e *env) {
 // A stopped server (SIGSTOP): cached decisions are served; a miss returns the caller's deadline
 // error; Close ends the shared read still waiting for the server.
 func testDenyStoppedServer(t *testing.T, e *env) {
-	require.False(t, e.isCluster(), "stopping the server drives one process: standalone targets only")
+	require.False(t, e.IsCluster(), "stopping the server drives one process: standalone targets only")
 	c := e.newClient(t)
 	dl, err := ratelimit.NewDenyList(c, e.key(t), ratelimit.WithCacheDuration(time.Minute))
 	require.NoError(t, err)
@@ -368,13 +368,13 @@ func testDenyStoppedServer(t *testing.T, e *env) {
 	denyIs(t, dl, "bad", true)
 	denyIs(t, dl, "good", false)
 
-	e.srv.MustPause(t)
+	e.Srv.MustPause(t)
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			e.srv.MustResume(t)
-			require.Eventually(t, func() bool { return e.raw.Do(context.Background(), e.raw.B().Ping().Build()).Error() == nil },
+			e.Srv.MustResume(t)
+			require.Eventually(t, func() bool { return e.Raw.Do(context.Background(), e.Raw.B().Ping().Build()).Error() == nil },
 				30*time.Second, 10*time.Millisecond, "server answers again")
 		}
 	}
@@ -484,7 +484,7 @@ func testDenyLimiterBinding(t *testing.T, e *env) {
 
 	// A deny-list read error fails the call without deciding and without counting.
 	broken := denyList(t, c, e.key(t))
-	require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Set().Key(broken.Key()).Value("x").Build()).Error())
+	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(broken.Key()).Value("x").Build()).Error())
 	blim := e.limiter(t, c, e.key(t), policy, ratelimit.WithDenyList(broken, "customer:42"), ratelimit.WithMeterProvider(mp))
 	_, err = blim.Allow(ctx(t))
 	require.ErrorIs(t, err, ratelimit.ErrWrongType)

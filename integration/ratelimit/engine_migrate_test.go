@@ -26,15 +26,15 @@ func init() {
 func engSeed(t *testing.T, e *env, key string, state map[string]string, expireAt int64) {
 	t.Helper()
 	if v, ok := state[""]; ok {
-		require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Set().Key(key).Value(v).PxatMillisecondsTimestamp(expireAt).Build()).Error())
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value(v).PxatMillisecondsTimestamp(expireAt).Build()).Error())
 		return
 	}
-	cmd := e.raw.B().Hset().Key(key).FieldValue()
+	cmd := e.Raw.B().Hset().Key(key).FieldValue()
 	for f, v := range state {
 		cmd = cmd.FieldValue(f, v)
 	}
-	require.NoError(t, e.raw.Do(ctx(t), cmd.Build()).Error())
-	require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Pexpireat().Key(key).MillisecondsTimestamp(expireAt).Build()).Error())
+	require.NoError(t, e.Raw.Do(ctx(t), cmd.Build()).Error())
+	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Pexpireat().Key(key).MillisecondsTimestamp(expireAt).Build()).Error())
 }
 
 func engI(v int64) string { return strconv.FormatInt(v, 10) }
@@ -44,9 +44,9 @@ func engI(v int64) string { return strconv.FormatInt(v, 10) }
 func engMigrated(t *testing.T, e *env, l *ratelimit.Limiter, key string, p ratelimit.Policy) (int64, int64) {
 	t.Helper()
 	before := e.serverMillis(t, key)
-	scripts := engScripts(e.commandStats(t))
+	scripts := engScripts(e.CommandStats(t))
 	require.NoError(t, l.Update(ctx(t), p, ratelimit.Migrate))
-	require.Equal(t, int64(1), engScripts(e.commandStats(t))-scripts, "one migration script")
+	require.Equal(t, int64(1), engScripts(e.CommandStats(t))-scripts, "one migration script")
 	return before, e.serverMillis(t, key)
 }
 
@@ -262,7 +262,7 @@ func engMigrateComposite(t *testing.T, e *env) {
 	lm := e.limiter(t, nil, mkey, from)
 	_, err = lm.AllowN(ctx(t), 1)
 	require.NoError(t, err)
-	require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Hset().Key(mkey).FieldValue().FieldValue("S", "v1|other").Build()).Error())
+	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Hset().Key(mkey).FieldValue().FieldValue("S", "v1|other").Build()).Error())
 	mstate := e.dump(t, mkey)
 	require.ErrorIs(t, lm.Update(ctx(t), to, ratelimit.Migrate), ratelimit.ErrConfigMismatch)
 	require.Equal(t, mstate, e.dump(t, mkey))
@@ -302,9 +302,9 @@ func engMigrateAbsent(t *testing.T, e *env) {
 	for _, p := range pairs {
 		key := e.key(t)
 		l := e.limiter(t, nil, key, p.from)
-		writes := engWrites(e.commandStats(t))
+		writes := engWrites(e.CommandStats(t))
 		require.NoError(t, l.Update(ctx(t), p.to, ratelimit.Migrate))
-		require.Equal(t, writes, engWrites(e.commandStats(t)), "%T: migration of an absent key wrote", p.from)
+		require.Equal(t, writes, engWrites(e.CommandStats(t)), "%T: migration of an absent key wrote", p.from)
 		require.False(t, e.exists(t, key))
 		res, err := l.AllowN(ctx(t), 0)
 		require.NoError(t, err)

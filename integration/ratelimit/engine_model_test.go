@@ -436,7 +436,7 @@ func engScripts(st map[string]int64) int64 {
 // engExpireTime returns PEXPIRETIME of key (-2 absent, -1 no expiry).
 func engExpireTime(t *testing.T, e *env, key string) int64 {
 	t.Helper()
-	v, err := e.raw.Do(ctx(t), e.raw.B().Pexpiretime().Key(key).Build()).AsInt64()
+	v, err := e.Raw.Do(ctx(t), e.Raw.B().Pexpiretime().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return v
 }
@@ -468,14 +468,14 @@ func engCheckState(t *testing.T, e *env, key string, m engModel, step string) {
 func engDump(t *testing.T, e *env, key string, m engModel) map[string]string {
 	t.Helper()
 	if _, ok := m.(*engGCRA); ok {
-		v, err := e.raw.Do(ctx(t), e.raw.B().Get().Key(key).Build()).ToString()
+		v, err := e.Raw.Do(ctx(t), e.Raw.B().Get().Key(key).Build()).ToString()
 		if rueidis.IsRedisNil(err) {
 			return nil
 		}
 		require.NoError(t, err)
 		return map[string]string{"": v}
 	}
-	h, err := e.raw.Do(ctx(t), e.raw.B().Hgetall().Key(key).Build()).AsStrMap()
+	h, err := e.Raw.Do(ctx(t), e.Raw.B().Hgetall().Key(key).Build()).AsStrMap()
 	require.NoError(t, err)
 	if len(h) == 0 {
 		return nil
@@ -538,7 +538,7 @@ func engRun(t *testing.T, e *env, c engCase) engStats {
 	for i, s := range c.steps {
 		step := fmt.Sprintf("%s step %d (off %d, n %d: %s)", c.name, i, s.off, s.n, s.note)
 		target := base + s.off
-		before := e.commandStats(t)
+		before := e.CommandStats(t)
 		timed := i > 0 && e.serverMillis(t, key) < target
 		if timed {
 			engWaitServer(t, e, key, target)
@@ -546,7 +546,7 @@ func engRun(t *testing.T, e *env, c engCase) engStats {
 		}
 		res, err := l.AllowN(ctx(t), s.n)
 		require.NoError(t, err, step)
-		after := e.commandStats(t)
+		after := e.CommandStats(t)
 		st.rows++
 		if res.At.IsZero() {
 			st.local++

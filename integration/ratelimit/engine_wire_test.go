@@ -39,27 +39,27 @@ func engRoundTrips(t *testing.T, e *env) {
 		t.Run(name, func(t *testing.T) {
 			key := e.key(t)
 			l := e.limiter(t, nil, key, p)
-			for _, n := range e.nodes {
+			for _, n := range e.Nodes {
 				_, err := n.Do(ctx(t), "SCRIPT", "FLUSH")
 				require.NoError(t, err)
 			}
-			before := e.commandStats(t)
+			before := e.CommandStats(t)
 			res, err := l.AllowN(ctx(t), 1)
 			require.NoError(t, err)
 			require.True(t, res.Allowed)
-			after := e.commandStats(t)
+			after := e.CommandStats(t)
 			sha, eval := after["evalsha"]-before["evalsha"], after["eval"]-before["eval"]
 			t.Logf("first decision after SCRIPT FLUSH: %d EVALSHA + %d EVAL", sha, eval)
 			require.Equal(t, int64(1), eval, "the NOSCRIPT fallback sends the source once")
 			require.LessOrEqual(t, sha, int64(1))
 
 			const decisions = 20
-			before = e.commandStats(t)
+			before = e.CommandStats(t)
 			for i := range decisions {
 				_, err := l.AllowN(ctx(t), int64(i%3))
 				require.NoError(t, err)
 			}
-			after = e.commandStats(t)
+			after = e.CommandStats(t)
 			require.Equal(t, int64(decisions), after["evalsha"]-before["evalsha"], "one EVALSHA per decision")
 			require.Zero(t, after["eval"]-before["eval"])
 		})
@@ -97,11 +97,11 @@ func engUncertain(t *testing.T, e *env) {
 	l := e.limiter(t, nil, key, ratelimit.FixedWindow{Limit: 5, Window: time.Hour})
 	_, err := l.AllowN(ctx(t), 1) // connected, scripts loaded
 	require.NoError(t, err)
-	e.srv.MustPause(t)
+	e.Srv.MustPause(t)
 	c, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
 	_, err = l.AllowN(c, 2)
 	cancel()
-	e.srv.MustResume(t)
+	e.Srv.MustResume(t)
 	require.ErrorIs(t, err, ratelimit.ErrUncertain)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	res, err := l.AllowN(ctx(t), 0)

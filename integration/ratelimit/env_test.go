@@ -1,12 +1,10 @@
 package ratelimit_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
@@ -17,39 +15,17 @@ import (
 	"github.com/coordkit/coordkit/testkit"
 )
 
-// maxParallelTargets bounds how many targets run at once (2 cores shared, -race).
-const maxParallelTargets = 2
-
-var targetSlots = make(chan struct{}, maxParallelTargets)
-
 // env is one running target shared by the scenarios of that target; scenarios run one after another,
 // each on its own keys (use e.key).
 type env struct {
-	name    string
-	srv     *testkit.Server   // nil on cluster
-	cluster *testkit.Cluster  // nil on standalone
-	nodes   []*testkit.Server // every server process
-	raw     rueidis.Client    // assertion client, never used by a limiter
-	seq     atomic.Int64
+	*matrix.Env
+	seq atomic.Int64
 }
 
 func startEnv(t *testing.T, st matrix.Target) *env {
 	t.Helper()
-	e := &env{name: st.Name}
-	if st.Cluster {
-		e.cluster = testkit.StartCluster(t, st.Server)
-		e.nodes = e.cluster.Nodes
-		t.Logf("target %s: %s", st.Name, e.cluster)
-	} else {
-		e.srv = testkit.Start(t, st.Server)
-		e.nodes = []*testkit.Server{e.srv}
-		t.Logf("target %s: %s %s at %s (%s backend)", st.Name, e.srv.Flavor, e.srv.Version, e.srv.Addr, e.srv.Backend)
-	}
-	e.raw = e.newClient(t)
-	return e
+	return &env{Env: matrix.StartEnv(t, st)}
 }
-
-func (e *env) isCluster() bool { return e.cluster != nil }
 
 // key returns a fresh key for one scenario step: "rl:<test name>:<n>".
 func (e *env) key(t *testing.T) string {
@@ -59,12 +35,7 @@ func (e *env) key(t *testing.T) string {
 // newClient returns a client of the target (client-side caching off), closed at t.Cleanup.
 func (e *env) newClient(t *testing.T, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
 	t.Helper()
-	var opt rueidis.ClientOption
-	if e.cluster != nil {
-		opt = e.cluster.ClientOption()
-	} else {
-		opt = e.srv.ClientOption()
-	}
+	opt := e.ClientOption()
 	opt.DisableCache = true
 	for _, m := range mutate {
 		m(&opt)
@@ -111,10 +82,10 @@ func nodeMillis(t *testing.T, node *testkit.Server) int64 {
 // nodeOf returns the server process that owns key's slot.
 func (e *env) nodeOf(t *testing.T, key string) *testkit.Server {
 	t.Helper()
-	if e.cluster == nil {
-		return e.srv
+	if e.Cluster == nil {
+		return e.Srv
 	}
-	n, err := e.cluster.PrimaryOf(ctx(t), int(luakit.Slot(key)))
+	n, err := e.Cluster.PrimaryOf(ctx(t), int(luakit.Slot(key)))
 	require.NoError(t, err)
 	return n
 }
@@ -122,7 +93,7 @@ func (e *env) nodeOf(t *testing.T, key string) *testkit.Server {
 // pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
 func (e *env) pttl(t *testing.T, key string) int64 {
 	t.Helper()
-	v, err := e.raw.Do(ctx(t), e.raw.B().Pttl().Key(key).Build()).AsInt64()
+	v, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return v
 }
@@ -130,7 +101,7 @@ func (e *env) pttl(t *testing.T, key string) int64 {
 // exists reports whether key exists.
 func (e *env) exists(t *testing.T, key string) bool {
 	t.Helper()
-	v, err := e.raw.Do(ctx(t), e.raw.B().Exists().Key(key).Build()).AsInt64()
+	v, err := e.Raw.Do(ctx(t), e.Raw.B().Exists().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return v == 1
 }
@@ -145,7 +116,7 @@ return {t, {}}`
 // dump returns the raw state at key: a string value as {"": v}, a hash as its fields, nil when absent.
 func (e *env) dump(t *testing.T, key string) map[string]string {
 	t.Helper()
-	arr, err := e.raw.Do(ctx(t), e.raw.B().Eval().Script(dumpScript).Numkeys(1).Key(key).Build()).ToArray()
+	arr, err := e.Raw.Do(ctx(t), e.Raw.B().Eval().Script(dumpScript).Numkeys(1).Key(key).Build()).ToArray()
 	require.NoError(t, err)
 	require.Len(t, arr, 2)
 	typ, err := arr[0].ToString()
@@ -167,23 +138,5 @@ func (e *env) dump(t *testing.T, key string) map[string]string {
 	}
 }
 
-// commandStats sums INFO commandstats over every server process of the target.
-func (e *env) commandStats(t *testing.T) map[string]int64 {
-	t.Helper()
-	sum := map[string]int64{}
-	for _, n := range e.nodes {
-		st, err := n.CommandStats(ctx(t))
-		require.NoError(t, err)
-		for k, v := range st {
-			sum[k] += v
-		}
-	}
-	return sum
-}
-
 // ctx returns a context for one scenario's I/O, cancelled at the end of the test.
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+var ctx = matrix.Ctx

@@ -384,7 +384,7 @@ func gapsMetricsKeyed(t *testing.T, e *env) {
 func gapsDenyFailedWrite(t *testing.T, e *env) {
 	t.Run("wrong_type", func(t *testing.T) {
 		key := e.key(t)
-		require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Sadd().Key(key).Member("a").Build()).Error())
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("a").Build()).Error())
 		dl := denyList(t, e.newClient(t), key, ratelimit.WithCacheDuration(time.Minute))
 		denyIs(t, dl, "a", true)
 		denyIs(t, dl, "a", true)
@@ -392,21 +392,21 @@ func gapsDenyFailedWrite(t *testing.T, e *env) {
 		require.Equal(t, int64(1), st.ServerReads)
 		require.Equal(t, int64(1), st.Hits, "cached")
 
-		require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Del().Key(key).Build()).Error())
-		require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Set().Key(key).Value("x").Build()).Error())
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Del().Key(key).Build()).Error())
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value("x").Build()).Error())
 		require.ErrorIs(t, dl.SetDenied(ctx(t), "b", true), ratelimit.ErrWrongType)
 		require.Equal(t, "x", e.dump(t, key)[""], "nothing written")
 		require.Zero(t, dl.Stats().Cached, "the failed write emptied the cache")
 
-		require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Del().Key(key).Build()).Error())
-		require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Sadd().Key(key).Member("a").Build()).Error())
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Del().Key(key).Build()).Error())
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("a").Build()).Error())
 		denyIs(t, dl, "a", true)
 		require.Equal(t, int64(2), dl.Stats().ServerReads, "read from the server again")
 	})
 
 	t.Run("failed_after_send", func(t *testing.T) {
 		key := e.key(t)
-		require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Sadd().Key(key).Member("a").Build()).Error())
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("a").Build()).Error())
 		dl := denyList(t, e.newClient(t), key, ratelimit.WithCacheDuration(time.Minute))
 		denySet(t, dl, "c", false) // loads the write script: the held write is then an EVALSHA that runs
 		denyIs(t, dl, "a", true)
@@ -433,7 +433,7 @@ func gapsDenyFailedWrite(t *testing.T, e *env) {
 		got := denyRecv(t, read)
 		require.NoError(t, got.err)
 		require.True(t, got.denied, "the read answers its caller")
-		member, err := e.raw.Do(ctx(t), e.raw.B().Sismember().Key(key).Member("b").Build()).AsInt64()
+		member, err := e.Raw.Do(ctx(t), e.Raw.B().Sismember().Key(key).Member("b").Build()).AsInt64()
 		require.NoError(t, err)
 		require.Equal(t, int64(1), member, "the uncertain write ran (before the read, on one connection)")
 

@@ -382,13 +382,13 @@ func httpLimiterFailure(t *testing.T, e *env) {
 	}
 
 	t.Run("foreign_data", func(t *testing.T) {
-		require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Lpush().Key(prefix+"list").Element("x").Build()).Error())
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Lpush().Key(prefix+"list").Element("x").Build()).Error())
 		k := httpKeyed(t, e, nil, ratelimit.GCRA{Burst: 5, EmissionInterval: time.Second}, ratelimit.WithKeyPrefix(prefix))
 		for _, open := range []bool{false, true} {
 			rig := newHTTPRig(t, k, ratelimithttp.WithKey(clientKey), ratelimithttp.WithFailOpen(open))
 			requireUnprotected(t, rig, open, "list")
 		}
-		v, err := e.raw.Do(ctx(t), e.raw.B().Lrange().Key(prefix+"list").Start(0).Stop(-1).Build()).AsStrSlice()
+		v, err := e.Raw.Do(ctx(t), e.Raw.B().Lrange().Key(prefix+"list").Start(0).Stop(-1).Build()).AsStrSlice()
 		require.NoError(t, err)
 		require.Equal(t, []string{"x"}, v, "the foreign value is untouched")
 	})
@@ -418,12 +418,12 @@ func httpServerPaused(t *testing.T, e *env) {
 	status, _ := closed.get(t, "X-Client", "p")
 	require.Equal(t, http.StatusOK, status)
 
-	e.srv.MustPause(t)
+	e.Srv.MustPause(t)
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			e.srv.MustResume(t)
+			e.Srv.MustResume(t)
 		}
 	}
 	defer resume()
@@ -442,7 +442,7 @@ func httpServerPaused(t *testing.T, e *env) {
 	require.Contains(t, open.log.String(), "fail_open=true")
 
 	resume()
-	httpWaitServing(t, e.raw)
+	httpWaitServing(t, e.Raw)
 	status, h = closed.get(t, "X-Client", "p")
 	require.Equal(t, http.StatusOK, status)
 	require.NotEmpty(t, h.Get(ratelimithttp.HeaderRateLimit))

@@ -14,7 +14,7 @@ import (
 // process of the target has run.
 func limScripts(t *testing.T, e *env) int64 {
 	t.Helper()
-	st := e.commandStats(t)
+	st := e.CommandStats(t)
 	return st["eval"] + st["evalsha"] + st["eval_ro"] + st["evalsha_ro"]
 }
 

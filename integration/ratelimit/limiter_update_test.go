@@ -182,15 +182,15 @@ func testLimiterUpdateFailedCloses(t *testing.T, e *env) {
 	w := limWaitAsync(ctx(t), l, "w", 1)
 	limWaitQueued(t, l, 1)
 
-	e.srv.MustPause(t)
+	e.Srv.MustPause(t)
 	resumed := false
 	t.Cleanup(func() {
 		if !resumed {
-			e.srv.MustResume(t)
+			e.Srv.MustResume(t)
 		}
 	})
 	err := l.Update(ctx(t), ratelimit.GCRA{Burst: 2, EmissionInterval: time.Minute}, ratelimit.Migrate)
-	e.srv.MustResume(t)
+	e.Srv.MustResume(t)
 	resumed = true
 	require.Error(t, err)
 	t.Logf("failed migration: %v", err)
@@ -215,11 +215,11 @@ func testLimiterUpdateOutlivesCtx(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
 
-	e.srv.MustPause(t)
+	e.Srv.MustPause(t)
 	resumed := false
 	t.Cleanup(func() {
 		if !resumed {
-			e.srv.MustResume(t)
+			e.Srv.MustResume(t)
 		}
 	})
 	uctx, cancel := context.WithTimeout(ctx(t), time.Second)
@@ -229,7 +229,7 @@ func testLimiterUpdateOutlivesCtx(t *testing.T, e *env) {
 		done <- l.Update(uctx, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, ratelimit.Migrate)
 	}()
 	<-uctx.Done() // the update's ctx has ended while the server cannot answer
-	e.srv.MustResume(t)
+	e.Srv.MustResume(t)
 	resumed = true
 	require.NoError(t, <-done, "the submitted migration's reply is observed after ctx ended")
 	require.Equal(t, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, l.Policy())

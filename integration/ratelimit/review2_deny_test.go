@@ -169,7 +169,7 @@ func review2DenyHammer(t *testing.T, e *env) {
 
 	dl.Invalidate()
 	for i := range identities {
-		member, err := e.raw.Do(ctx(t), e.raw.B().Sismember().Key(dl.Key()).Member(id(i)).Build()).AsBool()
+		member, err := e.Raw.Do(ctx(t), e.Raw.B().Sismember().Key(dl.Key()).Member(id(i)).Build()).AsBool()
 		require.NoError(t, err)
 		denyIs(t, dl, id(i), member)
 	}
@@ -212,7 +212,7 @@ func review2ScriptsHeld(t *testing.T, e *env, key string, n int) {
 // instance on the same client, held by the server meanwhile, still answers.
 func review2DenyCallerReadsCancellable(t *testing.T, e *env) {
 	key := e.key(t)
-	require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Sadd().Key(key).Member("x").Build()).Error())
+	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("x").Build()).Error())
 
 	t.Run("read", func(t *testing.T) {
 		c := e.newClient(t) // fresh: the direct read is its first command

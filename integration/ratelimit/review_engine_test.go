@@ -36,8 +36,8 @@ func reviewEngineCancelWithDeadline(t *testing.T, e *env) {
 	a := limWaitAsync(ctx(t), l, "a", 1) // waits about a minute at the tail
 	limWaitQueued(t, l, 1)
 
-	e.srv.MustPause(t)
-	defer e.srv.MustResume(t)
+	e.Srv.MustPause(t)
+	defer e.Srv.MustResume(t)
 	guard := func(ch <-chan struct{}, what string) {
 		t.Helper()
 		select {

@@ -30,11 +30,11 @@ func reviewInFlight(t *testing.T, e *env, stop func(l *ratelimit.Limiter, cancel
 	limWaitQueued(t, l, 1)
 
 	before := limScripts(t, e)
-	e.srv.MustPause(t)
+	e.Srv.MustPause(t)
 	resumed := false
 	defer func() {
 		if !resumed {
-			e.srv.MustResume(t)
+			e.Srv.MustResume(t)
 		}
 	}()
 	// b joins a non-empty queue without deciding first and is the head at once (newest first): the
@@ -46,7 +46,7 @@ func reviewInFlight(t *testing.T, e *env, stop func(l *ratelimit.Limiter, cancel
 	time.Sleep(300 * time.Millisecond) // room for the attempt to be written (checked below, not assumed)
 	stop(l, cancel)
 	ob := limRecv(t, b)
-	e.srv.MustResume(t)
+	e.Srv.MustResume(t)
 	resumed = true
 
 	sent := false

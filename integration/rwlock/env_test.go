@@ -11,50 +11,23 @@ import (
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/rwlock"
-	"github.com/coordkit/coordkit/testkit"
 )
-
-// maxParallelTargets bounds how many targets (servers plus their scenarios) run at once: the machines
-// have 2 cores shared with other suites, and the suite runs under -race.
-const maxParallelTargets = 2
-
-var targetSlots = make(chan struct{}, maxParallelTargets)
 
 // env is one running target shared by the scenarios of that target. Scenarios run one after another on
 // it, each on its own keys.
 type env struct {
-	name    string
-	srv     *testkit.Server   // nil on cluster
-	cluster *testkit.Cluster  // nil on standalone
-	nodes   []*testkit.Server // every server process (one on standalone)
-	raw     rueidis.Client    // assertion client: no client-side caching, never used by a Locker
+	*matrix.Env
 }
 
 func startEnv(t *testing.T, st matrix.Target) *env {
 	t.Helper()
-	e := &env{name: st.Name}
-	if st.Cluster {
-		e.cluster = testkit.StartCluster(t, st.Server)
-		e.nodes = e.cluster.Nodes
-		t.Logf("target %s: %s", st.Name, e.cluster)
-	} else {
-		e.srv = testkit.Start(t, st.Server)
-		e.nodes = []*testkit.Server{e.srv}
-		t.Logf("target %s: %s %s at %s (%s backend)", st.Name, e.srv.Flavor, e.srv.Version, e.srv.Addr, e.srv.Backend)
-	}
-	e.raw = e.newClient(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
-	return e
+	return &env{Env: matrix.StartEnv(t, st)}
 }
 
 // newClient returns a client of the target, closed at t.Cleanup.
 func (e *env) newClient(t *testing.T, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
 	t.Helper()
-	var opt rueidis.ClientOption
-	if e.cluster != nil {
-		opt = e.cluster.ClientOption()
-	} else {
-		opt = e.srv.ClientOption()
-	}
+	opt := e.ClientOption()
 	for _, m := range mutate {
 		m(&opt)
 	}
@@ -77,7 +50,7 @@ func (e *env) locker(t *testing.T, opts ...rwlock.Option) *rwlock.Locker {
 // pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
 func (e *env) pttl(t *testing.T, key string) int64 {
 	t.Helper()
-	n, err := e.raw.Do(ctx(t), e.raw.B().Pttl().Key(key).Build()).AsInt64()
+	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return n
 }
@@ -91,7 +64,7 @@ func (e *env) requireAbsent(t *testing.T, key string) {
 // entries returns the members of the lock key's sorted set with their scores (expiry, server ms).
 func (e *env) entries(t *testing.T, key string) map[string]int64 {
 	t.Helper()
-	zs, err := e.raw.Do(ctx(t), e.raw.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	zs, err := e.Raw.Do(ctx(t), e.Raw.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
 	require.NoError(t, err)
 	out := map[string]int64{}
 	for _, z := range zs {
@@ -103,7 +76,7 @@ func (e *env) entries(t *testing.T, key string) map[string]int64 {
 // serverMillis returns the server's clock in ms (the node serving key).
 func (e *env) serverMillis(t *testing.T) int64 {
 	t.Helper()
-	arr, err := e.nodes[0].Do(ctx(t), "TIME")
+	arr, err := e.Nodes[0].Do(ctx(t), "TIME")
 	require.NoError(t, err)
 	parts, err := arr.ToArray()
 	require.NoError(t, err)
@@ -156,13 +129,6 @@ func keysOf(m map[string]int64) []string {
 	return out
 }
 
-// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
-
 // release releases l and asserts the outcome.
 func release(t *testing.T, l *rwlock.Lease, want rwlock.ReleaseOutcome) {
 	t.Helper()
@@ -186,3 +152,6 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
+var ctx = matrix.Ctx

@@ -28,8 +28,7 @@ func TestRWLockFaults(t *testing.T) {
 		}
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
+			matrix.TakeSlot(t)
 			e := startEnv(t, st)
 			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { faultUncertainAcquire(t, e) })
 			t.Run("uncertain_extend_marks_lost", func(t *testing.T) { faultUncertainExtend(t, e) })
@@ -43,7 +42,7 @@ func TestRWLockFaults(t *testing.T) {
 // cleanup timeout and a silent logger (the cleanup after a lost reply is expected to fail).
 func proxiedLocker(t *testing.T, e *env) (*testkit.Proxy, *rwlock.Locker) {
 	t.Helper()
-	proxy := testkit.NewProxy(t, e.srv.Addr)
+	proxy := testkit.NewProxy(t, e.Srv.Addr)
 	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
 	l, err := rwlock.New(c,
 		rwlock.WithCleanupTimeout(200*time.Millisecond),
@@ -176,11 +175,11 @@ func faultUncertainRelease(t *testing.T, e *env) {
 func faultFailedClose(t *testing.T, e *env) {
 	const key, user = "ck:rw:fault-close", "ck-rw-fault-close"
 	acl := func(args ...string) {
-		require.NoError(t, e.raw.Do(ctx(t), e.raw.B().Arbitrary("ACL", "SETUSER").Args(args...).Build()).Error())
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Arbitrary("ACL", "SETUSER").Args(args...).Build()).Error())
 	}
 	acl(user, "on", ">pw", "~*", "&*", "+@all")
 	t.Cleanup(func() {
-		_ = e.raw.Do(context.Background(), e.raw.B().Arbitrary("ACL", "DELUSER").Args(user).Build()).Error()
+		_ = e.Raw.Do(context.Background(), e.Raw.B().Arbitrary("ACL", "DELUSER").Args(user).Build()).Error()
 	})
 	c := e.newClient(t, func(o *rueidis.ClientOption) {
 		o.DisableCache, o.Username, o.Password = true, user, "pw"

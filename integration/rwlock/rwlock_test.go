@@ -45,8 +45,7 @@ func TestRWLock(t *testing.T) {
 	for _, st := range matrix.Targets() {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
+			matrix.TakeSlot(t)
 			e := startEnv(t, st)
 			for _, sc := range scenarios {
 				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
@@ -303,7 +302,7 @@ func testFailedRenewal(t *testing.T, e *env) {
 
 	r, err := l.TryAcquireRead(c, key, 30*time.Second)
 	require.NoError(t, err)
-	require.NoError(t, e.raw.Do(c, e.raw.B().Zrem().Key(key).Member(entry(r)).Build()).Error())
+	require.NoError(t, e.Raw.Do(c, e.Raw.B().Zrem().Key(key).Member(entry(r)).Build()).Error())
 	ok, err := r.Extend(c)
 	require.NoError(t, err)
 	require.False(t, ok)
@@ -368,7 +367,7 @@ func testPrefixBinary(t *testing.T, e *env) {
 	r2, err := l.TryAcquireRead(c, key, 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, key, r1.Key())
-	typ, err := e.raw.Do(c, e.raw.B().Type().Key(physical).Build()).ToString()
+	typ, err := e.Raw.Do(c, e.Raw.B().Type().Key(physical).Build()).ToString()
 	require.NoError(t, err)
 	require.Equal(t, "zset", typ)
 	e.requireEntries(t, physical, r1, r2)
@@ -402,15 +401,15 @@ func testBadInput(t *testing.T, e *env) {
 	require.ErrorIs(t, err, luakit.ErrEmptyKey)
 	e.requireAbsent(t, key)
 
-	require.NoError(t, e.raw.Do(c, e.raw.B().Set().Key(key).Value("x").Build()).Error())
+	require.NoError(t, e.Raw.Do(c, e.Raw.B().Set().Key(key).Value("x").Build()).Error())
 	_, err = l.TryAcquireWrite(c, key, time.Second)
 	require.Error(t, err)
 	require.NotErrorIs(t, err, rwlock.ErrNotAcquired)
 	require.Contains(t, err.Error(), "WRONGTYPE")
-	v, err := e.raw.Do(c, e.raw.B().Get().Key(key).Build()).ToString()
+	v, err := e.Raw.Do(c, e.Raw.B().Get().Key(key).Build()).ToString()
 	require.NoError(t, err)
 	require.Equal(t, "x", v)
-	require.NoError(t, e.raw.Do(c, e.raw.B().Del().Key(key).Build()).Error())
+	require.NoError(t, e.Raw.Do(c, e.Raw.B().Del().Key(key).Build()).Error())
 }
 
 // 10. Release twice: Released, then AlreadyReleased without I/O; Close afterwards does nothing.
@@ -433,7 +432,7 @@ func testNoScript(t *testing.T, e *env) {
 	key := "ck:rw:noscript"
 	l := e.locker(t)
 	flush := func() {
-		for _, n := range e.nodes {
+		for _, n := range e.Nodes {
 			_, err := n.Do(c, "SCRIPT", "FLUSH")
 			require.NoError(t, err)
 		}
@@ -507,7 +506,7 @@ func testUncertainAcquire(t *testing.T, e *env) {
 func pauseWrites(t *testing.T, e *env, d time.Duration) {
 	t.Helper()
 	until := time.Now().Add(d)
-	for _, n := range e.nodes {
+	for _, n := range e.Nodes {
 		_, err := n.Do(ctx(t), "CLIENT", "PAUSE", itoa(d.Milliseconds()), "WRITE")
 		require.NoError(t, err)
 	}

@@ -12,14 +12,7 @@ import (
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/semaphore"
-	"github.com/coordkit/coordkit/testkit"
 )
-
-// maxParallelTargets bounds how many targets run at once: the machines have 2 cores and the suite runs
-// under -race.
-const maxParallelTargets = 2
-
-var targetSlots = make(chan struct{}, maxParallelTargets)
 
 // capacityMember is the reserved sorted-set member that stores the capacity (scored -capacity).
 const capacityMember = "#capacity"
@@ -27,38 +20,18 @@ const capacityMember = "#capacity"
 // env is one running target shared by the scenarios of that target; scenarios run one after another on
 // it, each on its own key.
 type env struct {
-	name    string
-	srv     *testkit.Server   // nil on cluster
-	cluster *testkit.Cluster  // nil on standalone
-	nodes   []*testkit.Server // every server process (one on standalone)
-	raw     rueidis.Client    // assertion client, never used by a Semaphore
+	*matrix.Env
 }
 
 func startEnv(t *testing.T, st matrix.Target) *env {
 	t.Helper()
-	e := &env{name: st.Name}
-	if st.Cluster {
-		e.cluster = testkit.StartCluster(t, st.Server)
-		e.nodes = e.cluster.Nodes
-		t.Logf("target %s: %s", st.Name, e.cluster)
-	} else {
-		e.srv = testkit.Start(t, st.Server)
-		e.nodes = []*testkit.Server{e.srv}
-		t.Logf("target %s: %s %s at %s (%s backend)", st.Name, e.srv.Flavor, e.srv.Version, e.srv.Addr, e.srv.Backend)
-	}
-	e.raw = e.newClient(t)
-	return e
+	return &env{Env: matrix.StartEnv(t, st)}
 }
 
 // newClient returns a client of the target (no client-side caching), closed at t.Cleanup.
 func (e *env) newClient(t *testing.T) rueidis.Client {
 	t.Helper()
-	var opt rueidis.ClientOption
-	if e.cluster != nil {
-		opt = e.cluster.ClientOption()
-	} else {
-		opt = e.srv.ClientOption()
-	}
+	opt := e.ClientOption()
 	opt.DisableCache = true
 	c, err := rueidis.NewClient(opt)
 	require.NoError(t, err)
@@ -85,7 +58,7 @@ func newSem(t *testing.T, c rueidis.Client, key string, capacity int64, opts ...
 // members returns the sorted set at key as member → score (math.Inf(1) for +inf).
 func (e *env) members(t *testing.T, key string) map[string]float64 {
 	t.Helper()
-	zs, err := e.raw.Do(ctx(t), e.raw.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	zs, err := e.Raw.Do(ctx(t), e.Raw.B().Zrange().Key(key).Min("0").Max("-1").Withscores().Build()).AsZScores()
 	require.NoError(t, err)
 	out := map[string]float64{}
 	for _, z := range zs {
@@ -105,7 +78,7 @@ func (e *env) permits(t *testing.T, key string) int {
 // zcard returns ZCARD key.
 func (e *env) zcard(t *testing.T, key string) int64 {
 	t.Helper()
-	n, err := e.raw.Do(ctx(t), e.raw.B().Zcard().Key(key).Build()).AsInt64()
+	n, err := e.Raw.Do(ctx(t), e.Raw.B().Zcard().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return n
 }
@@ -113,7 +86,7 @@ func (e *env) zcard(t *testing.T, key string) int64 {
 // pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
 func (e *env) pttl(t *testing.T, key string) int64 {
 	t.Helper()
-	n, err := e.raw.Do(ctx(t), e.raw.B().Pttl().Key(key).Build()).AsInt64()
+	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return n
 }
@@ -121,7 +94,7 @@ func (e *env) pttl(t *testing.T, key string) int64 {
 // do runs a raw command (the key must be args[1] so a cluster client routes it).
 func (e *env) do(t *testing.T, args ...string) rueidis.RedisMessage {
 	t.Helper()
-	m, err := e.raw.Do(ctx(t), e.raw.B().Arbitrary(args[0]).Keys(args[1]).Args(args[2:]...).Build()).ToMessage()
+	m, err := e.Raw.Do(ctx(t), e.Raw.B().Arbitrary(args[0]).Keys(args[1]).Args(args[2:]...).Build()).ToMessage()
 	require.NoError(t, err, "%q", args[0])
 	return m
 }
@@ -168,34 +141,13 @@ func (e *env) requirePermit(t *testing.T, key string, p *semaphore.Permit, noExp
 // serverMillis returns the server's clock in ms (TIME).
 func (e *env) serverMillis(t *testing.T) int64 {
 	t.Helper()
-	arr, err := e.raw.Do(ctx(t), e.raw.B().Time().Build()).AsStrSlice()
+	arr, err := e.Raw.Do(ctx(t), e.Raw.B().Time().Build()).AsStrSlice()
 	require.NoError(t, err)
 	sec, err := strconv.ParseInt(arr[0], 10, 64)
 	require.NoError(t, err)
 	usec, err := strconv.ParseInt(arr[1], 10, 64)
 	require.NoError(t, err)
 	return sec*1000 + usec/1000
-}
-
-// commandStats sums INFO commandstats over every server process of the target.
-func (e *env) commandStats(t *testing.T) map[string]int64 {
-	t.Helper()
-	sum := map[string]int64{}
-	for _, n := range e.nodes {
-		st, err := n.CommandStats(ctx(t))
-		require.NoError(t, err)
-		for k, v := range st {
-			sum[k] += v
-		}
-	}
-	return sum
-}
-
-// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
 }
 
 // release releases p and asserts the outcome.
@@ -207,3 +159,6 @@ func release(t *testing.T, p *semaphore.Permit, want semaphore.ReleaseOutcome) {
 	require.NoError(t, err)
 	require.Equal(t, want, got, "release outcome")
 }
+
+// ctx returns a context for one scenario's I/O, cancelled at the end of the test.
+var ctx = matrix.Ctx

@@ -26,11 +26,8 @@ func TestSemaphoreFaults(t *testing.T) {
 		}
 		t.Run(mt.Name, func(t *testing.T) {
 			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
-			srv := testkit.Start(t, mt.Server)
-			e := &env{name: mt.Name, srv: srv, nodes: []*testkit.Server{srv}}
-			e.raw = e.newClient(t)
+			matrix.TakeSlot(t)
+			e := startEnv(t, mt)
 			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { testUncertainAcquire(t, e) })
 			t.Run("uncertain_extend_surrenders", func(t *testing.T) { testUncertainExtend(t, e) })
 			t.Run("late_extend_reply_surrenders", func(t *testing.T) { testLateExtendReply(t, e) })
@@ -42,7 +39,7 @@ func TestSemaphoreFaults(t *testing.T) {
 // a ManualReader on its meter provider.
 func proxied(t *testing.T, e *env, key string, capacity int64) (*testkit.Proxy, *semaphore.Semaphore, *sdkmetric.ManualReader) {
 	t.Helper()
-	proxy := testkit.NewProxy(t, e.srv.Addr)
+	proxy := testkit.NewProxy(t, e.Srv.Addr)
 	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))

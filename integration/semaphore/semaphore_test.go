@@ -52,8 +52,7 @@ func TestSemaphore(t *testing.T) {
 	for _, st := range matrix.Targets() {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
+			matrix.TakeSlot(t)
 			e := startEnv(t, st)
 			for _, sc := range scenarios {
 				if sc.standaloneOnly && st.Cluster {
@@ -91,7 +90,7 @@ func testContention(t *testing.T, e *env) {
 				return
 			default:
 			}
-			n, err := e.raw.Do(context.Background(), e.raw.B().Zcard().Key(key).Build()).AsInt64()
+			n, err := e.Raw.Do(context.Background(), e.Raw.B().Zcard().Key(key).Build()).AsInt64()
 			if err == nil && n > worst {
 				worst = n
 			}
@@ -451,10 +450,10 @@ func testReleaseOutcomes(t *testing.T, e *env) {
 	release(t, p, semaphore.Released)
 	require.ErrorIs(t, p.Err(), semaphore.ErrReleased)
 	require.True(t, p.IsReleased())
-	st := e.commandStats(t)
+	st := e.CommandStats(t)
 	release(t, p, semaphore.AlreadyReleased)
 	require.NoError(t, p.Close())
-	require.Equal(t, st["evalsha"]+st["eval"], sumEval(e.commandStats(t)), "no I/O after a confirmed release")
+	require.Equal(t, st["evalsha"]+st["eval"], sumEval(e.CommandStats(t)), "no I/O after a confirmed release")
 	e.requireAbsent(t, key, "key after release")
 
 	short, err := s.TryAcquire(c, 100*time.Millisecond)
@@ -510,13 +509,13 @@ func testBadInput(t *testing.T, e *env) {
 	_, err = semaphore.New(client, key, 1, semaphore.WithCleanupTimeout(0))
 	require.Error(t, err)
 
-	before := sumEval(e.commandStats(t))
+	before := sumEval(e.CommandStats(t))
 	s := newSem(t, client, key, 1)
 	for _, ttl := range []time.Duration{time.Nanosecond, 999 * time.Microsecond, -time.Second} {
 		_, err = s.TryAcquire(c, ttl)
 		require.ErrorIs(t, err, semaphore.ErrInvalidTTL, "ttl %v", ttl)
 	}
-	require.Equal(t, before, sumEval(e.commandStats(t)), "bad input must not reach the server")
+	require.Equal(t, before, sumEval(e.CommandStats(t)), "bad input must not reach the server")
 	e.requireAbsent(t, key, "key after bad input")
 
 	p, err := s.TryAcquire(c, time.Minute)
@@ -538,12 +537,12 @@ func testNoscript(t *testing.T, e *env) {
 	p, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
 	flush := func() {
-		for _, n := range e.nodes {
+		for _, n := range e.Nodes {
 			_, err := n.Do(c, "SCRIPT", "FLUSH")
 			require.NoError(t, err)
 		}
 	}
-	evals := e.commandStats(t)["eval"]
+	evals := e.CommandStats(t)["eval"]
 	flush()
 	ok, err := p.Extend(c, time.Minute)
 	require.NoError(t, err)
@@ -559,7 +558,7 @@ func testNoscript(t *testing.T, e *env) {
 	require.NoError(t, err)
 	e.requirePermit(t, key, p, false)
 	release(t, p, semaphore.Released)
-	require.GreaterOrEqual(t, e.commandStats(t)["eval"]-evals, int64(4), "EVAL fallback after each NOSCRIPT")
+	require.GreaterOrEqual(t, e.CommandStats(t)["eval"]-evals, int64(4), "EVAL fallback after each NOSCRIPT")
 	e.requireAbsent(t, key, "key at the end")
 }
 
@@ -581,7 +580,7 @@ func testAbandonedMetric(t *testing.T, e *env) {
 	require.NoError(t, err)
 	e.requirePermit(t, key, p, false)
 
-	e.srv.MustKill(t)
+	e.Srv.MustKill(t)
 	start := time.Now()
 	require.NoError(t, p.Close(), "Close never returns an error to act on")
 	require.Less(t, time.Since(start), 2*time.Second, "Close waits about the cleanup timeout")

@@ -1,0 +1,93 @@
+package matrix
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/testkit"
+)
+
+// MaxParallelTargets bounds how many targets of one suite run at once (2 cores shared, -race).
+const MaxParallelTargets = 2
+
+var targetSlots = make(chan struct{}, MaxParallelTargets)
+
+// TakeSlot blocks until fewer than MaxParallelTargets targets of this test binary hold a slot, and
+// gives the slot back when t ends (at its cleanup, after its subtests).
+func TakeSlot(t testing.TB) {
+	targetSlots <- struct{}{}
+	t.Cleanup(func() { <-targetSlots })
+}
+
+// Env is one running target shared by the scenarios of a suite: its server processes and an assertion
+// client. Suites embed it in their own env.
+type Env struct {
+	Name    string
+	Srv     *testkit.Server   // nil on a cluster
+	Cluster *testkit.Cluster  // nil on standalone
+	Nodes   []*testkit.Server // every server process (one on standalone)
+	Raw     rueidis.Client    // assertion client: no client-side caching, never used by the code under test
+}
+
+// StartEnv starts mt's server (or cluster) for t, logs what runs, and makes the assertion client; all
+// are stopped or closed at t's cleanup. A target that cannot start fails t (skips it outside CI).
+func StartEnv(t testing.TB, mt Target) *Env {
+	t.Helper()
+	e := &Env{Name: mt.Name}
+	if mt.Cluster {
+		e.Cluster = testkit.StartCluster(t, mt.Server)
+		e.Nodes = e.Cluster.Nodes
+		t.Logf("target %s: %s", mt.Name, e.Cluster)
+	} else {
+		e.Srv = testkit.Start(t, mt.Server)
+		e.Nodes = []*testkit.Server{e.Srv}
+		t.Logf("target %s: %s %s at %s (%s backend)", mt.Name, e.Srv.Flavor, e.Srv.Version, e.Srv.Addr, e.Srv.Backend)
+	}
+	opt := e.ClientOption()
+	opt.DisableCache = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatalf("target %s: assertion client: %v", mt.Name, err)
+	}
+	t.Cleanup(c.Close)
+	e.Raw = c
+	return e
+}
+
+// IsCluster reports whether the target is a cluster.
+func (e *Env) IsCluster() bool { return e.Cluster != nil }
+
+// ClientOption returns a client option for the target (testkit's defaults; client-side caching on).
+func (e *Env) ClientOption() rueidis.ClientOption {
+	if e.Cluster != nil {
+		return e.Cluster.ClientOption()
+	}
+	return e.Srv.ClientOption()
+}
+
+// CommandStats sums INFO commandstats (calls per command) over every server process of the target.
+// A failed read fails t.
+func (e *Env) CommandStats(t testing.TB) map[string]int64 {
+	t.Helper()
+	sum := map[string]int64{}
+	for _, n := range e.Nodes {
+		st, err := n.CommandStats(Ctx(t))
+		if err != nil {
+			t.Fatalf("commandstats of %s: %v", n.Addr, err)
+		}
+		for k, v := range st {
+			sum[k] += v
+		}
+	}
+	return sum
+}
+
+// Ctx returns a context for one scenario's I/O: it ends after 60s or when t ends.
+func Ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
