@@ -126,25 +126,6 @@ func (e *env) requireCounter(t *testing.T, key, want string) {
 	require.EqualValues(t, -1, e.pttl(t, key), "fence counter must not expire")
 }
 
-// waitServing waits until c answers PING again (after a server restart or pause): rueidis replaces a
-// broken connection on the next command, and the first command after the old one broke may fail.
-func waitServing(t *testing.T, c rueidis.Client) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Do(cctx, c.B().Ping().Build()).Error()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not serving again: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // keyPair returns a lease key and a fence key for one scenario, sharing a hash tag (same Cluster slot).
 func keyPair(name string) (leaseKey, fenceKey string) {
 	return "{ck:" + name + "}:lease", "{ck:" + name + "}:fence"

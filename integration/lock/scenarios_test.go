@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
 )
@@ -597,7 +598,7 @@ func testKeepAlive(t *testing.T, e *env) {
 		require.False(t, ok)
 		time.Sleep(ttl) // make sure the server's lease is past its expiry too
 		resume()
-		waitServing(t, e.Raw)
+		matrix.WaitServing(t, e.Raw)
 
 		release(t, lease, lock.NotOwned)
 		e.requireAbsent(t, lk, "lease key")
@@ -618,7 +619,7 @@ func testServerRestart(t *testing.T, e *env) {
 	release(t, lease, lock.Released)
 
 	require.NoError(t, e.Srv.Restart(c))
-	waitServing(t, e.Raw)
+	matrix.WaitServing(t, e.Raw)
 	e.requireAbsent(t, fk, "fence key after the restart")
 
 	// The client's pooled connections to the old process are dead. rueidis replaces a connection after a

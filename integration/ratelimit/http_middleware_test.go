@@ -2,7 +2,6 @@ package ratelimit_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/ratelimit/ratelimithttp"
@@ -442,26 +442,8 @@ func httpServerPaused(t *testing.T, e *env) {
 	require.Contains(t, open.log.String(), "fail_open=true")
 
 	resume()
-	httpWaitServing(t, e.Raw)
+	matrix.WaitServing(t, e.Raw)
 	status, h = closed.get(t, "X-Client", "p")
 	require.Equal(t, http.StatusOK, status)
 	require.NotEmpty(t, h.Get(ratelimithttp.HeaderRateLimit))
-}
-
-// httpWaitServing waits until c answers PING again after a resume (at most 10s).
-func httpWaitServing(t *testing.T, c rueidis.Client) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Do(cctx, c.B().Ping().Build()).Error()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not serving again: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -153,7 +153,7 @@ func (e *env) waitServing(t *testing.T) {
 	t.Helper()
 	for _, cs := range [][]rueidis.Client{e.clients, e.raw} {
 		for _, c := range cs {
-			waitServing(t, c)
+			matrix.WaitServing(t, c)
 		}
 	}
 }
@@ -185,23 +185,6 @@ func (e *env) warm(t *testing.T, keys ...string) {
 				}
 			}
 		}
-	}
-}
-
-func waitServing(t *testing.T, c rueidis.Client) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Do(cctx, c.B().Ping().Build()).Error()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not serving again: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

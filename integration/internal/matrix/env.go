@@ -91,3 +91,23 @@ func Ctx(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return c
 }
+
+// WaitServing waits until c answers PING again (after a server restart or pause; rueidis replaces a
+// broken connection on the next command, and the first command after the old one broke may fail). It
+// polls every 20ms, each PING bounded by 1s, and fails t after 10s.
+func WaitServing(t testing.TB, c rueidis.Client) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Do(cctx, c.B().Ping().Build()).Error()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not serving again: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
