@@ -17,9 +17,14 @@ import (
 // giving up on its reply leaves the connection open, and a cleanup sent next is queued behind the late
 // command on the same connection, so the server runs them in order.
 //
-// It starts no goroutine: ctx's cancellation and deadline are watched with context.AfterFunc and
-// time.AfterFunc. It is safe for concurrent use.
+// When ctx has no deadline there is nothing to strip: it returns ctx itself and a stop function that
+// does nothing (no allocation, which matters on hot paths). Otherwise it starts no goroutine: ctx's
+// cancellation and deadline are watched with context.AfterFunc and time.AfterFunc. It is safe for
+// concurrent use.
 func WithoutDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); !ok {
+		return ctx, noStop
+	}
 	out, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stopParent := context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
 	var timer *time.Timer
@@ -34,6 +39,8 @@ func WithoutDeadline(ctx context.Context) (context.Context, context.CancelFunc) 
 		cancel(context.Canceled)
 	}
 }
+
+func noStop() {}
 
 // causeErrContext reports its cancellation cause as Err, so callers that compare with
 // context.DeadlineExceeded (or errors.Is on it) see the parent's reason.

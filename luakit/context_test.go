@@ -40,10 +40,33 @@ func TestWithoutDeadline(t *testing.T) {
 		}
 	})
 	t.Run("stop ends it", func(t *testing.T) {
-		ctx, stop := WithoutDeadline(context.Background())
+		parent, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		ctx, stop := WithoutDeadline(parent)
 		stop()
 		<-ctx.Done()
+		if parent.Err() != nil {
+			t.Fatal("stop ended the parent")
+		}
 	})
+	t.Run("no deadline: ctx itself", func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ctx, stop := WithoutDeadline(parent)
+		defer stop()
+		if ctx != parent {
+			t.Fatal("a context without a deadline was wrapped")
+		}
+	})
+}
+
+// TestWithoutDeadlineNoAlloc: a context without a deadline costs nothing (not parallel: AllocsPerRun).
+func TestWithoutDeadlineNoAlloc(t *testing.T) {
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if n := testing.AllocsPerRun(100, func() { _, s := WithoutDeadline(parent); s() }); n != 0 {
+		t.Fatalf("%v allocations per call without a deadline, want 0", n)
+	}
 }
 
 func TestSleep(t *testing.T) {

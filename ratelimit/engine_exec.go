@@ -46,7 +46,7 @@ func (c *compiled) run(ctx context.Context, client rueidis.Client, key string, n
 	default:
 		args = c.decideArgs(strconv.FormatInt(n, 10))
 	}
-	ctx, stop := wireContext(ctx)
+	ctx, stop := luakit.WithoutDeadline(ctx)
 	res := c.script().Exec(ctx, client, []string{key}, args)
 	stop()
 	arr, err := res.ToArray()
@@ -122,26 +122,12 @@ func (c *compiled) convert(ctx context.Context, client rueidis.Client, key strin
 		args = append(args, c.block...)
 		args = append(args, to.block...)
 	}
-	ctx, stop := wireContext(ctx)
+	ctx, stop := luakit.WithoutDeadline(ctx)
 	defer stop()
 	if err := c.script().Exec(ctx, client, []string{key}, args).Error(); err != nil {
 		return engineError(err)
 	}
 	return nil
-}
-
-// wireContext returns the context a script is sent with: ctx itself when it has no deadline, else a
-// context that ends with ctx (same error) but carries no deadline (luakit.WithoutDeadline). With a
-// deadline, rueidis may send the script synchronously on an idle connection with a socket deadline:
-// it then ignores a cancellation before that deadline (a cancelled AllowN, or Close cancelling the
-// queue's attempt, blocked until the deadline or the connection's timeout), and closes the
-// connection when the deadline passes. Without one, the caller stops waiting at once and the reply
-// is drained on the open connection. stop releases the context.
-func wireContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); !ok {
-		return ctx, func() {}
-	}
-	return luakit.WithoutDeadline(ctx)
 }
 
 // engineError maps the error of a script call: the scripts' error replies to the package's
