@@ -176,21 +176,13 @@ func clonePolicy(p Policy) Policy {
 	case Composite:
 		comps := make([]Component, len(v.Components))
 		for i, c := range v.Components {
-			switch cv := c.(type) {
-			case *FixedWindow:
-				if cv != nil {
-					c = *cv
-				}
-			case *SlidingWindow:
-				if cv != nil {
-					c = *cv
-				}
-			case *TokenBucket:
-				if cv != nil {
-					c = *cv
-				}
-			}
 			comps[i] = c
+			if c == nil {
+				continue
+			}
+			if cc, ok := clonePolicy(c).(Component); ok { // always: a component clones to a component
+				comps[i] = cc
+			}
 		}
 		return Composite{Components: comps}
 	}
