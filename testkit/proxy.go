@@ -134,6 +134,15 @@ func (p *Proxy) DropReplies() error {
 // error until it reconnects (rueidis reconnects on the next command). Blocks until the listener
 // is back; fails when the address cannot be bound again.
 func (p *Proxy) CutConnections() error {
+	if err := p.Refuse(); err != nil {
+		return err
+	}
+	return p.Accept()
+}
+
+// Refuse closes every connection through the proxy (both sides) and stops listening, so that new
+// connections are refused at once (a client's dial fails) until Accept. It does not block.
+func (p *Proxy) Refuse() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	tp, err := p.running()
@@ -141,7 +150,19 @@ func (p *Proxy) CutConnections() error {
 		return err
 	}
 	tp.Stop()
-	if err := tp.Start(); err != nil {
+	return nil
+}
+
+// Accept listens again on the same address after Refuse, keeping the toxics (a no-op when the proxy
+// listens). Blocks until the listener is back; fails when the address cannot be bound again.
+func (p *Proxy) Accept() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tp, err := p.running()
+	if err != nil {
+		return err
+	}
+	if err := tp.Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
 		return fmt.Errorf("testkit: proxy: listening again on %s: %w", p.Addr, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,4 +107,26 @@ func TestProxyCutConnections(t *testing.T) {
 	require.NoError(t, p.Close()) // idempotent
 	assert.Error(t, p.DropReplies())
 	assert.Error(t, p.CutConnections())
+}
+
+func TestProxyRefuseAccept(t *testing.T) {
+	t.Parallel()
+	s := Start(t, firstAvailable(t))
+	p := NewProxy(t, s.Addr)
+	c := p.Client(t, func(o *rueidis.ClientOption) { o.DisableRetry = true })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, c.Do(ctx, c.B().Ping().Build()).Error())
+
+	require.NoError(t, p.Refuse())
+	for i := 0; i < 3; i++ { // the open connection is gone and every new dial is refused
+		require.Error(t, c.Do(ctx, c.B().Ping().Build()).Error(), "command %d while refusing", i)
+	}
+	_, err := net.DialTimeout("tcp", p.Addr, time.Second)
+	require.Error(t, err, "the proxy still accepts connections")
+
+	require.NoError(t, p.Accept())
+	require.NoError(t, p.Accept(), "Accept while listening is a no-op")
+	require.Eventually(t, func() bool { return c.Do(ctx, c.B().Ping().Build()).Error() == nil },
+		8*time.Second, 20*time.Millisecond)
 }
