@@ -32,6 +32,7 @@ func TestLeader(t *testing.T) {
 			if !mt.Cluster {
 				t.Run("paused_server_fails_over", func(t *testing.T) { testPausedServer(t, e) })
 				t.Run("readonly_is_retried", func(t *testing.T) { testReadonlyRetried(t, mt.Server) })
+				t.Run("release_is_sent_again", func(t *testing.T) { testReleaseSentAgain(t, e) })
 			}
 			t.Run("noperm_is_terminal", func(t *testing.T) { testNopermTerminal(t, e) })
 			t.Run("callback_failure_ends_run", func(t *testing.T) { testCallbackFailure(t, e) })
@@ -368,4 +369,29 @@ func testStartStop(t *testing.T, e *env) {
 	require.EqualValues(t, 1, cand.metric(t, leader.MetricChanges, "elected"))
 	require.EqualValues(t, 1, cand.metric(t, leader.MetricChanges, "revoked"))
 	e.requireReleased(t, leaseKey, fenceKey, term.FencingToken)
+}
+
+// testReleaseSentAgain: when Run stops, the server cannot be reached for a moment (the proxy refuses
+// connections, so the term's release fails at once); the release is sent again within the cleanup
+// timeout, and the lease is gone when Run returns instead of expiring after the lease duration.
+func testReleaseSentAgain(t *testing.T, e *env) {
+	leaseKey, fenceKey := keyPair("release-again")
+	proxy := testkit.NewProxy(t, e.Srv.Addr)
+	tr := luakit.NewTracker()
+	c, err := luakit.NewTrackedClient(proxy.ClientOption(), tr)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	cand := newCandidateWith(t, c, tr, 0, leaseKey, fenceKey, &recorder{}, nil)
+	cand.start()
+	waitFor(t, 10*time.Second, "a term", func() bool { _, ok := cand.el.Current(); return ok })
+
+	require.NoError(t, proxy.Refuse())
+	accepted := make(chan error, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond) // well inside the 1s cleanup timeout and the 1s lease
+		accepted <- proxy.Accept()
+	}()
+	require.NoError(t, cand.stop(t))
+	require.NoError(t, <-accepted)
+	require.EqualValues(t, -2, e.pttl(t, leaseKey), "the lease was released before Run returned")
 }
