@@ -113,6 +113,13 @@ func (processBackend) launchCluster(ctx context.Context, target Target, cfg *con
 	}
 	c.Flavor, c.Version = c.Nodes[0].Flavor, c.Nodes[0].Version
 	for i, n := range c.Nodes[:clusterPrimaries] {
+		// Distinct config epochs from the start, as redis-cli --cluster create sets them: otherwise
+		// the primaries begin with equal epochs that gossip resolves later, and a node whose epoch
+		// rises during a slot migration can win back the slot it gave away (the new owner then drops
+		// the migrated keys).
+		if _, err := rawDo(ctx, n.Addr, 5*time.Second, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)); err != nil {
+			return fail(fmt.Errorf("testkit: cluster %s: CLUSTER SET-CONFIG-EPOCH on %s: %w", target, n.Addr, err))
+		}
 		lo := i * ClusterSlots / clusterPrimaries
 		hi := (i+1)*ClusterSlots/clusterPrimaries - 1
 		if _, err := rawDo(ctx, n.Addr, 5*time.Second, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {

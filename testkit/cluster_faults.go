@@ -390,23 +390,35 @@ func (m *Migration) Finish(ctx context.Context) error {
 	}
 	// Wait until every running node's CLUSTER SLOTS names the destination, so that clients and
 	// PrimaryOf see one owner whichever node they ask (gossip can lag on a loaded machine).
+	// Only the other nodes are told again: were the destination itself to lose the slot, it would
+	// already have dropped the migrated keys, and assigning the slot back would hide that loss.
 	for {
-		agreed := true
+		var disagree []string
 		for _, n := range m.c.running() {
 			owners, err := m.c.slotOwners(ctx, n.Addr)
-			if err != nil || owners[m.Slot] != m.To {
-				agreed = false
-				if n != m.To && n != m.From {
-					_, _ = n.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", m.toID)
+			switch {
+			case err != nil:
+				disagree = append(disagree, err.Error())
+			case owners[m.Slot] != m.To:
+				seen := "nobody"
+				if o := owners[m.Slot]; o != nil {
+					seen = o.Addr
 				}
+				disagree = append(disagree, fmt.Sprintf("%s names %s", n.Addr, seen))
+			default:
+				continue
+			}
+			if n != m.To && n != m.From {
+				_, _ = n.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", m.toID)
 			}
 		}
-		if agreed {
+		if len(disagree) == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("testkit: slot %s: nodes do not agree on the new owner: %w", s, ctx.Err())
+			return fmt.Errorf("testkit: slot %s: nodes do not agree on the new owner %s (%s): %w",
+				s, m.To.Addr, strings.Join(disagree, "; "), ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
