@@ -92,3 +92,32 @@ func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string
 func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, multi ...rueidis.LuaExec) []rueidis.RedisResult {
 	return s.lua.ExecMulti(ctx, c, multi...)
 }
+
+// ExecOrdered is [Script.Exec] for calls whose order on the server matters even after the caller gave
+// up on an earlier one, such as an owner-checked cleanup sent after a write whose reply timed out. On
+// a standalone or Sentinel client it sends every call on the client's first pipelined connection, so
+// ExecOrdered calls queued one after another through the same client run on the server in that order:
+// the cleanup runs after the late write, never before it. (Exec's commands carry their key's slot,
+// which a standalone rueidis client uses to spread commands at random over its
+// ClientOption.PipelineMultiplex connections, 4 by default; a later command on another connection can
+// overtake an earlier one, or wait on a connection still being dialled.) On a Cluster client it is
+// Exec: commands are routed by slot and each node gets one pipelined connection by default, so the
+// order holds there only while PipelineMultiplex is 0 (the Cluster default) or below.
+//
+// The order is the order in which the calls reach the connection's queue; pair ExecOrdered with
+// [WithoutDeadline] so that a deadline does not make rueidis send the command synchronously and close
+// the connection when it passes. Replies, errors and the EVALSHA-then-EVAL fallback are as for Exec. It
+// blocks until the reply arrives or ctx ends. Safe for concurrent use.
+func (s *Script) ExecOrdered(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
+	if c.Mode() == rueidis.ClientModeCluster {
+		return s.Exec(ctx, c, keys, args)
+	}
+	// Keys go through Arg so the command keeps the builder's NoSlot, which rueidis' standalone
+	// multiplexer always sends on its first connection; the bytes sent are the same as Exec's.
+	n := int64(len(keys))
+	resp := c.Do(ctx, c.B().Evalsha().Sha1(s.sha1).Numkeys(n).Arg(keys...).Arg(args...).Build())
+	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
+		resp = c.Do(ctx, c.B().Eval().Script(s.source).Numkeys(n).Arg(keys...).Arg(args...).Build())
+	}
+	return resp
+}

@@ -54,9 +54,12 @@ func TestLuakit(t *testing.T) {
 				flavor  testkit.Flavor
 				version string
 				flush   func(ctx context.Context) error
+				s       *testkit.Server  // standalone targets
+				cluster *testkit.Cluster // Cluster targets
 			)
 			if mt.Cluster {
 				c := testkit.StartCluster(t, mt.Server)
+				cluster = c
 				client, opt, flavor, version = c.Client(t), c.ClientOption(), c.Flavor, c.Version
 				flush = func(ctx context.Context) error {
 					for _, n := range c.Nodes {
@@ -67,7 +70,7 @@ func TestLuakit(t *testing.T) {
 					return nil
 				}
 			} else {
-				s := testkit.Start(t, mt.Server)
+				s = testkit.Start(t, mt.Server)
 				client, opt, flavor, version = s.Client(t), s.ClientOption(), s.Flavor, s.Version
 				flush = func(ctx context.Context) error { _, err := s.Do(ctx, "SCRIPT", "FLUSH"); return err }
 			}
@@ -117,6 +120,20 @@ func TestLuakit(t *testing.T) {
 			})
 
 			t.Run("closed_client_refuses_commands", func(t *testing.T) { testCloseGuard(t, opt) })
+
+			// pauseKey stops the server (standalone) or the key's primary (Cluster) and returns resume.
+			pauseKey := func(t *testing.T, key string) func() {
+				t.Helper()
+				srv := s
+				if mt.Cluster {
+					var err error
+					srv, err = cluster.PrimaryOf(ctx, testkit.KeySlot(key))
+					require.NoError(t, err)
+				}
+				srv.MustPause(t)
+				return func() { srv.MustResume(t) }
+			}
+			t.Run("exec_ordered_keeps_send_order", func(t *testing.T) { testExecOrdered(t, client, pauseKey) })
 		})
 	}
 }
@@ -170,4 +187,48 @@ func testCloseGuard(t *testing.T, opt rueidis.ClientOption) {
 		}
 	}
 	t.Logf("unguarded rueidis clients that served commands after Close: %d of %d", revived, rounds)
+}
+
+var (
+	setKey    = luakit.NewScript("set_key", "return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])")
+	delKey    = luakit.NewScript("del_key", "return redis.call('DEL', KEYS[1])")
+	existsKey = luakit.NewScript("exists_key", "return redis.call('EXISTS', KEYS[1])")
+)
+
+// testExecOrdered: a write whose reply the caller gave up on (the server is paused) and a delete sent
+// after it through ExecOrdered run on the server in that order once it resumes, on a client with
+// rueidis' default connections (4 pipelined connections per standalone server): the key is gone every
+// time. With Exec the two commands take random connections and the delete often runs first (or waits
+// on a connection still being dialled), leaving the key.
+func testExecOrdered(t *testing.T, client rueidis.Client, pauseKey func(*testing.T, string) func()) {
+	const trials = 8
+	for i := range trials {
+		key := fmt.Sprintf("{luakit}:ordered:%d", i)
+		// Both scripts are known to the server first, so no NOSCRIPT reply reorders anything.
+		require.NoError(t, setKey.ExecOrdered(context.Background(), client, []string{key}, []string{"warm", "1"}).Error())
+		require.NoError(t, delKey.ExecOrdered(context.Background(), client, []string{key}, nil).Error())
+
+		resume := pauseKey(t, key)
+		for _, call := range []func(ctx context.Context) error{
+			func(ctx context.Context) error {
+				return setKey.ExecOrdered(ctx, client, []string{key}, []string{"late", "60000"}).Error()
+			},
+			func(ctx context.Context) error {
+				return delKey.ExecOrdered(ctx, client, []string{key}, nil).Error()
+			},
+		} {
+			cctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			ectx, stop := luakit.WithoutDeadline(cctx)
+			err := call(ectx)
+			stop()
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded, "the server is paused")
+		}
+		resume()
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n, err := existsKey.ExecOrdered(rctx, client, []string{key}, nil).AsInt64() // after both, in order
+		cancel()
+		require.NoError(t, err)
+		require.Zero(t, n, "trial %d: the delete sent second must run after the late SET", i)
+	}
 }
