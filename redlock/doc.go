@@ -62,9 +62,15 @@
 //     expires.
 //   - A failed attempt sends an owner-checked delete to every node (never touching another owner's lock).
 //     A node whose reply came after the node timeout counts as failed; a SET that it applies late is
-//     normally deleted by that cleanup, which rueidis queues on the same connection behind it (node
-//     commands are bounded by cancellation, not by a socket deadline, so giving up on a reply leaves the
-//     connection open), and otherwise expires after the TTL.
+//     deleted by that cleanup, which is queued behind it on the same connection: every node command
+//     goes through luakit's Script.ExecOrdered (the client's first pipelined connection, whatever
+//     ClientOption.PipelineMultiplex says) and is bounded by cancellation, not by a socket deadline,
+//     so giving up on a reply leaves the connection open. Only when that connection breaks (or the
+//     cleanup's own node timeout passes before it is queued) does a late SET stay, until its TTL.
+//   - The node timeout bounds every step even while a client is still connecting to a node that
+//     accepted the TCP connection but does not answer: the step stops waiting at the node timeout;
+//     the abandoned command is never sent (rueidis finishes the handshake, or gives up at the
+//     client's Dialer.Timeout, in the background).
 //   - Outcomes that cannot be known (timeout, cancellation, broken connection) are reported per node as
 //     [ErrUncertain], never counted as success.
 //   - Invalid input (empty key, TTL under 1ms or not above the drift allowance, lock key equal to the
@@ -89,8 +95,9 @@
 //   - Unreachable nodes: a node that cannot be reached keeps the lock until its TTL ends. After a node
 //     restarts, each of the client's connections to it fails its next command once (rueidis then
 //     reconnects), so that node counts as failed for one step. A node that
-//     exceeded the node timeout counts as failed, but its command may still arrive after the cleanup and
-//     hold the token until expiry, which can block the quorum of the next attempts.
+//     exceeded the node timeout counts as failed; if its connection breaks before the cleanup is
+//     queued behind the late command, that command may still run and hold the token until expiry,
+//     which can block the quorum of the next attempts.
 //
 // Use a consensus-backed lock (etcd, ZooKeeper) or a fencing authority when stale owners must be
 // rejected under every failure; use fenced mode with a checking resource to narrow the window.

@@ -107,15 +107,21 @@ type QuorumError struct {
 func (e *QuorumError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "redlock: %s: %d of %d needed nodes confirmed", e.Op, e.Got, e.Needed)
-	for i, n := range e.Nodes {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
+	if len(e.Nodes) > 0 {
+		b.WriteString(": ")
+		writeNodeErrors(&b, e.Nodes)
+	}
+	return b.String()
+}
+
+// writeNodeErrors writes each node's error, separated by "; ".
+func writeNodeErrors(b *strings.Builder, nodes []NodeError) {
+	for i, n := range nodes {
+		if i > 0 {
 			b.WriteString("; ")
 		}
 		b.WriteString(n.Error())
 	}
-	return b.String()
 }
 
 // Unwrap returns [ErrNoQuorum], [ErrNotAcquired] for an acquisition, and each node's error.

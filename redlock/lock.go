@@ -149,7 +149,7 @@ func (l *Lock) Renew(ctx context.Context) (bool, error) {
 	keys, args := []string{l.pkey}, []string{l.token, luakit.FormatInt64(l.ttl.Milliseconds())}
 	start := time.Now()
 	res := g.fanout(ctx, nil, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
-		return extendScript.Exec(ctx, c, keys, args)
+		return extendScript.ExecOrdered(ctx, c, keys, args)
 	})
 	confirmed := 0
 	var fails []NodeError
@@ -220,7 +220,7 @@ func (l *Lock) Release(ctx context.Context) (bool, error) {
 	g := l.g
 	keys, args := []string{l.pkey}, []string{l.token}
 	res := g.fanout(context.WithoutCancel(ctx), nil, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
-		return releaseScript.Exec(ctx, c, keys, args)
+		return releaseScript.ExecOrdered(ctx, c, keys, args)
 	})
 	replied := 0
 	var fails []NodeError

@@ -115,8 +115,10 @@ func WithFencing(fenceKey string) Option {
 	})
 }
 
-// WithLogger sets the logger for warnings about best-effort cleanup that no quorum confirmed. Keys,
-// owner tokens and fencing tokens are never logged. Default: slog.Default().
+// WithLogger sets the logger for warnings about best-effort cleanup (after a failed acquire, fence or
+// renew) that not every node confirmed. Each warning carries op, replied and nodes (counts) and failed
+// (every unconfirmed node's index, address and error, "; "-separated). Keys, owner tokens and fencing
+// tokens are never logged. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {

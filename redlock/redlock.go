@@ -8,7 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -106,8 +106,8 @@ func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) 
 // parallel step, which a majority must confirm. The validity is measured after that step.
 //
 // On failure nothing is left behind on purpose: an owner-checked delete is sent to every node,
-// including those that failed or timed out (a late SET queued on the same connection is deleted after
-// it runs), bounded by the node timeout even when ctx is cancelled; TryAcquire returns after it.
+// including those that failed or timed out (a late SET is deleted after it runs: the cleanup is queued
+// behind it on the node's same connection), bounded by the node timeout even when ctx is cancelled; TryAcquire returns after it.
 // Errors: a [*QuorumError] (Op "acquire", or "fence" in fenced mode) when no majority confirmed, with
 // each failing node's error ([ErrHeld], [ErrUncertain], [*CounterError], server errors); an error
 // wrapping [ErrNotAcquired] and [ErrNoValidity] when the majority came too late; [ErrInvalidTTL],
@@ -144,7 +144,7 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 	args := []string{token, luakit.FormatInt64(ttl.Milliseconds())}
 	start := time.Now()
 	res := g.fanout(ctx, nil, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
-		return acquireScript.Exec(ctx, c, keys, args)
+		return acquireScript.ExecOrdered(ctx, c, keys, args)
 	})
 	acquired := make([]int, 0, len(g.clients))
 	fails := make([]NodeError, 0, len(g.clients))
@@ -175,7 +175,7 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 		fence++
 		fargs := []string{token, luakit.FormatInt64(fence)}
 		fres := g.fanout(ctx, acquired, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
-			return fenceScript.Exec(ctx, c, keys, fargs)
+			return fenceScript.ExecOrdered(ctx, c, keys, fargs)
 		})
 		confirmed := 0
 		for _, i := range acquired {
@@ -234,8 +234,16 @@ type nodeResult struct {
 	err error
 }
 
-// fanout runs f on the nodes in idx (every node when idx is nil) in parallel, each under ctx bounded by
-// the node timeout, and waits for all of them. The result is indexed by node.
+// fanout runs f on the nodes in idx (every node when idx is nil) in parallel under one context bounded
+// by the node timeout, and returns when every node replied or that context ended, whichever is first.
+// The result is indexed by node; a node without a reply by then gets the context's cause
+// (context.DeadlineExceeded after the node timeout, else ctx's error).
+//
+// Returning at the timeout rather than when f returns matters for a node whose connection is still
+// being made: rueidis bounds its handshake by the dialer timeout, not by cancellation, so f can block
+// for seconds on a node that accepted the TCP connection but does not answer (paused, hung). Such a
+// goroutine finishes on its own; its command is never sent, because rueidis checks the context, ended
+// by then, before queueing it.
 func (g *Group) fanout(ctx context.Context, idx []int, f func(context.Context, rueidis.Client) rueidis.RedisResult) []nodeResult {
 	if idx == nil {
 		idx = make([]int, len(g.clients))
@@ -243,26 +251,52 @@ func (g *Group) fanout(ctx context.Context, idx []int, f func(context.Context, r
 			idx[i] = i
 		}
 	}
-	out := make([]nodeResult, len(g.clients))
-	var wg sync.WaitGroup
+	nctx, stop := g.nodeContext(ctx)
+	defer stop()
+	type reply struct {
+		node int
+		nodeResult
+	}
+	replies := make(chan reply, len(idx)) // buffered: a goroutine given up on never blocks
 	for _, i := range idx {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
-			nctx, stop := g.nodeContext(ctx)
-			defer stop()
 			msg, err := f(nctx, g.clients[i]).ToMessage()
-			if err != nil && nctx.Err() != nil {
-				err = context.Cause(nctx) // context.DeadlineExceeded after the node timeout, else ctx's error
-			}
-			out[i] = nodeResult{msg: msg, err: err}
+			replies <- reply{i, nodeResult{msg: msg, err: err}}
 		}()
 	}
-	wg.Wait()
+	out := make([]nodeResult, len(g.clients))
+	done := make([]bool, len(g.clients))
+	take := func(r reply) {
+		if r.err != nil && nctx.Err() != nil {
+			r.err = context.Cause(nctx)
+		}
+		out[r.node], done[r.node] = r.nodeResult, true
+	}
+	for pending := len(idx); pending > 0; pending-- {
+		select {
+		case r := <-replies:
+			take(r)
+		case <-nctx.Done():
+			for drained := false; !drained; { // keep the replies that arrived with the timeout
+				select {
+				case r := <-replies:
+					take(r)
+				default:
+					drained = true
+				}
+			}
+			for _, i := range idx {
+				if !done[i] {
+					out[i] = nodeResult{err: context.Cause(nctx)}
+				}
+			}
+			return out
+		}
+	}
 	return out
 }
 
-// nodeContext returns the context of one node command: cancelled after the node timeout (cause
+// nodeContext returns the context of a fan-out's node commands: cancelled after the node timeout (cause
 // context.DeadlineExceeded) or when ctx ends (cause ctx.Err()), but carrying no deadline.
 //
 // The missing deadline is deliberate. rueidis sends a command that carries a deadline on an idle
@@ -270,8 +304,9 @@ func (g *Group) fanout(ctx context.Context, idx []int, f func(context.Context, r
 // cleanup that follows would then travel on a new connection and could reach the node before the
 // timed-out SET still sitting in the old one, or not at all while the new connection's handshake is
 // slow. Without a deadline the command goes through the connection's pipeline queue: giving up on it
-// leaves the connection open, and the owner-checked cleanup is queued behind the late command on the
-// same connection, so the node runs them in order.
+// leaves the connection open, and the owner-checked cleanup, sent like every node command through
+// luakit's Script.ExecOrdered (always the client's first connection), is queued behind the late command
+// on that connection, so the node runs them in order.
 func (g *Group) nodeContext(ctx context.Context) (context.Context, func()) {
 	nctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	stopParent := context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
@@ -289,7 +324,7 @@ func (g *Group) nodeContext(ctx context.Context) (context.Context, func()) {
 func (g *Group) cleanup(ctx context.Context, op, pkey, token string) (int, []NodeError) {
 	keys, args := []string{pkey}, []string{token}
 	res := g.fanout(context.WithoutCancel(ctx), nil, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
-		return releaseScript.Exec(ctx, c, keys, args)
+		return releaseScript.ExecOrdered(ctx, c, keys, args)
 	})
 	replied := 0
 	var fails []NodeError
@@ -301,8 +336,11 @@ func (g *Group) cleanup(ctx context.Context, op, pkey, token string) (int, []Nod
 		replied++
 	}
 	if replied < len(g.clients) {
+		var b strings.Builder
+		writeNodeErrors(&b, fails)
 		g.cfg.logger.Warn("redlock: cleanup not confirmed by every node; the lock stays there until its TTL",
-			slog.String("op", op), slog.Int("replied", replied), slog.Int("nodes", len(g.clients)))
+			slog.String("op", op), slog.Int("replied", replied), slog.Int("nodes", len(g.clients)),
+			slog.String("failed", b.String()))
 	}
 	return replied, fails
 }
