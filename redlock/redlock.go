@@ -107,7 +107,8 @@ func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) 
 //
 // On failure nothing is left behind on purpose: an owner-checked delete is sent to every node,
 // including those that failed or timed out (a late SET is deleted after it runs: the cleanup is queued
-// behind it on the node's same connection), bounded by the node timeout even when ctx is cancelled; TryAcquire returns after it.
+// behind it on the node's same connection), bounded by the node timeout even when ctx is cancelled;
+// TryAcquire returns after it.
 // Errors: a [*QuorumError] (Op "acquire", or "fence" in fenced mode) when no majority confirmed, with
 // each failing node's error ([ErrHeld], [ErrUncertain], [*CounterError], server errors); an error
 // wrapping [ErrNotAcquired] and [ErrNoValidity] when the majority came too late; [ErrInvalidTTL],
