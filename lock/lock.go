@@ -112,8 +112,9 @@ func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string,
 		return nil, 0, fmt.Errorf("lock: owner token: %w", err)
 	}
 	start := time.Now()
-	ectx, stop := luakit.WithoutDeadline(ctx) // keep the connection on timeout, so a cleanup follows in order
-	resp := acquireScript.Exec(ectx, l.client, []string{k.lease, k.fence}, []string{owner, strconv.FormatInt(ms, 10)})
+	// No deadline: the connection stays open on timeout; ExecOrdered: the cleanup takes the same one.
+	ectx, stop := luakit.WithoutDeadline(ctx)
+	resp := acquireScript.ExecOrdered(ectx, l.client, []string{k.lease, k.fence}, []string{owner, strconv.FormatInt(ms, 10)})
 	stop()
 	arr, err := resp.ToArray()
 	if err != nil {
@@ -168,16 +169,17 @@ func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string,
 
 // cleanup sends a bounded owner-checked release that survives the caller's cancellation, and reports
 // whether the server answered it, which settles that this owner holds no lease. Commands carry no
-// socket deadline (see luakit.WithoutDeadline), so the connection of the uncertain command stays open
-// and the release is queued behind it in the common case. It may still not reach the server (the
-// network may be down), and when it travels on another connection a delayed acquisition can land after
-// it; the unreturned lease then expires after its TTL.
+// socket deadline (see luakit.WithoutDeadline), so the connection of the uncertain command stays open,
+// and the acquisition and the release both go through luakit's Script.ExecOrdered (the client's first
+// connection), so the release is queued behind the acquisition and the server runs them in order. It
+// may still not reach the server (the network may be down, or the connection broke in between); the
+// unreturned lease then expires after its TTL.
 func (l *Locker) cleanup(ctx context.Context, leaseKey, owner string) bool {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
 	defer cancel()
 	ectx, stop := luakit.WithoutDeadline(cctx)
 	defer stop()
-	return releaseScript.Exec(ectx, l.client, []string{leaseKey}, []string{owner}).Error() == nil
+	return releaseScript.ExecOrdered(ectx, l.client, []string{leaseKey}, []string{owner}).Error() == nil
 }
 
 // settledError marks an uncertain acquisition whose owner-checked cleanup got an answer, so a waiting
