@@ -170,9 +170,11 @@ func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string,
 // cleanup sends a bounded owner-checked release that survives the caller's cancellation, and reports
 // whether the server answered it, which settles that this owner holds no lease. Commands carry no
 // socket deadline (see luakit.WithoutDeadline), so the connection of the uncertain command stays open,
-// and the acquisition and the release both go through luakit's Script.ExecOrdered (the client's first
-// connection), so the release is queued behind the acquisition and the server runs them in order. It
-// may still not reach the server (the network may be down, or the connection broke in between); the
+// and the acquisition and the release both go through luakit's Script.ExecOrdered (a standalone
+// client's first connection; on a Cluster client the key's node, one connection by default), so the
+// release is queued behind the acquisition and the server runs them in order. It may still not reach
+// the server (the network may be down, or the connection broke in between), and no order holds on a
+// client with DisableAutoPipelining or a Cluster client with a raised PipelineMultiplex; the
 // unreturned lease then expires after its TTL.
 func (l *Locker) cleanup(ctx context.Context, leaseKey, owner string) bool {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)

@@ -16,8 +16,8 @@ import (
 // handshake is slow. Without a deadline the command goes through the connection's pipeline queue;
 // giving up on its reply leaves the connection open, and a cleanup sent next on the same connection is
 // queued behind the late command, so the server runs them in order. A standalone rueidis client spreads
-// keyed commands over several connections at random (ClientOption.PipelineMultiplex, 4 by default);
-// send both with [Script.ExecOrdered] to keep them on one.
+// keyed commands over several connections at random (2^ClientOption.PipelineMultiplex, up to 4 by
+// default); send both with [Script.ExecOrdered] to keep them on one.
 //
 // When ctx has no deadline there is nothing to strip: it returns ctx itself and a stop function that
 // does nothing (no allocation, which matters on hot paths). Otherwise it starts no goroutine: ctx's

@@ -98,11 +98,16 @@ func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, multi ...rueid
 // a standalone or Sentinel client it sends every call on the client's first pipelined connection, so
 // ExecOrdered calls queued one after another through the same client run on the server in that order:
 // the cleanup runs after the late write, never before it. (Exec's commands carry their key's slot,
-// which a standalone rueidis client uses to spread commands at random over its
-// ClientOption.PipelineMultiplex connections, 4 by default; a later command on another connection can
-// overtake an earlier one, or wait on a connection still being dialled.) On a Cluster client it is
-// Exec: commands are routed by slot and each node gets one pipelined connection by default, so the
-// order holds there only while PipelineMultiplex is 0 (the Cluster default) or below.
+// which a standalone rueidis client uses to spread commands at random over its pipelined connections:
+// 2^ClientOption.PipelineMultiplex of them, by default log2(GOMAXPROCS) capped at 2, so 4 from 4 CPUs
+// up; a later command on another connection can overtake an earlier one, or wait on a connection
+// still being dialled.)
+//
+// Where the order does not hold: on a Cluster client ExecOrdered is Exec (commands are routed by slot;
+// each node gets one pipelined connection unless PipelineMultiplex is raised above its Cluster default
+// of 0); with ClientOption.DisableAutoPipelining every command borrows a pooled connection and runs
+// synchronously, so consecutive calls may take different connections; and a connection that breaks
+// between two calls loses the first one's place.
 //
 // The order is the order in which the calls reach the connection's queue; pair ExecOrdered with
 // [WithoutDeadline] so that a deadline does not make rueidis send the command synchronously and close

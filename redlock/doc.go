@@ -65,12 +65,15 @@
 //     deleted by that cleanup, which is queued behind it on the same connection: every node command
 //     goes through luakit's Script.ExecOrdered (the client's first pipelined connection, whatever
 //     ClientOption.PipelineMultiplex says) and is bounded by cancellation, not by a socket deadline,
-//     so giving up on a reply leaves the connection open. Only when that connection breaks (or the
-//     cleanup's own node timeout passes before it is queued) does a late SET stay, until its TTL.
+//     so giving up on a reply leaves the connection open; and a node's command of one step is queued
+//     only after that node's command of the previous step was queued (or given up before queueing).
+//     A late SET stays, until its TTL, only when that connection breaks in between, when the cleanup's
+//     own node timeout passes first, or on clients with DisableAutoPipelining (pooled connections,
+//     where no order holds).
 //   - The node timeout bounds every step even while a client is still connecting to a node that
-//     accepted the TCP connection but does not answer: the step stops waiting at the node timeout;
-//     the abandoned command is never sent (rueidis finishes the handshake, or gives up at the
-//     client's Dialer.Timeout, in the background).
+//     accepted the TCP connection but does not answer: the step stops waiting at the node timeout
+//     (rueidis finishes the handshake, or gives up at the client's Dialer.Timeout, in the
+//     background); the command then is not sent, since its context ended first.
 //   - Outcomes that cannot be known (timeout, cancellation, broken connection) are reported per node as
 //     [ErrUncertain], never counted as success.
 //   - Invalid input (empty key, TTL under 1ms or not above the drift allowance, lock key equal to the

@@ -28,7 +28,8 @@ type Lock struct {
 	ttl   time.Duration
 	drift time.Duration
 
-	op chan struct{} // a one-slot semaphore serialising Renew and Release
+	op    chan struct{} // a one-slot semaphore serialising Renew and Release
+	prior inflight      // node goroutines of earlier steps that may still be running; guarded by op
 
 	mu       sync.Mutex
 	deadline time.Time // validity deadline (monotonic clock reading)
@@ -38,8 +39,8 @@ type Lock struct {
 	cancel   context.CancelCauseFunc
 }
 
-func newLock(g *Group, key, pkey, token string, fence int64, ttl, drift time.Duration, start time.Time) *Lock {
-	l := &Lock{g: g, key: key, pkey: pkey, token: token, fence: fence, ttl: ttl, drift: drift, op: make(chan struct{}, 1)}
+func newLock(g *Group, key, pkey, token string, fence int64, ttl, drift time.Duration, start time.Time, prior inflight) *Lock {
+	l := &Lock{g: g, key: key, pkey: pkey, token: token, fence: fence, ttl: ttl, drift: drift, op: make(chan struct{}, 1), prior: prior}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	l.mu.Lock()
 	l.deadline = start.Add(ttl - drift)
@@ -148,9 +149,10 @@ func (l *Lock) Renew(ctx context.Context) (bool, error) {
 	g := l.g
 	keys, args := []string{l.pkey}, []string{l.token, luakit.FormatInt64(l.ttl.Milliseconds())}
 	start := time.Now()
-	res := g.fanout(ctx, nil, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
-		return extendScript.ExecOrdered(ctx, c, keys, args)
+	res, settled := g.fanout(ctx, nil, l.prior, func(ctx context.Context, i int) rueidis.RedisResult {
+		return extendScript.ExecOrdered(ctx, g.clients[i], keys, args)
 	})
+	l.prior = l.prior.with(settled)
 	confirmed := 0
 	var fails []NodeError
 	for i, r := range res {
@@ -182,7 +184,7 @@ func (l *Lock) Renew(ctx context.Context) (bool, error) {
 	}
 	l.endLocked(ErrLost)
 	l.mu.Unlock()
-	g.cleanup(ctx, "renew", l.pkey, l.token)
+	l.prior = g.cleanup(ctx, "renew", l.pkey, l.token, l.prior)
 	return false, failure
 }
 
@@ -219,9 +221,10 @@ func (l *Lock) Release(ctx context.Context) (bool, error) {
 
 	g := l.g
 	keys, args := []string{l.pkey}, []string{l.token}
-	res := g.fanout(context.WithoutCancel(ctx), nil, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
-		return releaseScript.ExecOrdered(ctx, c, keys, args)
+	res, settled := g.fanout(context.WithoutCancel(ctx), nil, l.prior, func(ctx context.Context, i int) rueidis.RedisResult {
+		return releaseScript.ExecOrdered(ctx, g.clients[i], keys, args)
 	})
+	l.prior = l.prior.with(settled)
 	replied := 0
 	var fails []NodeError
 	for i, r := range res {

@@ -144,9 +144,10 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 	}
 	args := []string{token, luakit.FormatInt64(ttl.Milliseconds())}
 	start := time.Now()
-	res := g.fanout(ctx, nil, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
-		return acquireScript.ExecOrdered(ctx, c, keys, args)
+	res, settled := g.fanout(ctx, nil, nil, func(ctx context.Context, i int) rueidis.RedisResult {
+		return acquireScript.ExecOrdered(ctx, g.clients[i], keys, args)
 	})
+	prior := inflight(nil).with(settled) // the goroutines of nodes that timed out may still be running
 	acquired := make([]int, 0, len(g.clients))
 	fails := make([]NodeError, 0, len(g.clients))
 	var fence int64
@@ -164,20 +165,21 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 		fence = max(fence, counter)
 	}
 	if len(acquired) < g.quorum {
-		g.cleanup(ctx, "acquire", pkey, token)
+		g.cleanup(ctx, "acquire", pkey, token, prior)
 		return nil, &QuorumError{Op: "acquire", Needed: g.quorum, Got: len(acquired), Nodes: fails}
 	}
 
 	if g.cfg.fenced {
 		if fence == math.MaxInt64 {
-			g.cleanup(ctx, "acquire", pkey, token)
+			g.cleanup(ctx, "acquire", pkey, token, prior)
 			return nil, fmt.Errorf("%w: %w", ErrNotAcquired, &CounterError{Reason: CounterOverflow})
 		}
 		fence++
 		fargs := []string{token, luakit.FormatInt64(fence)}
-		fres := g.fanout(ctx, acquired, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
-			return fenceScript.ExecOrdered(ctx, c, keys, fargs)
+		fres, fsettled := g.fanout(ctx, acquired, prior, func(ctx context.Context, i int) rueidis.RedisResult {
+			return fenceScript.ExecOrdered(ctx, g.clients[i], keys, fargs)
 		})
+		prior = prior.with(fsettled)
 		confirmed := 0
 		for _, i := range acquired {
 			r := fres[i]
@@ -189,7 +191,7 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 			confirmed++
 		}
 		if confirmed < g.quorum {
-			g.cleanup(ctx, "fence", pkey, token)
+			g.cleanup(ctx, "fence", pkey, token, prior)
 			sortNodeErrors(fails)
 			return nil, &QuorumError{Op: "fence", Needed: g.quorum, Got: confirmed, Nodes: fails}
 		}
@@ -197,10 +199,10 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 
 	elapsed := time.Since(start)
 	if validity := ttl - elapsed - drift; validity <= 0 {
-		g.cleanup(ctx, "acquire", pkey, token)
+		g.cleanup(ctx, "acquire", pkey, token, prior)
 		return nil, fmt.Errorf("%w: %w (ttl %v, elapsed %v, drift allowance %v)", ErrNotAcquired, ErrNoValidity, ttl, elapsed, drift)
 	}
-	return newLock(g, key, pkey, token, fence, ttl, drift, start), nil
+	return newLock(g, key, pkey, token, fence, ttl, drift, start, prior), nil
 }
 
 // Acquire calls [Group.TryAcquire] until it succeeds or ctx ends, sleeping between attempts a random
@@ -235,17 +237,56 @@ type nodeResult struct {
 	err error
 }
 
+// inflight holds, per node, a channel for each earlier fan-out goroutine that may not have returned
+// yet; a channel is closed when its goroutine returns, at which point its command has been queued on
+// the node's connection or never will be. A nil inflight waits for nothing.
+type inflight [][]chan struct{}
+
+// with returns in extended by the goroutines of one fan-out (settled, indexed by node; nil entries
+// for nodes it did not run on), dropping those that already returned. It does not modify in.
+func (in inflight) with(settled []chan struct{}) inflight {
+	out := make(inflight, max(len(in), len(settled)))
+	for i := range out {
+		if i < len(in) {
+			for _, prev := range in[i] {
+				if !isClosed(prev) {
+					out[i] = append(out[i], prev)
+				}
+			}
+		}
+		if i < len(settled) && settled[i] != nil && !isClosed(settled[i]) {
+			out[i] = append(out[i], settled[i])
+		}
+	}
+	return out
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // fanout runs f on the nodes in idx (every node when idx is nil) in parallel under one context bounded
 // by the node timeout, and returns when every node replied or that context ended, whichever is first.
 // The result is indexed by node; a node without a reply by then gets the context's cause
-// (context.DeadlineExceeded after the node timeout, else ctx's error).
+// (context.DeadlineExceeded after the node timeout, else ctx's error). settled (indexed by node, nil
+// for nodes not in idx) reports when each node's goroutine has returned; pass it on through
+// [inflight.with] to the next step on the same key.
+//
+// On node i, f runs only after every goroutine in after[i] returned (bounded by the same context), so
+// that a command of this step is queued on the node's connection behind those of earlier steps, never
+// ahead of one that a preempted or still-connecting goroutine has yet to queue.
 //
 // Returning at the timeout rather than when f returns matters for a node whose connection is still
 // being made: rueidis bounds its handshake by the dialer timeout, not by cancellation, so f can block
 // for seconds on a node that accepted the TCP connection but does not answer (paused, hung). Such a
-// goroutine finishes on its own; its command is never sent, because rueidis checks the context, ended
-// by then, before queueing it.
-func (g *Group) fanout(ctx context.Context, idx []int, f func(context.Context, rueidis.Client) rueidis.RedisResult) []nodeResult {
+// goroutine finishes on its own and does not send its command then, because rueidis checks the
+// context, ended by then, before queueing it.
+func (g *Group) fanout(ctx context.Context, idx []int, after inflight, f func(ctx context.Context, i int) rueidis.RedisResult) (out []nodeResult, settled []chan struct{}) {
 	if idx == nil {
 		idx = make([]int, len(g.clients))
 		for i := range idx {
@@ -259,13 +300,20 @@ func (g *Group) fanout(ctx context.Context, idx []int, f func(context.Context, r
 		nodeResult
 	}
 	replies := make(chan reply, len(idx)) // buffered: a goroutine given up on never blocks
+	settled = make([]chan struct{}, len(g.clients))
 	for _, i := range idx {
+		settled[i] = make(chan struct{})
 		go func() {
-			msg, err := f(nctx, g.clients[i]).ToMessage()
+			defer close(settled[i])
+			if err := waitSettled(nctx, after, i); err != nil {
+				replies <- reply{i, nodeResult{err: err}}
+				return
+			}
+			msg, err := f(nctx, i).ToMessage()
 			replies <- reply{i, nodeResult{msg: msg, err: err}}
 		}()
 	}
-	out := make([]nodeResult, len(g.clients))
+	out = make([]nodeResult, len(g.clients))
 	done := make([]bool, len(g.clients))
 	take := func(r reply) {
 		if r.err != nil && nctx.Err() != nil {
@@ -291,10 +339,25 @@ func (g *Group) fanout(ctx context.Context, idx []int, f func(context.Context, r
 					out[i] = nodeResult{err: context.Cause(nctx)}
 				}
 			}
-			return out
+			return out, settled
 		}
 	}
-	return out
+	return out, settled
+}
+
+// waitSettled waits until every goroutine in after[i] returned, or ctx ends (its cause).
+func waitSettled(ctx context.Context, after inflight, i int) error {
+	if i >= len(after) {
+		return nil
+	}
+	for _, ch := range after[i] {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
 }
 
 // nodeContext returns the context of a fan-out's node commands: cancelled after the node timeout (cause
@@ -319,13 +382,14 @@ func (g *Group) nodeContext(ctx context.Context) (context.Context, func()) {
 	}
 }
 
-// cleanup sends an owner-checked delete to every node, bounded by the node timeout even when ctx is
-// cancelled, and returns how many nodes replied (deleted, absent or held by another owner) with the
-// failures of the others.
-func (g *Group) cleanup(ctx context.Context, op, pkey, token string) (int, []NodeError) {
+// cleanup sends an owner-checked delete to every node, each queued behind the commands of the earlier
+// steps in after, bounded by the node timeout even when ctx is cancelled. It logs the nodes that did
+// not reply (deleted, absent or held by another owner all count as replies) and returns the goroutines
+// still in flight: after, extended by its own.
+func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after inflight) inflight {
 	keys, args := []string{pkey}, []string{token}
-	res := g.fanout(context.WithoutCancel(ctx), nil, func(ctx context.Context, c rueidis.Client) rueidis.RedisResult {
-		return releaseScript.ExecOrdered(ctx, c, keys, args)
+	res, settled := g.fanout(context.WithoutCancel(ctx), nil, after, func(ctx context.Context, i int) rueidis.RedisResult {
+		return releaseScript.ExecOrdered(ctx, g.clients[i], keys, args)
 	})
 	replied := 0
 	var fails []NodeError
@@ -343,7 +407,7 @@ func (g *Group) cleanup(ctx context.Context, op, pkey, token string) (int, []Nod
 			slog.String("op", op), slog.Int("replied", replied), slog.Int("nodes", len(g.clients)),
 			slog.String("failed", b.String()))
 	}
-	return replied, fails
+	return after.with(settled)
 }
 
 // nodeError builds the NodeError of node i, marking transport failures as uncertain.

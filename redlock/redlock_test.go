@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,7 +263,7 @@ func testLock(t *testing.T, ttl, drift time.Duration) *Lock {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newLock(g, "k", "k", "token", 7, ttl, drift, time.Now())
+	return newLock(g, "k", "k", "token", 7, ttl, drift, time.Now(), nil)
 }
 
 func TestLockLocalLifecycle(t *testing.T) {
@@ -354,4 +355,66 @@ func TestNodeContext(t *testing.T) {
 		t.Fatalf("cause after the parent ended = %v", context.Cause(nctx))
 	}
 	stop()
+}
+
+// TestFanoutOrderAndTimeout: a step's command on node i starts only after the goroutines of earlier
+// steps on node i returned (so it is queued behind theirs), and the step returns at the node timeout
+// even when a node's call ignores cancellation (a connection handshake), reporting that node as
+// timed out; its settled channel closes when that call returns.
+func TestFanoutOrderAndTimeout(t *testing.T) {
+	g, err := NewGroup(stubs(3), WithNodeTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Step 1: node 2's call blocks past the node timeout, ignoring its context.
+	unblock := make(chan struct{})
+	var started [3]atomic.Int32
+	res, settled := g.fanout(context.Background(), nil, nil, func(ctx context.Context, i int) rueidis.RedisResult {
+		started[i].Add(1)
+		if i == 2 {
+			<-unblock
+		}
+		return rueidis.NewErrorResult(errors.New("reply"))
+	})
+	for i := range 2 {
+		if res[i].err == nil || res[i].err.Error() != "reply" {
+			t.Fatalf("node %d: %v, want its reply", i, res[i].err)
+		}
+	}
+	if !errors.Is(res[2].err, context.DeadlineExceeded) {
+		t.Fatalf("node 2: %v, want the node timeout", res[2].err)
+	}
+	prior := inflight(nil).with(settled)
+	if len(prior[0]) != 0 || len(prior[1]) != 0 || len(prior[2]) != 1 {
+		t.Fatalf("in flight after step 1: %d %d %d, want 0 0 1", len(prior[0]), len(prior[1]), len(prior[2]))
+	}
+
+	// Step 2 while node 2's first call is still running: nodes 0 and 1 run, node 2 waits and gives up
+	// at the node timeout without calling f.
+	var calls [3]atomic.Int32
+	step := func() []nodeResult {
+		r, _ := g.fanout(context.Background(), nil, prior, func(ctx context.Context, i int) rueidis.RedisResult {
+			calls[i].Add(1)
+			return rueidis.NewErrorResult(errors.New("reply"))
+		})
+		return r
+	}
+	res = step()
+	if calls[0].Load() != 1 || calls[1].Load() != 1 || calls[2].Load() != 0 {
+		t.Fatalf("calls %d %d %d, want 1 1 0: node 2 must wait for step 1's call", calls[0].Load(), calls[1].Load(), calls[2].Load())
+	}
+	if !errors.Is(res[2].err, context.DeadlineExceeded) {
+		t.Fatalf("node 2 in step 2: %v, want the node timeout", res[2].err)
+	}
+
+	// Once step 1's call returns, node 2 runs in the next step.
+	close(unblock)
+	<-settled[2]
+	res = step()
+	if calls[2].Load() != 1 || res[2].err == nil || res[2].err.Error() != "reply" {
+		t.Fatalf("node 2 after step 1 settled: calls %d, %v", calls[2].Load(), res[2].err)
+	}
+	if got := prior.with(nil); len(got[2]) != 0 {
+		t.Fatalf("settled goroutines are dropped from the in-flight set, got %d", len(got[2]))
+	}
 }

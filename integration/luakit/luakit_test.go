@@ -197,9 +197,9 @@ var (
 
 // testExecOrdered: a write whose reply the caller gave up on (the server is paused) and a delete sent
 // after it through ExecOrdered run on the server in that order once it resumes, on a client with
-// rueidis' default connections (4 pipelined connections per standalone server): the key is gone every
-// time. With Exec the two commands take random connections and the delete often runs first (or waits
-// on a connection still being dialled), leaving the key.
+// rueidis' default connections (2^PipelineMultiplex per standalone server: 2 on 2 CPUs, 4 from 4 CPUs
+// up): the key is gone every time. With Exec the two commands take random connections and the delete
+// often runs first (or waits on a connection still being dialled), leaving the key.
 func testExecOrdered(t *testing.T, client rueidis.Client, pauseKey func(*testing.T, string) func()) {
 	const trials = 8
 	for i := range trials {
