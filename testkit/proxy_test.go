@@ -13,14 +13,21 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestProxyLatency(t *testing.T) {
-	t.Parallel()
+// proxied starts a server, a proxy in front of it and a client of the proxy (each closed at
+// t.Cleanup), and returns them with a 10s context.
+func proxied(t *testing.T, mutate ...func(*rueidis.ClientOption)) (*Server, *Proxy, rueidis.Client, context.Context) {
+	t.Helper()
 	s := Start(t, firstAvailable(t))
 	p := NewProxy(t, s.Addr)
-	assert.NotEqual(t, s.Addr, p.Addr)
-	c := p.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return s, p, p.Client(t, mutate...), ctx
+}
+
+func TestProxyLatency(t *testing.T) {
+	t.Parallel()
+	s, p, c, ctx := proxied(t)
+	assert.NotEqual(t, s.Addr, p.Addr)
 	require.NoError(t, c.Do(ctx, c.B().Ping().Build()).Error())
 
 	const d = 200 * time.Millisecond
@@ -42,11 +49,7 @@ func TestProxyLatency(t *testing.T) {
 // 3, "Done when").
 func TestProxyDropRepliesUncertainOutcome(t *testing.T) {
 	t.Parallel()
-	s := Start(t, firstAvailable(t))
-	p := NewProxy(t, s.Addr)
-	c := p.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	s, p, c, ctx := proxied(t)
 	require.NoError(t, c.Do(ctx, c.B().Ping().Build()).Error())
 
 	require.NoError(t, p.DropReplies())
@@ -74,11 +77,7 @@ func TestProxyDropRepliesUncertainOutcome(t *testing.T) {
 
 func TestProxyCutConnections(t *testing.T) {
 	t.Parallel()
-	s := Start(t, firstAvailable(t))
-	p := NewProxy(t, s.Addr)
-	c := p.Client(t, func(o *rueidis.ClientOption) { o.DisableRetry = true })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	s, p, c, ctx := proxied(t, func(o *rueidis.ClientOption) { o.DisableRetry = true })
 	id1, err := c.Do(ctx, c.B().ClientId().Build()).AsInt64()
 	require.NoError(t, err)
 
@@ -111,11 +110,7 @@ func TestProxyCutConnections(t *testing.T) {
 
 func TestProxyRefuseAccept(t *testing.T) {
 	t.Parallel()
-	s := Start(t, firstAvailable(t))
-	p := NewProxy(t, s.Addr)
-	c := p.Client(t, func(o *rueidis.ClientOption) { o.DisableRetry = true })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	_, p, c, ctx := proxied(t, func(o *rueidis.ClientOption) { o.DisableRetry = true })
 	require.NoError(t, c.Do(ctx, c.B().Ping().Build()).Error())
 
 	require.NoError(t, p.Refuse())
