@@ -38,8 +38,9 @@ func GuardClose(c rueidis.Client) rueidis.Client {
 
 type closeGuard struct {
 	rueidis.Client
-	closed *atomic.Bool
-	node   bool // a client from Nodes: Close closes only it
+	closed  *atomic.Bool
+	node    bool     // a client from Nodes: Close closes only it
+	tracker *Tracker // set by NewTrackedClient; see TrackerOf
 }
 
 func (g *closeGuard) Close() {

@@ -178,7 +178,19 @@ func NewTrackedClient(opt rueidis.ClientOption, t *Tracker) (rueidis.Client, err
 	if err != nil {
 		return nil, err
 	}
-	return GuardClose(c), nil
+	g := GuardClose(c).(*closeGuard)
+	g.tracker = t
+	return g, nil
+}
+
+// TrackerOf returns the [Tracker] wired into c by [NewTrackedClient], or nil for any other client.
+// Primitives call it so that waiting on a client built by NewTrackedClient wakes on invalidations with
+// no extra option. It does no I/O.
+func TrackerOf(c rueidis.Client) *Tracker {
+	if g, ok := c.(*closeGuard); ok {
+		return g.tracker
+	}
+	return nil
 }
 
 // Arm reads key's PTTL with a client-side-cached read (DoCache, cached for
@@ -204,13 +216,23 @@ func NewTrackedClient(opt rueidis.ClientOption, t *Tracker) (rueidis.Client, err
 // server's expiry cycle reaches the key (up to ~100 ms late). Callers must
 // therefore always also wait on the pttl deadline, then Arm again.
 func Arm(ctx context.Context, c rueidis.Client, key string) (exists bool, pttl time.Duration, err error) {
+	exists, pttl, _, err = ArmTracked(ctx, c, key)
+	return exists, pttl, err
+}
+
+// ArmTracked is [Arm] that also reports whether the read is tracked: tracked is true when the reply
+// came with a client-side-cache lifetime, so the server will push an invalidation when key changes.
+// It is false on a RESP2 client, a client with DisableCache, and for a missing key (nothing to
+// track). A waiter that finds tracked false for a key that exists wakes only at the pttl deadline.
+func ArmTracked(ctx context.Context, c rueidis.Client, key string) (exists bool, pttl time.Duration, tracked bool, err error) {
 	resp := c.DoCache(ctx, c.B().Pttl().Key(key).Cache(), ArmCacheTTL)
 	v, err := resp.AsInt64()
 	if err != nil {
-		return false, 0, err
+		return false, 0, false, err
 	}
-	exists, pttl = armResult(v, resp.CachePTTL())
-	return exists, pttl, nil
+	cachePTTL := resp.CachePTTL()
+	exists, pttl = armResult(v, cachePTTL)
+	return exists, pttl, exists && cachePTTL > 0, nil
 }
 
 func armResult(v, cachePTTL int64) (bool, time.Duration) {

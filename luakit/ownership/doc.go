@@ -1,0 +1,84 @@
+// Package ownership is the one implementation of Coordkit's owner-token handles: the [Handle] that
+// lock.Lease, lease.Lease, rwlock.Lease, semaphore.Permit and redlock.Lock embed (and leader uses
+// through lock), the [Waiter] behind every blocking acquisition, and the written contract below. Each
+// primitive keeps only its keys, scripts, decoding and genuine extras (a fencing token, a hash field, a
+// read/write mode, a quorum); its documentation links here and states only what differs.
+//
+// # Model
+//
+// An acquisition sends one script with a fresh random owner token (128 bits) and a TTL. The handle's
+// local estimate of the hold's life is measured from just before that send: deadline = send time + TTL
+// (− the primitive's margin: redlock's clock-drift allowance). The server's expiry starts when the
+// script runs, which is later, so on a correct clock the estimate never outlives the server's hold.
+// Every renewal restarts the estimate from its own send time.
+//
+// # Contract
+//
+// One answer for every handle, whatever the primitive:
+//
+//	situation                                      answer
+//	acquisition granted after the estimate elapsed  not acquired: ErrLateReply; an owner-checked release is sent
+//	acquisition outcome unknown (no reply)          ErrUncertain; an owner-checked release is sent, ordered behind it
+//	cleanup after an uncertain or late acquisition  one release on the same connection (ExecOrdered), no socket
+//	                                                deadline, bounded by the cleanup timeout, surviving ctx
+//	Extend confirmed in time                        (true, nil); estimate = send time + TTL
+//	Extend finds no hold of this owner              (false, nil); the handle ends with ErrLost
+//	Extend reply after the estimate elapsed         (false, nil); the handle ends with ErrExpired and surrenders
+//	                                                the hold (owner-checked release)
+//	handle ended while Extend waited or was in      (false, nil); Extend and Release run one at a time, so a
+//	flight                                          release waits for an in-flight renewal
+//	Extend outcome unknown (no reply)               (false, ErrUncertain); the handle keeps its previous estimate,
+//	                                                a safe lower bound (lowered for a shorter TTL)
+//	Extend fails with a server error reply          (false, err); the handle is unchanged
+//	Extend, Verify on an ended handle               (false, nil), no I/O
+//	Verify finds the hold                           (true, nil); says nothing about any later moment
+//	Verify finds no hold of this owner              (false, nil); the handle ends with ErrLost
+//	Verify fails or is uncertain                    (false, err); the handle is unchanged
+//	Release with a ctx that already ended           error wrapping ctx.Err(); nothing sent; the handle still
+//	                                                vouches (say so: it is usable)
+//	Release sent                                    the handle ends with ErrReleased whatever the outcome;
+//	                                                Released, NotOwned, or AlreadyReleased after an earlier
+//	                                                uncertain attempt
+//	Release uncertain                               ErrUncertain; call Release again to settle (the hold
+//	                                                otherwise expires after its TTL)
+//	Release after an answered release               AlreadyReleased, no I/O
+//	concurrent Release                              serialised: one reports the removal, the others
+//	                                                AlreadyReleased
+//	KeepAlive                                       renews every RenewFraction × TTL; failed or uncertain
+//	                                                renewals retried while the estimate lasts; ends on loss or
+//	                                                expiry; Release stops it and waits for its goroutine
+//	Done, Context                                   one channel and one context for the handle's whole life;
+//	                                                never reopened; the cause is ErrExpired, ErrLost or
+//	                                                ErrReleased (the first one wins)
+//	Remaining, Deadline                             local estimate; Remaining 0 once ended, Forever without
+//	                                                expiry
+//	waiting acquisition                             sleeps on key invalidations and the holders' TTL, never on a
+//	                                                fixed period; a client without working tracking logs one
+//	                                                warning per primitive instance and wakes at the holders' TTL
+//	ctx ends while waiting                          error wrapping ctx.Err() (and ErrUncertain if an attempt was
+//	                                                in flight; its cleanup is sent)
+//
+// The errors are luakit's shared values ([luakit.ErrNotAcquired], [luakit.ErrLateReply],
+// [luakit.ErrUncertain], [luakit.ErrLost], [luakit.ErrExpired], [luakit.ErrReleased],
+// [luakit.ErrKeepAliveRunning]); every primitive re-exports them, so errors.Is(err, lock.ErrLost) and
+// errors.Is(err, luakit.ErrLost) agree.
+//
+// # Ordering
+//
+// Every command of a handle (acquisition, renewal, verification, release, cleanup) is sent without a
+// socket deadline and, through [Send] or a backend using [luakit.Script.ExecOrdered], on one connection
+// of a standalone client, so a command queued after one whose reply timed out runs after it on the
+// server. The limits of that ordering (Cluster clients with a raised PipelineMultiplex,
+// DisableAutoPipelining, a connection broken between the two) are ExecOrdered's.
+//
+// # Non-guarantees
+//
+// The estimate is local timing: a paused process, a clock that jumps, or a server that loses data
+// (restart without persistence, failover to a lagging replica) can end a hold the estimate still
+// vouches for. Check fencing tokens at the protected resource where the primitive issues them.
+//
+// # Concurrency
+//
+// Every method of a Handle and a Waiter is safe for concurrent use. A Handle owns at most one
+// goroutine (a running keep-alive) and one runtime timer.
+package ownership

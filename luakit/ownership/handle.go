@@ -1,0 +1,489 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Forever is what [Handle.Remaining] returns for a held handle without expiry (TTL 0, offered only by
+// the semaphore's permits).
+const Forever time.Duration = math.MaxInt64
+
+// Outcome is the result of [Handle.Release]. The zero value is not an outcome: Release returns it only
+// together with an error.
+type Outcome int
+
+const (
+	// Released: this call removed this owner's hold.
+	Released Outcome = iota + 1
+	// AlreadyReleased: an earlier answered release on this handle (Release, a module's Close, or the
+	// surrender after a late renewal) already settled it, or the hold is absent after an earlier
+	// uncertain Release; nothing was removed now.
+	AlreadyReleased
+	// NotOwned: the server holds nothing of this owner: it expired (and may have been taken by another
+	// owner, whose hold is left intact) or was deleted externally.
+	NotOwned
+)
+
+// String returns "released", "already_released" or "not_owned" ("Outcome(n)" otherwise).
+func (o Outcome) String() string {
+	switch o {
+	case Released:
+		return "released"
+	case AlreadyReleased:
+		return "already_released"
+	case NotOwned:
+		return "not_owned"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Backend is what a primitive supplies to a [Handle]: its owner-checked scripts for one hold. Each
+// method sends one command (or, for redlock, one per node) and reports what the server said; the
+// Handle does the bookkeeping. The ctx passed in carries no deadline (see [luakit.WithoutDeadline]), so
+// backends should send with [luakit.Script.ExecOrdered] to keep a handle's commands in order on one
+// connection. An error the server may have applied must classify as uncertain ([luakit.IsUncertain]) or
+// wrap [luakit.ErrUncertain]; any other error means the script did not run.
+type Backend interface {
+	// Extend restarts this owner's hold at ttl (0: no expiry, where the primitive offers it), counted
+	// on the server. held is false when the server holds nothing of this owner (nothing renewed).
+	Extend(ctx context.Context, ttl time.Duration) (held bool, err error)
+	// Verify reports whether this owner holds at this instant, without renewing.
+	Verify(ctx context.Context) (held bool, err error)
+	// Release removes this owner's hold; removed is false when there was none. Never touches another
+	// owner's hold.
+	Release(ctx context.Context) (removed bool, err error)
+}
+
+// Config is the per-primitive configuration shared by every handle of one factory (a Locker, a
+// Semaphore, ...). It must not change once a handle uses it. The zero value of each field selects the
+// default given.
+type Config struct {
+	// Name prefixes errors and log messages ("lock", "semaphore"). Default "coordkit".
+	Name string
+	// Margin, when set, is subtracted from every local deadline (redlock's clock-drift allowance):
+	// deadline = send time + ttl − Margin(ttl). Default: none.
+	Margin func(ttl time.Duration) time.Duration
+	// RenewFraction is when [Handle.KeepAlive] renews: every RenewFraction × TTL. Default 1/3.
+	RenewFraction float64
+	// RetryDelay is how long KeepAlive waits after a failed renewal before trying again (capped at a
+	// quarter of the renew period), and how long a waiting acquisition waits after a transient error.
+	// Default 50ms.
+	RetryDelay time.Duration
+	// CleanupTimeout bounds each cleanup release: after an uncertain or late acquisition, and the
+	// surrender after a late renewal. Default 1s.
+	CleanupTimeout time.Duration
+	// Logger receives warnings (failed background renewals, failed cleanups). Owner tokens and keys
+	// are never logged. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) name() string {
+	if c.Name == "" {
+		return "coordkit"
+	}
+	return c.Name
+}
+
+func (c *Config) margin(ttl time.Duration) time.Duration {
+	if c.Margin == nil || ttl == 0 {
+		return 0
+	}
+	return c.Margin(ttl)
+}
+
+func (c *Config) renewFraction() float64 {
+	if c.RenewFraction <= 0 {
+		return 1.0 / 3
+	}
+	return c.RenewFraction
+}
+
+func (c *Config) retryDelay() time.Duration {
+	if c.RetryDelay <= 0 {
+		return 50 * time.Millisecond
+	}
+	return c.RetryDelay
+}
+
+func (c *Config) cleanupTimeout() time.Duration {
+	if c.CleanupTimeout <= 0 {
+		return time.Second
+	}
+	return c.CleanupTimeout
+}
+
+func (c *Config) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.Default()
+	}
+	return c.Logger
+}
+
+// Handle is a held owner token with a local estimate of the hold's life: the mechanism every
+// lease-holding handle of Coordkit embeds. The contract it implements is the package documentation's.
+// Its methods are safe for concurrent use. The zero value is not usable: primitives build handles with
+// [Grant].
+type Handle struct {
+	b   Backend
+	cfg *Config
+
+	ctx    context.Context // fixed for the handle's life
+	cancel context.CancelCauseFunc
+	op     chan struct{} // one slot: Extend and Release run one at a time
+
+	mu            sync.Mutex
+	ttl           time.Duration
+	deadline      time.Time // zero: no expiry
+	timer         *time.Timer
+	settled       bool // a release (or surrender) was answered: the server holds nothing of ours
+	releaseSent   bool // a release may have reached the server
+	keepAliveStop context.CancelFunc
+	keepAliveDone chan struct{}
+}
+
+// Grant starts h for a hold the server granted to an acquisition sent at start with ttl (0: no
+// expiry). h is the caller's zero Handle (usually embedded in the primitive's handle type); b and cfg
+// are kept. When the local estimate start + ttl − margin already elapsed, the grant is a late reply: h
+// is left unused, an owner-checked release bounded by cfg.CleanupTimeout is sent through b (surviving
+// ctx's cancellation), and Grant returns [luakit.ErrLateReply]. Grant must be called once per Handle.
+func (h *Handle) Grant(ctx context.Context, b Backend, cfg *Config, start time.Time, ttl time.Duration) error {
+	if h.b != nil {
+		panic("ownership: Grant called twice on one Handle")
+	}
+	var deadline time.Time
+	if ttl > 0 {
+		deadline = start.Add(ttl - cfg.margin(ttl))
+		if !time.Now().Before(deadline) {
+			Cleanup(ctx, cfg, b.Release)
+			return luakit.ErrLateReply
+		}
+	}
+	h.b, h.cfg, h.ttl, h.deadline = b, cfg, ttl, deadline
+	h.ctx, h.cancel = context.WithCancelCause(context.Background())
+	h.op = make(chan struct{}, 1)
+	if ttl > 0 {
+		h.mu.Lock() // expire runs on the timer's goroutine and reads h.timer under h.mu
+		h.timer = time.AfterFunc(time.Until(deadline), h.expire)
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+// Cleanup sends release (a Backend's Release) once, after an acquisition whose outcome was uncertain or
+// late, and reports whether the server answered (which settles that this owner holds nothing). It
+// survives ctx's cancellation, is bounded by cfg.CleanupTimeout, and carries no deadline so that an
+// ordered backend queues it behind the acquisition on the same connection. A failure is logged at
+// warning level; the hold, if written, then expires after its TTL.
+func Cleanup(ctx context.Context, cfg *Config, release func(context.Context) (bool, error)) bool {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.cleanupTimeout())
+	defer cancel()
+	ectx, stop := luakit.WithoutDeadline(cctx)
+	defer stop()
+	if _, err := release(ectx); err != nil {
+		cfg.logger().LogAttrs(context.Background(), slog.LevelWarn,
+			"coordkit/"+cfg.name()+": owner-checked cleanup failed; the hold, if written, expires after its TTL",
+			slog.String("error", err.Error()))
+		return false
+	}
+	return true
+}
+
+// expire runs when the local estimate may have elapsed; a renewal can have moved the deadline.
+func (h *Handle) expire() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx.Err() != nil || h.deadline.IsZero() {
+		return
+	}
+	if d := time.Until(h.deadline); d > 0 {
+		h.timer.Reset(d)
+		return
+	}
+	h.endLocked(luakit.ErrExpired)
+}
+
+// endLocked ends the handle with cause (the first cause wins); h.mu must be held.
+func (h *Handle) endLocked(cause error) {
+	if h.ctx.Err() == nil {
+		h.cancel(cause)
+	}
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+}
+
+// lockOp takes the operation slot or returns ctx's error.
+func (h *Handle) lockOp(ctx context.Context, op string) error {
+	select {
+	case h.op <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case h.op <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %s: waiting for a concurrent operation on the handle: %w", h.cfg.name(), op, ctx.Err())
+	}
+}
+
+func (h *Handle) unlockOp() { <-h.op }
+
+// wrap returns err prefixed with the module's name and op, marked uncertain when no reply was read.
+func (h *Handle) wrap(op string, err error) error {
+	if errors.Is(err, luakit.ErrUncertain) {
+		return fmt.Errorf("%s: %s: %w", h.cfg.name(), op, err)
+	}
+	if luakit.IsUncertain(err) {
+		return fmt.Errorf("%s: %s: %w: %w", h.cfg.name(), op, luakit.ErrUncertain, err)
+	}
+	return fmt.Errorf("%s: %s: %w", h.cfg.name(), op, err)
+}
+
+// TTL returns the hold's current TTL (whole milliseconds; 0 for a hold without expiry). It changes
+// only through a confirmed [Handle.ExtendTTL].
+func (h *Handle) TTL() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ttl
+}
+
+// Deadline returns the local estimate of when the hold ends: the send time of the acquiring or last
+// confirmed renewing command plus the TTL (minus the primitive's margin, such as redlock's drift
+// allowance); the zero time for a hold without expiry. It does not change when the handle ends.
+func (h *Handle) Deadline() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.deadline
+}
+
+// Remaining returns the local estimate of the hold's remaining life: zero once the handle ended
+// (expired, lost or released), [Forever] for a held handle without expiry.
+func (h *Handle) Remaining() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx.Err() != nil {
+		return 0
+	}
+	if h.deadline.IsZero() {
+		return Forever
+	}
+	return max(0, time.Until(h.deadline))
+}
+
+// Done returns a channel closed when the handle stops vouching for ownership: the local estimate
+// elapsed, the server said the hold is gone, or a release was sent. The channel is the same for the
+// handle's whole life, and once closed the handle never vouches again. [Handle.Err] says why.
+func (h *Handle) Done() <-chan struct{} { return h.ctx.Done() }
+
+// Context returns a context cancelled when [Handle.Done] closes, with [Handle.Err] as its cause
+// (context.Cause): [luakit.ErrExpired], [luakit.ErrLost] or [luakit.ErrReleased]. It is the same
+// context for the handle's whole life. Derive the protected work's context from it.
+func (h *Handle) Context() context.Context { return h.ctx }
+
+// Err returns nil while the handle vouches for ownership, then its cause: [luakit.ErrExpired],
+// [luakit.ErrLost] or [luakit.ErrReleased]. The first cause is kept.
+func (h *Handle) Err() error {
+	if h.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(h.ctx)
+}
+
+// Extend renews the hold at its current TTL; see [Handle.ExtendTTL].
+func (h *Handle) Extend(ctx context.Context) (bool, error) {
+	return h.ExtendTTL(ctx, h.TTL())
+}
+
+// ExtendTTL restarts the hold's expiry at ttl, counted on the server, only if this owner still holds
+// it. The primitive validates ttl (the semaphore accepts 0, no expiry; the others need at least 1ms).
+// Fencing tokens never change.
+//
+//   - (true, nil): renewed, and the reply arrived before the local estimate elapsed; the estimate
+//     moves to send time + ttl.
+//   - (false, nil) with no I/O: the handle had already ended.
+//   - (false, nil) and the handle ends with [luakit.ErrLost]: the server holds nothing of this owner.
+//   - (false, nil) and the handle ends with [luakit.ErrExpired]: the server renewed, but the reply
+//     arrived after the local estimate elapsed, so the renewal is not a success; the handle surrenders
+//     the hold (an owner-checked release bounded by the cleanup timeout, as after a late acquisition).
+//   - (false, err wrapping [luakit.ErrUncertain]): no reply was read. The handle keeps vouching until
+//     its previous estimate, which stays a safe lower bound (a renewal only moves expiry from its own
+//     run; with a shorter ttl the estimate is lowered to send time + ttl). Retry, or let it elapse.
+//   - (false, err) for any other failure, such as a server error reply or ctx ending before the send:
+//     nothing happened on the server and the handle is unchanged.
+//
+// Extend and Release on one handle run one at a time; ctx bounds the wait for the other one and the
+// round trip (no socket deadline is set: the connection stays usable after a timeout).
+func (h *Handle) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
+	if err := h.lockOp(ctx, "extend"); err != nil {
+		return false, err
+	}
+	defer h.unlockOp()
+	if h.ctx.Err() != nil {
+		return false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("%s: extend: %w", h.cfg.name(), err)
+	}
+	ectx, stop := luakit.WithoutDeadline(ctx)
+	start := time.Now()
+	held, err := h.b.Extend(ectx, ttl)
+	stop()
+	h.mu.Lock()
+	if err != nil {
+		if errors.Is(err, luakit.ErrUncertain) || luakit.IsUncertain(err) {
+			// The renewal may run later: keep the estimate, lowered if the new TTL is shorter.
+			if ttl > 0 && h.ctx.Err() == nil {
+				if d := start.Add(ttl - h.cfg.margin(ttl)); h.deadline.IsZero() || d.Before(h.deadline) {
+					h.setDeadlineLocked(d)
+				}
+			}
+		}
+		h.mu.Unlock()
+		return false, h.wrap("extend", err)
+	}
+	if !held {
+		h.endLocked(luakit.ErrLost)
+		h.mu.Unlock()
+		return false, nil
+	}
+	if h.ctx.Err() != nil || (!h.deadline.IsZero() && !time.Now().Before(h.deadline)) {
+		// The reply came after the estimate elapsed: not a success. The server renewed, so give the
+		// hold back instead of leaving it for its whole TTL (for ever with no expiry).
+		h.endLocked(luakit.ErrExpired)
+		h.releaseSent = true
+		h.mu.Unlock()
+		if Cleanup(ctx, h.cfg, h.b.Release) {
+			h.mu.Lock()
+			h.settled = true
+			h.mu.Unlock()
+		}
+		return false, nil
+	}
+	h.ttl = ttl
+	if ttl == 0 {
+		h.deadline = time.Time{}
+		if h.timer != nil {
+			h.timer.Stop()
+		}
+	} else {
+		h.setDeadlineLocked(start.Add(ttl - h.cfg.margin(ttl)))
+	}
+	h.mu.Unlock()
+	return true, nil
+}
+
+// setDeadlineLocked moves the local estimate to d and rearms the timer; h.mu must be held.
+func (h *Handle) setDeadlineLocked(d time.Time) {
+	h.deadline = d
+	if h.timer == nil {
+		h.timer = time.AfterFunc(time.Until(d), h.expire)
+		return
+	}
+	h.timer.Reset(time.Until(d))
+}
+
+// Verify asks the server whether this owner holds at this instant; it cannot vouch for any later
+// moment and does not renew.
+//
+//   - (true, nil): held when the server ran the check, and the handle still vouches.
+//   - (false, nil) with no I/O: the handle had already ended.
+//   - (false, nil) and the handle ends with [luakit.ErrLost]: the server holds nothing of this owner.
+//   - (false, nil): held, but the handle's estimate elapsed while the check was in flight.
+//   - (false, err): the check failed or was uncertain (wrapping [luakit.ErrUncertain]); the handle is
+//     unchanged.
+//
+// It blocks for one round trip, bounded by ctx, and does not wait for a concurrent Extend or Release.
+func (h *Handle) Verify(ctx context.Context) (bool, error) {
+	if h.ctx.Err() != nil {
+		return false, nil
+	}
+	ectx, stop := luakit.WithoutDeadline(ctx)
+	held, err := h.b.Verify(ectx)
+	stop()
+	if err != nil {
+		return false, h.wrap("verify", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !held {
+		h.endLocked(luakit.ErrLost)
+		return false, nil
+	}
+	return h.ctx.Err() == nil, nil
+}
+
+// Release removes the hold if this owner still has it; another owner's hold is never touched. It
+// first stops a running keep-alive and waits for its goroutine to exit.
+//
+//   - ctx already ended (before anything is sent): an error wrapping ctx.Err(); nothing was sent and
+//     the handle still vouches for ownership as before (call Release again with a live ctx).
+//   - Otherwise the handle ends with [luakit.ErrReleased] as the release is sent, whatever its outcome.
+//   - [Released]: this call removed the hold. [NotOwned]: the server held nothing of this owner.
+//     [AlreadyReleased]: an earlier answered release settled it (no I/O), or the hold is absent after
+//     an earlier uncertain attempt.
+//   - An error wrapping [luakit.ErrUncertain]: no reply was read; call Release again to settle it (the
+//     hold otherwise expires after its TTL). Any other error: the script did not run (the hold is
+//     unchanged on the server); Release may be called again.
+//
+// Concurrent Release calls run one at a time (and after an in-flight Extend): exactly one reports the
+// removal, the others [AlreadyReleased]. ctx bounds the wait and the round trip.
+func (h *Handle) Release(ctx context.Context) (Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("%s: release: nothing sent, the handle is unchanged: %w", h.cfg.name(), err)
+	}
+	h.stopKeepAlive()
+	if err := h.lockOp(ctx, "release"); err != nil {
+		return 0, err
+	}
+	defer h.unlockOp()
+	h.mu.Lock()
+	if h.settled {
+		h.endLocked(luakit.ErrReleased)
+		h.mu.Unlock()
+		return AlreadyReleased, nil
+	}
+	if err := ctx.Err(); err != nil {
+		h.mu.Unlock()
+		return 0, fmt.Errorf("%s: release: nothing sent, the handle is unchanged: %w", h.cfg.name(), err)
+	}
+	retry := h.releaseSent
+	h.releaseSent = true
+	h.endLocked(luakit.ErrReleased)
+	h.mu.Unlock()
+
+	ectx, stop := luakit.WithoutDeadline(ctx)
+	removed, err := h.b.Release(ectx)
+	stop()
+	if err != nil {
+		return 0, h.wrap("release", err)
+	}
+	h.mu.Lock()
+	h.settled = true
+	h.mu.Unlock()
+	switch {
+	case removed:
+		return Released, nil
+	case retry:
+		return AlreadyReleased, nil
+	default:
+		return NotOwned, nil
+	}
+}
+
+// Settled reports whether an answered release (or surrender) settled that the server holds nothing of
+// this owner; a module's best-effort Close uses it to skip I/O.
+func (h *Handle) Settled() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.settled
+}

@@ -1,0 +1,22 @@
+package ownership
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Send runs an acquisition (or any command of a handle) so that an owner-checked cleanup sent after it
+// runs after it on the server: without a socket deadline ([luakit.WithoutDeadline]; ctx still bounds the
+// wait for the reply) and through [luakit.Script.ExecOrdered]. It returns the time taken just before the
+// send, from which the handle's local estimate is measured, and the reply. It blocks for one round trip.
+func Send(ctx context.Context, s *luakit.Script, c rueidis.Client, keys, args []string) (time.Time, rueidis.RedisResult) {
+	ectx, stop := luakit.WithoutDeadline(ctx)
+	start := time.Now()
+	resp := s.ExecOrdered(ectx, c, keys, args)
+	stop()
+	return start, resp
+}
