@@ -1,0 +1,56 @@
+package ownership
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// The setters below validate a primitive's With* option once, with one message for every module, so
+// that each module's option is a one-line call. They return an error naming the module (Config.Name)
+// and leave c unchanged when the value is out of range.
+
+// SetRenewFraction sets RenewFraction; it must be in (0, 0.9].
+func (c *Config) SetRenewFraction(fraction float64) error {
+	if !(fraction > 0 && fraction <= 0.9) {
+		return fmt.Errorf("%s: renew fraction %v outside (0, 0.9]", c.name(), fraction)
+	}
+	c.RenewFraction = fraction
+	return nil
+}
+
+// SetCleanupTimeout sets CleanupTimeout; it must be positive.
+func (c *Config) SetCleanupTimeout(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%s: cleanup timeout %v must be positive", c.name(), d)
+	}
+	c.CleanupTimeout = d
+	return nil
+}
+
+// SetRetryDelay sets RetryDelay; it must be positive.
+func (c *Config) SetRetryDelay(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%s: retry delay %v must be positive", c.name(), d)
+	}
+	c.RetryDelay = d
+	return nil
+}
+
+// SetLogger sets Logger; it must not be nil.
+func (c *Config) SetLogger(l *slog.Logger) error {
+	if l == nil {
+		return fmt.Errorf("%s: nil logger", c.name())
+	}
+	c.Logger = l
+	return nil
+}
+
+// SetUntrackedWait sets a Waiter's UntrackedWait through its Config owner; it must be positive.
+func (w *Waiter) SetUntrackedWait(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%s: untracked wait %v must be positive", w.Config.name(), d)
+	}
+	w.UntrackedWait = d
+	return nil
+}
