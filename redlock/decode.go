@@ -84,21 +84,29 @@ func decodeFence(msg rueidis.RedisMessage, err error) error {
 	return fmt.Errorf("%w: fence", errMalformedReply)
 }
 
-// decodeExtend decodes extend.lua's reply: nil when this node extended the lock.
-func decodeExtend(msg rueidis.RedisMessage, err error) error {
+// decodeExtend decodes extend.lua's reply: nil when this node extended the lock, ErrNotOwner when it
+// does not hold this owner's token.
+func decodeExtend(msg rueidis.RedisMessage, err error) error { return decodeOwned(msg, err, "extend") }
+
+// decodeVerify decodes verify.lua's reply: nil when this node holds this owner's token, ErrNotOwner
+// when it does not.
+func decodeVerify(msg rueidis.RedisMessage, err error) error { return decodeOwned(msg, err, "verify") }
+
+// decodeOwned decodes a 1 (nil) / 0 (ErrNotOwner) reply of the script op.
+func decodeOwned(msg rueidis.RedisMessage, err error, op string) error {
 	if err != nil {
 		return err
 	}
 	n, err := msg.AsInt64()
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: extend", errMalformedReply)
+		return fmt.Errorf("%w: %s", errMalformedReply, op)
 	case n == 1:
 		return nil
 	case n == 0:
 		return ErrNotOwner
 	}
-	return fmt.Errorf("%w: extend", errMalformedReply)
+	return fmt.Errorf("%w: %s", errMalformedReply, op)
 }
 
 // decodeRelease decodes release.lua's reply: 1 deleted, 0 absent, -1 held by another owner. Any of the

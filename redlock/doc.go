@@ -14,18 +14,36 @@
 //	l, err := g.TryAcquire(ctx, "invoice:42", 10*time.Second)
 //	if err != nil { return err }            // errors.Is(err, redlock.ErrNotAcquired)
 //	defer l.Close()
-//	work(l.Context())                       // finish well within l.Remaining()
+//	_ = l.KeepAlive(ctx)                    // optional: renew on a quorum every TTL/3
+//	work(l.Context())                       // ends when the lock is lost or its validity elapses
 //
 // Acquisition takes the time, sends SET key token NX PX ttl to every node in parallel, each bounded by
 // the node timeout (default 1s), and waits for all replies or timeouts. It succeeds only when a majority
 // granted the lock and validity = TTL − elapsed − (TTL × drift factor + 2ms) is positive (drift factor
 // default 0.01). Otherwise an owner-checked delete goes to every node, including the ones that failed
-// or timed out. [Lock.Renew] resets the TTL on a quorum (owner-checked); a renewal no quorum confirms
-// ends the lease and removes the token best-effort everywhere. [Lock.Release] deletes on every node and
-// reports true when a quorum replied (see its documentation for "replied"); on false the handle stops
-// reporting ownership but keeps its token so Release can be retried. [Lock.Close] makes one best-effort
-// attempt. Per-node failures are reported as a [*QuorumError] listing each [NodeError] (index, address,
-// cause).
+// or timed out. Per-node failures are reported as a [*QuorumError] listing each [NodeError] (index,
+// address, cause).
+//
+// A [Lock] is an owner-token handle: Extend, ExtendTTL, KeepAlive, Verify, Release, Done, Context, Err,
+// Remaining, Deadline and TTL behave as the contract in package
+// github.com/coordkit/coordkit/luakit/ownership says, a quorum of nodes standing for the server. What
+// differs:
+//
+//   - The local estimate ends at send time + TTL − drift allowance, never at send time + TTL.
+//   - Extend and Verify send one owner-checked script per node (extend.lua, verify.lua). They hold when
+//     a majority confirms. They find the lock lost ([ErrLost]) when the nodes that lack the token leave
+//     fewer than a quorum that could confirm; a renewal then also deletes the token on every node
+//     (owner-checked, bounded by the node timeout). Anything between, such as failures and timeouts on
+//     too many nodes, is a [*QuorumError] wrapping [ErrUncertain] and [ErrNoQuorum]: the lock keeps its
+//     previous estimate.
+//   - Release deletes on every node: [Released] when a quorum replied and at least one of them deleted
+//     the token, [NotOwned] when a quorum replied and none held it, a [*QuorumError] wrapping
+//     [ErrUncertain] when fewer than a quorum replied (Release can be sent again). A node replied when
+//     its script ran, whatever it found; afterwards this owner's token is not on it. Once sent, the
+//     deletes run to the node timeout even when ctx ends; [Lock.Close] is one Release with a background
+//     context.
+//   - [Group.Acquire] retries after random delays instead of waking on key invalidations (see its
+//     documentation).
 //
 // # Fenced mode
 //
@@ -57,16 +75,19 @@
 // # Guarantees
 //
 //   - Acquisition succeeds only with a majority of grants and positive validity; the local estimate
-//     ([Lock.Remaining], Done, Context) starts at the moment before the requests were sent and ends at
+//     (Remaining, Done, Context) starts at the moment before the requests were sent and ends at
 //     start + TTL − drift allowance, so on clocks within the drift factor it ends before any node's key
-//     expires.
+//     expires. Every confirmed renewal restarts it from the renewal's send time; a renewal whose quorum
+//     answered after the estimate elapsed is not a success (the lock ends with [ErrExpired] and is
+//     deleted on every node).
 //   - A failed attempt sends an owner-checked delete to every node (never touching another owner's lock).
 //     A node whose reply came after the node timeout counts as failed; a SET that it applies late is
 //     deleted by that cleanup, which is queued behind it on the same connection: every node command
 //     goes through luakit's Script.ExecOrdered (the client's first pipelined connection, whatever
 //     ClientOption.PipelineMultiplex says) and is bounded by cancellation, not by a socket deadline,
 //     so giving up on a reply leaves the connection open; and a node's command of one step is queued
-//     only after that node's command of the previous step was queued (or given up before queueing).
+//     only after that node's command of the previous step of the same lock (acquire, fence, extend,
+//     verify, release, cleanup) was queued, or given up before queueing.
 //     A late SET stays, until its TTL, only when that connection breaks in between, when the cleanup's
 //     own node timeout passes first, or on clients with DisableAutoPipelining (pooled connections,
 //     where no order holds).
@@ -75,7 +96,7 @@
 //     (rueidis finishes the handshake, or gives up at the client's Dialer.Timeout, in the
 //     background); the command then is not sent, since its context ended first.
 //   - Outcomes that cannot be known (timeout, cancellation, broken connection) are reported per node as
-//     [ErrUncertain], never counted as success.
+//     [ErrUncertain], never counted as success, nor as a node's refusal.
 //   - Invalid input (empty key, TTL under 1ms or not above the drift allowance, lock key equal to the
 //     fence key) fails before any I/O; [NewGroup] rejects nil, duplicate and Cluster clients and even or
 //     too small groups.
@@ -97,10 +118,13 @@
 //     node (Sentinel) have the same effect: a promoted replica may lack the key and the counter.
 //   - Unreachable nodes: a node that cannot be reached keeps the lock until its TTL ends. After a node
 //     restarts, each of the client's connections to it fails its next command once (rueidis then
-//     reconnects), so that node counts as failed for one step. A node that
-//     exceeded the node timeout counts as failed; if its connection breaks before the cleanup is
-//     queued behind the late command, that command may still run and hold the token until expiry,
-//     which can block the quorum of the next attempts.
+//     reconnects), so that node counts as failed for one step. A node that exceeded the node timeout
+//     counts as failed; if its connection breaks before the cleanup is queued behind the late command,
+//     that command may still run and hold the token until expiry, which can block the quorum of the
+//     next attempts.
+//   - Verify asks each node at a slightly different instant: a quorum that confirms says that each of
+//     those nodes held the token when its script ran, not that a majority held it at one moment, and
+//     nothing about any later moment.
 //
 // Use a consensus-backed lock (etcd, ZooKeeper) or a fencing authority when stale owners must be
 // rejected under every failure; use fenced mode with a checking resource to narrow the window.
@@ -121,7 +145,8 @@
 //
 // # Concurrency
 //
-// [Group] and [Lock] are safe for concurrent use. Every operation starts one goroutine per node and waits
-// for them all before returning; nothing runs in the background except a timer that closes
-// [Lock.Done].
+// [Group] and [Lock] are safe for concurrent use. Every operation starts one goroutine per node and
+// returns when each replied or the node timeout passed; a goroutine given up on ends when its client
+// returns. A Lock's Extend and Release run one at a time; Verify runs beside them. Nothing runs in the
+// background except a timer that closes the lock's Done and, while its KeepAlive runs, its goroutine.
 package redlock

@@ -4,33 +4,62 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
-// Sentinel errors. Compare with errors.Is: most are returned wrapped with detail.
+// The ownership errors are luakit's shared values (see the contract in package
+// github.com/coordkit/coordkit/luakit/ownership), so errors.Is(err, redlock.ErrLost) and
+// errors.Is(err, luakit.ErrLost) agree, whichever Coordkit primitive returned err.
 var (
-	// ErrNotAcquired is wrapped by every failed [Group.TryAcquire] (a [*QuorumError] with Op "acquire"
-	// or "fence", or an [ErrNoValidity] failure). The attempt was cleaned up: an owner-checked delete was
-	// sent to every node, including nodes that failed or timed out.
-	ErrNotAcquired = errors.New("redlock: lock not acquired")
+	// ErrNotAcquired (luakit's value) is wrapped by every [Group.TryAcquire] attempt that failed after
+	// sending: a [*QuorumError] with Op "acquire" or "fence", a counter overflow, or a late majority
+	// ([ErrLateReply]). Unlike a single-server lock, the attempt may have written to some nodes: it was
+	// cleaned up (an owner-checked delete sent to every node, including nodes that failed or timed out)
+	// before TryAcquire returned. When a node's outcome was unknown the error also wraps [ErrUncertain].
+	ErrNotAcquired = luakit.ErrNotAcquired
 
+	// ErrLateReply (luakit's value) is wrapped, with [ErrNotAcquired], by an attempt that a majority
+	// granted but whose validity, TTL − elapsed − drift allowance, was used up when the last needed
+	// reply arrived: the lock was removed from every node (owner-checked, bounded by the node timeout).
+	ErrLateReply = luakit.ErrLateReply
+
+	// ErrUncertain (luakit's value) marks outcomes that cannot be known. Per node ([NodeError].Err): a
+	// command may have reached the node but no reply was read in time (node timeout, cancellation,
+	// broken connection). For a whole [Lock.Extend], [Lock.Verify] or [Lock.Release]: no quorum either
+	// way (a [*QuorumError] wrapping it): the lock keeps its previous estimate, or the release can be
+	// retried.
+	ErrUncertain = luakit.ErrUncertain
+
+	// ErrLost (luakit's value) is a [Lock]'s cause once enough nodes said this owner's token is gone
+	// that no quorum can hold it (from Extend, Verify or a keep-alive renewal).
+	ErrLost = luakit.ErrLost
+
+	// ErrExpired (luakit's value) is a [Lock]'s cause once its validity estimate elapsed without a
+	// confirmed renewal.
+	ErrExpired = luakit.ErrExpired
+
+	// ErrReleased (luakit's value) is a [Lock]'s cause once a release was sent ([Lock.Release],
+	// [Lock.Close]), whatever its outcome.
+	ErrReleased = luakit.ErrReleased
+
+	// ErrKeepAliveRunning (luakit's value) is returned by [Lock.KeepAlive] when a keep-alive already
+	// runs on the lock.
+	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning
+)
+
+// Sentinel errors of this package. Compare with errors.Is: most are returned wrapped with detail.
+var (
 	// ErrNoQuorum is wrapped by every [*QuorumError]: fewer than a majority of nodes confirmed the step.
 	ErrNoQuorum = errors.New("redlock: no quorum")
-
-	// ErrNoValidity is returned (with [ErrNotAcquired]) when a majority granted the lock but the time the
-	// attempt took plus the drift allowance used up the whole TTL, so no validity was left; and by
-	// [Lock.Renew] in the same situation. The lock was removed best-effort from every node.
-	ErrNoValidity = errors.New("redlock: no validity left after elapsed time and clock drift")
 
 	// ErrHeld is a per-node error ([NodeError].Err): another owner holds the lock on that node.
 	ErrHeld = errors.New("redlock: held by another owner on this node")
 
-	// ErrNotOwner is a per-node error of a renewal or fence step: this owner's token is no longer on the
-	// node (it expired, was deleted, or the node restarted empty).
+	// ErrNotOwner is a per-node error of an extend, verify or fence step: this owner's token is not on
+	// the node (it expired, was deleted, or the node restarted empty).
 	ErrNotOwner = errors.New("redlock: owner token not present on this node")
-
-	// ErrUncertain wraps per-node failures where a command may have reached the node but no reply was
-	// read (timeout, cancellation, broken connection): the node's state is unknown.
-	ErrUncertain = errors.New("redlock: node outcome uncertain")
 
 	// ErrCounter is wrapped by every [*CounterError]: a node's fence counter cannot issue a token.
 	ErrCounter = errors.New("redlock: fence counter cannot issue a token")
@@ -54,18 +83,20 @@ var (
 
 	// ErrDuplicateClient is returned by [NewGroup] when the same client value appears twice.
 	ErrDuplicateClient = errors.New("redlock: the same client appears twice")
-
-	// ErrReleased is the cause reported by [Lock.Err] after [Lock.Release] or [Lock.Close] (whatever
-	// their outcome: a release that no quorum confirmed still ends the handle's ownership).
-	ErrReleased = errors.New("redlock: lock released")
-
-	// ErrExpired is the cause reported by [Lock.Err] once the validity estimate elapsed without a
-	// confirmed renewal.
-	ErrExpired = errors.New("redlock: lock validity elapsed")
-
-	// ErrLost is the cause reported by [Lock.Err] after a renewal that no quorum confirmed.
-	ErrLost = errors.New("redlock: lock lost (renewal not confirmed by a quorum)")
 )
+
+// lateError is a [Group.TryAcquire] attempt that a majority granted too late (see [ErrLateReply]).
+type lateError struct {
+	ttl, elapsed, drift time.Duration
+}
+
+func (e *lateError) Error() string {
+	return fmt.Sprintf("redlock: acquire: not acquired: the majority's replies left no validity (ttl %v, elapsed %v, drift allowance %v)",
+		e.ttl, e.elapsed, e.drift)
+}
+
+// Unwrap returns [ErrNotAcquired] and [ErrLateReply].
+func (e *lateError) Unwrap() []error { return []error{ErrNotAcquired, ErrLateReply} }
 
 // NodeError is the failure of one node in one step.
 type NodeError struct {
@@ -89,24 +120,30 @@ func (e NodeError) Error() string {
 // Unwrap returns Err.
 func (e NodeError) Unwrap() error { return e.Err }
 
-// QuorumError reports a step that fewer than a majority of nodes confirmed. It wraps [ErrNoQuorum]
-// (and [ErrNotAcquired] for Op "acquire" and "fence") and every node's error, so errors.Is finds, for
-// example, [ErrHeld], [ErrUncertain] or context.DeadlineExceeded when any node failed that way.
+// QuorumError reports a step that no quorum settled. For "acquire" and "fence" fewer than a majority
+// of nodes confirmed (it then wraps [ErrNotAcquired]); for "extend" and "verify" neither a majority
+// confirmed nor enough nodes refused to rule a majority out; for "release" fewer than a majority
+// replied. The last three leave the lock's state unknown, so they wrap [ErrUncertain]. Every
+// QuorumError wraps [ErrNoQuorum] and each node's error, so errors.Is finds, for example, [ErrHeld] or
+// context.DeadlineExceeded when any node failed that way.
 type QuorumError struct {
-	// Op is the step: "acquire", "fence" (fenced mode's token write), "renew" or "release".
+	// Op is the step: "acquire", "fence" (fenced mode's token write), "extend", "verify" or "release".
 	Op string
 	// Needed is the quorum: len(clients)/2 + 1.
 	Needed int
-	// Got is how many nodes confirmed the step (acquired, fenced, renewed, or replied to the release).
+	// Got is how many nodes confirmed the step (acquired, fenced, extended, still held the token, or
+	// replied to the release).
 	Got int
 	// Nodes lists every node that did not confirm, in index order.
 	Nodes []NodeError
 }
 
-// Error names the step, the counts and every failing node.
+// Error gives the counts and every failing node ("no quorum: 2 of 3 needed nodes confirmed: node 2
+// (addr): ..."); the error that wraps it names the package and the step. It never contains keys or
+// tokens.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "redlock: %s: %d of %d needed nodes confirmed", e.Op, e.Got, e.Needed)
+	fmt.Fprintf(&b, "no quorum: %d of %d needed nodes confirmed", e.Got, e.Needed)
 	if len(e.Nodes) > 0 {
 		b.WriteString(": ")
 		writeNodeErrors(&b, e.Nodes)
@@ -124,12 +161,16 @@ func writeNodeErrors(b *strings.Builder, nodes []NodeError) {
 	}
 }
 
-// Unwrap returns [ErrNoQuorum], [ErrNotAcquired] for an acquisition, and each node's error.
+// Unwrap returns [ErrNoQuorum]; [ErrNotAcquired] for "acquire" and "fence"; [ErrUncertain] for
+// "extend", "verify" and "release"; and each node's error.
 func (e *QuorumError) Unwrap() []error {
 	out := make([]error, 0, len(e.Nodes)+2)
 	out = append(out, ErrNoQuorum)
-	if e.Op == "acquire" || e.Op == "fence" {
+	switch e.Op {
+	case "acquire", "fence":
 		out = append(out, ErrNotAcquired)
+	case "extend", "verify", "release":
+		out = append(out, ErrUncertain)
 	}
 	for _, n := range e.Nodes {
 		out = append(out, n)

@@ -70,35 +70,47 @@ func ExampleWithFencing() {
 	fmt.Println("write with fencing token", l.FencingToken())
 }
 
-// Release reports whether a quorum of nodes replied; on false the handle keeps its token for a retry.
-// (Compile-only.)
+// Release reports what a quorum of nodes said; when fewer than a quorum replied it returns an error
+// wrapping ErrUncertain, and sending it again settles the lock. (Compile-only.)
 func ExampleLock_Release() {
 	var l *redlock.Lock // from TryAcquire
-	ok, err := l.Release(context.Background())
+	outcome, err := l.Release(context.Background())
 	var qe *redlock.QuorumError
-	if !ok && errors.As(err, &qe) {
+	if errors.As(err, &qe) {
 		for _, n := range qe.Nodes {
 			log.Printf("node %d (%s) did not reply: %v", n.Index, n.Addr, n.Err)
 		}
-		_, _ = l.Release(context.Background()) // retry later
+		outcome, err = l.Release(context.Background()) // retry later: Released, AlreadyReleased or NotOwned
+	}
+	if err == nil && outcome == redlock.NotOwned {
+		log.Print("the lock had expired before the release")
 	}
 }
 
-// Renew before the validity runs out; a renewal no quorum confirms ends the lease. (Compile-only.)
-func ExampleLock_Renew() {
+// KeepAlive renews the lock on a quorum every TTL/3 until the work is done; the work watches the
+// lock's context, which ends if the lock is lost or its validity elapses. (Compile-only.)
+func ExampleLock_KeepAlive() {
 	var l *redlock.Lock // from TryAcquire
-	ticker := time.NewTicker(l.TTL() / 3)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-l.Done():
-			return
-		case <-ticker.C:
-			if ok, err := l.Renew(context.Background()); !ok {
-				log.Printf("lease ended: %v", err)
-				return
-			}
-		}
+	defer l.Close()     // stops the keep-alive too
+	if err := l.KeepAlive(context.Background()); err != nil {
+		return // the lock already ended
+	}
+	work := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	if err := work(l.Context()); err != nil {
+		log.Printf("stopped: %v", context.Cause(l.Context()))
+	}
+}
+
+// Verify asks the nodes whether a quorum still holds this owner's token, without renewing it.
+// (Compile-only.)
+func ExampleLock_Verify() {
+	var l *redlock.Lock // from TryAcquire
+	held, err := l.Verify(context.Background())
+	switch {
+	case errors.Is(err, redlock.ErrUncertain):
+		log.Printf("no quorum either way: %v", err) // the lock keeps its estimate
+	case err == nil && !held:
+		log.Printf("lost: %v", l.Err()) // redlock.ErrLost, or the lock had already ended
 	}
 }
 

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -9,244 +10,175 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
-// Lock is a lock acquired by [Group.TryAcquire] or [Group.Acquire]: a random owner token held, with
-// the lock's TTL, by at least a majority of the group's nodes.
+// ReleaseOutcome is what a [Lock]'s Release reports: the outcome shared by every Coordkit handle.
+type ReleaseOutcome = ownership.Outcome
+
+// The outcomes of a Lock's Release.
+const (
+	// Released: a quorum of nodes replied and at least one of them deleted this owner's token, so a
+	// majority is known to be free of it.
+	Released = ownership.Released
+	// AlreadyReleased: an earlier answered release (Release, Close, or the surrender after a late
+	// renewal) settled the lock, and nothing was sent; or, after an earlier uncertain Release, a quorum
+	// replied and none of them held the token any more.
+	AlreadyReleased = ownership.AlreadyReleased
+	// NotOwned: a quorum of nodes replied and none held this owner's token (it expired or was
+	// deleted); another owner's lock is left alone.
+	NotOwned = ownership.NotOwned
+)
+
+// Lock is a lock acquired by [Group.TryAcquire] or [Group.Acquire]: a random owner token held, with the
+// lock's TTL, by at least a majority of the group's nodes. Its Extend, KeepAlive, Verify, Release,
+// Done, Context, Err, Remaining, Deadline and TTL are the embedded [ownership.Handle]'s: see the
+// contract in package github.com/coordkit/coordkit/luakit/ownership. What differs:
 //
-// Ownership is a local estimate: the handle reports the lock as held ([Lock.Remaining] > 0, Done open)
-// until the validity computed at acquisition or at the last confirmed renewal elapses, a renewal fails,
-// or Release or Close is called. That estimate is local timing and proves nothing by itself (see the
-// package documentation's non-guarantees). Renew and Release are serialised on one handle. A Lock is
-// safe for concurrent use by multiple goroutines; it owns no goroutine (a runtime timer closes Done).
+//   - The local estimate ends at send time + TTL − drift allowance (TTL × drift factor + 2ms).
+//   - A quorum stands for the server. Extend and Verify hold when a majority confirms, and find the lock
+//     lost when the nodes that lack the token leave no majority possible (a lost renewal then deletes
+//     the token wherever it is left); anything between is uncertain, a [*QuorumError].
+//   - Release reports [Released] when a quorum replied and one of them deleted the token, [NotOwned]
+//     when a quorum replied without it; once sent it runs to the node timeout whatever ctx does.
+//
+// A Lock is safe for concurrent use; it owns a goroutine only while KeepAlive runs.
 type Lock struct {
-	g     *Group
+	ownership.Handle
+	b     backend
 	key   string // logical key as the caller gave it
-	pkey  string // physical key
-	token string
 	fence int64
-	ttl   time.Duration
-	drift time.Duration
-
-	op    chan struct{} // a one-slot semaphore serialising Renew and Release
-	prior inflight      // node goroutines of earlier steps that may still be running; guarded by op
-
-	mu       sync.Mutex
-	deadline time.Time // validity deadline (monotonic clock reading)
-	timer    *time.Timer
-	released bool // a Release was confirmed by a quorum
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-}
-
-func newLock(g *Group, key, pkey, token string, fence int64, ttl, drift time.Duration, start time.Time, prior inflight) *Lock {
-	l := &Lock{g: g, key: key, pkey: pkey, token: token, fence: fence, ttl: ttl, drift: drift, op: make(chan struct{}, 1), prior: prior}
-	l.ctx, l.cancel = context.WithCancelCause(context.Background())
-	l.mu.Lock()
-	l.deadline = start.Add(ttl - drift)
-	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
-	l.mu.Unlock()
-	return l
-}
-
-// expire runs on the validity timer: it ends the handle unless a renewal moved the deadline.
-func (l *Lock) expire() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ctx.Err() != nil {
-		return
-	}
-	if d := time.Until(l.deadline); d > 0 {
-		l.timer.Reset(d)
-		return
-	}
-	l.cancel(ErrExpired)
-}
-
-// end stops reporting ownership with cause (the first cause wins). Callers hold l.mu.
-func (l *Lock) endLocked(cause error) {
-	l.timer.Stop()
-	l.cancel(cause)
 }
 
 // Key returns the lock key as given to TryAcquire (without the key prefix).
 func (l *Lock) Key() string { return l.key }
-
-// TTL returns the TTL sent to the nodes (the requested TTL truncated to whole milliseconds).
-func (l *Lock) TTL() time.Duration { return l.ttl }
 
 // FencingToken returns the lock's fencing token in fenced mode ([WithFencing]): a positive int64, equal
 // across renewals. Without fencing it returns 0. See the package documentation for what the token does
 // and does not guarantee.
 func (l *Lock) FencingToken() int64 { return l.fence }
 
-// Remaining returns the local estimate of the validity left: the deadline (acquisition or last
-// confirmed renewal start + TTL − drift allowance) minus now, and 0 once the handle ended (expired,
-// lost, released). It is local timing and does not prove ownership. It never blocks.
-func (l *Lock) Remaining() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ctx.Err() != nil {
-		return 0
-	}
-	return max(0, time.Until(l.deadline))
-}
-
-// Deadline returns the validity deadline of the local estimate (see [Lock.Remaining]). It does not
-// change when the handle ends.
-func (l *Lock) Deadline() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.deadline
-}
-
-// Done returns a channel closed when the handle stops reporting ownership: the validity estimate
-// elapsed ([ErrExpired]), a renewal was not confirmed ([ErrLost]), or Release / Close was called
-// ([ErrReleased]). [Lock.Err] then says which.
-func (l *Lock) Done() <-chan struct{} { return l.ctx.Done() }
-
-// Err returns nil while the handle reports ownership, and afterwards the cause: [ErrExpired],
-// [ErrLost] or [ErrReleased].
-func (l *Lock) Err() error { return context.Cause(l.ctx) }
-
-// Context returns a context cancelled when Done closes, with [Lock.Err] as its cause (see
-// context.Cause). Derive the protected work's context from it.
-func (l *Lock) Context() context.Context { return l.ctx }
-
-// acquireOp waits for the handle's operation slot (serialising Renew and Release) or ctx.
-func (l *Lock) acquireOp(ctx context.Context, op string) error {
-	select {
-	case l.op <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("redlock: %s: waiting for a concurrent operation: %w", op, ctx.Err())
-	}
-}
-
-func (l *Lock) releaseOp() { <-l.op }
-
-// Renew resets the lock's TTL on every node where this owner still holds it (one owner-checked script
-// per node, in parallel, each bounded by the node timeout and by ctx) and returns true when a majority
-// confirmed and validity is left: the new deadline is the renewal's start + TTL − drift allowance.
-//
-// A renewal that no quorum confirms (node failures, timeouts, ctx cancellation) or that leaves no
-// validity ends the lease: the handle ends with [ErrLost], an owner-checked delete is sent to every node
-// (best-effort, bounded by the node timeout even when ctx is cancelled), and Renew returns false with a
-// [*QuorumError] (Op "renew") or an error wrapping [ErrNoValidity]. Acquire again to continue.
-//
-// On a handle that already ended (expired, lost, released) Renew does no I/O and returns false with
-// [Lock.Err]. It waits for a concurrent Release or Renew on the same handle first; a ctx that ends
-// while waiting returns false with an error wrapping ctx.Err() and leaves the handle unchanged.
-// The fencing token is unchanged by renewal.
-func (l *Lock) Renew(ctx context.Context) (bool, error) {
-	if err := l.acquireOp(ctx, "renew"); err != nil {
+// ExtendTTL is the embedded [ownership.Handle.ExtendTTL] with this package's TTL rules: ttl is
+// truncated to whole milliseconds and must exceed its drift allowance, else it returns an error
+// wrapping [ErrInvalidTTL] before any I/O. A confirmed renewal makes it the TTL of later renewals.
+func (l *Lock) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
+	t, _, err := l.b.g.timing(ttl)
+	if err != nil {
 		return false, err
 	}
-	defer l.releaseOp()
-	if err := l.Err(); err != nil {
-		return false, err
-	}
-	g := l.g
-	keys, args := []string{l.pkey}, []string{l.token, luakit.FormatInt64(l.ttl.Milliseconds())}
-	start := time.Now()
-	res, settled := g.fanout(ctx, nil, l.prior, func(ctx context.Context, i int) rueidis.RedisResult {
-		return extendScript.ExecOrdered(ctx, g.clients[i], keys, args)
+	return l.Handle.ExtendTTL(ctx, t)
+}
+
+// Close makes one release attempt, as Release with a background context: it blocks for at most about
+// one node timeout (after a concurrent Extend, or a running keep-alive's renewal, finishes). It returns
+// nil when a quorum of nodes replied or an earlier release had settled the lock, else the release's
+// error (wrapping [ErrUncertain]; Release may be called again). The lock ends with [ErrReleased]
+// either way.
+func (l *Lock) Close() error {
+	_, err := l.Release(context.Background())
+	return err
+}
+
+// backend is a Lock's [ownership.Backend]: each method sends one owner-checked script to every node in
+// parallel (a fan-out bounded by the node timeout) and settles the answer by quorum.
+type backend struct {
+	g     *Group
+	pkey  string // physical key
+	token string
+
+	mu    sync.Mutex // guards prior: Verify runs beside the Handle's serialised Extend and Release
+	prior inflight   // node goroutines of this lock's earlier steps that may still be running
+}
+
+// after returns the goroutines a new step's node commands must be queued behind.
+func (b *backend) after() inflight {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.prior
+}
+
+// settle adds a step's goroutines to those that later steps are queued behind.
+func (b *backend) settle(settled []chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.prior = b.prior.with(settled)
+}
+
+// send runs s on every node, each node's command queued behind this lock's earlier commands there.
+func (b *backend) send(ctx context.Context, s *luakit.Script, args []string) []nodeResult {
+	g := b.g
+	keys := []string{b.pkey}
+	res, settled := g.fanout(ctx, nil, b.after(), func(ctx context.Context, i int) rueidis.RedisResult {
+		return s.ExecOrdered(ctx, g.clients[i], keys, args)
 	})
-	l.prior = l.prior.with(settled)
-	confirmed := 0
+	b.settle(settled)
+	return res
+}
+
+// Extend resets the TTL on every node that still holds the token (see [Group.verdict]). When no quorum
+// can hold it any more, the token is deleted wherever it is left (best-effort, bounded by the node
+// timeout) before Extend reports false.
+func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
+	if t, _, err := b.g.timing(ttl); err != nil || t != ttl {
+		return false, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+	}
+	res := b.send(ctx, extendScript, []string{b.token, luakit.FormatInt64(ttl.Milliseconds())})
+	held, err := b.tally("extend", res, decodeExtend)
+	if err == nil && !held {
+		b.settle(b.g.cleanup(ctx, "extend", b.pkey, b.token, b.after()))
+	}
+	return held, err
+}
+
+// Verify asks every node whether it holds the token (see [Group.verdict]). The nodes answer at slightly
+// different instants: the result is not a snapshot of one moment.
+func (b *backend) Verify(ctx context.Context) (bool, error) {
+	return b.tally("verify", b.send(ctx, verifyScript, []string{b.token}), decodeVerify)
+}
+
+// tally settles an extend or verify step from each node's decoded reply: nil confirms, ErrNotOwner
+// refuses, anything else leaves that node unknown.
+func (b *backend) tally(op string, res []nodeResult, decode func(rueidis.RedisMessage, error) error) (bool, error) {
+	g := b.g
+	confirmed, refused := 0, 0
 	var fails []NodeError
 	for i, r := range res {
-		if err := decodeExtend(r.msg, r.err); err != nil {
-			fails = append(fails, g.nodeError(i, err))
+		err := decode(r.msg, r.err)
+		if err == nil {
+			confirmed++
 			continue
 		}
-		confirmed++
-	}
-	var failure error
-	elapsed := time.Since(start)
-	switch {
-	case confirmed < g.quorum:
-		failure = &QuorumError{Op: "renew", Needed: g.quorum, Got: confirmed, Nodes: fails}
-	case l.ttl-elapsed-l.drift <= 0:
-		failure = fmt.Errorf("redlock: renew: %w (ttl %v, elapsed %v, drift allowance %v)", ErrNoValidity, l.ttl, elapsed, l.drift)
-	}
-	l.mu.Lock()
-	if failure == nil {
-		if err := l.Err(); err != nil {
-			// The validity ran out while the renewal was in flight: too late to count.
-			failure = err
-		} else {
-			l.deadline = start.Add(l.ttl - l.drift)
-			l.timer.Reset(time.Until(l.deadline))
-			l.mu.Unlock()
-			return true, nil
+		if errors.Is(err, ErrNotOwner) {
+			refused++
 		}
+		fails = append(fails, g.nodeError(i, err))
 	}
-	l.endLocked(ErrLost)
-	l.mu.Unlock()
-	l.prior = g.cleanup(ctx, "renew", l.pkey, l.token, l.prior)
-	return false, failure
+	if held, known := g.verdict(confirmed, refused); known {
+		return held, nil
+	}
+	return false, &QuorumError{Op: op, Needed: g.quorum, Got: confirmed, Nodes: fails}
 }
 
-// Release deletes the lock (owner-checked, one script per node) on every node in parallel, each bounded
-// by the node timeout, and returns true when a quorum of nodes replied.
-//
-// A node replied when its script returned a reply: it deleted this owner's token, found no lock, or
-// found another owner's lock (which it leaves alone). In every case this owner's token is no longer on
-// that node afterwards. Errors, timeouts and unreachable nodes are not replies. True therefore means a
-// majority is known to be free of this owner's token; a minority that did not reply keeps it until its
-// TTL ends.
-//
-// Release ends the handle's ownership ([ErrReleased]) whatever the outcome. On false (a
-// [*QuorumError], Op "release", listing the nodes that did not reply) the handle keeps its token, so
-// calling Release again retries on every node. After a true result, further calls return true without
-// I/O.
-//
-// ctx bounds only the wait for a concurrent Renew or Release on the same handle: if it ends first,
-// Release returns false with an error wrapping ctx.Err() and changes nothing. Once sent, the deletes
-// run to completion or the node timeout even when ctx is cancelled, so Release blocks for at most
-// about one node timeout after it starts.
-func (l *Lock) Release(ctx context.Context) (bool, error) {
-	if err := l.acquireOp(ctx, "release"); err != nil {
-		return false, err
-	}
-	defer l.releaseOp()
-	l.mu.Lock()
-	if l.released {
-		l.mu.Unlock()
-		return true, nil
-	}
-	l.endLocked(ErrReleased)
-	l.mu.Unlock()
-
-	g := l.g
-	keys, args := []string{l.pkey}, []string{l.token}
-	res, settled := g.fanout(context.WithoutCancel(ctx), nil, l.prior, func(ctx context.Context, i int) rueidis.RedisResult {
-		return releaseScript.ExecOrdered(ctx, g.clients[i], keys, args)
-	})
-	l.prior = l.prior.with(settled)
-	replied := 0
+// Release deletes the token on every node. Once sent, the deletes run to the node timeout even when ctx
+// ends. removed: a quorum replied and one of them deleted it; fewer than a quorum replying is an error.
+func (b *backend) Release(ctx context.Context) (bool, error) {
+	g := b.g
+	res := b.send(context.WithoutCancel(ctx), releaseScript, []string{b.token})
+	replied, deleted := 0, 0
 	var fails []NodeError
 	for i, r := range res {
-		if _, err := decodeRelease(r.msg, r.err); err != nil {
+		n, err := decodeRelease(r.msg, r.err)
+		if err != nil {
 			fails = append(fails, g.nodeError(i, err))
 			continue
 		}
 		replied++
+		if n == 1 {
+			deleted++
+		}
 	}
 	if replied < g.quorum {
 		return false, &QuorumError{Op: "release", Needed: g.quorum, Got: replied, Nodes: fails}
 	}
-	l.mu.Lock()
-	l.released = true
-	l.mu.Unlock()
-	return true, nil
-}
-
-// Close makes one best-effort release attempt (as [Lock.Release] with a background context) unless a
-// Release already succeeded, and returns its error: nil when a quorum replied. It blocks for at most
-// about one node timeout (plus a concurrent Renew). The handle ends with [ErrReleased] either way.
-func (l *Lock) Close() error {
-	_, err := l.Release(context.Background())
-	return err
+	return deleted > 0, nil
 }

@@ -19,16 +19,17 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	keys        luakit.Keyspace
-	nodeTimeout time.Duration
-	driftFactor float64
-	retryDelay  time.Duration
-	fenceKey    string // logical name; "" when fencing is off
-	fenced      bool
-	logger      *slog.Logger
+	keys          luakit.Keyspace
+	nodeTimeout   time.Duration
+	driftFactor   float64
+	retryDelay    time.Duration
+	renewFraction float64
+	fenceKey      string // logical name; "" when fencing is off
+	fenced        bool
+	logger        *slog.Logger
 }
 
-// Defaults, as in the Redis distributed-locks document.
+// Defaults. The drift allowance and the retry delay follow the Redis distributed-locks document.
 const (
 	// DefaultNodeTimeout is the default per-node bound of every operation ([WithNodeTimeout]).
 	DefaultNodeTimeout = time.Second
@@ -40,20 +41,26 @@ const (
 	DriftConstant = 2 * time.Millisecond
 	// DefaultRetryDelay is the default mean delay between [Group.Acquire] attempts ([WithRetryDelay]).
 	DefaultRetryDelay = 200 * time.Millisecond
+	// DefaultRenewFraction is the default fraction of the TTL after which [Lock.KeepAlive] renews
+	// ([WithRenewFraction]).
+	DefaultRenewFraction = 1.0 / 3
 )
 
 func defaultConfig() config {
 	return config{
-		nodeTimeout: DefaultNodeTimeout,
-		driftFactor: DefaultDriftFactor,
-		retryDelay:  DefaultRetryDelay,
-		logger:      slog.Default(),
+		nodeTimeout:   DefaultNodeTimeout,
+		driftFactor:   DefaultDriftFactor,
+		retryDelay:    DefaultRetryDelay,
+		renewFraction: DefaultRenewFraction,
+		logger:        slog.Default(),
 	}
 }
 
-// WithNodeTimeout bounds every per-node command (acquire, fence, renew, release, cleanup): a node that
-// has not replied within d counts as failed for that step. It must be positive and should be small
-// compared with the lock TTL, since an acquisition can wait up to d (plus d for the fence step in
+// WithNodeTimeout bounds every per-node command (acquire, fence, extend, verify, release, cleanup): a
+// node that has not replied within d counts as failed for that step. It is also the bound of every
+// owner-checked cleanup (after a failed or late acquisition, a lost renewal, the surrender after a late
+// renewal), which the other modules set with WithCleanupTimeout. It must be positive and should be
+// small compared with the lock TTL, since an acquisition can wait up to d (plus d for the fence step in
 // fenced mode). Default: 1s ([DefaultNodeTimeout]).
 func WithNodeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
@@ -78,14 +85,27 @@ func WithDriftFactor(f float64) Option {
 }
 
 // WithRetryDelay sets the mean delay between attempts of [Group.Acquire]; each delay is drawn uniformly
-// from [d/2, 3d/2) so that contenders desynchronise, as the Redis document recommends. It must be
-// positive. Default: 200ms ([DefaultRetryDelay]).
+// from [d/2, 3d/2) so that contenders desynchronise, as the Redis document recommends. It is also how
+// long [Lock.KeepAlive] waits after a failed or uncertain renewal before trying again (capped at a
+// quarter of the renew period). It must be positive. Default: 200ms ([DefaultRetryDelay]).
 func WithRetryDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("redlock: retry delay %v must be positive", d)
 		}
 		c.retryDelay = d
+		return nil
+	})
+}
+
+// WithRenewFraction sets when [Lock.KeepAlive] renews: every fraction × TTL. It must be in (0, 0.9].
+// Default: 1/3 ([DefaultRenewFraction]), so two renewals can fail before the validity ends.
+func WithRenewFraction(fraction float64) Option {
+	return optionFunc(func(c *config) error {
+		if !(fraction > 0 && fraction <= 0.9) {
+			return fmt.Errorf("redlock: renew fraction %v outside (0, 0.9]", fraction)
+		}
+		c.renewFraction = fraction
 		return nil
 	})
 }
@@ -115,10 +135,12 @@ func WithFencing(fenceKey string) Option {
 	})
 }
 
-// WithLogger sets the logger for warnings about best-effort cleanup (after a failed acquire, fence or
-// renew) that not every node confirmed. Each warning carries op, replied and nodes (counts) and failed
-// (every unconfirmed node's index, address and error, "; "-separated). Keys, owner tokens and fencing
-// tokens are never logged. Default: slog.Default().
+// WithLogger sets the logger for warnings: an owner-checked cleanup (after a failed acquire or fence
+// step, or a renewal that found the lock lost) that not every node confirmed carries op, replied and
+// nodes (counts) and failed (every unconfirmed node's index, address and error, "; "-separated); a
+// cleanup after a late acquisition or renewal that no quorum answered, and a failed background
+// renewal of [Lock.KeepAlive], carry the error. Keys, owner tokens and fencing tokens are never
+// logged. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {

@@ -14,17 +14,20 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
 // Group is a Redlock quorum over independent Redis or Valkey deployments, one rueidis client each.
 //
 // A Group holds no goroutine and no connection of its own: it never closes the clients, and each
-// operation starts one goroutine per node that ends before the operation returns. It is safe for
+// operation starts one goroutine per node that ends on its own, at the latest when the node's client
+// gives up on the command (the operation itself returns at the node timeout). It is safe for
 // concurrent use by multiple goroutines. The zero value is not usable; use [NewGroup].
 type Group struct {
 	clients []rueidis.Client
 	quorum  int
 	cfg     config
+	own     ownership.Config // shared by every Lock of the group
 }
 
 // NewGroup returns a Group over clients, in the given order (a node's index in errors is its position
@@ -63,11 +66,20 @@ func NewGroup(clients []rueidis.Client, opts ...Option) (*Group, error) {
 			return nil, err
 		}
 	}
-	return &Group{
+	g := &Group{
 		clients: append([]rueidis.Client(nil), clients...),
 		quorum:  len(clients)/2 + 1,
 		cfg:     cfg,
-	}, nil
+	}
+	g.own = ownership.Config{
+		Name:           "redlock",
+		Margin:         g.drift,
+		RenewFraction:  cfg.renewFraction,
+		RetryDelay:     cfg.retryDelay,
+		CleanupTimeout: cfg.nodeTimeout, // the fan-out's own bound; a release ignores ctx once sent
+		Logger:         cfg.logger,
+	}
+	return g, nil
 }
 
 // Nodes returns the number of nodes (clients) in the group.
@@ -75,6 +87,11 @@ func (g *Group) Nodes() int { return len(g.clients) }
 
 // Quorum returns the number of nodes that must confirm a step: Nodes()/2 + 1.
 func (g *Group) Quorum() int { return g.quorum }
+
+// drift returns the drift allowance of a TTL: TTL × drift factor + [DriftConstant].
+func (g *Group) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*g.cfg.driftFactor) + DriftConstant
+}
 
 // timing returns the TTL truncated to whole milliseconds (what the nodes are sent) and the drift
 // allowance, or ErrInvalidTTL.
@@ -84,7 +101,7 @@ func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) 
 		return 0, 0, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
 	}
 	t := time.Duration(ms) * time.Millisecond
-	drift := time.Duration(float64(t)*g.cfg.driftFactor) + DriftConstant
+	drift := g.drift(t)
 	if t <= drift {
 		return 0, 0, fmt.Errorf("%w (got %v, drift allowance %v)", ErrInvalidTTL, ttl, drift)
 	}
@@ -97,8 +114,8 @@ func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) 
 // The attempt, after the Redis distributed-locks document: take the time, send SET key token NX PX ttl
 // (one script, see acquire.lua) to every node in parallel, each bounded by the node timeout and by ctx,
 // and wait for every reply or timeout. The attempt succeeds only when a majority granted the lock and the
-// validity, TTL − elapsed − (TTL × drift factor + 2ms), is positive; [Lock.Remaining] then starts from
-// that validity. TTL is truncated to whole milliseconds.
+// validity, TTL − elapsed − (TTL × drift factor + 2ms), is positive; the lock's local estimate then ends
+// at start + TTL − drift allowance. TTL is truncated to whole milliseconds.
 //
 // In fenced mode ([WithFencing]) the same script reads each node's fence counter; the token is the
 // highest counter among the nodes that granted the lock, plus one, and it is written back (set-if-
@@ -109,9 +126,9 @@ func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) 
 // including those that failed or timed out (a late SET is deleted after it runs: the cleanup is queued
 // behind it on the node's same connection), bounded by the node timeout even when ctx is cancelled;
 // TryAcquire returns after it.
-// Errors: a [*QuorumError] (Op "acquire", or "fence" in fenced mode) when no majority confirmed, with
-// each failing node's error ([ErrHeld], [ErrUncertain], [*CounterError], server errors); an error
-// wrapping [ErrNotAcquired] and [ErrNoValidity] when the majority came too late; [ErrInvalidTTL],
+// Errors: one wrapping a [*QuorumError] (errors.As finds it; Op "acquire", or "fence" in fenced mode)
+// when no majority confirmed, with each failing node's error ([ErrHeld], [ErrUncertain], [*CounterError], server errors); an error
+// wrapping [ErrNotAcquired] and [ErrLateReply] when the majority came too late; [ErrInvalidTTL],
 // [ErrSameKey] or luakit.ErrEmptyKey before any I/O; ctx's error before any I/O when ctx is already done.
 // TryAcquire blocks for at most about two node timeouts (three in fenced mode).
 func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
@@ -166,13 +183,13 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 	}
 	if len(acquired) < g.quorum {
 		g.cleanup(ctx, "acquire", pkey, token, prior)
-		return nil, &QuorumError{Op: "acquire", Needed: g.quorum, Got: len(acquired), Nodes: fails}
+		return nil, fmt.Errorf("redlock: acquire: %w", &QuorumError{Op: "acquire", Needed: g.quorum, Got: len(acquired), Nodes: fails})
 	}
 
 	if g.cfg.fenced {
 		if fence == math.MaxInt64 {
 			g.cleanup(ctx, "acquire", pkey, token, prior)
-			return nil, fmt.Errorf("%w: %w", ErrNotAcquired, &CounterError{Reason: CounterOverflow})
+			return nil, fmt.Errorf("redlock: acquire: %w: %w", ErrNotAcquired, &CounterError{Reason: CounterOverflow})
 		}
 		fence++
 		fargs := []string{token, luakit.FormatInt64(fence)}
@@ -193,21 +210,31 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 		if confirmed < g.quorum {
 			g.cleanup(ctx, "fence", pkey, token, prior)
 			sortNodeErrors(fails)
-			return nil, &QuorumError{Op: "fence", Needed: g.quorum, Got: confirmed, Nodes: fails}
+			return nil, fmt.Errorf("redlock: fence: %w", &QuorumError{Op: "fence", Needed: g.quorum, Got: confirmed, Nodes: fails})
 		}
 	}
 
+	l := &Lock{key: key, fence: fence}
+	l.b.g, l.b.pkey, l.b.token, l.b.prior = g, pkey, token, prior
 	elapsed := time.Since(start)
-	if validity := ttl - elapsed - drift; validity <= 0 {
-		g.cleanup(ctx, "acquire", pkey, token, prior)
-		return nil, fmt.Errorf("%w: %w (ttl %v, elapsed %v, drift allowance %v)", ErrNotAcquired, ErrNoValidity, ttl, elapsed, drift)
+	// Grant applies the validity rule: a majority whose last needed reply came after start + TTL −
+	// drift allowance is a late reply, and the lock is then deleted from every node.
+	if err := l.Handle.Grant(ctx, &l.b, &g.own, start, ttl); err != nil {
+		if errors.Is(err, ErrLateReply) {
+			return nil, &lateError{ttl: ttl, elapsed: elapsed, drift: drift}
+		}
+		return nil, fmt.Errorf("redlock: acquire: %w", err)
 	}
-	return newLock(g, key, pkey, token, fence, ttl, drift, start, prior), nil
+	return l, nil
 }
 
 // Acquire calls [Group.TryAcquire] until it succeeds or ctx ends, sleeping between attempts a random
 // delay drawn uniformly from [d/2, 3d/2) where d is the retry delay ([WithRetryDelay], default 200ms),
 // so that contenders desynchronise. Every failed attempt was cleaned up before the next one starts.
+//
+// Unlike the other Coordkit primitives' blocking acquisitions it does not wake on key invalidations:
+// contenders woken together by one release would split the nodes' votes, so that none gets a quorum;
+// the Redlock algorithm retries after a random delay instead.
 //
 // It returns at once, without retrying, on errors that a retry cannot fix (invalid TTL or keys). When
 // ctx ends it returns an error wrapping ctx.Err() and the last attempt's error.
@@ -229,6 +256,20 @@ func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lo
 		case <-t.C:
 		}
 	}
+}
+
+// verdict settles an extend or verify step in which confirmed nodes hold this owner's token and refused
+// nodes do not: held when a quorum confirmed; not held (known) when the nodes left after the refusals
+// are fewer than a quorum, so no majority can hold it; unknown otherwise (failures and timeouts leave
+// both possible).
+func (g *Group) verdict(confirmed, refused int) (held, known bool) {
+	switch {
+	case confirmed >= g.quorum:
+		return true, true
+	case len(g.clients)-refused < g.quorum:
+		return false, true
+	}
+	return false, false
 }
 
 // nodeResult is one node's reply in a fan-out.
@@ -384,9 +425,9 @@ func (g *Group) nodeContext(ctx context.Context) (context.Context, func()) {
 
 // cleanup sends an owner-checked delete to every node, each queued behind the commands of the earlier
 // steps in after, bounded by the node timeout even when ctx is cancelled. It logs the nodes that did
-// not reply (deleted, absent or held by another owner all count as replies) and returns the goroutines
-// still in flight: after, extended by its own.
-func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after inflight) inflight {
+// not reply (deleted, absent or held by another owner all count as replies) and returns its own
+// goroutines (indexed by node; see [Group.fanout]).
+func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after inflight) []chan struct{} {
 	keys, args := []string{pkey}, []string{token}
 	res, settled := g.fanout(context.WithoutCancel(ctx), nil, after, func(ctx context.Context, i int) rueidis.RedisResult {
 		return releaseScript.ExecOrdered(ctx, g.clients[i], keys, args)
@@ -407,7 +448,7 @@ func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after infli
 			slog.String("op", op), slog.Int("replied", replied), slog.Int("nodes", len(g.clients)),
 			slog.String("failed", b.String()))
 	}
-	return after.with(settled)
+	return settled
 }
 
 // nodeError builds the NodeError of node i, marking transport failures as uncertain.

@@ -13,5 +13,6 @@ var (
 	acquireScript = luakit.MustLoad(scriptFS, "acquire")
 	fenceScript   = luakit.MustLoad(scriptFS, "fence")
 	extendScript  = luakit.MustLoad(scriptFS, "extend")
+	verifyScript  = luakit.MustLoad(scriptFS, "verify")
 	releaseScript = luakit.MustLoad(scriptFS, "release")
 )

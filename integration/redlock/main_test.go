@@ -13,7 +13,8 @@ import (
 )
 
 // TestMain fails the package when any goroutine outlives the tests: every client and proxy is closed
-// at t.Cleanup, and the redlock group starts no background goroutine.
+// at t.Cleanup, the redlock group starts no background goroutine, and a lock's keep-alive goroutine
+// ends when the lock does or is closed.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, testkit.GoleakOptions()...)
 }

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,13 +36,17 @@ var scenarios = []scenario{
 	{"05_validity_accounting", testValidity},
 	{"06_restarted_empty_node_rejoins", testRestartedNode},
 	{"07_release_semantics", testReleaseSemantics},
-	{"08_renew", testRenew},
+	{"08_extend", testExtend},
 	{"09_acquire_waits_for_expiry", testAcquireWaits},
 	{"10_fenced_counters", testFencedCounters},
 	{"11_fenced_monotonic_minority_restarts", testFencedMonotonic},
 	{"12_acquire_latency", testLatency},
 	{"13_fenced_majority_data_loss_documented", testFencedMajorityLoss},
 	{"14_node_timeout_bounds_handshake", testHandshakeBounded},
+	{"15_verify_by_quorum", testVerify},
+	{"16_keepalive_rides_out_a_minority", testKeepAlive},
+	{"17_release_runs_to_node_timeout", testReleaseCtx},
+	{"18_verify_extend_release_concurrent", testStepsConcurrent},
 }
 
 // TestRedlock runs every scenario on every standalone target (cluster targets do not apply and get no
@@ -87,15 +93,15 @@ func testAcquireContentionRelease(t *testing.T, e *env) {
 	}
 	require.Equal(t, token, e.requireHeldOn(t, key, 0, 1, 2, 3, 4), "the contender's cleanup must not touch the holder's lock")
 
-	ok, err := l.Release(ctx(t))
+	outcome, err := l.Release(ctx(t))
 	require.NoError(t, err)
-	require.True(t, ok)
+	require.Equal(t, redlock.Released, outcome)
 	require.ErrorIs(t, l.Err(), redlock.ErrReleased)
 	require.Zero(t, l.Remaining())
 	e.requireAbsent(t, key)
-	ok, err = l.Release(ctx(t))
-	require.True(t, ok, "a confirmed release stays true")
+	outcome, err = l.Release(ctx(t))
 	require.NoError(t, err)
+	require.Equal(t, redlock.AlreadyReleased, outcome, "an answered release is settled")
 	require.NoError(t, l.Close())
 }
 
@@ -115,9 +121,9 @@ func testMajorityOnePaused(t *testing.T, e *env) {
 	}
 	resume()
 	e.requireHeldOn(t, key, 0, 1, 2, 3, 4) // the paused node applied its queued SET on resume
-	ok, err := l.Release(ctx(t))
+	outcome, err := l.Release(ctx(t))
 	require.NoError(t, err)
-	require.True(t, ok)
+	require.Equal(t, redlock.Released, outcome)
 	e.requireAbsent(t, key)
 }
 
@@ -148,7 +154,7 @@ func testNoMajorityThreePaused(t *testing.T, e *env) {
 	t.Logf("log: %s", warn)
 	require.Contains(t, warn, "op=acquire replied=2 nodes=5")
 	for _, i := range []int{2, 3, 4} {
-		require.Contains(t, warn, fmt.Sprintf("node %d (%s): redlock: node outcome uncertain", i, e.servers[i].Addr))
+		require.Contains(t, warn, fmt.Sprintf("node %d (%s): %s", i, e.servers[i].Addr, redlock.ErrUncertain))
 	}
 	require.NotContains(t, warn, key)
 	for i := range 2 {
@@ -198,9 +204,9 @@ func testLateReply(t *testing.T, e *env) {
 	l, err := g.TryAcquire(ctx(t), key, ttl)
 	require.NoError(t, err, "one late node of five leaves a majority")
 	e.requireHeldOn(t, key, 0, 1, 2, 3, 4) // requests are not delayed: the late node applied the SET
-	ok, err := l.Release(ctx(t))
+	outcome, err := l.Release(ctx(t))
 	require.NoError(t, err)
-	require.True(t, ok, "four of five replied")
+	require.Equal(t, redlock.Released, outcome, "four of five replied")
 	e.requireAbsent(t, key)
 
 	for _, i := range []int{0, 2} {
@@ -226,7 +232,7 @@ func testLateReply(t *testing.T, e *env) {
 }
 
 // 05: validity = TTL − elapsed − drift. With 150ms reply latency on every node and a 100ms TTL every
-// node grants the lock but no validity is left: not acquired, cleaned up. With a 5s TTL the same
+// node grants the lock but no validity is left: not acquired (a late reply), cleaned up. With a 5s TTL the same
 // latency leaves validity, reduced by the elapsed time.
 func testValidity(t *testing.T, e *env) {
 	key := keyOf(t)
@@ -238,7 +244,7 @@ func testValidity(t *testing.T, e *env) {
 	l, err := g.TryAcquire(ctx(t), key, 100*time.Millisecond)
 	require.Nil(t, l)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	require.ErrorIs(t, err, redlock.ErrNoValidity)
+	require.ErrorIs(t, err, redlock.ErrLateReply)
 	var qe *redlock.QuorumError
 	require.False(t, errors.As(err, &qe), "a majority granted: not a quorum error")
 	for i := range nodeCount {
@@ -269,13 +275,13 @@ func testRestartedNode(t *testing.T, e *env) {
 	e.waitServing(t)
 	e.warm(t, key)
 	e.requireHeldOn(t, key, 0, 1, 3, 4)
-	ok, err := l.Renew(ctx(t))
+	ok, err := l.Extend(ctx(t))
 	require.NoError(t, err)
 	require.True(t, ok, "four of five still hold the token")
 	e.requireHeldOn(t, key, 0, 1, 3, 4) // the restarted node is not re-granted by a renewal
-	ok, err = l.Release(ctx(t))
+	outcome, err := l.Release(ctx(t))
 	require.NoError(t, err)
-	require.True(t, ok)
+	require.Equal(t, redlock.Released, outcome)
 	e.requireAbsent(t, key)
 
 	l, err = g.TryAcquire(ctx(t), key, 10*time.Second)
@@ -285,8 +291,10 @@ func testRestartedNode(t *testing.T, e *env) {
 	e.requireAbsent(t, key)
 }
 
-// 07: Release is true when a quorum replies; with three nodes paused it is false, the handle stops
-// reporting ownership and keeps its token, and a retry after resume is true.
+// 07: Release reports Released when a quorum replies and one of them deleted the token. With three
+// nodes paused fewer than a quorum reply: an uncertain *QuorumError; the handle stops reporting
+// ownership and keeps its token, and the release sent again after resume is Released (and then
+// settled). A lock whose token is gone from a quorum releases as NotOwned.
 func testReleaseSemantics(t *testing.T, e *env) {
 	key := keyOf(t)
 	g := e.group(t, redlock.WithNodeTimeout(fastTimeout))
@@ -295,10 +303,11 @@ func testReleaseSemantics(t *testing.T, e *env) {
 	token := e.requireHeldOn(t, key, 0, 1, 2, 3, 4)
 
 	resume := e.pause(t, 0, 2, 4)
-	ok, err := l.Release(ctx(t))
-	require.False(t, ok)
+	outcome, err := l.Release(ctx(t))
+	require.Zero(t, outcome)
 	qe := e.requireQuorumError(t, err, "release", 2, 0, 2, 4)
 	require.NotErrorIs(t, err, redlock.ErrNotAcquired)
+	require.ErrorIs(t, err, redlock.ErrUncertain, "fewer than a quorum replied: the outcome is unknown")
 	for _, n := range qe.Nodes {
 		require.ErrorIs(t, n.Err, redlock.ErrUncertain)
 	}
@@ -313,20 +322,36 @@ func testReleaseSemantics(t *testing.T, e *env) {
 		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d replied and deleted", i)
 	}
 
-	// Put the token back on the paused nodes' side of the story: after resume their queued deletes run,
-	// so re-plant it on two of them to prove the retry deletes with the kept token.
+	// After resume the paused nodes' queued deletes run; re-plant the token on two of them to prove
+	// that the release sent again deletes with the kept token.
 	resume()
 	e.set(t, 0, key, token)
 	e.set(t, 2, key, token)
-	ok, err = l.Release(ctx(t))
+	outcome, err = l.Release(ctx(t))
 	require.NoError(t, err)
-	require.True(t, ok, "the retry reaches every node")
+	require.Equal(t, redlock.Released, outcome, "the retry reaches every node")
 	e.requireAbsent(t, key)
+	outcome, err = l.Release(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, redlock.AlreadyReleased, outcome, "an answered release is settled")
+
+	// The token expired everywhere: a quorum replies, none held it.
+	l, err = g.TryAcquire(ctx(t), key, 10*time.Second)
+	require.NoError(t, err)
+	for i := range nodeCount {
+		require.NoError(t, e.raw[i].Do(ctx(t), e.raw[i].B().Del().Key(key).Build()).Error())
+	}
+	outcome, err = l.Release(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, redlock.NotOwned, outcome)
 }
 
-// 08: Renew resets the TTL on a quorum; a renewal no quorum confirms ends the lease (ErrLost) and the
-// token is removed best-effort everywhere.
-func testRenew(t *testing.T, e *env) {
+// 08: Extend resets the TTL on a quorum. With three nodes paused no quorum answers either way: an
+// uncertain *QuorumError, and the lock keeps its previous estimate; after resume Extend is held again.
+// Once the token is gone from enough nodes that no quorum can hold it (external deletes on three),
+// Extend reports false, the lock ends with ErrLost and the token is deleted from the two others; an
+// ended lock does not renew, and its release finds nothing (NotOwned).
+func testExtend(t *testing.T, e *env) {
 	key := keyOf(t)
 	g := e.group(t, redlock.WithNodeTimeout(fastTimeout))
 	const ttl = 3 * time.Second
@@ -335,7 +360,7 @@ func testRenew(t *testing.T, e *env) {
 	time.Sleep(300 * time.Millisecond)
 	before := l.Remaining()
 	deadline := l.Deadline()
-	ok, err := l.Renew(ctx(t))
+	ok, err := l.Extend(ctx(t))
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.True(t, l.Deadline().After(deadline), "the deadline moves")
@@ -345,22 +370,43 @@ func testRenew(t *testing.T, e *env) {
 	}
 
 	resume := e.pause(t, 1, 2, 3)
-	ok, err = l.Renew(ctx(t))
+	deadline = l.Deadline()
+	ok, err = l.Extend(ctx(t))
 	require.False(t, ok)
-	e.requireQuorumError(t, err, "renew", 2, 1, 2, 3)
-	require.ErrorIs(t, l.Err(), redlock.ErrLost)
-	require.Zero(t, l.Remaining())
+	e.requireQuorumError(t, err, "extend", 2, 1, 2, 3)
+	require.ErrorIs(t, err, redlock.ErrUncertain)
+	require.NoError(t, l.Err(), "an uncertain renewal leaves the lock vouching")
+	require.Equal(t, deadline, l.Deadline(), "and keeps the previous estimate")
 	for _, i := range []int{0, 4} {
-		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d: token removed after the failed renewal", i)
+		require.Greater(t, e.pttl(t, i, key), int64(0), "node %d: the token stays", i)
 	}
 	resume()
-	e.requireAbsent(t, key) // the cleanup queued behind the paused nodes' renewals ran on resume
-	ok, err = l.Renew(ctx(t))
-	require.False(t, ok)
-	require.ErrorIs(t, err, redlock.ErrLost, "an ended handle does not renew")
-	ok, err = l.Release(ctx(t))
+	ok, err = l.Extend(ctx(t))
+	require.NoError(t, err)
+	require.True(t, ok, "renewed on every node after resume")
+	e.requireHeldOn(t, key, 0, 1, 2, 3, 4)
+
+	// Two nodes without the token leave a quorum possible: still held by the other three.
+	for _, i := range []int{1, 3} {
+		require.NoError(t, e.raw[i].Do(ctx(t), e.raw[i].B().Del().Key(key).Build()).Error())
+	}
+	ok, err = l.Extend(ctx(t))
 	require.NoError(t, err)
 	require.True(t, ok)
+	// A third: no quorum can hold it any more.
+	require.NoError(t, e.raw[2].Do(ctx(t), e.raw[2].B().Del().Key(key).Build()).Error())
+	ok, err = l.Extend(ctx(t))
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.ErrorIs(t, l.Err(), redlock.ErrLost)
+	require.Zero(t, l.Remaining())
+	e.requireAbsent(t, key) // the token was deleted from nodes 0 and 4 too
+	ok, err = l.Extend(ctx(t))
+	require.NoError(t, err)
+	require.False(t, ok, "an ended lock does not renew")
+	outcome, err := l.Release(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, redlock.NotOwned, outcome)
 }
 
 // 09: Acquire retries with jitter until the holder's lock expires, and gives up with ctx's error when
@@ -479,9 +525,9 @@ func testFencedMonotonic(t *testing.T, e *env) {
 		tok := l.FencingToken()
 		require.Greater(t, tok, prev, "acquisition %d: token must increase", iter)
 		prev = tok
-		ok, err := l.Release(ctx(t))
+		outcome, err := l.Release(ctx(t))
 		require.NoError(t, err)
-		require.True(t, ok)
+		require.Equal(t, redlock.Released, outcome)
 
 		n := rand.IntN(3) // 0, 1 or 2 nodes: always a minority
 		for _, i := range rand.Perm(nodeCount)[:n] {
@@ -525,10 +571,10 @@ func testLatency(t *testing.T, e *env) {
 			acq = append(acq, time.Since(start))
 			require.NoError(t, err)
 			start = time.Now()
-			ok, err := l.Release(ctx(t))
+			outcome, err := l.Release(ctx(t))
 			rel = append(rel, time.Since(start))
 			require.NoError(t, err)
-			require.True(t, ok)
+			require.Equal(t, redlock.Released, outcome)
 		}
 		t.Logf("%s fenced=%v: TryAcquire p50 %v p99 %v; Release p50 %v p99 %v (%d runs, 5 nodes, -race)",
 			e.name, fenced, quantile(acq, 0.5), quantile(acq, 0.99), quantile(rel, 0.5), quantile(rel, 0.99), n)
@@ -569,7 +615,7 @@ func testFencedMajorityLoss(t *testing.T, e *env) {
 // through proxies by clients whose first dial was refused (so their next command dials) and whose
 // Dialer.Timeout is 10s; both servers are paused, so the proxy accepts the TCP connection and the
 // handshake gets no answer. The lock (TTL 5s) is still acquired on nodes 0-2 with nearly its whole
-// validity (waiting for the handshakes would have used it up: ErrNoValidity), and once the servers
+// validity (waiting for the handshakes would have used it up: ErrLateReply), and once the servers
 // resume and the clients connect, nodes 3 and 4 never got the abandoned SET.
 func testHandshakeBounded(t *testing.T, e *env) {
 	key := keyOf(t)
@@ -597,8 +643,208 @@ func testHandshakeBounded(t *testing.T, e *env) {
 		matrix.WaitServing(t, c) // the background dial completed; the abandoned SET was never queued
 	}
 	e.requireHeldOn(t, key, 0, 1, 2) // and not on 3 or 4: the SET given up on while connecting was never sent
-	ok, err := l.Release(ctx(t))
+	outcome, err := l.Release(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, redlock.Released, outcome)
+	e.requireAbsent(t, key)
+}
+
+// 15: Verify is held while a quorum holds the token, and does not renew it. With two nodes without the
+// token and two paused, no quorum answers either way: an uncertain *QuorumError (the nodes without the
+// token named with ErrNotOwner, the paused ones uncertain) and the lock is unchanged. Once the nodes
+// without the token leave no quorum possible, Verify reports false and the lock ends with ErrLost;
+// the token left on the others is removed by the release.
+func testVerify(t *testing.T, e *env) {
+	key := keyOf(t)
+	g := e.group(t, redlock.WithNodeTimeout(fastTimeout))
+	l, err := g.TryAcquire(ctx(t), key, 10*time.Second)
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond)
+	before := e.pttl(t, 0, key)
+	ok, err := l.Verify(ctx(t))
 	require.NoError(t, err)
 	require.True(t, ok)
+	require.LessOrEqual(t, e.pttl(t, 0, key), before, "Verify does not renew")
+
+	for _, i := range []int{0, 1} {
+		require.NoError(t, e.raw[i].Do(ctx(t), e.raw[i].B().Del().Key(key).Build()).Error())
+	}
+	ok, err = l.Verify(ctx(t))
+	require.NoError(t, err)
+	require.True(t, ok, "three of five still hold the token")
+
+	resume := e.pause(t, 2, 3)
+	deadline := l.Deadline()
+	ok, err = l.Verify(ctx(t))
+	require.False(t, ok)
+	qe := e.requireQuorumError(t, err, "verify", 1, 0, 1, 2, 3)
+	require.ErrorIs(t, err, redlock.ErrUncertain)
+	for _, n := range qe.Nodes {
+		if n.Index < 2 {
+			require.ErrorIs(t, n.Err, redlock.ErrNotOwner, "node %d", n.Index)
+		} else {
+			require.ErrorIs(t, n.Err, redlock.ErrUncertain, "node %d", n.Index)
+		}
+	}
+	require.NoError(t, l.Err(), "an unsettled Verify leaves the lock vouching")
+	require.Equal(t, deadline, l.Deadline())
+	resume()
+
+	require.NoError(t, e.raw[2].Do(ctx(t), e.raw[2].B().Del().Key(key).Build()).Error())
+	ok, err = l.Verify(ctx(t))
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.ErrorIs(t, l.Err(), redlock.ErrLost)
+	e.requireHeldOn(t, key, 3, 4) // Verify changes nothing on the nodes
+	ok, err = l.Verify(ctx(t))
+	require.NoError(t, err)
+	require.False(t, ok, "an ended lock stays ended")
+	outcome, err := l.Release(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, redlock.Released, outcome, "nodes 3 and 4 still held the token")
 	e.requireAbsent(t, key)
+}
+
+// 16: KeepAlive renews on a quorum: with a minority paused the lock outlives several TTLs; with a
+// majority paused the renewals are uncertain, retried and logged, and the lock ends with ErrExpired
+// once its estimate elapses. Close stops the keep-alive and removes the token.
+func testKeepAlive(t *testing.T, e *env) {
+	key := keyOf(t)
+	var logs syncBuffer
+	const ttl = 1500 * time.Millisecond
+	g := e.group(t, redlock.WithNodeTimeout(100*time.Millisecond), redlock.WithRetryDelay(50*time.Millisecond),
+		redlock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	l, err := g.TryAcquire(ctx(t), key, ttl)
+	require.NoError(t, err)
+	require.NoError(t, l.KeepAlive(ctx(t)))
+	require.ErrorIs(t, l.KeepAlive(ctx(t)), redlock.ErrKeepAliveRunning)
+
+	resume := e.pause(t, 3, 4)
+	time.Sleep(2 * ttl)
+	require.NoError(t, l.Err(), "renewed by nodes 0-2")
+	for i := range 3 {
+		require.Greater(t, e.pttl(t, i, key), int64(0), "node %d", i)
+	}
+	resume()
+
+	resume = e.pause(t, 1, 2, 3)
+	select {
+	case <-l.Done():
+	case <-time.After(3 * ttl):
+		t.Fatal("the lock outlived its estimate without a quorum")
+	}
+	require.ErrorIs(t, l.Err(), redlock.ErrExpired)
+	resume()
+	require.Contains(t, logs.String(), "renewal failed; retrying")
+	require.Contains(t, logs.String(), "uncertain=true")
+	require.NotContains(t, logs.String(), key)
+	require.NoError(t, l.Close())
+	e.requireAbsent(t, key)
+}
+
+// 17: Release with a ctx that already ended sends nothing and leaves the lock held; once sent, the
+// deletes run to the node timeout whatever ctx does: with 150ms reply latency on every node a Release
+// whose ctx ends after 20ms still reports Released.
+func testReleaseCtx(t *testing.T, e *env) {
+	key := keyOf(t)
+	ps, cs := e.proxied(t)
+	g := newGroup(t, cs, redlock.WithNodeTimeout(time.Second))
+	l, err := g.TryAcquire(ctx(t), key, 10*time.Second)
+	require.NoError(t, err)
+
+	cancelled, cancel := context.WithCancel(ctx(t))
+	cancel()
+	_, err = l.Release(cancelled)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NoError(t, l.Err(), "nothing sent: the lock still vouches")
+	e.requireHeldOn(t, key, 0, 1, 2, 3, 4)
+
+	for _, p := range ps {
+		require.NoError(t, p.AddLatency(150*time.Millisecond))
+	}
+	short, cancel := context.WithTimeout(ctx(t), 20*time.Millisecond)
+	defer cancel()
+	outcome, err := l.Release(short)
+	require.NoError(t, err)
+	require.Equal(t, redlock.Released, outcome, "the replies after ctx ended still count")
+	for _, p := range ps {
+		require.NoError(t, p.Reset())
+	}
+	e.requireAbsent(t, key)
+}
+
+// 18: Verify runs beside the serialised Extend and Release: verifications and renewals running in a
+// loop all hold until a concurrent Release; afterwards every step reports false without error, the
+// lock's cause is ErrReleased, and no node keeps the token.
+func testStepsConcurrent(t *testing.T, e *env) {
+	key := keyOf(t)
+	g := e.group(t, redlock.WithNodeTimeout(time.Second))
+	l, err := g.TryAcquire(ctx(t), key, 10*time.Second)
+	require.NoError(t, err)
+	const workers = 4
+	c := ctx(t)
+	var wg sync.WaitGroup
+	var steps, afterRelease atomic.Int64
+	errs := make(chan error, 16)
+	for w := range workers {
+		wg.Go(func() {
+			for r := 0; ; r++ {
+				var ok bool
+				var err error
+				ended := l.Err() != nil
+				if w%2 == 0 {
+					ok, err = l.Verify(c)
+				} else {
+					ok, err = l.Extend(c)
+				}
+				steps.Add(1)
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("worker %d step %d: %w", w, r, err)
+					return
+				case !ok && l.Err() == nil:
+					// The release ends the lock before it is sent, so a step that saw its deletes
+					// finds the lock ended; one that did not must have found it held.
+					errs <- fmt.Errorf("worker %d step %d: not held while the lock vouches", w, r)
+					return
+				case ended:
+					afterRelease.Add(1)
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	outcome, err := l.Release(c)
+	require.NoError(t, err)
+	require.Equal(t, redlock.Released, outcome)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("%d concurrent steps, %d after the release", steps.Load(), afterRelease.Load())
+	require.ErrorIs(t, l.Err(), redlock.ErrReleased)
+	ok, err := l.Verify(ctx(t))
+	require.NoError(t, err)
+	require.False(t, ok)
+	e.requireAbsent(t, key)
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger writing from the keep-alive's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
