@@ -480,6 +480,17 @@ func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 	}
 }
 
+// Close releases the hold best-effort, for use as an io.Closer: one [Handle.Release] bounded by the
+// cleanup timeout (Config.CleanupTimeout, default 1s) whatever the caller's context, returning its error
+// (nil when the server answered, or when an earlier release already settled the handle). The handle ends
+// with [luakit.ErrReleased] once the release is sent. Call Release when the outcome matters.
+func (h *Handle) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.cleanupTimeout())
+	defer cancel()
+	_, err := h.Release(ctx)
+	return err
+}
+
 // Settled reports whether an answered release (or surrender) settled that the server holds nothing of
 // this owner; a module's best-effort Close uses it to skip I/O.
 func (h *Handle) Settled() bool {

@@ -337,3 +337,14 @@ func TestOutcomeString(t *testing.T) {
 		}
 	}
 }
+
+func TestClose(t *testing.T) {
+	b := &fakeBackend{held: true}
+	h := grant(t, b, time.Minute)
+	if err := h.Close(); err != nil || b.held || !errors.Is(h.Err(), luakit.ErrReleased) {
+		t.Fatalf("Close = %v, held %v, Err %v; want the hold released", err, b.held, h.Err())
+	}
+	if err := h.Close(); err != nil || b.releases.Load() != 1 {
+		t.Fatalf("second Close = %v after %d sends; want nil without I/O", err, b.releases.Load())
+	}
+}
