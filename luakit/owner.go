@@ -33,6 +33,11 @@ var (
 	// ErrReleased is a handle's cause once a release was sent (whatever its outcome).
 	ErrReleased = errors.New("coordkit: ownership released")
 
+	// ErrInvalidTTL is returned, before any I/O, for a TTL the primitive cannot send: below one
+	// millisecond (TTLs are whole milliseconds), or zero where the primitive has no "no expiry" form.
+	// Each module's ErrInvalidTTL wraps or equals it.
+	ErrInvalidTTL = errors.New("coordkit: invalid TTL")
+
 	// ErrKeepAliveRunning is returned by a handle's KeepAlive when a keep-alive already runs on it.
 	ErrKeepAliveRunning = errors.New("coordkit: keep-alive already running")
 )

@@ -55,6 +55,9 @@
 //	waiting acquisition                             sleeps on key invalidations and the holders' TTL, never on a
 //	                                                fixed period; a client without working tracking logs one
 //	                                                warning per primitive instance and wakes at the holders' TTL
+//	                                                (redlock excepted: over independent nodes it retries after a
+//	                                                jittered delay, so that contenders woken together do not
+//	                                                split the nodes' votes)
 //	ctx ends while waiting                          error wrapping ctx.Err() (and ErrUncertain if an attempt was
 //	                                                in flight; its cleanup is sent)
 //

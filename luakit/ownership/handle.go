@@ -51,7 +51,8 @@ func (o Outcome) String() string {
 // Handle does the bookkeeping. The ctx passed in carries no deadline (see [luakit.WithoutDeadline]), so
 // backends should send with [luakit.Script.ExecOrdered] to keep a handle's commands in order on one
 // connection. An error the server may have applied must classify as uncertain ([luakit.IsUncertain]) or
-// wrap [luakit.ErrUncertain]; any other error means the script did not run.
+// wrap [luakit.ErrUncertain]; any other error means the script did not run. Return errors without the
+// module's name or the operation: the Handle prefixes them ("lock: extend: ...").
 type Backend interface {
 	// Extend restarts this owner's hold at ttl (0: no expiry, where the primitive offers it), counted
 	// on the server. held is false when the server holds nothing of this owner (nothing renewed).
@@ -84,6 +85,9 @@ type Config struct {
 	// Logger receives warnings (failed background renewals, failed cleanups). Owner tokens and keys
 	// are never logged. Default slog.Default().
 	Logger *slog.Logger
+	// NoExpiry lets [Handle.ExtendTTL] accept a TTL of 0 (a hold without expiry), for primitives whose
+	// scripts offer it (the semaphore's permits). Default false: 0 is an invalid TTL.
+	NoExpiry bool
 }
 
 func (c *Config) name() string {
@@ -305,8 +309,10 @@ func (h *Handle) Extend(ctx context.Context) (bool, error) {
 }
 
 // ExtendTTL restarts the hold's expiry at ttl, counted on the server, only if this owner still holds
-// it. The primitive validates ttl (the semaphore accepts 0, no expiry; the others need at least 1ms).
-// Fencing tokens never change.
+// it. ttl is truncated to whole milliseconds; below 1ms it fails with an error wrapping
+// [luakit.ErrInvalidTTL] before any I/O, except 0 (no expiry) where Config.NoExpiry allows it. A
+// primitive may check more (redlock: the TTL must exceed its drift allowance). Fencing tokens never
+// change.
 //
 //   - (true, nil): renewed, and the reply arrived before the local estimate elapsed; the estimate
 //     moves to send time + ttl.
@@ -324,6 +330,10 @@ func (h *Handle) Extend(ctx context.Context) (bool, error) {
 // Extend and Release on one handle run one at a time; ctx bounds the wait for the other one and the
 // round trip (no socket deadline is set: the connection stays usable after a timeout).
 func (h *Handle) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
+	ttl = ttl.Truncate(time.Millisecond)
+	if ttl < 0 || ttl == 0 && !h.cfg.NoExpiry {
+		return false, fmt.Errorf("%s: extend: %w (got %v)", h.cfg.name(), luakit.ErrInvalidTTL, ttl)
+	}
 	if err := h.lockOp(ctx, "extend"); err != nil {
 		return false, err
 	}

@@ -348,3 +348,19 @@ func TestClose(t *testing.T) {
 		t.Fatalf("second Close = %v after %d sends; want nil without I/O", err, b.releases.Load())
 	}
 }
+
+func TestExtendTTLValidation(t *testing.T) {
+	b := &fakeBackend{held: true}
+	h := grant(t, b, time.Minute)
+	for _, ttl := range []time.Duration{-time.Second, 0, 999 * time.Microsecond} {
+		if _, err := h.ExtendTTL(context.Background(), ttl); !errors.Is(err, luakit.ErrInvalidTTL) {
+			t.Errorf("ExtendTTL(%v) = %v, want ErrInvalidTTL", ttl, err)
+		}
+	}
+	if b.extends.Load() != 0 {
+		t.Fatalf("invalid TTLs sent %d renewals", b.extends.Load())
+	}
+	if ok, err := h.ExtendTTL(context.Background(), 1500*time.Microsecond); !ok || err != nil || h.TTL() != time.Millisecond {
+		t.Fatalf("ExtendTTL(1.5ms) = (%v, %v), TTL %v; want truncated to 1ms", ok, err, h.TTL())
+	}
+}
