@@ -9,10 +9,12 @@
 -- ARGV[3]  capacity (1 .. 2^53)
 --
 -- Returns one of:
---   {1, active}    acquired; active counts the permits now held, this one included
---   {0, active}    not acquired: active (>= capacity) permits are held; nothing but pruning was written
---   {-1, stored}   not acquired: permits are active under a different capacity (stored, a decimal
---                  string); nothing but pruning was written
+--   {1, active}        acquired; active counts the permits now held, this one included
+--   {0, active, wait}  not acquired: active (>= capacity) permits are held; wait is the earliest permit's
+--                      remaining life in ms (>= 1: the first moment a permit can free up unless renewed),
+--                      -1 when it has no expiry (then no permit has one); nothing but pruning was written
+--   {-1, stored}       not acquired: permits are active under a different capacity (stored, a decimal
+--                      string); nothing but pruning was written
 --
 -- Expired permits are pruned first (server time from TIME; effects replication, the default since
 -- Redis 5 and the only mode since Redis 7, replicates the resulting writes, never the script). The key's
@@ -34,7 +36,13 @@ if stored then
   end
 end
 if active >= cap then
-  return {0, active}
+  -- The earliest permit: the lowest score in [0, +inf] ("#capacity" is negative, pruned scores are gone).
+  local first = redis.call('ZRANGE', key, 0, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+  local wait = -1
+  if first[2] and first[2] ~= 'inf' and tonumber(first[2]) ~= math.huge then
+    wait = tonumber(first[2]) - now
+  end
+  return {0, active, wait}
 end
 
 local ttl = tonumber(ARGV[2])

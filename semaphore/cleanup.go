@@ -14,7 +14,6 @@ import (
 // Cleanup stages: the operation whose owner-token release is being retried (a metric attribute).
 const (
 	stageAcquire = "acquire"
-	stageExtend  = "extend"
 	stageClose   = "close"
 )
 
@@ -23,29 +22,12 @@ const (
 	maxBackoff   = 5 * time.Second
 )
 
-// releaseOnce sends one owner-token release bounded by the cleanup timeout, derived from parent without
-// its cancellation. A nil error means the server answered: this owner holds no permit any more.
-func (s *Semaphore) releaseOnce(parent context.Context, owner string) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(parent), s.cfg.releaseTimeout)
-	defer cancel()
-	return releaseScript.Exec(cctx, s.client, []string{s.key}, []string{owner}).Error()
-}
-
-// cleanup sends a bounded owner-token release that survives the caller's cancellation and reports whether
-// the server answered it. When it did not, the release is retried in the background (see retryLater).
-func (s *Semaphore) cleanup(ctx context.Context, owner, stage string) bool {
-	err := s.releaseOnce(ctx, owner)
-	if err == nil {
-		return true
-	}
-	s.retryLater(owner, stage, err)
-	return false
-}
-
-// retryLater retries the owner-token release in a goroutine with jittered exponential backoff until it is
-// answered or the retry window elapses (then the cleanup is abandoned: counted and logged). A terminal
-// error (NOPERM, WRONGTYPE, ...) is abandoned at once: retrying cannot fix it.
-func (s *Semaphore) retryLater(owner, stage string, err error) {
+// retryLater retries an unanswered owner-token release (err was its error) in a goroutine with jittered
+// exponential backoff until it is answered or the retry window elapses (then the cleanup is abandoned:
+// counted and logged). A terminal error (NOPERM, WRONGTYPE, ...) is abandoned at once: retrying cannot
+// fix it. release sends one attempt; it is given a ctx bounded by the cleanup timeout (a handle's
+// Release when the permit was granted, so that an answered retry settles it).
+func (s *Semaphore) retryLater(stage string, err error, release func(context.Context) error) {
 	if luakit.IsTerminal(err) {
 		s.abandon(stage, luakit.ClassTerminal.String())
 		return
@@ -60,11 +42,11 @@ func (s *Semaphore) retryLater(owner, stage string, err error) {
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		s.retryLoop(owner, stage)
+		s.retryLoop(stage, release)
 	}()
 }
 
-func (s *Semaphore) retryLoop(owner, stage string) {
+func (s *Semaphore) retryLoop(stage string, release func(context.Context) error) {
 	deadline := time.Now().Add(s.cfg.retryWindow)
 	backoff := min(firstBackoff, s.cfg.retryWindow/4)
 	timer := time.NewTimer(0)
@@ -83,7 +65,10 @@ func (s *Semaphore) retryLoop(owner, stage string) {
 			return
 		case <-timer.C:
 		}
-		err := s.releaseOnce(s.bgCtx, owner)
+		// An attempt in flight when Shutdown stops the retries still ends by the cleanup timeout.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(s.bgCtx), s.cfg.own.CleanupTimeout)
+		err := release(cctx)
+		cancel()
 		if err == nil {
 			return
 		}
@@ -103,7 +88,7 @@ func (s *Semaphore) retryLoop(owner, stage string) {
 func (s *Semaphore) abandon(stage, reason string) {
 	s.abandoned.Add(context.Background(), 1, metric.WithAttributes(
 		attribute.String("stage", stage), attribute.String("reason", reason)))
-	s.cfg.logger.Warn("semaphore: cleanup release abandoned; the permit remains until it expires "+
+	s.cfg.own.Logger.Warn("semaphore: cleanup release abandoned; the permit remains until it expires "+
 		"(a permit without expiry until its member or the key is deleted)",
 		"stage", stage, "reason", reason)
 }
@@ -111,8 +96,8 @@ func (s *Semaphore) abandon(stage, reason string) {
 // Shutdown stops the Semaphore's background work: it waits for background cleanup retries to finish
 // and, when ctx ends first, stops the remaining ones (each counted as abandoned with reason "shutdown")
 // and returns ctx.Err() once they have exited. After Shutdown, [Semaphore.TryAcquire] fails with
-// [ErrShutdown] and an unconfirmed cleanup is abandoned instead of retried; permits already held can
-// still be extended, verified and released. Shutdown never closes the client. It is idempotent; call
+// [ErrShutdown] (and a waiting [Semaphore.Acquire] at its next attempt), and an unconfirmed cleanup is
+// abandoned instead of retried; permits already held can still be extended, verified and released. Shutdown never closes the client. It is idempotent; call
 // it before closing the client (and in tests, before goleak checks).
 func (s *Semaphore) Shutdown(ctx context.Context) error {
 	s.mu.Lock()

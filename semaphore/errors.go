@@ -3,31 +3,55 @@ package semaphore
 import (
 	"errors"
 	"fmt"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
-// Sentinel errors. Compare with errors.Is: most are returned wrapped with detail.
+// The ownership errors are luakit's shared values, so errors.Is(err, semaphore.ErrLost) and
+// errors.Is(err, luakit.ErrLost) agree whichever primitive returned err; their contract is in package
+// github.com/coordkit/coordkit/luakit/ownership. Compare with errors.Is: most are returned wrapped.
 var (
 	// ErrNotAcquired is returned by [Semaphore.TryAcquire] when capacity permits are already active.
 	// Nothing but the pruning of expired permits was written.
-	ErrNotAcquired = errors.New("semaphore: no permit available")
-
-	// ErrCapacityMismatch is wrapped by every [*CapacityMismatchError]: permits are active under a
-	// different capacity. Nothing but the pruning of expired permits was written.
-	ErrCapacityMismatch = errors.New("semaphore: capacity differs from the active permits' capacity")
+	ErrNotAcquired = luakit.ErrNotAcquired
 
 	// ErrLateReply is returned by [Semaphore.TryAcquire] when the server granted a permit but the reply
 	// arrived after the permit's local estimate had elapsed. The acquisition is not reported as acquired;
-	// an owner-token release was attempted (and is retried in the background).
-	ErrLateReply = errors.New("semaphore: acquisition reply arrived after the permit's local estimate elapsed")
+	// an owner-token release was sent (and, if unanswered, is retried in the background).
+	// [Semaphore.Acquire] tries again instead.
+	ErrLateReply = luakit.ErrLateReply
 
 	// ErrUncertain wraps failures where a command may have reached the server but no reply was read
-	// (timeout, cancellation, broken connection): an acquisition may have been applied, a release may or
-	// may not have removed the permit.
-	ErrUncertain = errors.New("semaphore: outcome uncertain")
+	// (timeout, cancellation, broken connection): an acquisition may have been applied (its cleanup was
+	// sent), a renewal may still run, a release may or may not have removed the permit.
+	ErrUncertain = luakit.ErrUncertain
 
-	// ErrInvalidTTL is returned, before any I/O, for a negative TTL or a positive TTL shorter than one
-	// millisecond. (Zero, [NoExpiry], is valid.)
-	ErrInvalidTTL = errors.New("semaphore: permit TTL must be 0 (no expiry) or at least 1ms")
+	// ErrLost is the cause reported by Permit.Err and Permit.Context once the server said this owner
+	// holds no permit (it expired, was removed, or the key was deleted).
+	ErrLost = luakit.ErrLost
+
+	// ErrExpired is the cause reported by Permit.Err and Permit.Context once the permit's local
+	// estimate elapsed without a confirmed renewal (also after a renewal answered too late, which
+	// surrenders the permit).
+	ErrExpired = luakit.ErrExpired
+
+	// ErrReleased is the cause reported by Permit.Err and Permit.Context once Permit.Release or
+	// [Permit.Close] sent the release (whatever the outcome).
+	ErrReleased = luakit.ErrReleased
+
+	// ErrKeepAliveRunning is returned by Permit.KeepAlive when a keep-alive already runs on the permit.
+	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning
+
+	// ErrInvalidTTL is wrapped by the error returned, before any I/O, for a negative TTL or a positive
+	// TTL shorter than one millisecond. (Zero, [NoExpiry], is valid.)
+	ErrInvalidTTL = luakit.ErrInvalidTTL
+)
+
+// The semaphore's own errors.
+var (
+	// ErrCapacityMismatch is wrapped by every [*CapacityMismatchError]: permits are active under a
+	// different capacity. Nothing but the pruning of expired permits was written.
+	ErrCapacityMismatch = errors.New("semaphore: capacity differs from the active permits' capacity")
 
 	// ErrInvalidCapacity is returned by [New] for a capacity below 1 or above 2^53 (scores are doubles).
 	ErrInvalidCapacity = errors.New("semaphore: capacity must be between 1 and 2^53")
@@ -35,24 +59,9 @@ var (
 	// ErrNilClient is returned by [New] for a nil rueidis.Client.
 	ErrNilClient = errors.New("semaphore: nil rueidis client")
 
-	// ErrShutdown is returned by [Semaphore.TryAcquire] after [Semaphore.Shutdown].
+	// ErrShutdown is returned by [Semaphore.TryAcquire] and [Semaphore.Acquire] after
+	// [Semaphore.Shutdown].
 	ErrShutdown = errors.New("semaphore: shut down")
-
-	// ErrLost is the cause reported by [Permit.Err] and [Permit.Context] when the server says this owner
-	// no longer holds the permit (it expired, was released elsewhere, or the key was deleted).
-	ErrLost = errors.New("semaphore: permit lost")
-
-	// ErrExpired is the cause reported by [Permit.Err] and [Permit.Context] when the permit's local
-	// estimate elapsed without a confirmed renewal.
-	ErrExpired = errors.New("semaphore: permit local estimate elapsed")
-
-	// ErrSurrendered is the cause reported by [Permit.Err] and [Permit.Context] after an [Permit.Extend]
-	// that was sent failed or was uncertain: the handle gave the permit up (see Extend).
-	ErrSurrendered = errors.New("semaphore: permit surrendered after a failed renewal")
-
-	// ErrReleased is the cause reported by [Permit.Err] and [Permit.Context] after [Permit.Release] or
-	// [Permit.Close] was called (whatever the outcome).
-	ErrReleased = errors.New("semaphore: permit released")
 )
 
 // CapacityMismatchError reports that permits are active under a different capacity than the one this

@@ -2,30 +2,32 @@ package semaphore
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
-// NoExpiry is the TTL of a permit that lasts until it is released: pass it to [Semaphore.TryAcquire] or
-// [Permit.Extend]. Prefer a finite TTL (see the package documentation).
+// NoExpiry is the TTL of a permit that lasts until it is released: pass it to [Semaphore.TryAcquire],
+// [Semaphore.Acquire] or [Permit.ExtendTTL]. Prefer a finite TTL (see the package documentation).
 const NoExpiry time.Duration = 0
 
-// Forever is what [Permit.Remaining] returns for a held permit without expiry.
-const Forever time.Duration = math.MaxInt64
+// Forever is what Permit.Remaining returns for a held permit without expiry.
+const Forever = ownership.Forever
 
 // MetricCleanupAbandoned is the name of the Int64Counter incremented each time a cleanup release is given
 // up (its background retries ran out of time, the server rejected it terminally, or
-// [Semaphore.Shutdown] stopped it). Attributes: "stage" ("acquire", "extend" or "close") and "reason"
-// (the [luakit.Class] of the last error: "uncertain", "transient", "terminal", "unknown"; or
-// "shutdown"). Keys and tokens are never attributes.
+// [Semaphore.Shutdown] stopped it). Attributes: "stage" ("acquire" after an uncertain, failed or late
+// acquisition, "close" after [Permit.Close]) and "reason" (the [luakit.Class] of the last error:
+// "uncertain", "transient", "terminal", "unknown"; or "shutdown"). Keys and tokens are never attributes.
 const MetricCleanupAbandoned = "coordkit.coordination.cleanup.abandoned"
 
 // meterName is the instrumentation scope of the package's instruments.
@@ -42,12 +44,17 @@ const maxCapacity = 1 << 53
 // when its ctx ends).
 type Semaphore struct {
 	client    rueidis.Client
-	name      string // as given, without prefix
-	key       string // physical key
+	name      string   // as given, without prefix
+	key       string   // physical key
+	keys      []string // {key}: the scripts' KEYS, shared read-only
 	capacity  int64
 	capArg    string
 	cfg       config
 	abandoned metric.Int64Counter
+
+	waiter    ownership.Waiter // its Config is &cfg.own, shared by every permit of this Semaphore
+	tracker   *luakit.Tracker  // WithTracker's, else TrackerOf(client); nil: none
+	untracked atomic.Bool      // an armed read came back untracked (RESP2, cache off): stop arming ahead
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -90,12 +97,19 @@ func New(client rueidis.Client, key string, capacity int64, opts ...Option) (*Se
 		return nil, fmt.Errorf("semaphore: metric %s: %w", MetricCleanupAbandoned, err)
 	}
 	bgCtx, bgCancel := context.WithCancel(context.Background())
-	return &Semaphore{
-		client: client, name: key, key: cfg.keys.Key(key),
+	physical := cfg.keys.Key(key)
+	s := &Semaphore{
+		client: client, name: key, key: physical, keys: []string{physical},
 		capacity: capacity, capArg: strconv.FormatInt(capacity, 10),
 		cfg: cfg, abandoned: counter,
-		bgCtx: bgCtx, bgCancel: bgCancel,
-	}, nil
+		tracker: cfg.tracker,
+		bgCtx:   bgCtx, bgCancel: bgCancel,
+	}
+	if s.tracker == nil {
+		s.tracker = luakit.TrackerOf(client)
+	}
+	s.waiter = ownership.Waiter{Client: client, Tracker: s.tracker, Config: &s.cfg.own}
+	return s, nil
 }
 
 // Key returns the semaphore key as given to [New] (without the key prefix).
@@ -111,13 +125,19 @@ func ttlArg(ttl time.Duration) (string, time.Duration, error) {
 	}
 	ms := ttl.Milliseconds()
 	if ms < 1 {
-		return "", 0, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+		return "", 0, fmt.Errorf("semaphore: %w: a permit's TTL is 0 (no expiry) or at least 1ms (got %v)", ErrInvalidTTL, ttl)
 	}
 	return strconv.FormatInt(ms, 10), time.Duration(ms) * time.Millisecond, nil
 }
 
-// TryAcquire makes one attempt to take a permit and returns at once: it does not queue, poll or promise
-// fairness.
+func (s *Semaphore) isShut() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shut
+}
+
+// TryAcquire makes one attempt to take a permit and returns at once: it does not queue, wait or promise
+// fairness (see [Semaphore.Acquire] for that). It blocks for one round trip, bounded by ctx.
 //
 // ttl is the permit's lifetime on the server clock, truncated to whole milliseconds (at least 1ms), or
 // [NoExpiry] (0) for a permit that lasts until released. A negative or sub-millisecond ttl fails with
@@ -127,78 +147,208 @@ func ttlArg(ttl time.Duration) (string, time.Duration, error) {
 //   - [ErrNotAcquired] when capacity permits are active;
 //   - a [*CapacityMismatchError] (wrapping [ErrCapacityMismatch]) when permits are active under a
 //     different capacity (with no active permit, this Semaphore's capacity is adopted instead);
-//   - [ErrLateReply] when the grant arrived after the permit's local estimate elapsed;
+//   - an error wrapping [ErrLateReply] when the grant arrived after the permit's local estimate elapsed;
 //   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
 //     but no reply was read;
 //   - [ErrShutdown] after [Semaphore.Shutdown];
 //   - any other server or connection error, classified by [luakit.Classify].
 //
-// After a late, uncertain or failed (error reply) acquisition, an owner-token release bounded by the
-// cleanup timeout is sent even if ctx is cancelled, then retried in the background; a finite ttl is the
-// fallback if it never lands. A delayed acquisition can still reach the server after that release (it
-// may travel on another connection); the permit then lives until its ttl, or, with NoExpiry, until the
-// key is cleaned by hand. Prefer a finite ttl.
+// After a late or uncertain acquisition, or an error reply other than a transient one (which comes
+// before any write), an owner-token release is sent behind it on the same connection, bounded by the
+// cleanup timeout even if ctx is cancelled, and retried in the background if unanswered; a finite ttl
+// is the fallback if it never lands. Prefer a finite ttl.
 func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit, error) {
 	ms, ttl, err := ttlArg(ttl)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	shut := s.shut
-	s.mu.Unlock()
-	if shut {
+	if s.isShut() {
 		return nil, ErrShutdown
 	}
+	p, _, _, err := s.try(ctx, ms, ttl)
+	return p, err
+}
+
+// Acquire takes a permit like [Semaphore.TryAcquire], waiting while capacity permits are active. It
+// waits as the contract in package github.com/coordkit/coordkit/luakit/ownership says: without polling,
+// it sleeps until the semaphore key is invalidated (any permit released, added, renewed or pruned
+// changes the sorted set; see [WithTracker]) or the earliest active permit expires, then tries again;
+// only the script grants a permit. While a full semaphore holds only permits without expiry on a
+// client without working tracking, it re-checks once a second. Transient server errors and late grants
+// are retried after the retry delay, and so is an uncertain attempt once its owner-token cleanup was
+// answered; a capacity mismatch and other errors end the wait. It does not queue: waiters are not
+// served in arrival order.
+//
+// It blocks until a permit is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
+// returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is
+// sent). After [Semaphore.Shutdown] it returns [ErrShutdown] at its next attempt. ttl is validated as
+// for TryAcquire, before any I/O.
+func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, error) {
+	ms, ttl, err := ttlArg(ttl)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		p     *Permit
+		tries int
+	)
+	err = s.waiter.Wait(ctx, s.key, func(ctx context.Context) ownership.Attempt {
+		// The Waiter arms tracking after a busy attempt, but unlike a lock's key the semaphore key
+		// survives a release, so a release between that attempt and the arming would go unnoticed until
+		// the earliest permit expires. So the tracked read is made before each attempt once the
+		// semaphore was found full (served from the local cache while nothing changed, no round trip),
+		// and the first busy attempt is repeated once tracking is armed.
+		tries++
+		if tries > 1 {
+			s.arm(ctx)
+		}
+		a := s.attempt(ctx, ms, ttl, &p)
+		if a.Busy && tries == 1 && s.arm(ctx) {
+			a = s.attempt(ctx, ms, ttl, &p)
+		}
+		return a
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// arm makes the server track the semaphore key for this client (a client-side-cached PTTL read) and
+// reports whether it did; it does nothing without a tracker or once a read came back untracked.
+func (s *Semaphore) arm(ctx context.Context) bool {
+	if s.tracker == nil || s.untracked.Load() {
+		return false
+	}
+	exists, _, tracked, err := luakit.ArmTracked(ctx, s.client, s.key)
+	if err != nil {
+		return false
+	}
+	if exists && !tracked {
+		s.untracked.Store(true) // RESP2 or caching off: arming cannot help (the Waiter warns)
+		return false
+	}
+	return true
+}
+
+// attempt is one try of a waiting acquisition; a granted permit is stored in *out.
+func (s *Semaphore) attempt(ctx context.Context, ms string, ttl time.Duration, out **Permit) ownership.Attempt {
+	if s.isShut() {
+		return ownership.Attempt{Err: ErrShutdown}
+	}
+	p, wait, settled, err := s.try(ctx, ms, ttl)
+	switch {
+	case err == nil:
+		*out = p
+		return ownership.Attempt{}
+	case err == ErrNotAcquired:
+		return ownership.Attempt{Busy: true, HolderTTL: wait}
+	case errors.Is(err, ErrLateReply), luakit.IsTransient(err),
+		errors.Is(err, ErrUncertain) && settled && ctx.Err() == nil:
+		// Late grants, "not now" replies, and uncertain attempts whose cleanup was answered (a pooled
+		// connection broken by a restart, say) leave no permit of ours behind: try again.
+		return ownership.Attempt{Retry: true}
+	}
+	return ownership.Attempt{Err: err}
+}
+
+// try sends one acquisition with a fresh owner token. It returns the permit when granted in time;
+// otherwise, with ErrNotAcquired, how long until the earliest permit expires (negative: none expires).
+// settled reports that the cleanup sent after a failed attempt was answered.
+func (s *Semaphore) try(ctx context.Context, ms string, ttl time.Duration) (p *Permit, wait time.Duration, settled bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("semaphore: acquire: %w", err)
+		return nil, 0, false, fmt.Errorf("semaphore: acquire: %w", err)
 	}
 	owner, err := luakit.NewOwnerToken()
 	if err != nil {
-		return nil, fmt.Errorf("semaphore: owner token: %w", err)
+		return nil, 0, false, fmt.Errorf("semaphore: owner token: %w", err)
 	}
-	start := time.Now()
-	arr, err := acquireScript.Exec(ctx, s.client, []string{s.key}, []string{owner, ms, s.capArg}).ToArray()
+	start, resp := ownership.Send(ctx, acquireScript, s.client, s.keys, []string{owner, ms, s.capArg})
+	arr, err := resp.ToArray()
 	if err != nil {
-		// An error reply can follow partial writes, and an unanswered script may have run: release.
-		s.cleanup(ctx, owner, stageAcquire)
-		if luakit.IsUncertain(err) {
-			return nil, fmt.Errorf("%w: acquire: %w", ErrUncertain, err)
+		if luakit.IsTransient(err) {
+			// A "not now" reply (LOADING, BUSY, READONLY, OOM, ...) comes before the permit's write.
+			return nil, 0, false, fmt.Errorf("semaphore: acquire: %w", err)
 		}
-		return nil, fmt.Errorf("semaphore: acquire: %w", err)
+		// The script may have run (no reply), or failed after a write: release behind it.
+		settled = s.cleanup(ctx, owner)
+		if luakit.IsUncertain(err) {
+			return nil, 0, settled, fmt.Errorf("semaphore: acquire: %w: %w", ErrUncertain, err)
+		}
+		return nil, 0, settled, fmt.Errorf("semaphore: acquire: %w", err)
 	}
-	status, active, err := decodePair(arr)
+	status, v, wait, err := decodeAcquire(arr)
 	if err != nil {
-		s.cleanup(ctx, owner, stageAcquire)
-		return nil, fmt.Errorf("semaphore: acquire: %w", err)
+		s.cleanup(ctx, owner)
+		return nil, 0, false, fmt.Errorf("semaphore: acquire: %w", err)
 	}
 	switch status {
 	case 1:
-		if ttl > 0 && !time.Now().Before(start.Add(ttl)) {
-			s.cleanup(ctx, owner, stageAcquire)
-			return nil, ErrLateReply
-		}
-		return newPermit(s, owner, ttl, start), nil
+		p, err := s.grant(ctx, owner, start, ttl)
+		return p, 0, false, err
 	case 0:
-		return nil, ErrNotAcquired
-	case -1:
-		return nil, &CapacityMismatchError{Stored: active, Requested: s.capacity}
+		return nil, wait, false, ErrNotAcquired
 	}
-	s.cleanup(ctx, owner, stageAcquire)
-	return nil, fmt.Errorf("semaphore: acquire: unexpected status %d", status)
+	return nil, 0, false, &CapacityMismatchError{Stored: v, Requested: s.capacity}
 }
 
-// decodePair decodes a {status, value} script reply; value is an integer or a decimal string.
-func decodePair(arr []rueidis.RedisMessage) (int64, int64, error) {
-	if len(arr) != 2 {
-		return 0, 0, fmt.Errorf("unexpected reply of %d elements", len(arr))
+// grant starts the permit the server granted to an acquisition sent at start. A late grant is
+// ErrLateReply: the Handle sent the owner-token release, retried here in the background if unanswered.
+func (s *Semaphore) grant(ctx context.Context, owner string, start time.Time, ttl time.Duration) (*Permit, error) {
+	p := &Permit{b: backend{s: s, owner: [1]string{owner}}}
+	if err := p.Handle.Grant(ctx, &p.b, &s.cfg.own, start, ttl); err != nil {
+		if rerr := p.b.releaseErr; rerr != nil {
+			s.retryLater(stageAcquire, rerr, p.b.retryRelease)
+		}
+		return nil, fmt.Errorf("semaphore: acquire: %w", err)
 	}
-	status, err := arr[0].AsInt64()
+	return p, nil
+}
+
+// cleanup sends the owner-token release after an acquisition that may have written a permit: ordered
+// behind it, bounded by the cleanup timeout, surviving ctx's cancellation (see [ownership.Cleanup]). If
+// unanswered it is retried in the background. It reports whether the server answered.
+func (s *Semaphore) cleanup(ctx context.Context, owner string) bool {
+	b := &backend{s: s, owner: [1]string{owner}}
+	if ownership.Cleanup(ctx, &s.cfg.own, b.Release) {
+		return true
+	}
+	s.retryLater(stageAcquire, b.releaseErr, b.retryRelease)
+	return false
+}
+
+// decodeAcquire decodes acquire.lua's reply: {1, active}, {0, active, wait_ms} (wait -1: the earliest
+// permit has no expiry) or {-1, stored}; value is active or stored (an integer or a decimal string).
+func decodeAcquire(arr []rueidis.RedisMessage) (status, value int64, wait time.Duration, err error) {
+	if len(arr) < 2 {
+		return 0, 0, 0, fmt.Errorf("unexpected reply of %d elements", len(arr))
+	}
+	status, err = arr[0].AsInt64()
 	if err != nil {
-		return 0, 0, fmt.Errorf("status: %w", err)
+		return 0, 0, 0, fmt.Errorf("status: %w", err)
 	}
-	v, err := luakit.Int64(arr[1])
+	want := 2
+	if status == 0 {
+		want = 3
+	}
+	if len(arr) != want || status < -1 || status > 1 {
+		return 0, 0, 0, fmt.Errorf("unexpected reply: status %d with %d elements", status, len(arr))
+	}
+	value, err = luakit.Int64(arr[1])
 	if err != nil {
-		return 0, 0, fmt.Errorf("value: %w", err)
+		return 0, 0, 0, fmt.Errorf("value: %w", err)
 	}
-	return status, v, nil
+	if status != 0 {
+		return status, value, 0, nil
+	}
+	ms, err := arr[2].AsInt64()
+	switch {
+	case err != nil:
+		return 0, 0, 0, fmt.Errorf("wait: %w", err)
+	case ms == -1:
+		return 0, value, -1, nil
+	case ms < 0:
+		return 0, 0, 0, fmt.Errorf("unexpected wait %d", ms)
+	}
+	return 0, value, time.Duration(ms) * time.Millisecond, nil
 }

@@ -2,10 +2,12 @@ package semaphore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -29,22 +32,119 @@ type noIO struct {
 
 func (noIO) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
 
-// failing is a rueidis.Client whose every command fails with err (no server needed). It counts calls.
+// failing is a standalone rueidis.Client whose every command fails with err (no server needed). It
+// counts calls.
 type failing struct {
 	rueidis.Client
 	err   error
 	calls atomic.Int64
 }
 
-func (c *failing) B() rueidis.Builder { return rueidis.Builder{} }
-
+func (c *failing) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
+func (c *failing) B() rueidis.Builder       { return rueidis.Builder{} }
 func (c *failing) Do(ctx context.Context, _ rueidis.Completed) rueidis.RedisResult {
 	c.calls.Add(1)
 	return rueidis.NewErrorResult(c.err)
 }
 
-// slot0Key returns a key in Cluster slot 0: the zero rueidis.Builder that failing hands out accepts
-// only keys of slot 0.
+// scripted is a standalone client that records each command and answers it with answer(cmd). A
+// cached read (DoCache) is recorded as "CACHED" followed by the command.
+type scripted struct {
+	rueidis.Client
+	answer func(cmd []string) rueidis.RedisResult
+	mu     sync.Mutex
+	cmds   [][]string
+}
+
+func (c *scripted) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
+func (c *scripted) B() rueidis.Builder       { return rueidis.Builder{} }
+func (c *scripted) Do(_ context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	return c.record(cmd.Commands())
+}
+func (c *scripted) DoCache(_ context.Context, cmd rueidis.Cacheable, _ time.Duration) rueidis.RedisResult {
+	return c.record(append([]string{"CACHED"}, cmd.Commands()...))
+}
+
+func (c *scripted) record(cmd []string) rueidis.RedisResult {
+	c.mu.Lock()
+	c.cmds = append(c.cmds, append([]string(nil), cmd...))
+	c.mu.Unlock()
+	return c.answer(cmd)
+}
+
+func (c *scripted) sent() [][]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([][]string(nil), c.cmds...)
+}
+
+// count returns how many recorded commands ran script s (EVALSHA of its SHA).
+func (c *scripted) count(s *luakit.Script) int {
+	n := 0
+	for _, cmd := range c.sent() {
+		if len(cmd) > 1 && cmd[0] == "EVALSHA" && cmd[1] == s.SHA1() {
+			n++
+		}
+	}
+	return n
+}
+
+// msg builds a rueidis.RedisMessage from v (int, string, []any) through the exported cache format,
+// since rueidis has no exported constructor; cacheMS > 0 marks it as a client-side-cached reply with
+// that much life left.
+func msg(t testing.TB, v any, cacheMS int64) rueidis.RedisMessage {
+	t.Helper()
+	buf := make([]byte, 8)
+	if cacheMS > 0 {
+		binary.LittleEndian.PutUint64(buf, uint64(time.Now().UnixMilli()+cacheMS))
+	}
+	buf = encode(t, buf[:7], v)
+	var m rueidis.RedisMessage
+	if err := m.CacheUnmarshalView(buf); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func encode(t testing.TB, buf []byte, v any) []byte {
+	var l [8]byte
+	switch x := v.(type) {
+	case int:
+		binary.BigEndian.PutUint64(l[:], uint64(x))
+		return append(append(buf, ':'), l[:]...)
+	case string:
+		binary.BigEndian.PutUint64(l[:], uint64(len(x)))
+		return append(append(append(buf, '$'), l[:]...), x...)
+	case []any:
+		binary.BigEndian.PutUint64(l[:], uint64(len(x)))
+		buf = append(append(buf, '*'), l[:]...)
+		for _, e := range x {
+			buf = encode(t, buf, e)
+		}
+		return buf
+	}
+	t.Fatalf("cannot encode %T", v)
+	return nil
+}
+
+func result(t testing.TB, v any) rueidis.RedisResult { return rueidis.NewResult(msg(t, v, 0), nil) }
+
+// serverErr returns a server error reply with text s (such as "LOADING ...").
+func serverErr(t testing.TB, s string) error {
+	t.Helper()
+	buf := make([]byte, 7, 32)
+	var l [8]byte
+	binary.BigEndian.PutUint64(l[:], uint64(len(s)))
+	buf = append(append(append(buf, '-'), l[:]...), s...)
+	var m rueidis.RedisMessage
+	if err := m.CacheUnmarshalView(buf); err != nil {
+		t.Fatal(err)
+	}
+	return m.Error()
+}
+
+// slot0Key returns a key in Cluster slot 0: the zero rueidis.Builder that the fake clients hand out
+// accepts only keys of slot 0.
 func slot0Key(t *testing.T) string {
 	t.Helper()
 	for i := 0; ; i++ {
@@ -53,6 +153,8 @@ func slot0Key(t *testing.T) string {
 		}
 	}
 }
+
+var quiet = WithLogger(slog.New(slog.DiscardHandler))
 
 func TestNew(t *testing.T) {
 	if _, err := New(nil, "k", 1); !errors.Is(err, ErrNilClient) {
@@ -78,6 +180,14 @@ func TestNew(t *testing.T) {
 	}{
 		{"prefix", WithKeyPrefix("app:"), true},
 		{"binary prefix", WithKeyPrefix("\x00\xff{t}"), true},
+		{"tracker", WithTracker(luakit.NewTracker()), true},
+		{"nil tracker: the client's", WithTracker(nil), true},
+		{"fraction max", WithRenewFraction(0.9), true},
+		{"fraction", WithRenewFraction(0.5), true},
+		{"fraction zero", WithRenewFraction(0), false},
+		{"fraction too large", WithRenewFraction(0.95), false},
+		{"retry", WithRetryDelay(time.Millisecond), true},
+		{"retry zero", WithRetryDelay(0), false},
 		{"cleanup", WithCleanupTimeout(time.Second), true},
 		{"cleanup zero", WithCleanupTimeout(0), false},
 		{"window", WithCleanupRetryWindow(time.Second), true},
@@ -101,14 +211,61 @@ func TestNew(t *testing.T) {
 	}
 }
 
+// TestConfig: the options reach the shared ownership configuration (one per Semaphore).
+func TestConfig(t *testing.T) {
+	tr := luakit.NewTracker()
+	s, err := New(noIO{}, "k", 1, WithRenewFraction(0.5), WithRetryDelay(7*time.Millisecond),
+		WithCleanupTimeout(3*time.Second), WithTracker(tr), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.cfg.own.Name != "semaphore" || s.cfg.own.RenewFraction != 0.5 || s.cfg.own.RetryDelay != 7*time.Millisecond ||
+		s.cfg.own.CleanupTimeout != 3*time.Second || s.cfg.own.Logger == nil || !s.cfg.own.NoExpiry {
+		t.Fatalf("ownership config %+v", s.cfg.own)
+	}
+	if s.waiter.Config != &s.cfg.own || s.waiter.Tracker != tr || s.waiter.Client != s.client {
+		t.Fatal("waiter not wired to the Semaphore's config, tracker and client")
+	}
+}
+
 func TestKeyPrefix(t *testing.T) {
 	s, err := New(noIO{}, "\x00k", 1, WithKeyPrefix("p\xff:"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.key != "p\xff:\x00k" || s.Key() != "\x00k" {
-		t.Fatalf("key = %q, Key() = %q", s.key, s.Key())
+	if s.key != "p\xff:\x00k" || s.Key() != "\x00k" || len(s.keys) != 1 || s.keys[0] != s.key {
+		t.Fatalf("key = %q, keys = %q, Key() = %q", s.key, s.keys, s.Key())
 	}
+}
+
+func TestSharedErrors(t *testing.T) {
+	for _, p := range []struct{ own, shared error }{
+		{ErrNotAcquired, luakit.ErrNotAcquired},
+		{ErrLateReply, luakit.ErrLateReply},
+		{ErrUncertain, luakit.ErrUncertain},
+		{ErrLost, luakit.ErrLost},
+		{ErrExpired, luakit.ErrExpired},
+		{ErrReleased, luakit.ErrReleased},
+		{ErrKeepAliveRunning, luakit.ErrKeepAliveRunning},
+	} {
+		if p.own != p.shared {
+			t.Errorf("%v is not luakit's %v", p.own, p.shared)
+		}
+	}
+	if Released != ownership.Released || AlreadyReleased != ownership.AlreadyReleased || NotOwned != ownership.NotOwned ||
+		Forever != ownership.Forever {
+		t.Error("outcomes or Forever differ from ownership's")
+	}
+}
+
+// grantNow returns a permit granted now on s, released (if held) at the test's end.
+func grantNow(t *testing.T, s *Semaphore, owner string, ttl time.Duration) *Permit {
+	t.Helper()
+	p, err := s.grant(context.Background(), owner, time.Now(), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestValidationBeforeIO(t *testing.T) {
@@ -121,23 +278,32 @@ func TestValidationBeforeIO(t *testing.T) {
 		if _, err := s.TryAcquire(ctx, ttl); !errors.Is(err, ErrInvalidTTL) {
 			t.Errorf("TryAcquire(%v) = %v, want ErrInvalidTTL", ttl, err)
 		}
+		if _, err := s.Acquire(ctx, ttl); !errors.Is(err, ErrInvalidTTL) {
+			t.Errorf("Acquire(%v) = %v, want ErrInvalidTTL", ttl, err)
+		}
 	}
-	p := newPermit(s, "owner", time.Second, time.Now())
-	defer p.cancel(nil)
-	defer p.timer.Stop()
-	if ok, err := p.Extend(ctx, time.Microsecond); ok || !errors.Is(err, ErrInvalidTTL) {
-		t.Errorf("Extend(1µs) = %v, %v; want ErrInvalidTTL", ok, err)
+	p := grantNow(t, s, "owner", time.Second)
+	for _, ttl := range []time.Duration{time.Microsecond, -time.Second} {
+		if ok, err := p.ExtendTTL(ctx, ttl); ok || !errors.Is(err, ErrInvalidTTL) {
+			t.Errorf("ExtendTTL(%v) = %v, %v; want ErrInvalidTTL", ttl, ok, err)
+		}
 	}
-	if p.IsReleased() || p.Err() != nil {
-		t.Error("an invalid Extend changed the handle")
+	if p.Err() != nil || p.TTL() != time.Second {
+		t.Error("an invalid ExtendTTL changed the handle")
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := s.TryAcquire(cctx, time.Second); !errors.Is(err, context.Canceled) {
 		t.Errorf("TryAcquire(cancelled) = %v", err)
 	}
-	if ok, err := p.Extend(cctx, time.Second); ok || !errors.Is(err, context.Canceled) || p.IsReleased() {
-		t.Errorf("Extend(cancelled) = %v, %v, released=%v; want the ctx error and no change", ok, err, p.IsReleased())
+	if _, err := s.Acquire(cctx, time.Second); !errors.Is(err, context.Canceled) {
+		t.Errorf("Acquire(cancelled) = %v", err)
+	}
+	if ok, err := p.ExtendTTL(cctx, time.Second); ok || !errors.Is(err, context.Canceled) || p.Err() != nil {
+		t.Errorf("ExtendTTL(cancelled) = %v, %v, Err %v; want the ctx error and no change", ok, err, p.Err())
+	}
+	if _, err := p.Release(cctx); !errors.Is(err, context.Canceled) || p.Err() != nil {
+		t.Errorf("Release(cancelled) = %v, Err %v; want the ctx error and no change", err, p.Err())
 	}
 }
 
@@ -160,21 +326,136 @@ func TestTTLArg(t *testing.T) {
 	}
 }
 
-func TestCapacityMismatchError(t *testing.T) {
-	err := error(&CapacityMismatchError{Stored: 4, Requested: 3})
-	if !errors.Is(err, ErrCapacityMismatch) {
-		t.Fatal("not ErrCapacityMismatch")
+// TestDecodeAcquire: acquire.lua's three reply shapes, and anything else as an error (not uncertain).
+func TestDecodeAcquire(t *testing.T) {
+	tests := []struct {
+		name          string
+		reply         []any
+		status, value int64
+		wait          time.Duration
+		ok            bool
+	}{
+		{"acquired", []any{1, 3}, 1, 3, 0, true},
+		{"full", []any{0, 2, 1500}, 0, 2, 1500 * time.Millisecond, true},
+		{"full, no expiry", []any{0, 2, -1}, 0, 2, -1, true},
+		{"mismatch", []any{-1, "9007199254740992"}, -1, 1 << 53, 0, true},
+		{"full without wait", []any{0, 2}, 0, 0, 0, false},
+		{"acquired with a third element", []any{1, 3, 5}, 0, 0, 0, false},
+		{"bad wait", []any{0, 2, -5}, 0, 0, 0, false},
+		{"wait not an integer", []any{0, 2, "x"}, 0, 0, 0, false},
+		{"unknown status", []any{2, 1}, 0, 0, 0, false},
+		{"short", []any{1}, 0, 0, 0, false},
+		{"value malformed", []any{-1, "01"}, 0, 0, 0, false},
 	}
-	if got := err.Error(); got != "semaphore: capacity 3 requested but permits are active under capacity 4" {
-		t.Fatalf("Error() = %q", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := msg(t, tt.reply, 0)
+			arr, err := m.ToArray()
+			if err != nil {
+				t.Fatal(err)
+			}
+			status, value, wait, err := decodeAcquire(arr)
+			if (err == nil) != tt.ok {
+				t.Fatalf("decodeAcquire(%v) error = %v, want ok=%v", tt.reply, err, tt.ok)
+			}
+			if err != nil {
+				if errors.Is(err, ErrUncertain) || luakit.IsUncertain(err) {
+					t.Fatalf("an unexpected reply must not be uncertain: %v", err)
+				}
+				return
+			}
+			if status != tt.status || value != tt.value || wait != tt.wait {
+				t.Fatalf("decodeAcquire(%v) = %d, %d, %v; want %d, %d, %v", tt.reply, status, value, wait, tt.status, tt.value, tt.wait)
+			}
+		})
 	}
 }
 
-func TestReleaseOutcomeString(t *testing.T) {
-	for o, want := range map[ReleaseOutcome]string{Released: "released", AlreadyReleased: "already_released", NotOwned: "not_owned", 9: "ReleaseOutcome(9)"} {
-		if o.String() != want {
-			t.Errorf("%d.String() = %q, want %q", int(o), o.String(), want)
+// TestBackendReplies: the owner-checked scripts' replies, unexpected ones as errors (not uncertain), and
+// each sent with the permit's key and owner token.
+func TestBackendReplies(t *testing.T) {
+	tests := []struct {
+		name  string
+		call  func(*backend) (bool, error)
+		reply int
+		held  bool
+		ok    bool
+	}{
+		{"extend renewed", func(b *backend) (bool, error) { return b.Extend(context.Background(), time.Second) }, 1, true, true},
+		{"extend not ours", func(b *backend) (bool, error) { return b.Extend(context.Background(), 0) }, 0, false, true},
+		{"extend unexpected", func(b *backend) (bool, error) { return b.Extend(context.Background(), time.Second) }, 2, false, false},
+		{"verify remaining", func(b *backend) (bool, error) { return b.Verify(context.Background()) }, 1500, true, true},
+		{"verify no expiry", func(b *backend) (bool, error) { return b.Verify(context.Background()) }, -1, true, true},
+		{"verify not ours", func(b *backend) (bool, error) { return b.Verify(context.Background()) }, -2, false, true},
+		{"verify unexpected", func(b *backend) (bool, error) { return b.Verify(context.Background()) }, 0, false, false},
+		{"release removed", func(b *backend) (bool, error) { return b.Release(context.Background()) }, 1, true, true},
+		{"release absent", func(b *backend) (bool, error) { return b.Release(context.Background()) }, 0, false, true},
+		{"release unexpected", func(b *backend) (bool, error) { return b.Release(context.Background()) }, 3, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &scripted{answer: func([]string) rueidis.RedisResult { return result(t, tt.reply) }}
+			s, err := New(c, "k", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := &backend{s: s, owner: [1]string{"owner"}}
+			held, err := tt.call(b)
+			if held != tt.held || (err == nil) != tt.ok {
+				t.Fatalf("= %v, %v; want %v, ok=%v", held, err, tt.held, tt.ok)
+			}
+			if err != nil && (errors.Is(err, ErrUncertain) || luakit.IsUncertain(err)) {
+				t.Fatalf("an unexpected reply must not be uncertain: %v", err)
+			}
+			cmd := c.sent()[0]
+			if cmd[0] != "EVALSHA" || cmd[2] != "1" || cmd[3] != "k" || cmd[4] != "owner" {
+				t.Fatalf("sent %q", cmd)
+			}
+		})
+	}
+}
+
+// TestExtendTTL: a permit's TTL can change to and from NoExpiry (the shared Handle accepts 0 because
+// the Semaphore's Config allows it); TTLs are sent in whole milliseconds; Extend renews at the current
+// TTL; an invalid TTL is refused before any I/O.
+func TestExtendTTL(t *testing.T) {
+	c := &scripted{answer: func([]string) rueidis.RedisResult { return result(t, 1) }}
+	s, err := New(c, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := grantNow(t, s, "owner", time.Minute)
+	steps := []struct {
+		call func() (bool, error)
+		sent string
+		ttl  time.Duration
+	}{
+		{func() (bool, error) { return p.ExtendTTL(context.Background(), NoExpiry) }, "0", NoExpiry},
+		{func() (bool, error) { return p.Extend(context.Background()) }, "0", NoExpiry},
+		{func() (bool, error) { return p.ExtendTTL(context.Background(), 1500*time.Microsecond) }, "1", time.Millisecond},
+		{func() (bool, error) { return p.Handle.ExtendTTL(context.Background(), 0) }, "0", NoExpiry},
+		{func() (bool, error) { return p.ExtendTTL(context.Background(), time.Hour) }, "3600000", time.Hour},
+	}
+	for i, st := range steps {
+		ok, err := st.call()
+		if !ok || err != nil {
+			t.Fatalf("step %d = %v, %v", i, ok, err)
 		}
+		cmds := c.sent()
+		if len(cmds) != i+1 || cmds[i][1] != extendScript.SHA1() || cmds[i][5] != st.sent || p.TTL() != st.ttl {
+			t.Fatalf("step %d sent %q, TTL %v; want %s ms, TTL %v", i, cmds[len(cmds)-1], p.TTL(), st.sent, st.ttl)
+		}
+		if (st.ttl == NoExpiry) != (p.Remaining() == Forever) || (st.ttl == NoExpiry) != p.Deadline().IsZero() {
+			t.Fatalf("step %d: Remaining %v, Deadline %v for TTL %v", i, p.Remaining(), p.Deadline(), st.ttl)
+		}
+	}
+	for _, ttl := range []time.Duration{-time.Millisecond, time.Nanosecond, 999 * time.Microsecond} {
+		if ok, err := p.ExtendTTL(context.Background(), ttl); ok || !errors.Is(err, ErrInvalidTTL) {
+			t.Fatalf("ExtendTTL(%v) = %v, %v; want ErrInvalidTTL", ttl, ok, err)
+		}
+	}
+	if n := len(c.sent()); n != len(steps) {
+		t.Fatalf("invalid TTLs sent %d commands", n-len(steps))
 	}
 }
 
@@ -183,27 +464,37 @@ func TestPermitLocalState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPermit(s, "owner", NoExpiry, time.Now())
-	if p.Remaining() != Forever || !p.Deadline().IsZero() || p.TTL() != NoExpiry || p.Err() != nil {
+	p := grantNow(t, s, "owner", NoExpiry)
+	if p.Remaining() != Forever || !p.Deadline().IsZero() || p.TTL() != NoExpiry || p.Err() != nil || p.OwnerToken() != "owner" {
 		t.Fatalf("no-expiry permit: remaining %v deadline %v ttl %v err %v", p.Remaining(), p.Deadline(), p.TTL(), p.Err())
 	}
-	p.cancel(nil)
+	// Nothing to renew without expiry: no goroutine, no I/O (noIO would panic).
+	if err := p.KeepAlive(context.Background()); err != nil {
+		t.Fatalf("KeepAlive without expiry = %v", err)
+	}
 
-	p = newPermit(s, "owner", 20*time.Millisecond, time.Now())
+	p = grantNow(t, s, "owner", 20*time.Millisecond)
 	if r := p.Remaining(); r <= 0 || r > 20*time.Millisecond {
 		t.Fatalf("Remaining = %v", r)
 	}
+	done := p.Done()
 	select {
-	case <-p.Done():
+	case <-done:
 	case <-time.After(2 * time.Second):
 		t.Fatal("Done not closed after the local estimate elapsed")
 	}
-	if !errors.Is(p.Err(), ErrExpired) || p.Remaining() != 0 {
+	if !errors.Is(p.Err(), ErrExpired) || p.Remaining() != 0 || p.Done() != done {
 		t.Fatalf("after expiry: err %v remaining %v", p.Err(), p.Remaining())
 	}
-	// Extend after the local estimate elapsed does no I/O (noIO would panic).
-	if ok, err := p.Extend(context.Background(), time.Second); ok || err != nil {
+	// Extend and Verify after the local estimate elapsed do no I/O (noIO would panic).
+	if ok, err := p.ExtendTTL(context.Background(), time.Second); ok || err != nil {
+		t.Fatalf("ExtendTTL after expiry = %v, %v", ok, err)
+	}
+	if ok, err := p.Extend(context.Background()); ok || err != nil {
 		t.Fatalf("Extend after expiry = %v, %v", ok, err)
+	}
+	if ok, err := p.Verify(context.Background()); ok || err != nil {
+		t.Fatalf("Verify after expiry = %v, %v", ok, err)
 	}
 }
 
@@ -251,10 +542,7 @@ func newFailing(t *testing.T, err error, opts ...Option) (*Semaphore, *failing, 
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	c := &failing{err: err}
-	opts = append([]Option{
-		WithMeterProvider(mp), WithCleanupTimeout(10 * time.Millisecond),
-		WithLogger(slog.New(slog.DiscardHandler)),
-	}, opts...)
+	opts = append([]Option{WithMeterProvider(mp), WithCleanupTimeout(10 * time.Millisecond), quiet}, opts...)
 	s, err := New(c, slot0Key(t), 2, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -264,13 +552,13 @@ func newFailing(t *testing.T, err error, opts ...Option) (*Semaphore, *failing, 
 
 func TestCloseAbandonsAfterRetryWindow(t *testing.T) {
 	s, c, reader := newFailing(t, io.EOF, WithCleanupRetryWindow(150*time.Millisecond))
-	p := newPermit(s, "owner", time.Minute, time.Now())
+	p := grantNow(t, s, "owner", time.Minute)
 	start := time.Now()
 	if err := p.Close(); err != nil {
 		t.Fatalf("Close = %v, want nil", err)
 	}
-	if !p.IsReleased() || !errors.Is(p.Err(), ErrReleased) || p.Remaining() != 0 {
-		t.Fatalf("after Close: released %v err %v remaining %v", p.IsReleased(), p.Err(), p.Remaining())
+	if !errors.Is(p.Err(), ErrReleased) || p.Remaining() != 0 {
+		t.Fatalf("after Close: err %v remaining %v", p.Err(), p.Remaining())
 	}
 	if err := s.Shutdown(context.Background()); err != nil { // waits for the retries to give up
 		t.Fatal(err)
@@ -287,9 +575,48 @@ func TestCloseAbandonsAfterRetryWindow(t *testing.T) {
 	}
 }
 
+// TestCloseRetrySettles: a background retry that is answered settles the handle, so a later Close or
+// Release does no I/O.
+func TestCloseRetrySettles(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	var releases atomic.Int64
+	c := &scripted{answer: func([]string) rueidis.RedisResult {
+		releases.Add(1)
+		if fail.Load() {
+			return rueidis.NewErrorResult(io.EOF)
+		}
+		return result(t, 1)
+	}}
+	s, err := New(c, slot0Key(t), 2, WithCleanupTimeout(10*time.Millisecond), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := grantNow(t, s, "owner", time.Minute)
+	_ = p.Close()
+	if p.Settled() {
+		t.Fatal("settled after an unanswered release")
+	}
+	fail.Store(false)
+	if err := s.Shutdown(context.Background()); err != nil { // waits for the retry to land
+		t.Fatal(err)
+	}
+	if !p.Settled() {
+		t.Fatal("an answered background retry did not settle the handle")
+	}
+	n := releases.Load()
+	if out, err := p.Release(context.Background()); out != AlreadyReleased || err != nil {
+		t.Fatalf("Release after the settled retry = %v, %v; want AlreadyReleased", out, err)
+	}
+	_ = p.Close()
+	if releases.Load() != n {
+		t.Fatal("I/O after the handle was settled")
+	}
+}
+
 func TestShutdownStopsRetries(t *testing.T) {
 	s, _, reader := newFailing(t, io.EOF) // default 1 minute window
-	p := newPermit(s, "owner", NoExpiry, time.Now())
+	p := grantNow(t, s, "owner", NoExpiry)
 	_ = p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -302,8 +629,11 @@ func TestShutdownStopsRetries(t *testing.T) {
 	if _, err := s.TryAcquire(context.Background(), time.Second); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("TryAcquire after Shutdown = %v", err)
 	}
+	if _, err := s.Acquire(context.Background(), time.Second); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("Acquire after Shutdown = %v", err)
+	}
 	// After Shutdown an unconfirmed cleanup is abandoned at once.
-	_ = newPermit(s, "other", NoExpiry, time.Now()).Close()
+	_ = grantNow(t, s, "other", NoExpiry).Close()
 	if got := abandonedPoints(t, reader); got[attrs(stageClose, "shutdown")] != 2 {
 		t.Fatalf("abandoned = %v, want two close/shutdown", got)
 	}
@@ -328,6 +658,22 @@ func TestFailedAcquireReleases(t *testing.T) {
 	}
 }
 
+// A transient error reply ("not now": LOADING, BUSY, READONLY, OOM, ...) comes before the script's
+// first write: nothing to clean up.
+func TestTransientAcquireSendsNoCleanup(t *testing.T) {
+	s, c, _ := newFailing(t, serverErr(t, "LOADING Redis is loading the dataset in memory"))
+	_, err := s.TryAcquire(context.Background(), time.Second)
+	if !luakit.IsTransient(err) || errors.Is(err, ErrUncertain) {
+		t.Fatalf("TryAcquire = %v, want the transient error", err)
+	}
+	if n := c.calls.Load(); n != 1 {
+		t.Fatalf("%d calls, want the acquisition only", n)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestUncertainAcquire(t *testing.T) {
 	s, c, _ := newFailing(t, io.ErrUnexpectedEOF, WithCleanupRetryWindow(30*time.Millisecond))
 	p, err := s.TryAcquire(context.Background(), NoExpiry)
@@ -342,52 +688,73 @@ func TestUncertainAcquire(t *testing.T) {
 	}
 }
 
-func TestExtendFailureSurrenders(t *testing.T) {
-	s, _, reader := newFailing(t, context.DeadlineExceeded, WithCleanupRetryWindow(30*time.Millisecond))
-	p := newPermit(s, "owner", time.Minute, time.Now())
-	ok, err := p.Extend(context.Background(), time.Minute)
+// TestLateGrant: a grant whose reply came after the local estimate elapsed is ErrLateReply; the
+// owner-checked release is sent for it and, unanswered, retried in the background.
+func TestLateGrant(t *testing.T) {
+	s, c, reader := newFailing(t, io.EOF)
+	p, err := s.grant(context.Background(), "owner", time.Now().Add(-time.Second), 10*time.Millisecond)
+	if p != nil || !errors.Is(err, ErrLateReply) {
+		t.Fatalf("late grant = %v, %v; want nil, ErrLateReply", p, err)
+	}
+	if c.calls.Load() != 1 {
+		t.Fatalf("%d calls, want the cleanup release", c.calls.Load())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_ = s.Shutdown(ctx)
+	if c.calls.Load() < 2 {
+		t.Fatal("the unanswered cleanup of a late grant was not retried")
+	}
+	if got := abandonedPoints(t, reader); got[attrs(stageAcquire, "shutdown")] != 1 {
+		t.Fatalf("abandoned = %v, want one acquire/shutdown", got)
+	}
+}
+
+// TestUncertainExtendKeepsPermit: a renewal without a reply may still run, so the handle keeps its
+// previous estimate (a safe lower bound) and sends nothing else.
+func TestUncertainExtendKeepsPermit(t *testing.T) {
+	s, c, reader := newFailing(t, context.DeadlineExceeded)
+	p := grantNow(t, s, "owner", time.Minute)
+	before := p.Deadline()
+	ok, err := p.ExtendTTL(context.Background(), 2*time.Minute)
 	if ok || !errors.Is(err, ErrUncertain) {
-		t.Fatalf("Extend = %v, %v; want ErrUncertain", ok, err)
+		t.Fatalf("ExtendTTL = %v, %v; want ErrUncertain", ok, err)
 	}
-	if !p.IsReleased() || p.Remaining() != 0 || !errors.Is(p.Err(), ErrSurrendered) {
-		t.Fatalf("after a failed Extend: released %v remaining %v err %v", p.IsReleased(), p.Remaining(), p.Err())
+	if p.Err() != nil || p.Remaining() == 0 || !p.Deadline().Equal(before) || p.TTL() != time.Minute {
+		t.Fatalf("after an uncertain ExtendTTL: err %v remaining %v deadline moved %v ttl %v",
+			p.Err(), p.Remaining(), !p.Deadline().Equal(before), p.TTL())
 	}
-	if ok, err := p.Extend(context.Background(), time.Minute); ok || err != nil {
-		t.Fatalf("later Extend = %v, %v; want false, nil", ok, err)
-	}
-	if ok, err := p.Verify(context.Background()); ok || err != nil {
-		t.Fatalf("Verify after surrender = %v, %v; want false, nil", ok, err)
+	if n := c.calls.Load(); n != 1 {
+		t.Fatalf("%d calls, want the renewal only", n)
 	}
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := abandonedPoints(t, reader); got[attrs(stageExtend, "uncertain")] != 1 {
-		t.Fatalf("abandoned = %v, want one extend/uncertain", got)
+	if got := abandonedPoints(t, reader); len(got) != 0 {
+		t.Fatalf("abandoned = %v, want none", got)
 	}
 }
 
 func TestVerifyFailureKeepsPermit(t *testing.T) {
 	s, _, _ := newFailing(t, io.EOF)
-	p := newPermit(s, "owner", time.Minute, time.Now())
-	defer p.cancel(nil)
-	defer p.timer.Stop()
+	p := grantNow(t, s, "owner", time.Minute)
 	ok, err := p.Verify(context.Background())
 	if ok || !errors.Is(err, ErrUncertain) {
 		t.Fatalf("Verify = %v, %v", ok, err)
 	}
-	if p.IsReleased() || p.Err() != nil || p.Remaining() == 0 {
+	if p.Err() != nil || p.Remaining() == 0 {
 		t.Fatal("a failed Verify changed the handle")
 	}
 }
 
 func TestReleaseUnconfirmed(t *testing.T) {
 	s, c, _ := newFailing(t, io.EOF)
-	p := newPermit(s, "owner", time.Minute, time.Now())
+	p := grantNow(t, s, "owner", time.Minute)
 	_, err := p.Release(context.Background())
 	if !errors.Is(err, ErrUncertain) {
 		t.Fatalf("Release = %v, want ErrUncertain", err)
 	}
-	if !p.IsReleased() || !errors.Is(p.Err(), ErrReleased) {
+	if !errors.Is(p.Err(), ErrReleased) {
 		t.Fatal("Release must end the handle")
 	}
 	if _, err := p.Release(context.Background()); !errors.Is(err, ErrUncertain) {
@@ -399,4 +766,138 @@ func TestReleaseUnconfirmed(t *testing.T) {
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// countingHandler counts warnings.
+type countingHandler struct {
+	slog.Handler
+	warnings atomic.Int64
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn {
+		h.warnings.Add(1)
+	}
+	return nil
+}
+
+// TestAcquireWakesAtEarliestExpiry: without a tracker a full semaphore's waiter sleeps until the
+// earliest permit's expiry that the script reported (not a fixed period), tries again, and warns once.
+func TestAcquireWakesAtEarliestExpiry(t *testing.T) {
+	var n atomic.Int64
+	c := &scripted{answer: func([]string) rueidis.RedisResult {
+		if n.Add(1) == 1 {
+			return result(t, []any{0, 2, 150})
+		}
+		return result(t, []any{1, 2})
+	}}
+	h := &countingHandler{}
+	s, err := New(c, slot0Key(t), 2, WithLogger(slog.New(h)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	p, err := s.Acquire(context.Background(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond || d > 900*time.Millisecond {
+		t.Fatalf("acquired after %v, want the earliest permit's 150ms", d)
+	}
+	if got := c.count(acquireScript); got != 2 {
+		t.Fatalf("%d attempts, want 2", got)
+	}
+	if h.warnings.Load() != 1 {
+		t.Fatalf("%d warnings, want one about waiting without invalidations", h.warnings.Load())
+	}
+	if p.TTL() != time.Minute || p.Err() != nil {
+		t.Fatal("the acquired permit is not held")
+	}
+}
+
+// TestAcquireArmsBeforeRetrying: with a tracker, the first busy attempt is repeated once the semaphore
+// key is tracked, so a release between that attempt and the tracked read (which would send no
+// invalidation) is not missed. Here the repeated attempt finds the free permit at once, although the
+// earliest permit is 10s away.
+func TestAcquireArmsBeforeRetrying(t *testing.T) {
+	var attempts atomic.Int64
+	c := &scripted{answer: func(cmd []string) rueidis.RedisResult {
+		if cmd[0] == "CACHED" {
+			return rueidis.NewResult(msg(t, 10_000, 60_000), nil) // PTTL, tracked
+		}
+		if attempts.Add(1) == 1 {
+			return result(t, []any{0, 2, 10_000})
+		}
+		return result(t, []any{1, 2})
+	}}
+	s, err := New(c, slot0Key(t), 2, WithTracker(luakit.NewTracker()), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := s.Acquire(ctx, time.Minute); err != nil {
+		t.Fatalf("Acquire = %v: a release between the attempt and the tracked read was missed", err)
+	}
+	cmds := c.sent()
+	if len(cmds) != 3 || cmds[1][0] != "CACHED" {
+		t.Fatalf("sent %q, want attempt, tracked read, attempt", cmds)
+	}
+}
+
+// TestAcquireRetriesAndErrors: transient replies are retried after the retry delay; a capacity
+// mismatch ends the wait (no cleanup: nothing was written); ctx ending while asleep ends it.
+func TestAcquireRetriesAndErrors(t *testing.T) {
+	t.Run("transient", func(t *testing.T) {
+		var n atomic.Int64
+		c := &scripted{answer: func([]string) rueidis.RedisResult {
+			if n.Add(1) < 3 {
+				return rueidis.NewErrorResult(serverErr(t, "BUSY Redis is busy running a script"))
+			}
+			return result(t, []any{1, 1})
+		}}
+		s, err := New(c, slot0Key(t), 2, WithRetryDelay(20*time.Millisecond), quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := s.Acquire(context.Background(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d < 40*time.Millisecond {
+			t.Fatalf("two retries after %v, want the 20ms retry delay each", d)
+		}
+		if got := len(c.sent()); got != 3 {
+			t.Fatalf("%d commands, want three attempts and no cleanup", got)
+		}
+	})
+	t.Run("mismatch", func(t *testing.T) {
+		c := &scripted{answer: func([]string) rueidis.RedisResult { return result(t, []any{-1, "3"}) }}
+		s, err := New(c, slot0Key(t), 2, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Acquire(context.Background(), time.Minute)
+		var cm *CapacityMismatchError
+		if !errors.As(err, &cm) || cm.Stored != 3 || cm.Requested != 2 {
+			t.Fatalf("Acquire = %v, want a CapacityMismatchError", err)
+		}
+		if got := len(c.sent()); got != 1 {
+			t.Fatalf("%d commands, want the attempt only", got)
+		}
+	})
+	t.Run("ctx", func(t *testing.T) {
+		c := &scripted{answer: func([]string) rueidis.RedisResult { return result(t, []any{0, 2, -1}) }}
+		s, err := New(c, slot0Key(t), 2, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_, err = s.Acquire(ctx, time.Minute)
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUncertain) {
+			t.Fatalf("Acquire = %v, want DeadlineExceeded (no attempt was in flight)", err)
+		}
+	})
 }
