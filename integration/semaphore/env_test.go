@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/semaphore"
 )
 
@@ -39,7 +40,17 @@ func (e *env) newClient(t *testing.T) rueidis.Client {
 	return c
 }
 
-// sem returns a Semaphore over c, shut down at t.Cleanup (registered after the client's Close, so it
+// trackedClient returns a client of the target built by luakit.NewTrackedClient (RESP3, client-side
+// caching on, invalidations wired to its own tracker, which semaphore.New finds), closed at t.Cleanup.
+func (e *env) trackedClient(t *testing.T) rueidis.Client {
+	t.Helper()
+	c, err := luakit.NewTrackedClient(e.ClientOption(), luakit.NewTracker())
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// newSem returns a Semaphore over c, shut down at t.Cleanup (registered after the client's Close, so it
 // runs first: cleanups run last-in first-out).
 func newSem(t *testing.T, c rueidis.Client, key string, capacity int64, opts ...semaphore.Option) *semaphore.Semaphore {
 	t.Helper()

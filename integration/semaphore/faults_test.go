@@ -15,10 +15,10 @@ import (
 	"github.com/coordkit/coordkit/testkit"
 )
 
-// TestSemaphoreFaults drops replies with the fault proxy on every standalone target: an acquisition or
-// renewal whose reply is lost is reported as uncertain (never as success), the renewal surrenders the
-// permit, the owner-token cleanup is retried in the background until it lands, and the server ends
-// clean.
+// TestSemaphoreFaults drops or delays replies with the fault proxy on every standalone target: an
+// acquisition whose reply is lost is reported as uncertain (never as success) and its owner-token
+// cleanup is retried in the background until it lands; a renewal whose reply is lost keeps the permit
+// with its previous estimate; a renewal answered too late surrenders it; the server ends clean.
 func TestSemaphoreFaults(t *testing.T) {
 	for _, mt := range matrix.Targets() {
 		if mt.Cluster {
@@ -29,15 +29,15 @@ func TestSemaphoreFaults(t *testing.T) {
 			matrix.TakeSlot(t)
 			e := startEnv(t, mt)
 			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { testUncertainAcquire(t, e) })
-			t.Run("uncertain_extend_surrenders", func(t *testing.T) { testUncertainExtend(t, e) })
+			t.Run("uncertain_extend_keeps_estimate", func(t *testing.T) { testUncertainExtend(t, e) })
 			t.Run("late_extend_reply_surrenders", func(t *testing.T) { testLateExtendReply(t, e) })
 		})
 	}
 }
 
-// proxied returns a Semaphore whose client goes through a fault proxy, with a short cleanup timeout and
-// a ManualReader on its meter provider.
-func proxied(t *testing.T, e *env, key string, capacity int64) (*testkit.Proxy, *semaphore.Semaphore, *sdkmetric.ManualReader) {
+// proxied returns a Semaphore whose client (also returned) goes through a fault proxy, with a short
+// cleanup timeout and a ManualReader on its meter provider.
+func proxied(t *testing.T, e *env, key string, capacity int64) (*testkit.Proxy, rueidis.Client, *semaphore.Semaphore, *sdkmetric.ManualReader) {
 	t.Helper()
 	proxy := testkit.NewProxy(t, e.Srv.Addr)
 	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
@@ -49,12 +49,12 @@ func proxied(t *testing.T, e *env, key string, capacity int64) (*testkit.Proxy, 
 		semaphore.WithCleanupRetryWindow(20*time.Second),
 		semaphore.WithMeterProvider(mp),
 		semaphore.WithLogger(slog.New(slog.DiscardHandler)))
-	return proxy, s, reader
+	return proxy, c, s, reader
 }
 
 func testUncertainAcquire(t *testing.T, e *env) {
 	const key = "ck:sem:uncertain-acquire"
-	proxy, s, reader := proxied(t, e, key, 2)
+	proxy, _, s, reader := proxied(t, e, key, 2)
 	// Warm the connection and load the script, so the dropped reply is the script's.
 	p, err := s.TryAcquire(ctx(t), time.Second)
 	require.NoError(t, err)
@@ -77,59 +77,70 @@ func testUncertainAcquire(t *testing.T, e *env) {
 	e.requireGone(t, key, 3*time.Second, "key after the uncertain acquisition")
 }
 
+// testUncertainExtend loses the reply of a renewal of a permit without expiry to a finite TTL: the
+// renewal may have run, so the handle keeps vouching with the lower of its estimates (no longer
+// Forever, at most the new TTL from the send), sends nothing else, and the permit stays held; it is
+// released normally once replies flow again.
 func testUncertainExtend(t *testing.T, e *env) {
 	const key = "ck:sem:uncertain-extend"
-	proxy, s, reader := proxied(t, e, key, 2)
+	proxy, c, s, reader := proxied(t, e, key, 2)
 	p, err := s.TryAcquire(ctx(t), semaphore.NoExpiry)
 	require.NoError(t, err)
 	e.requirePermit(t, key, p, true)
+	ok, err := p.ExtendTTL(ctx(t), semaphore.NoExpiry) // loads the script: the dropped reply is the renewal's
+	require.NoError(t, err)
+	require.True(t, ok)
 
 	require.NoError(t, proxy.DropReplies())
 	ectx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	ok, err := p.Extend(ectx, time.Minute)
+	ok, err = p.ExtendTTL(ectx, time.Minute)
 	cancel()
 	require.False(t, ok)
 	require.ErrorIs(t, err, semaphore.ErrUncertain)
-	require.True(t, p.IsReleased(), "an Extend that failed after sending surrenders the permit")
-	require.Zero(t, p.Remaining())
-	require.ErrorIs(t, p.Err(), semaphore.ErrSurrendered)
-	ok, err = p.Extend(ctx(t), time.Minute)
-	require.NoError(t, err)
-	require.False(t, ok)
+	require.Nil(t, p.Err(), "an uncertain renewal keeps the permit")
+	require.Greater(t, p.Remaining(), 50*time.Second)
+	require.LessOrEqual(t, p.Remaining(), time.Minute, "the estimate is lowered to the new TTL")
+	require.Equal(t, semaphore.NoExpiry, p.TTL(), "the TTL changes only on a confirmed renewal")
 	require.NoError(t, proxy.Reset())
+	matrix.WaitServing(t, c)
 
-	// Even a permit without expiry is removed: the owner-token release is retried until it lands.
+	e.requirePermit(t, key, p, false) // the renewal ran on the server
+	release(t, p, semaphore.Released)
 	sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer scancel()
 	require.NoError(t, s.Shutdown(sctx))
-	require.Empty(t, abandoned(t, reader), "the cleanup must have landed")
-	e.requireAbsent(t, key, "key after the surrendered permit's cleanup")
+	require.Empty(t, abandoned(t, reader), "no cleanup was needed")
+	e.requireAbsent(t, key, "key after the release")
 }
 
 // testLateExtendReply delays the reply of a renewal to NoExpiry past the permit's local estimate: the
 // server applied it (the permit would now live forever) but the handle had already ended, so Extend
-// reports false. The permit must then be surrendered and released, not left holding capacity forever.
+// reports false and the handle ends with ErrExpired. The permit must be surrendered (the handle's
+// owner-token release, and Close retrying it when its reply is lost too), not left holding capacity
+// forever.
 func testLateExtendReply(t *testing.T, e *env) {
 	const key = "ck:sem:late-extend"
-	proxy, s, reader := proxied(t, e, key, 1)
+	proxy, c, s, reader := proxied(t, e, key, 1)
 	p, err := s.TryAcquire(ctx(t), time.Second)
 	require.NoError(t, err)
-	ok, err := p.Extend(ctx(t), time.Second) // loads the script: the delayed reply is the renewal's
+	ok, err := p.Extend(ctx(t)) // loads the script: the delayed reply is the renewal's
 	require.NoError(t, err)
 	require.True(t, ok)
 	e.requirePermit(t, key, p, false)
 
 	require.NoError(t, proxy.AddLatency(1500*time.Millisecond))
-	ok, err = p.Extend(ctx(t), semaphore.NoExpiry)
+	ok, err = p.ExtendTTL(ctx(t), semaphore.NoExpiry)
 	require.NoError(t, err)
 	require.False(t, ok, "a renewal answered after the local estimate elapsed is not reported as renewed")
-	require.NotNil(t, p.Err(), "the handle no longer vouches for the permit")
-	require.True(t, p.IsReleased(), "the late-renewed permit is surrendered")
+	require.ErrorIs(t, p.Err(), semaphore.ErrExpired, "the handle no longer vouches for the permit")
 	require.NoError(t, proxy.Reset())
+	matrix.WaitServing(t, c)
+	require.NoError(t, p.Close())
 
 	sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer scancel()
 	require.NoError(t, s.Shutdown(sctx))
 	require.Empty(t, abandoned(t, reader), "the cleanup must have landed")
+	require.True(t, p.Settled())
 	e.requireAbsent(t, key, "key after the late-renewed permit's cleanup")
 }

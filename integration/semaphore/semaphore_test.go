@@ -36,13 +36,18 @@ var scenarios = []scenario{
 	{name: "03_no_expiry", run: testNoExpiry},
 	{name: "04_capacity_mismatch_adopt_lower", run: testCapacity},
 	{name: "05_owner_isolation", run: testOwnerIsolation},
-	{name: "06_extend_failure_surrenders", run: testExtendSurrenders},
+	{name: "06_extend_lost_or_refused", run: testExtendLostOrRefused},
 	{name: "07_verify", run: testVerify},
 	{name: "08_release_outcomes", run: testReleaseOutcomes},
 	{name: "09_prefix_binary_keys", run: testPrefixBinaryKeys},
 	{name: "10_bad_input", run: testBadInput},
 	{name: "11_noscript_recovery", run: testNoscript},
-	{name: "12_abandoned_cleanup_metric", run: testAbandonedMetric, standaloneOnly: true}, // kills a standalone server: keep it last
+	{name: "12_acquire_woken_by_release", run: testAcquireWokenByRelease},
+	{name: "13_acquire_woken_by_expiry", run: testAcquireWokenByExpiry},
+	{name: "14_acquire_ctx_ends_wait", run: testAcquireCtxEndsWait},
+	{name: "15_acquire_does_not_poll", run: testAcquireDoesNotPoll},
+	{name: "16_acquire_Concurrent", run: testAcquireConcurrent},
+	{name: "17_abandoned_cleanup_metric", run: testAbandonedMetric, standaloneOnly: true}, // kills a standalone server: keep it last
 }
 
 // TestSemaphore runs every scenario on every target. Targets run in parallel (at most
@@ -226,14 +231,14 @@ func testNoExpiry(t *testing.T, e *env) {
 	require.Nil(t, p.Err())
 
 	// A finite expiry for it: the key gets an expiry again (its latest permit is q's minute).
-	ok, err = p.Extend(c, 30*time.Second)
+	ok, err = p.ExtendTTL(c, 30*time.Second)
 	require.NoError(t, err)
 	require.True(t, ok)
 	e.requirePermit(t, key, p, false)
 	require.Greater(t, e.pttl(t, key), int64(50_000), "key expiry follows the latest permit")
 	require.LessOrEqual(t, p.Remaining(), 30*time.Second)
 	// And back to no expiry.
-	ok, err = p.Extend(c, semaphore.NoExpiry)
+	ok, err = p.ExtendTTL(c, semaphore.NoExpiry)
 	require.NoError(t, err)
 	require.True(t, ok)
 	e.requirePermit(t, key, p, true)
@@ -293,7 +298,7 @@ func testCapacity(t *testing.T, e *env) {
 		ok, err := p.Verify(c)
 		require.NoError(t, err)
 		require.True(t, ok, "lowering the capacity must not revoke a permit")
-		ok, err = p.Extend(c, time.Minute)
+		ok, err = p.Extend(c)
 		require.NoError(t, err)
 		require.True(t, ok, "renewal never checks the capacity")
 	}
@@ -324,10 +329,9 @@ func testOwnerIsolation(t *testing.T, e *env) {
 	before := e.members(t, key)
 	require.NotContains(t, before, old.OwnerToken())
 
-	ok, err := old.Extend(c, time.Hour)
+	ok, err := old.ExtendTTL(c, time.Hour)
 	require.NoError(t, err)
 	require.False(t, ok, "an expired owner must not renew")
-	require.True(t, old.IsReleased())
 	require.ErrorIs(t, old.Err(), semaphore.ErrLost)
 	ok, err = old.Verify(c)
 	require.NoError(t, err)
@@ -344,7 +348,7 @@ func testOwnerIsolation(t *testing.T, e *env) {
 	time.Sleep(250 * time.Millisecond)
 	repl, err = s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
-	ok, err = short.Extend(c, time.Minute) // local estimate elapsed: false, no I/O
+	ok, err = short.Extend(c) // local estimate elapsed: false, no I/O
 	require.NoError(t, err)
 	require.False(t, ok)
 	release(t, short, semaphore.NotOwned)
@@ -354,12 +358,12 @@ func testOwnerIsolation(t *testing.T, e *env) {
 	e.requireAbsent(t, key, "key at the end")
 }
 
-// 6. Extend once sent and failed surrenders the permit: the key is replaced by a string, so the script
-// fails with WRONGTYPE. The handle is released, Remaining is zero, later Extends are false, and the
-// owner-token cleanup (terminal error too) is abandoned and counted. Deleting the key externally, on
-// the other hand, makes Extend report the permit lost.
-func testExtendSurrenders(t *testing.T, e *env) {
-	const key = "ck:sem:surrender"
+// 6. Extend finds the permit gone (the key deleted externally): false, and the handle ends with
+// ErrLost; Extend must not recreate the permit. Extend refused by the server (the key replaced by a
+// string: WRONGTYPE, terminal): the error is returned and the handle is unchanged, nothing else is sent
+// (no cleanup, nothing abandoned); the Release that follows fails the same way and ends the handle.
+func testExtendLostOrRefused(t *testing.T, e *env) {
+	const key = "ck:sem:extend-refused"
 	c := ctx(t)
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -370,29 +374,31 @@ func testExtendSurrenders(t *testing.T, e *env) {
 	lost, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
 	e.do(t, "DEL", key)
-	ok, err := lost.Extend(c, time.Minute)
+	ok, err := lost.Extend(c)
 	require.NoError(t, err)
 	require.False(t, ok)
-	require.True(t, lost.IsReleased())
 	require.ErrorIs(t, lost.Err(), semaphore.ErrLost)
 	e.requireAbsent(t, key, "Extend must not recreate a deleted permit")
 
 	p, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
+	deadline := p.Deadline()
 	e.do(t, "DEL", key)
 	e.do(t, "SET", key, "not a sorted set")
-	ok, err = p.Extend(c, time.Minute)
+	st := sumEval(e.CommandStats(t))
+	ok, err = p.ExtendTTL(c, 2*time.Minute)
 	require.Error(t, err)
 	require.False(t, ok)
 	require.True(t, luakit.IsTerminal(err), "WRONGTYPE is terminal: %v", err)
-	require.True(t, p.IsReleased())
-	require.Zero(t, p.Remaining())
-	require.ErrorIs(t, p.Err(), semaphore.ErrSurrendered)
-	ok, err = p.Extend(c, time.Minute)
-	require.NoError(t, err)
-	require.False(t, ok, "a surrendered permit never renews")
-	got := abandoned(t, reader)
-	require.Equal(t, int64(1), got[attrSet("extend", "terminal")], "abandoned cleanups: %v", got)
+	require.NotErrorIs(t, err, semaphore.ErrUncertain)
+	require.Nil(t, p.Err(), "a refused renewal leaves the handle unchanged")
+	require.Equal(t, deadline, p.Deadline())
+	require.Equal(t, time.Minute, p.TTL())
+	require.Equal(t, st+1, sumEval(e.CommandStats(t)), "the renewal only: no cleanup")
+	_, err = p.Release(c)
+	require.True(t, luakit.IsTerminal(err), "WRONGTYPE is terminal: %v", err)
+	require.ErrorIs(t, p.Err(), semaphore.ErrReleased)
+	require.Empty(t, abandoned(t, reader), "nothing was retried or abandoned")
 	e.do(t, "DEL", key)
 	e.requireAbsent(t, key, "key at the end")
 }
@@ -414,8 +420,7 @@ func testVerify(t *testing.T, e *env) {
 	ok, err = p.Verify(cctx)
 	require.Error(t, err)
 	require.False(t, ok)
-	require.False(t, p.IsReleased(), "a failed Verify leaves the permit held")
-	require.Nil(t, p.Err())
+	require.Nil(t, p.Err(), "a failed Verify leaves the permit held")
 	e.requirePermit(t, key, p, false)
 	ok, err = p.Verify(c)
 	require.NoError(t, err)
@@ -449,7 +454,6 @@ func testReleaseOutcomes(t *testing.T, e *env) {
 	require.NoError(t, err)
 	release(t, p, semaphore.Released)
 	require.ErrorIs(t, p.Err(), semaphore.ErrReleased)
-	require.True(t, p.IsReleased())
 	st := e.CommandStats(t)
 	release(t, p, semaphore.AlreadyReleased)
 	require.NoError(t, p.Close())
@@ -486,7 +490,7 @@ func testPrefixBinaryKeys(t *testing.T, e *env) {
 	e.requirePermit(t, prefix+key, p, false)
 	e.requireCapacity(t, prefix+key, 2)
 	e.requireAbsent(t, key, "unprefixed key")
-	ok, err := p.Extend(c, 2*time.Minute)
+	ok, err := p.ExtendTTL(c, 2*time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
 	release(t, p, semaphore.Released)
@@ -520,10 +524,13 @@ func testBadInput(t *testing.T, e *env) {
 
 	p, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
-	ok, err := p.Extend(c, 500*time.Microsecond)
+	st := sumEval(e.CommandStats(t))
+	ok, err := p.ExtendTTL(c, 500*time.Microsecond)
 	require.ErrorIs(t, err, semaphore.ErrInvalidTTL)
 	require.False(t, ok)
-	require.False(t, p.IsReleased(), "an invalid Extend changes nothing")
+	require.Nil(t, p.Err(), "an invalid ExtendTTL changes nothing")
+	require.Equal(t, time.Minute, p.TTL())
+	require.Equal(t, st, sumEval(e.CommandStats(t)), "an invalid ExtendTTL must not reach the server")
 	e.requirePermit(t, key, p, false)
 	release(t, p, semaphore.Released)
 	e.requireAbsent(t, key, "key at the end")
@@ -544,7 +551,7 @@ func testNoscript(t *testing.T, e *env) {
 	}
 	evals := e.CommandStats(t)["eval"]
 	flush()
-	ok, err := p.Extend(c, time.Minute)
+	ok, err := p.Extend(c)
 	require.NoError(t, err)
 	require.True(t, ok)
 	flush()
@@ -562,7 +569,7 @@ func testNoscript(t *testing.T, e *env) {
 	e.requireAbsent(t, key, "key at the end")
 }
 
-// 12. With the server killed, Close waits about the cleanup timeout, retries in the background for the
+// 17. With the server killed, Close waits about the cleanup timeout, retries in the background for the
 // retry window, then abandons the cleanup: the counter coordkit.coordination.cleanup.abandoned gets
 // stage=close and the error's class as reason. Standalone targets only (it kills the server).
 func testAbandonedMetric(t *testing.T, e *env) {
@@ -584,7 +591,7 @@ func testAbandonedMetric(t *testing.T, e *env) {
 	start := time.Now()
 	require.NoError(t, p.Close(), "Close never returns an error to act on")
 	require.Less(t, time.Since(start), 2*time.Second, "Close waits about the cleanup timeout")
-	require.True(t, p.IsReleased())
+	require.ErrorIs(t, p.Err(), semaphore.ErrReleased)
 	require.Empty(t, abandoned(t, reader), "nothing abandoned before the retry window ends")
 
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
