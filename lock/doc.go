@@ -15,9 +15,15 @@
 //	defer lease.Release(context.Background())
 //	write(lease.Context(), lease.FencingToken()) // the resource rejects lower tokens
 //
-// TryAcquire returns at once. Acquire waits without polling: with [WithTracker] on a RESP3 client with
-// client-side caching (the rueidis default) it wakes when the lease key is invalidated, and at the
-// holder's PTTL deadline in every case. Redis needs no notify-keyspace-events configuration.
+// TryAcquire returns at once. Acquire waits without polling: on a client from
+// [github.com/coordkit/coordkit/luakit.NewTrackedClient] (RESP3 with client-side caching, the rueidis
+// default) it wakes when the lease key is invalidated, with no option; in every case it wakes at the
+// holder's PTTL deadline. On a client without working tracking it logs one warning per [Locker] and a
+// release is noticed only at that deadline. Redis needs no notify-keyspace-events configuration.
+//
+// A [Lease] is Coordkit's shared owner-token handle: see the contract in package
+// github.com/coordkit/coordkit/luakit/ownership for Extend, KeepAlive, Verify, Release, Done, Context
+// and the errors (lock.ErrLost is luakit.ErrLost, and so on). This package states only what differs.
 //
 // # Guarantees
 //
@@ -28,10 +34,10 @@
 //   - A failed acquisition writes nothing: an expiring, negative, malformed or overflowing counter is
 //     reported as a [*CounterError] with no lease created; a cross-slot pair on Cluster, equal keys, an
 //     empty key or a TTL under 1ms is rejected before any I/O.
-//   - The handle's local estimate ([Lease.Remaining], [Lease.Deadline]) is measured from before the
-//     request was sent, so on a sane clock it ends no later than the server's lease. A reply that arrives
-//     after the estimate elapsed is not reported as acquired ([ErrLateReply]); Extend after it returns
-//     false without contacting the server.
+//   - The handle's local estimate (Remaining, Deadline) is measured from before the request was sent,
+//     so on a sane clock it ends no later than the server's lease. A reply that arrives after the
+//     estimate elapsed is not reported as acquired ([ErrLateReply]); Extend after it returns false
+//     without contacting the server.
 //   - Outcomes that cannot be known (timeout, cancellation or disconnect after sending) are reported as
 //     [ErrUncertain], never as success.
 //
@@ -57,5 +63,5 @@
 // # Concurrency
 //
 // [Locker] and [Lease] are safe for concurrent use. A Lease owns no goroutine except while KeepAlive
-// runs; Release stops it.
+// runs (Release stops it and waits for it) and one runtime timer.
 package lock

@@ -3,31 +3,55 @@ package lock
 import (
 	"errors"
 	"fmt"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
-// Sentinel errors. Compare with errors.Is: most are returned wrapped with detail.
+// The ownership errors, shared with every Coordkit primitive: each is the luakit value of the same name
+// (lock.ErrLost == luakit.ErrLost), so one errors.Is check works whichever primitive returned the error.
+// The contract they belong to is in package github.com/coordkit/coordkit/luakit/ownership. Compare with
+// errors.Is: most are returned wrapped with detail.
 var (
 	// ErrNotAcquired is returned by [Locker.TryAcquire] when another owner holds the lease. Nothing was
 	// written: the counter did not advance.
-	ErrNotAcquired = errors.New("lock: lease is held by another owner")
+	ErrNotAcquired = luakit.ErrNotAcquired
 
 	// ErrLateReply is returned when the server granted the lease but its reply arrived after the
 	// lease's local estimate had already elapsed, so the lease may have expired and been taken by someone
-	// else. The acquisition is not reported as acquired; an owner-checked release is attempted. The
-	// counter advanced (tokens can have gaps).
-	ErrLateReply = errors.New("lock: acquisition reply arrived after the lease's local estimate elapsed")
+	// else. The acquisition is not reported as acquired; an owner-checked release was sent. The counter
+	// advanced (tokens can have gaps).
+	ErrLateReply = luakit.ErrLateReply
 
 	// ErrUncertain wraps failures where a command may have reached the server but no reply was read
 	// (timeout, cancellation, broken connection). The server state is unknown: an acquisition may have
-	// been applied (the lease then expires after its TTL unless the owner-checked cleanup succeeded), a
+	// been applied (the lease then expires after its TTL unless the owner-checked cleanup removed it), a
 	// renewal may still run, a release may or may not have deleted the lease.
-	ErrUncertain = errors.New("lock: outcome uncertain")
+	ErrUncertain = luakit.ErrUncertain
 
+	// ErrLost is a [Lease]'s cause (Err, context.Cause of Context) once the server said this owner no
+	// longer holds the lease (it expired and possibly was taken, or was deleted).
+	ErrLost = luakit.ErrLost
+
+	// ErrExpired is a Lease's cause once its local estimate elapsed without a confirmed renewal: the
+	// server may already have expired it.
+	ErrExpired = luakit.ErrExpired
+
+	// ErrReleased is a Lease's cause once a release was sent on the handle (whatever its outcome).
+	ErrReleased = luakit.ErrReleased
+
+	// ErrKeepAliveRunning is returned by a Lease's KeepAlive when a keep-alive already runs on it.
+	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning
+
+	// ErrInvalidTTL is returned, before any I/O, for a lease TTL shorter than one millisecond, by the
+	// acquisitions and by a Lease's ExtendTTL (TTLs are whole milliseconds; a lock has no lease without
+	// expiry).
+	ErrInvalidTTL = luakit.ErrInvalidTTL
+)
+
+// The lock's own errors.
+var (
 	// ErrCounter is wrapped by every [*CounterError]: the fence key cannot issue a fencing token.
 	ErrCounter = errors.New("lock: fence counter cannot issue a token")
-
-	// ErrInvalidTTL is returned, before any I/O, for a lease TTL shorter than one millisecond.
-	ErrInvalidTTL = errors.New("lock: lease TTL must be at least 1ms")
 
 	// ErrSameKey is returned, before any I/O, when the lease key and the fence key are equal (after the
 	// key prefix is applied): the counter must outlive every lease.
@@ -35,21 +59,6 @@ var (
 
 	// ErrNilClient is returned by [New] for a nil rueidis.Client.
 	ErrNilClient = errors.New("lock: nil rueidis client")
-
-	// ErrLost is the cause reported by [Lease.Err] and [Lease.Context] when the server says this owner no
-	// longer holds the lease (it expired and was taken, or was deleted).
-	ErrLost = errors.New("lock: lease lost")
-
-	// ErrExpired is the cause reported by [Lease.Err] and [Lease.Context] when the lease's local estimate
-	// elapsed without a confirmed renewal: the server may already have expired it.
-	ErrExpired = errors.New("lock: lease local estimate elapsed")
-
-	// ErrReleased is the cause reported by [Lease.Err] and [Lease.Context] after [Lease.Release] was
-	// called on the handle (whatever its outcome).
-	ErrReleased = errors.New("lock: lease released")
-
-	// ErrKeepAliveRunning is returned by [Lease.KeepAlive] when a keep-alive already runs on the handle.
-	ErrKeepAliveRunning = errors.New("lock: keep-alive already running")
 )
 
 // CounterReason says why a fence counter cannot issue a token.

@@ -34,15 +34,15 @@ func ExampleLocker_TryAcquire() {
 	fmt.Println("fencing token", lease.FencingToken())
 }
 
-// Wait for a lock without polling: wire a tracker into the client so waiters wake on invalidations.
+// Wait for a lock without polling: on a client from luakit.NewTrackedClient a waiter wakes when the
+// holder releases (no option needed); elsewhere it wakes only when the holder's TTL passes.
 func ExampleLocker_Acquire() {
-	tracker := luakit.NewTracker()
-	client, err := luakit.NewTrackedClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}}, tracker)
+	client, err := luakit.NewTrackedClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}}, luakit.NewTracker())
 	if err != nil {
 		return
 	}
 	defer client.Close()
-	lk, err := lock.New(client, lock.WithTracker(tracker), lock.WithKeyPrefix("billing:"))
+	lk, err := lock.New(client, lock.WithKeyPrefix("billing:"))
 	if err != nil {
 		return
 	}

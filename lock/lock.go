@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
 // Locker takes fenced leases through one rueidis client. Create it with [New]; it is safe for concurrent
@@ -18,7 +19,9 @@ import (
 // A Locker never closes or reconfigures the caller's client.
 type Locker struct {
 	client rueidis.Client
-	cfg    config
+	keys   luakit.Keyspace
+	own    ownership.Config // shared by every Lease of this Locker
+	waiter ownership.Waiter // Acquire's waiting loop; warns once per Locker without working tracking
 }
 
 // New returns a Locker over client. It does no I/O. It fails with [ErrNilClient] for a nil client and
@@ -36,7 +39,9 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 			return nil, err
 		}
 	}
-	return &Locker{client: client, cfg: cfg}, nil
+	l := &Locker{client: client, keys: cfg.keys, own: cfg.own}
+	l.waiter = ownership.Waiter{Client: client, Tracker: cfg.tracker, Config: &l.own} // re-checks every 1s without expiry or tracking
+	return l, nil
 }
 
 // keys is the validated, prefixed pair of physical keys of one lock.
@@ -54,9 +59,9 @@ func (l *Locker) prepare(leaseKey, fenceKey string, ttl time.Duration) (keys, in
 	}
 	ms := ttl.Milliseconds()
 	if ms < 1 {
-		return keys{}, 0, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+		return keys{}, 0, fmt.Errorf("lock: %w: a lease needs at least 1ms (got %v)", ErrInvalidTTL, ttl)
 	}
-	k := keys{lease: l.cfg.keys.Key(leaseKey), fence: l.cfg.keys.Key(fenceKey)}
+	k := keys{lease: l.keys.Key(leaseKey), fence: l.keys.Key(fenceKey)}
 	if k.lease == k.fence {
 		return keys{}, 0, ErrSameKey
 	}
@@ -84,10 +89,10 @@ func (l *Locker) prepare(leaseKey, fenceKey string, ttl time.Duration) (keys, in
 //   - a [*CounterError] (wrapping [ErrCounter]) when the counter is expiring, negative, malformed,
 //     overflowing or of the wrong type (nothing written);
 //   - [ErrLateReply] when the grant arrived after the local estimate elapsed (an owner-checked release
-//     was attempted);
+//     was sent; the counter advanced, so tokens have a gap);
 //   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
-//     but no reply was read (an owner-checked release bounded by the cleanup timeout was attempted;
-//     otherwise the lease expires after ttl, and the counter may have skipped a value);
+//     but no reply was read (an owner-checked release bounded by the cleanup timeout was sent behind
+//     it; otherwise the lease expires after ttl, and the counter may have skipped a value);
 //   - a server or connection error, classified by [luakit.Classify].
 //
 // ctx bounds the round trip. Cancellation does not undo an acquisition the server already applied.
@@ -111,18 +116,14 @@ func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string,
 	if err != nil {
 		return nil, 0, fmt.Errorf("lock: owner token: %w", err)
 	}
-	start := time.Now()
-	// No deadline: the connection stays open on timeout; ExecOrdered: the cleanup takes the same one.
-	ectx, stop := luakit.WithoutDeadline(ctx)
-	resp := acquireScript.ExecOrdered(ectx, l.client, []string{k.lease, k.fence}, []string{owner, strconv.FormatInt(ms, 10)})
-	stop()
+	start, resp := ownership.Send(ctx, acquireScript, l.client, []string{k.lease, k.fence}, []string{owner, strconv.FormatInt(ms, 10)})
 	arr, err := resp.ToArray()
 	if err != nil {
 		if luakit.IsUncertain(err) {
-			if l.cleanup(ctx, k.lease, owner) {
-				return nil, 0, &settledError{err: fmt.Errorf("%w: acquire: %w (cleanup confirmed this owner holds no lease)", ErrUncertain, err)}
+			if l.cleanup(ctx, k, owner) {
+				return nil, 0, &settledError{err: fmt.Errorf("lock: acquire: %w: %w (cleanup confirmed this owner holds no lease)", ErrUncertain, err)}
 			}
-			return nil, 0, fmt.Errorf("%w: acquire: %w", ErrUncertain, err)
+			return nil, 0, fmt.Errorf("lock: acquire: %w: %w", ErrUncertain, err)
 		}
 		return nil, 0, fmt.Errorf("lock: acquire: %w", err)
 	}
@@ -138,16 +139,11 @@ func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string,
 		token, err := luakit.Int64(arr[1])
 		if err != nil || token <= 0 {
 			// Cannot happen with a validated counter; refuse to hand out a bad token.
-			l.cleanup(ctx, k.lease, owner)
+			l.cleanup(ctx, k, owner)
 			return nil, 0, fmt.Errorf("lock: acquire: fencing token: %w", errors.Join(ErrCounter, err))
 		}
-		ttl := time.Duration(ms) * time.Millisecond
-		deadline := start.Add(ttl)
-		if !time.Now().Before(deadline) {
-			l.cleanup(ctx, k.lease, owner)
-			return nil, 0, ErrLateReply
-		}
-		return newLease(l, k, leaseKey, fenceKey, owner, token, ttl, deadline), 0, nil
+		lease, err := l.grant(ctx, k, leaseKey, fenceKey, owner, token, start, time.Duration(ms)*time.Millisecond)
+		return lease, 0, err
 	case 0:
 		pttl, err := arr[1].AsInt64()
 		if err != nil {
@@ -167,21 +163,12 @@ func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string,
 	return nil, 0, fmt.Errorf("lock: acquire: unexpected status %d", status)
 }
 
-// cleanup sends a bounded owner-checked release that survives the caller's cancellation, and reports
-// whether the server answered it, which settles that this owner holds no lease. Commands carry no
-// socket deadline (see luakit.WithoutDeadline), so the connection of the uncertain command stays open,
-// and the acquisition and the release both go through luakit's Script.ExecOrdered (a standalone
-// client's first connection; on a Cluster client the key's node, one connection by default), so the
-// release is queued behind the acquisition and the server runs them in order. It may still not reach
-// the server (the network may be down, or the connection broke in between), and no order holds on a
-// client with DisableAutoPipelining or a Cluster client with a raised PipelineMultiplex; the
-// unreturned lease then expires after its TTL.
-func (l *Locker) cleanup(ctx context.Context, leaseKey, owner string) bool {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.releaseTimeout)
-	defer cancel()
-	ectx, stop := luakit.WithoutDeadline(cctx)
-	defer stop()
-	return releaseScript.ExecOrdered(ectx, l.client, []string{leaseKey}, []string{owner}).Error() == nil
+// cleanup sends the owner-checked release after an acquisition that gave no usable lease (see
+// [ownership.Cleanup]: ordered behind it, bounded by the cleanup timeout, surviving ctx) and reports
+// whether the server answered, which settles that this owner holds no lease.
+func (l *Locker) cleanup(ctx context.Context, k keys, owner string) bool {
+	b := &backend{client: l.client, key: [1]string{k.lease}, owner: [1]string{owner}}
+	return ownership.Cleanup(ctx, &l.own, b.Release)
 }
 
 // settledError marks an uncertain acquisition whose owner-checked cleanup got an answer, so a waiting
@@ -191,89 +178,50 @@ type settledError struct{ err error }
 func (e *settledError) Error() string { return e.err.Error() }
 func (e *settledError) Unwrap() error { return e.err }
 
+func isSettled(err error) bool {
+	var s *settledError
+	return errors.As(err, &s)
+}
+
 // Acquire takes the lease at leaseKey like [Locker.TryAcquire], waiting while another owner holds it.
 //
-// It waits without polling: it wakes when the lease key is invalidated (with [WithTracker] on a RESP3
-// client with client-side caching) and at the holder's PTTL deadline, then retries the atomic script;
-// only the script grants ownership. While waiting it sends no commands. Transient server errors are
-// retried after the retry delay, and so is an attempt whose outcome was uncertain (a broken connection)
-// once its owner-checked cleanup was answered; other errors end the wait.
+// It waits as every Coordkit acquisition does (the contract's waiting rows, in package
+// github.com/coordkit/coordkit/luakit/ownership): it sleeps until the lease key is invalidated or the
+// holder's PTTL passes, then retries the atomic script; only the script grants ownership, and nothing
+// is sent while it sleeps. On a client from [luakit.NewTrackedClient] it wakes on invalidations with no
+// option ([WithTracker] overrides the tracker); on a client without working tracking (no tracker,
+// RESP2, DisableCache) it logs one warning per Locker and wakes only at the holder's PTTL (every
+// second for a lease without expiry), so a release is noticed late.
 //
-// It blocks until the lease is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
-// returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is
-// attempted). Cancellation does not undo an acquisition the server already applied.
+// Transient server errors, late grants ([ErrLateReply]) and an attempt whose outcome was uncertain (a
+// broken connection) once its owner-checked cleanup was answered are retried after the retry delay;
+// other errors end the wait. It blocks until the lease is acquired, ctx ends, or a non-retryable error
+// occurs. When ctx ends it returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in
+// flight; its cleanup is sent). Cancellation does not undo an acquisition the server already applied.
 func (l *Locker) Acquire(ctx context.Context, leaseKey, fenceKey string, ttl time.Duration) (*Lease, error) {
 	k, ms, err := l.prepare(leaseKey, fenceKey, ttl)
 	if err != nil {
 		return nil, err
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("lock: acquire: %w", err)
-		}
-		var watch *luakit.Watch
-		if l.cfg.tracker != nil {
-			// Register before any read so that no invalidation after it is missed.
-			watch = l.cfg.tracker.Watch(k.lease)
-		}
-		lease, pttl, err := l.attempt(ctx, k, leaseKey, fenceKey, ms)
-		var wait time.Duration
+	var lease *Lease
+	err = l.waiter.Wait(ctx, k.lease, func(ctx context.Context) ownership.Attempt {
+		h, pttl, err := l.attempt(ctx, k, leaseKey, fenceKey, ms)
 		switch {
 		case err == nil:
-			if watch != nil {
-				watch.Stop()
-			}
-			return lease, nil
+			lease = h
+			return ownership.Attempt{}
 		case errors.Is(err, ErrNotAcquired):
-			wait = pttl
-			if watch != nil {
-				// Arm tracking on this connection. If the lease vanished since the script ran, retry now;
-				// if another owner took it meanwhile, its PTTL is the better deadline.
-				exists, apttl, aerr := luakit.Arm(ctx, l.client, k.lease)
-				switch {
-				case aerr != nil && ctx.Err() != nil:
-					watch.Stop()
-					return nil, fmt.Errorf("lock: acquire: %w", ctx.Err())
-				case aerr != nil:
-					// Tracking unavailable for now: fall back to the PTTL deadline.
-				case !exists:
-					wait = 0
-				case apttl >= 0 && (wait < 0 || apttl < wait):
-					wait = apttl
-				}
-			}
-			if wait < 0 {
-				// A lease without expiry and no tracked read (no tracker, a RESP2 / cache-disabled
-				// client, or a failed Arm): re-check on the untracked interval. A tracked read always
-				// yields a positive deadline (the cache entry's life).
-				wait = l.cfg.untrackedWait
-			} else if wait > 0 || watch == nil {
-				// The lease is logically expired once its PTTL has passed.
-				wait += time.Millisecond
-			}
+			return ownership.Attempt{Busy: true, HolderTTL: pttl}
 		case errors.Is(err, ErrLateReply), luakit.IsTransient(err), isSettled(err) && ctx.Err() == nil:
 			// Late grants and settled uncertain attempts (for example a pooled connection that broke
 			// when the server restarted) leave no lease of ours behind: try again.
-			wait = l.cfg.retryDelay
+			return ownership.Attempt{Retry: true}
 		default:
-			if watch != nil {
-				watch.Stop()
-			}
-			return nil, err
+			return ownership.Attempt{Err: err}
 		}
-		if wait == 0 {
-			if watch != nil {
-				watch.Stop()
-			}
-			continue
-		}
-		if err := luakit.Sleep(ctx, watch, wait); err != nil {
-			return nil, fmt.Errorf("lock: acquire: %w", err)
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
-}
-
-func isSettled(err error) bool {
-	var s *settledError
-	return errors.As(err, &s)
+	return lease, nil
 }

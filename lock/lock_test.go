@@ -38,6 +38,8 @@ func TestNew(t *testing.T) {
 		{"prefix", WithKeyPrefix("app:"), true},
 		{"binary prefix", WithKeyPrefix("\x00\xff{t}"), true},
 		{"tracker", WithTracker(luakit.NewTracker()), true},
+		{"nil tracker: the client's", WithTracker(nil), true},
+		{"fraction max", WithRenewFraction(0.9), true},
 		{"fraction", WithRenewFraction(0.5), true},
 		{"fraction zero", WithRenewFraction(0), false},
 		{"fraction too large", WithRenewFraction(0.95), false},
@@ -126,7 +128,7 @@ func TestCounterError(t *testing.T) {
 }
 
 func TestReleaseOutcomeString(t *testing.T) {
-	for o, want := range map[ReleaseOutcome]string{Released: "released", AlreadyReleased: "already_released", NotOwned: "not_owned", 0: "ReleaseOutcome(0)"} {
+	for o, want := range map[ReleaseOutcome]string{Released: "released", AlreadyReleased: "already_released", NotOwned: "not_owned", 0: "Outcome(0)"} {
 		if got := o.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int(o), got, want)
 		}
@@ -184,6 +186,132 @@ func TestFence_Concurrent(t *testing.T) {
 	}
 }
 
+// TestSharedErrors: the ownership errors are luakit's values, so errors.Is agrees across primitives.
+func TestSharedErrors(t *testing.T) {
+	for _, p := range []struct{ lock, shared error }{
+		{ErrNotAcquired, luakit.ErrNotAcquired},
+		{ErrLateReply, luakit.ErrLateReply},
+		{ErrUncertain, luakit.ErrUncertain},
+		{ErrLost, luakit.ErrLost},
+		{ErrExpired, luakit.ErrExpired},
+		{ErrReleased, luakit.ErrReleased},
+		{ErrKeepAliveRunning, luakit.ErrKeepAliveRunning},
+	} {
+		if p.lock != p.shared {
+			t.Errorf("%v is not luakit's %v", p.lock, p.shared)
+		}
+	}
+}
+
+// TestDecode: the owner-checked scripts' replies, and unexpected shapes as errors (not uncertain).
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		name   string
+		decode func(int64) (bool, error)
+		reply  int64
+		held   bool
+		ok     bool
+	}{
+		{"extend renewed", decodeExtend, 1, true, true},
+		{"extend not ours", decodeExtend, 0, false, true},
+		{"extend unexpected", decodeExtend, 2, false, false},
+		{"verify pttl", decodeVerify, 1500, true, true},
+		{"verify no expiry", decodeVerify, -1, true, true},
+		{"verify zero pttl", decodeVerify, 0, true, true},
+		{"verify not ours", decodeVerify, -2, false, true},
+		{"verify unexpected", decodeVerify, -3, false, false},
+		{"release deleted", decodeRelease, 1, true, true},
+		{"release absent", decodeRelease, 0, false, true},
+		{"release other owner", decodeRelease, -1, false, true},
+		{"release unexpected", decodeRelease, 5, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			held, err := tt.decode(tt.reply)
+			if held != tt.held || (err == nil) != tt.ok {
+				t.Fatalf("decode(%d) = %v, %v; want %v, ok=%v", tt.reply, held, err, tt.held, tt.ok)
+			}
+			if err != nil && (errors.Is(err, ErrUncertain) || luakit.IsUncertain(err)) {
+				t.Fatalf("an unexpected reply must not be uncertain: %v", err)
+			}
+		})
+	}
+}
+
+// recording is a standalone client whose Do records each command and answers it with err.
+type recording struct {
+	rueidis.Client
+	err  error
+	mu   sync.Mutex
+	cmds [][]string
+}
+
+func (c *recording) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
+func (c *recording) B() rueidis.Builder       { return rueidis.Builder{} }
+func (c *recording) Do(_ context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cmds = append(c.cmds, append([]string(nil), cmd.Commands()...))
+	return rueidis.NewErrorResult(c.err)
+}
+
+func (c *recording) sent() [][]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([][]string(nil), c.cmds...)
+}
+
+// TestLateGrant: a grant whose reply came after the local estimate elapsed is ErrLateReply, and the
+// owner-checked release is sent for it.
+func TestLateGrant(t *testing.T) {
+	c := &recording{err: errors.New("refused")}
+	l, err := New(c, WithCleanupTimeout(100*time.Millisecond), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := l.grant(context.Background(), keys{lease: "l", fence: "f"}, "l", "f", "owner", 3, time.Now().Add(-time.Second), 10*time.Millisecond)
+	if h != nil || !errors.Is(err, ErrLateReply) {
+		t.Fatalf("late grant = %v, %v; want nil, ErrLateReply", h, err)
+	}
+	cmds := c.sent()
+	if len(cmds) != 1 || cmds[0][0] != "EVALSHA" || cmds[0][1] != releaseScript.SHA1() || cmds[0][3] != "l" || cmds[0][4] != "owner" {
+		t.Fatalf("cleanup sent %q, want one owner-checked release of l", cmds)
+	}
+}
+
+// TestExtendTTL: a TTL under 1ms is refused before any I/O (PEXPIRE 0 would delete the lease), and a
+// TTL is sent in whole milliseconds.
+func TestExtendTTL(t *testing.T) {
+	c := &recording{err: errors.New("refused")}
+	l, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := l.grant(context.Background(), keys{lease: "l", fence: "f"}, "l", "f", "owner", 3, time.Now(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(context.Background()) //nolint:errcheck // the client refuses: stops the timer only
+	for _, ttl := range []time.Duration{0, -time.Second, 999 * time.Microsecond} {
+		if ok, err := h.ExtendTTL(context.Background(), ttl); ok || !errors.Is(err, ErrInvalidTTL) {
+			t.Errorf("ExtendTTL(%v) = %v, %v; want ErrInvalidTTL", ttl, ok, err)
+		}
+	}
+	if n := len(c.sent()); n != 0 {
+		t.Fatalf("an invalid TTL sent %d commands", n)
+	}
+	if ok, err := h.ExtendTTL(context.Background(), 1500*time.Microsecond); ok || err == nil {
+		t.Fatalf("ExtendTTL on a refusing client = %v, %v", ok, err)
+	}
+	cmds := c.sent()
+	if len(cmds) != 1 || cmds[0][1] != extendScript.SHA1() || cmds[0][5] != "1" {
+		t.Fatalf("ExtendTTL(1.5ms) sent %q, want extend with 1 ms", cmds)
+	}
+	if h.TTL() != time.Minute || h.Err() != nil {
+		t.Fatalf("a refused renewal changed the handle: TTL %v, Err %v", h.TTL(), h.Err())
+	}
+}
+
 // TestLeaseLocalState covers the handle's local bookkeeping without a server: the estimate, Done on
 // expiry, and Extend refusing without I/O once the estimate elapsed.
 func TestLeaseLocalState(t *testing.T) {
@@ -191,7 +319,10 @@ func TestLeaseLocalState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newLease(l, keys{lease: "l", fence: "f"}, "l", "f", "owner", 7, 20*time.Millisecond, time.Now().Add(20*time.Millisecond))
+	h, err := l.grant(context.Background(), keys{lease: "l", fence: "f"}, "l", "f", "owner", 7, time.Now(), 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if h.FencingToken() != 7 || h.OwnerToken() != "owner" || h.LeaseKey() != "l" || h.FenceKey() != "f" || h.TTL() != 20*time.Millisecond {
 		t.Fatal("accessors disagree with construction")
 	}
@@ -209,9 +340,12 @@ func TestLeaseLocalState(t *testing.T) {
 	if h.Remaining() != 0 {
 		t.Fatalf("Remaining after expiry = %v", h.Remaining())
 	}
-	// noIO would panic if Extend contacted the server.
+	// noIO would panic if Extend or Verify contacted the server.
 	if ok, err := h.Extend(context.Background()); ok || err != nil {
 		t.Fatalf("Extend after expiry = %v, %v; want false, nil", ok, err)
+	}
+	if ok, err := h.Verify(context.Background()); ok || err != nil {
+		t.Fatalf("Verify after expiry = %v, %v; want false, nil", ok, err)
 	}
 	if err := h.KeepAlive(context.Background()); !errors.Is(err, ErrExpired) {
 		t.Fatalf("KeepAlive after expiry = %v", err)

@@ -39,7 +39,10 @@ var scenarios = []scenario{
 	{name: "12_server_restart", run: testServerRestart, standaloneOnly: true},
 	{name: "13_fenced_stress", run: testFencedStress, exclusive: true},
 	{name: "14_untracked_no_expiry", run: testUntrackedNoExpiry},
-	{name: "15_concurrent_release", run: testConcurrentRelease},
+	// 15 (concurrent release) moved to the shared conformance suite, integration/ownership.
+	{name: "16_handoff_tracked_client_no_option", run: testHandoffTrackedClient},
+	{name: "17_untracked_warns_once_per_locker", run: testUntrackedWarnsOnce},
+	{name: "18_extend_ttl", run: testExtendTTL},
 }
 
 // TestLock runs every scenario on every target. Targets run in parallel (at most maxParallelTargets at

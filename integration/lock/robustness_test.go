@@ -1,7 +1,6 @@
 package lock_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -34,33 +33,41 @@ func testUntrackedNoExpiry(t *testing.T, e *env) {
 	e.requireAbsent(t, lk, "lease key")
 }
 
-// 15. Concurrent Release calls on one handle agree: exactly one Released, the rest AlreadyReleased,
-// never NotOwned for a lease this handle itself deleted.
-func testConcurrentRelease(t *testing.T, e *env) {
+// 18. ExtendTTL changes the lease's TTL, in whole milliseconds on the server and in the handle (its
+// estimate never outlives the server's lease), and later renewals keep it; a TTL under 1ms is refused
+// before any I/O and leaves the lease as it was (PEXPIRE 0 would delete it).
+func testExtendTTL(t *testing.T, e *env) {
 	c := ctx(t)
-	lk, fk := keyPair("s15")
-	lkr := e.locker(t)
-	for round := 0; round < 50; round++ {
-		h, err := lkr.TryAcquire(c, lk, fk, 10*time.Second)
-		require.NoError(t, err)
-		const callers = 4
-		outcomes := make([]lock.ReleaseOutcome, callers)
-		var wg sync.WaitGroup
-		for i := range callers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				out, err := h.Release(c)
-				require.NoError(t, err)
-				outcomes[i] = out
-			}()
-		}
-		wg.Wait()
-		count := map[lock.ReleaseOutcome]int{}
-		for _, o := range outcomes {
-			count[o]++
-		}
-		require.Equal(t, map[lock.ReleaseOutcome]int{lock.Released: 1, lock.AlreadyReleased: callers - 1}, count, "round %d", round)
-		e.requireAbsent(t, lk, "lease key")
+	lk, fk := keyPair("s18")
+	h, err := e.locker(t).TryAcquire(c, lk, fk, 2*time.Second)
+	require.NoError(t, err)
+	token := h.FencingToken()
+
+	for _, bad := range []time.Duration{0, -time.Second, 999 * time.Microsecond} {
+		ok, err := h.ExtendTTL(c, bad)
+		require.False(t, ok)
+		require.ErrorIs(t, err, lock.ErrInvalidTTL, "ExtendTTL(%v)", bad)
 	}
+	require.NoError(t, h.Err())
+	e.requireLease(t, lk, h.OwnerToken())
+
+	sent := time.Now()
+	ok, err := h.ExtendTTL(c, 20*time.Second+500*time.Microsecond)
+	returned := time.Now()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 20*time.Second, h.TTL(), "the TTL is kept in whole milliseconds")
+	require.False(t, h.Deadline().Before(sent.Add(20*time.Second)), "the estimate moved to the renewal's send time + TTL")
+	require.False(t, h.Deadline().After(returned.Add(20*time.Second)), "the estimate runs from before the send")
+	p := e.pttl(t, lk)
+	require.Greater(t, p, int64(10_000), "the server's lease has the new TTL")
+	require.LessOrEqual(t, p, int64(20_000))
+
+	ok, err = h.Extend(c) // at the new TTL
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Greater(t, e.pttl(t, lk), int64(10_000))
+	require.Equal(t, token, h.FencingToken())
+	release(t, h, lock.Released)
+	e.requireAbsent(t, lk, "lease key")
 }

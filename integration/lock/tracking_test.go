@@ -1,0 +1,156 @@
+package lock_test
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/lock"
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// 16. Acquire on a client from luakit.NewTrackedClient, with no WithTracker option, wakes on the
+// holder's release: the holder's lease has 30 s to run and the waiter's ctx only 5 s, so only an
+// invalidation can hand it over in time. The waiter arms tracking (its PTTL read), then sends nothing
+// until the release, and logs no warning.
+func testHandoffTrackedClient(t *testing.T, e *env) {
+	const (
+		rounds = 5
+		ttl    = 30 * time.Second
+	)
+	c := ctx(t)
+	lk, fk := keyPair("s16")
+	holder := e.locker(t)
+	counter := newCmdCounter()
+	logs := &logRecorder{}
+	waiter := newLocker(t, e.newClient(t, luakit.NewTracker(), counter), lock.WithLogger(slog.New(logs)))
+	for round := range rounds {
+		h, err := holder.TryAcquire(c, lk, fk, ttl)
+		require.NoError(t, err, "round %d", round)
+
+		before := counter.snapshot()
+		wctx, cancel := context.WithTimeout(c, 5*time.Second)
+		ch := acquireAsync(wctx, waiter, lk, fk, ttl)
+		// Only a waiter that found the client's tracker arms tracking with a PTTL read.
+		counter.waitQuiet(t, before, "PTTL", 20*time.Millisecond, 3*time.Second)
+
+		start := time.Now()
+		release(t, h, lock.Released)
+		r := await(t, ch, 10*time.Second)
+		cancel()
+		require.NoError(t, r.err, "round %d: the waiter must take over long before the holder's 30 s TTL", round)
+		took := r.at.Sub(start)
+		t.Logf("round %d: hand-off %v after the release (holder TTL %v)", round, took.Round(100*time.Microsecond), ttl)
+		require.Less(t, took, time.Second, "round %d: hand-off latency", round)
+		require.Greater(t, r.lease.FencingToken(), h.FencingToken())
+		e.requireLease(t, lk, r.lease.OwnerToken())
+		e.requireCounter(t, fk, strconv.FormatInt(r.lease.FencingToken(), 10))
+		release(t, r.lease, lock.Released)
+	}
+	counter.check(t)
+	require.Empty(t, logs.warnings(), "no warning on a tracked client")
+	e.requireAbsent(t, lk, "lease key")
+}
+
+// 17. On a client without working tracking (a NewTrackedClient client with DisableCache, and a plain
+// rueidis client, which has no tracker), Acquire logs one warning per Locker, however many waits, and
+// still acquires once the holder's TTL passed. A second Locker on the same client warns once more.
+func testUntrackedWarnsOnce(t *testing.T, e *env) {
+	const (
+		rounds = 3
+		ttl    = 300 * time.Millisecond
+	)
+	cases := []struct {
+		name   string
+		client func(t *testing.T) rueidis.Client
+		reason string // in the warning's reason attribute
+	}{
+		{"cache_disabled", func(t *testing.T) rueidis.Client {
+			return e.newClient(t, luakit.NewTracker(), nil, func(o *rueidis.ClientOption) { o.DisableCache = true })
+		}, "client-side caching is off"},
+		{"no_tracker", func(t *testing.T) rueidis.Client { return e.newClient(t, nil, nil) }, "no tracker"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ctx(t)
+			lk, fk := keyPair("s17:" + tc.name)
+			holder := e.locker(t)
+			client := tc.client(t)
+			wait := func(waiter *lock.Locker) {
+				t.Helper()
+				h, err := holder.TryAcquire(c, lk, fk, ttl)
+				require.NoError(t, err)
+				r := await(t, acquireAsync(c, waiter, lk, fk, 10*time.Second), 10*time.Second)
+				require.NoError(t, r.err)
+				require.True(t, r.at.After(h.Deadline()), "nothing can wake the waiter before the holder's TTL")
+				release(t, h, lock.NotOwned)
+				release(t, r.lease, lock.Released)
+			}
+
+			logs := &logRecorder{}
+			waiter := newLocker(t, client, lock.WithLogger(slog.New(logs)))
+			for range rounds {
+				wait(waiter)
+			}
+			ws := logs.warnings()
+			require.Len(t, ws, 1, "one warning per Locker, after %d waits: %v", rounds, ws)
+			require.Contains(t, ws[0].msg, "waiting without invalidations")
+			require.Contains(t, ws[0].attrs["reason"], tc.reason)
+			t.Logf("warning: %s (reason: %s)", ws[0].msg, ws[0].attrs["reason"])
+
+			other := &logRecorder{}
+			wait(newLocker(t, client, lock.WithLogger(slog.New(other))))
+			require.Len(t, other.warnings(), 1, "a second Locker warns once too")
+			require.Len(t, logs.warnings(), 1, "the first Locker did not warn again")
+			e.requireAbsent(t, lk, "lease key")
+		})
+	}
+}
+
+// logRecorder is a slog.Handler that keeps every record at warning level or above.
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []logRecord
+}
+
+type logRecord struct {
+	msg   string
+	attrs map[string]string
+}
+
+func (h *logRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	rec := logRecord{msg: r.Message, attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	h.recs = append(h.recs, rec)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logRecorder) WithGroup(string) slog.Handler      { return h }
+
+// warnings returns the records about waiting without invalidations.
+func (h *logRecorder) warnings() []logRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []logRecord
+	for _, r := range h.recs {
+		if strings.Contains(r.msg, "waiting without invalidations") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
