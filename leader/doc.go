@@ -6,8 +6,10 @@
 // Every candidate creates an [Election] over the same two keys in one Cluster slot: the lease key (a
 // string holding the leader's random owner token with a PX expiry) and the fence key (a persistent
 // counter issuing fencing tokens). [Election.Run] campaigns: it waits for the lease without polling
-// (woken by RESP3 invalidations with [WithTracker], and at the holder's PTTL deadline) and takes it with
-// one atomic script that also issues the next fencing token. The winner starts a [Term]: its
+// (woken by RESP3 invalidations on a client from
+// [github.com/coordkit/coordkit/luakit.NewTrackedClient] with no option, or with [WithTracker]; and at
+// the holder's PTTL deadline in every case) and takes it with one atomic script that also issues the
+// next fencing token. The winner starts a [Term]: its
 // [OnElected] callback runs with the term's context and fencing token while Run renews the lease at half
 // the lease duration.
 //
@@ -34,7 +36,8 @@
 //     before a successor can be elected.
 //   - Fencing tokens of successive terms strictly increase within one retained history.
 //   - A dead leader's lease expires within the lease duration of its last renewal; a healthy candidate
-//     takes it within the retry delay after expiry (at once on release), plus network latency.
+//     takes it within the retry delay after expiry (at once on release when waiting is tracked), plus
+//     network latency.
 //   - Transient failures are retried; terminal ones end Run with the error; a callback's error or panic
 //     ends Run after the lease is released. No goroutine outlives Run.
 //
@@ -69,7 +72,8 @@
 // # Servers
 //
 // Redis 7.0 and later, Valkey 8 and later, standalone or Cluster. RESP2 clients work; waiting then
-// relies on the PTTL deadline. The ACL user needs EVALSHA and EVAL (and PTTL / CLIENT TRACKING for
+// relies on the PTTL deadline, so a released lease is taken over only when its TTL would have passed
+// (one warning per Election says so). The ACL user needs EVALSHA and EVAL (and PTTL / CLIENT TRACKING for
 // waiting with a tracker).
 //
 // # Telemetry

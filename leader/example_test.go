@@ -15,8 +15,8 @@ import (
 // A scheduler replica campaigns for leadership and, while it leads, writes with its fencing token.
 // Compile-only: it needs a server.
 func Example() {
-	tracker := luakit.NewTracker()
-	client, err := luakit.NewTrackedClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}}, tracker)
+	// A client from NewTrackedClient lets a waiting candidate wake as soon as the leader releases.
+	client, err := luakit.NewTrackedClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}}, luakit.NewTracker())
 	if err != nil {
 		return
 	}
@@ -26,7 +26,6 @@ func Example() {
 	el, err := leader.New(client, "{scheduler}:leader", "{scheduler}:fence",
 		leader.WithLeaseDuration(15*time.Second),
 		leader.WithRetryDelay(time.Second),
-		leader.WithTracker(tracker),
 		leader.OnElected(func(ctx context.Context, term leader.Term) error {
 			for ctx.Err() == nil {
 				if !record.TryWrite(term.FencingToken, "tick") {

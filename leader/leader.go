@@ -109,8 +109,14 @@ func New(client rueidis.Client, leaseKey, fenceKey string, opts ...Option) (*Ele
 		lock.WithCleanupTimeout(cfg.cleanupTimeout),
 		lock.WithLogger(cfg.logger),
 	}
-	if cfg.tracker != nil {
-		lopts = append(lopts, lock.WithTracker(cfg.tracker))
+	// The Locker sees the client through countingClient, which hides the tracker of a client made by
+	// luakit.NewTrackedClient from lock's own lookup: look it up on the caller's client instead.
+	tracker := cfg.tracker
+	if tracker == nil {
+		tracker = luakit.TrackerOf(client)
+	}
+	if tracker != nil {
+		lopts = append(lopts, lock.WithTracker(tracker))
 	}
 	lk, err := lock.New(countingClient{Client: client, e: e}, lopts...)
 	if err != nil {
@@ -156,8 +162,10 @@ func (e *Election) Current() (Term, bool) {
 
 // Run campaigns and leads until ctx ends or a terminal error occurs. It blocks.
 //
-// Campaigning waits for the lease without polling ([lock.Locker.Acquire]: woken by invalidations with
-// [WithTracker], and at the holder's PTTL deadline). On winning, Run starts a term: it calls the
+// Campaigning waits for the lease without polling ([lock.Locker.Acquire]): on a client from
+// [luakit.NewTrackedClient] (or with [WithTracker]) it wakes on the lease key's invalidation, so a
+// released lease is taken over in about a round trip; in every case it wakes at the holder's PTTL
+// deadline. On winning, Run starts a term: it calls the
 // [OnElected] callback in a goroutine and renews the lease at half the lease duration. It revokes the term
 // (cancels its context) when a renewal is refused, when no renewal was confirmed before the lease's local
 // deadline minus the safety margin (self-fencing), when the callback returns, or when ctx ends. It then
@@ -347,8 +355,12 @@ func (e *Election) hold(ctx context.Context, lease *lock.Lease, cbDone <-chan er
 		switch {
 		case ok:
 			next = lease.Deadline().Add(-ttl / 2)
-		case err == nil:
+		case err == nil && errors.Is(lease.Err(), lock.ErrLost):
 			return ErrLeaseLost, nil, false
+		case err == nil:
+			// The renewal's reply came after the local estimate elapsed (the lease surrendered it), or
+			// the estimate elapsed before it was sent.
+			return ErrDeadline, nil, false
 		case ctx.Err() != nil:
 			return context.Cause(ctx), nil, false
 		case errors.Is(err, rueidis.ErrClosing):

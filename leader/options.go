@@ -135,10 +135,13 @@ func WithKeyPrefix(prefix string) Option {
 	})
 }
 
-// WithTracker makes campaigning wake on RESP3 client-side-caching invalidations of the lease key (a
-// released lease is taken over in about a round trip). The tracker must be wired into the same client's
-// ClientOption.OnInvalidations (see [luakit.NewTrackedClient]). Without it a waiting candidate wakes at
-// the holder's PTTL deadline. Default: none.
+// WithTracker sets the tracker that campaigning wakes on (RESP3 client-side-caching invalidations of the
+// lease key: a released lease is taken over in about a round trip). It must be wired into the same
+// client's ClientOption.OnInvalidations. Default: the tracker of a client made by
+// [luakit.NewTrackedClient] (see [luakit.TrackerOf]), so such a client needs no option; set it for a
+// client wired by hand with [luakit.Tracker.Hook]. Without any tracker, or on a RESP2 / cache-disabled
+// client, a waiting candidate wakes only at the holder's PTTL deadline (a release is noticed up to a
+// lease duration late) and the lock module logs one warning per Election. A nil t selects the default.
 func WithTracker(t *luakit.Tracker) Option {
 	return optionFunc(func(c *config) error {
 		c.tracker = t

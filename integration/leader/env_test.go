@@ -193,7 +193,8 @@ func newCandidate(t *testing.T, e *env, id int, leaseKey, fenceKey string, rec *
 	return newCandidateWith(t, c, tr, id, leaseKey, fenceKey, rec, work, opts...)
 }
 
-// newCandidateWith builds a candidate over a given tracker-wired client.
+// newCandidateWith builds a candidate over a given tracker-wired client, passing leader.WithTracker(tr)
+// unless tr is nil (then the election finds the tracker of a NewTrackedClient client itself).
 func newCandidateWith(t *testing.T, c rueidis.Client, tr *luakit.Tracker, id int, leaseKey, fenceKey string, rec *recorder,
 	work func(ctx context.Context, term leader.Term) error, opts ...leader.Option) *candidate {
 	t.Helper()
@@ -202,11 +203,15 @@ func newCandidateWith(t *testing.T, c rueidis.Client, tr *luakit.Tracker, id int
 	}
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	all := append([]leader.Option{
+	var tracking []leader.Option
+	if tr != nil {
+		tracking = append(tracking, leader.WithTracker(tr))
+	}
+	all := append(append([]leader.Option{
 		leader.WithLeaseDuration(leaseDuration),
 		leader.WithSafetyMargin(safetyMargin),
 		leader.WithRetryDelay(retryDelay),
-		leader.WithTracker(tr),
+	}, tracking...), []leader.Option{
 		leader.WithMeterProvider(mp),
 		leader.OnElected(func(ctx context.Context, term leader.Term) error {
 			rec.elected(id, term)
@@ -214,7 +219,8 @@ func newCandidateWith(t *testing.T, c rueidis.Client, tr *luakit.Tracker, id int
 			return work(ctx, term)
 		}),
 		leader.OnRevoked(rec.revoked),
-	}, opts...)
+	}...)
+	all = append(all, opts...)
 	el, err := leader.New(c, leaseKey, fenceKey, all...)
 	require.NoError(t, err)
 	return &candidate{id: id, client: c, el: el, reader: reader}

@@ -37,6 +37,7 @@ func TestLeader(t *testing.T) {
 			t.Run("noperm_is_terminal", func(t *testing.T) { testNopermTerminal(t, e) })
 			t.Run("callback_failure_ends_run", func(t *testing.T) { testCallbackFailure(t, e) })
 			t.Run("start_stop_releases", func(t *testing.T) { testStartStop(t, e) })
+			t.Run("tracked_client_takes_over_on_release", func(t *testing.T) { testTrackedClientTakeover(t, e) })
 		})
 	}
 }
@@ -394,4 +395,45 @@ func testReleaseSentAgain(t *testing.T, e *env) {
 	require.NoError(t, cand.stop(t))
 	require.NoError(t, <-accepted)
 	require.EqualValues(t, -2, e.pttl(t, leaseKey), "the lease was released before Run returned")
+}
+
+// testTrackedClientTakeover: candidates on clients from luakit.NewTrackedClient, without
+// leader.WithTracker, with a 30 s lease. The second candidate campaigns (its acquire script ran, found
+// the lease held) while the first one leads; when the leader stops (and releases), the waiter becomes
+// leader within 2 s, long before the old lease's TTL could have passed: only the lease key's
+// invalidation can wake it that early.
+func testTrackedClientTakeover(t *testing.T, e *env) {
+	const long = 30 * time.Second
+	leaseKey, fenceKey := keyPair("tracked-takeover")
+	rec := &recorder{}
+	c0, _ := e.trackedClient(t)
+	first := newCandidateWith(t, c0, nil, 0, leaseKey, fenceKey, rec, nil, leader.WithLeaseDuration(long))
+	first.start()
+	var old leader.Term
+	waitFor(t, 10*time.Second, "the first leader", func() bool {
+		var ok bool
+		old, ok = first.el.Current()
+		return ok
+	})
+
+	pttlReads := func() int64 { return e.CommandStats(t)["pttl"] }
+	before := pttlReads()
+	c1, _ := e.trackedClient(t)
+	second := newCandidateWith(t, c1, nil, 1, leaseKey, fenceKey, rec, nil, leader.WithLeaseDuration(long))
+	second.start()
+	// The acquire script reads the lease's PTTL (commandstats count commands run by scripts): once it
+	// grew, the second candidate has found the lease held and waits.
+	waitFor(t, 5*time.Second, "the second candidate's first attempt", func() bool { return pttlReads() > before })
+	_, ok := second.el.Current()
+	require.False(t, ok, "the second candidate waits while the first leads")
+
+	stopped := time.Now()
+	require.NoError(t, first.stop(t))
+	next := awaitNewTerm(t, rec, old.FencingToken, 5*time.Second)
+	took := next.elected.Sub(stopped)
+	t.Logf("takeover %v after the leader stopped (lease %v)", took, long)
+	require.Equal(t, 1, next.candidate)
+	require.Less(t, took, 2*time.Second, "woken by the release, not by the lease's TTL")
+	require.NoError(t, second.stop(t))
+	e.requireReleased(t, leaseKey, fenceKey, next.token)
 }
