@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/coordkit/coordkit/lock v0.1.0
+	github.com/coordkit/coordkit/luakit v0.1.0
 	github.com/coordkit/coordkit/ratelimit v0.1.0
 	github.com/coordkit/coordkit/testkit v0.1.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
@@ -23,7 +24,6 @@ require (
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/containerd/platforms v0.2.1 // indirect
-	github.com/coordkit/coordkit/luakit v0.1.0 // indirect
 	github.com/cpuguy83/dockercfg v0.3.2 // indirect
 	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
 	github.com/distribution/reference v0.6.0 // indirect

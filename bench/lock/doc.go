@@ -4,6 +4,7 @@
 // COORDKIT_BENCH_TARGET=redis70 or pass -target=redis70, or point COORDKIT_REDIS_URL at a server you
 // run). BenchmarkTryAcquireRelease measures Coordkit's TryAcquire+Release on a distinct key per
 // operation, with one sub-benchmark per contender of the table (Coordkit now; peer libraries slot in
-// as further rows). BenchmarkRawEvalsha runs a minimal lock-shaped EVALSHA pair through the same
+// as further rows). BenchmarkHandoff measures how long a waiting Acquire takes to get the lease after
+// the holder's Release, with and without client-side-caching invalidations. BenchmarkRawEvalsha runs a minimal lock-shaped EVALSHA pair through the same
 // rueidis client and parallelism: the server ceiling that the others are read against.
 package lockbench
