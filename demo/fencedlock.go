@@ -82,12 +82,12 @@ func fencedLockStep(ctx context.Context, e *env) (stepResult, error) {
 	defer func() { closeAll(clients) }()
 	lockers := make([]*lock.Locker, e.workers)
 	for i := range lockers {
-		c, tracker, err := e.trackedClient()
+		c, _, err := e.trackedClient() // waiters wake on its invalidations: lock finds its tracker
 		if err != nil {
 			return stepResult{}, fmt.Errorf("client for worker %d: %w", i+1, err)
 		}
 		clients = append(clients, c)
-		if lockers[i], err = lock.New(c, lock.WithTracker(tracker), lock.WithKeyPrefix(e.prefix)); err != nil {
+		if lockers[i], err = lock.New(c, lock.WithKeyPrefix(e.prefix)); err != nil {
 			return stepResult{}, err
 		}
 	}

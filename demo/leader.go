@@ -95,8 +95,7 @@ func leaderStep(ctx context.Context, e *env) (stepResult, error) {
 			return stepResult{}, fmt.Errorf("proxy for replica %d: %w", i+1, err)
 		}
 		proxies = append(proxies, p)
-		tr := luakit.NewTracker()
-		c, err := luakit.NewTrackedClient(p.ClientOption(), tr)
+		c, err := luakit.NewTrackedClient(p.ClientOption(), luakit.NewTracker()) // the election finds its tracker
 		if err != nil {
 			return stepResult{}, fmt.Errorf("client for replica %d: %w", i+1, err)
 		}
@@ -104,7 +103,6 @@ func leaderStep(ctx context.Context, e *env) (stepResult, error) {
 		replica := i + 1
 		elections[i], err = leader.New(c, leaderLeaseKey, leaderFenceKey,
 			leader.WithKeyPrefix(e.prefix),
-			leader.WithTracker(tr),
 			leader.WithLeaseDuration(electionLease),
 			leader.WithSafetyMargin(electionMargin),
 			leader.WithRetryDelay(electionRetry),
