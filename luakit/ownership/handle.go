@@ -194,7 +194,7 @@ func Cleanup(ctx context.Context, cfg *Config, release func(context.Context) (bo
 	defer stop()
 	if _, err := release(ectx); err != nil {
 		cfg.logger().LogAttrs(context.Background(), slog.LevelWarn,
-			"coordkit/"+cfg.name()+": owner-checked cleanup failed; the hold, if written, expires after its TTL",
+			"coordkit/"+cfg.name()+": owner-checked cleanup not confirmed; the hold, if written, stays until it expires or a later release removes it",
 			slog.String("error", err.Error()))
 		return false
 	}
@@ -330,10 +330,10 @@ func (h *Handle) Extend(ctx context.Context) (bool, error) {
 // Extend and Release on one handle run one at a time; ctx bounds the wait for the other one and the
 // round trip (no socket deadline is set: the connection stays usable after a timeout).
 func (h *Handle) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
-	ttl = ttl.Truncate(time.Millisecond)
-	if ttl < 0 || ttl == 0 && !h.cfg.NoExpiry {
+	if ttl < 0 || ttl < time.Millisecond && !(ttl == 0 && h.cfg.NoExpiry) {
 		return false, fmt.Errorf("%s: extend: %w (got %v)", h.cfg.name(), luakit.ErrInvalidTTL, ttl)
 	}
+	ttl = ttl.Truncate(time.Millisecond)
 	if err := h.lockOp(ctx, "extend"); err != nil {
 		return false, err
 	}

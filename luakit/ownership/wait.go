@@ -67,8 +67,11 @@ func (w *Waiter) warn(why string) {
 
 // Wait calls attempt until it reports acquisition or a final error, sleeping while the resource at key
 // (a physical key whose writes mean "try again") is busy. It registers interest in key before each
-// attempt, so no invalidation after the attempt is missed, and arms tracking with a cached PTTL read
-// (one round trip per wait) when busy.
+// attempt, so no invalidation after the attempt is missed. After the first busy attempt it arms
+// tracking with a cached PTTL read ([luakit.ArmTracked]) and tries once more at once, so a change made
+// between that attempt and the arming read (a release that leaves the key in place, as a semaphore's or
+// a hash's) is not slept through; from then on an arming read precedes each attempt, served from
+// rueidis' local cache while the server tracks the key (no round trip).
 //
 // It returns nil once attempt reported acquisition, attempt's final error, or an error wrapping
 // ctx.Err() when ctx ends while waiting (name: "wait").
@@ -78,47 +81,56 @@ func (w *Waiter) Wait(ctx context.Context, key string, attempt func(context.Cont
 	if untracked <= 0 {
 		untracked = time.Second
 	}
+	// armed: tracking was armed once; from then on each attempt is preceded by an arming read (served
+	// from rueidis' local cache while the server still tracks the key, so it usually costs nothing),
+	// and a change after it always produces an invalidation.
+	armed := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%s: acquire: %w", w.Config.name(), err)
 		}
 		var watch *luakit.Watch
 		if tr != nil {
-			watch = tr.Watch(key)
+			watch = tr.Watch(key) // before any read, so that no invalidation after it is missed
+		}
+		var arm armResult
+		if watch != nil && armed {
+			if arm = w.arm(ctx, key); arm.ctxErr != nil {
+				watch.Stop()
+				return arm.ctxErr
+			}
 		}
 		a := attempt(ctx)
 		var wait time.Duration
 		switch {
+		case a.Busy && watch != nil && !armed:
+			// First busy attempt: arm tracking now, then try once more at once, so that a change
+			// between the attempt and the arming read (a release that leaves the key in place) is
+			// not missed.
+			watch.Stop()
+			if arm = w.arm(ctx, key); arm.ctxErr != nil {
+				return arm.ctxErr
+			}
+			if arm.err == nil {
+				armed = true
+				continue
+			}
+			wait = a.HolderTTL // tracking unavailable for now
+			watch = nil
 		case a.Busy:
 			wait = a.HolderTTL
-			if watch == nil {
+			switch {
+			case watch == nil:
 				w.warn("no tracker on the client")
-			} else {
-				// Arm tracking on this connection. If the key vanished since the attempt, retry now; if
-				// it changed, its PTTL may be the better deadline.
-				exists, apttl, tracked, err := luakit.ArmTracked(ctx, w.Client, key)
-				switch {
-				case err != nil && ctx.Err() != nil:
-					watch.Stop()
-					return fmt.Errorf("%s: acquire: %w", w.Config.name(), ctx.Err())
-				case err != nil:
-					// Tracking unavailable for now: fall back to the holders' TTL.
-				case !exists:
-					wait = 0
-				default:
-					if !tracked {
-						w.warn("client-side caching is off or the connection speaks RESP2")
-					}
-					if apttl >= 0 && (wait < 0 || apttl < wait) {
-						wait = apttl
-					}
+			case arm.err != nil:
+				// Tracking unavailable for now: fall back to the holders' TTL.
+			case arm.exists && !arm.tracked:
+				w.warn("client-side caching is off or the connection speaks RESP2")
+				fallthrough
+			case arm.exists:
+				if arm.pttl >= 0 && (wait < 0 || arm.pttl < wait) {
+					wait = arm.pttl
 				}
-			}
-			if wait < 0 {
-				wait = untracked
-			} else if wait > 0 || watch == nil {
-				// The hold is logically over once its TTL passed (whole milliseconds on the server).
-				wait += time.Millisecond
 			}
 		case a.Retry:
 			wait = w.Config.retryDelay()
@@ -128,14 +140,33 @@ func (w *Waiter) Wait(ctx context.Context, key string, attempt func(context.Cont
 			}
 			return a.Err
 		}
-		if wait == 0 {
-			if watch != nil {
-				watch.Stop()
+		if a.Busy {
+			if wait < 0 {
+				wait = untracked
+			} else {
+				// The hold is logically over once its TTL passed (whole milliseconds on the server).
+				wait += time.Millisecond
 			}
-			continue
 		}
 		if err := luakit.Sleep(ctx, watch, wait); err != nil {
 			return fmt.Errorf("%s: acquire: %w", w.Config.name(), err)
 		}
 	}
+}
+
+type armResult struct {
+	exists, tracked bool
+	pttl            time.Duration
+	err, ctxErr     error
+}
+
+// arm makes the server track key for this connection (see luakit.ArmTracked). ctxErr is set when ctx
+// ended during the read.
+func (w *Waiter) arm(ctx context.Context, key string) armResult {
+	exists, pttl, tracked, err := luakit.ArmTracked(ctx, w.Client, key)
+	r := armResult{exists: exists, tracked: tracked, pttl: pttl, err: err}
+	if err != nil && ctx.Err() != nil {
+		r.ctxErr = fmt.Errorf("%s: acquire: %w", w.Config.name(), ctx.Err())
+	}
+	return r
 }
