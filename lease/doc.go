@@ -6,25 +6,29 @@
 //
 // A lease is the field of a hash whose value is a random 128-bit owner token and whose expiry is set
 // per field with HPEXPIRE. Acquiring runs one Lua script that, when the field is absent (or expired),
-// writes the token and the field's expiry; renewal ([Lease.Extend]), verification and release are one
-// script each and check the owner token, so an owner whose lease expired can never touch a replacement
-// lease, and one owner can never touch another field. Expiry uses the server's clock.
+// writes the token and the field's expiry; renewal, verification and release are one script each and
+// check the owner token, so an owner whose lease expired can never touch a replacement lease, and one
+// owner can never touch another field. Expiry uses the server's clock.
 //
 //	leases, _ := lease.New(client)
 //	l, err := leases.TryAcquire(ctx, "coordination:leases", "worker:42", 30*time.Second)
 //	if errors.Is(err, lease.ErrNotAcquired) { return }
 //	defer l.Release(context.WithoutCancel(ctx))
-//	work(l.Context()) // cancelled when the lease's local estimate elapses or ownership is lost
+//	_ = l.KeepAlive(ctx)  // or renew with l.Extend before the estimate elapses
+//	work(l.Context())     // cancelled when the lease's local estimate elapses or ownership is lost
 //
-// [Leases.TryAcquire] returns at once. [Leases.Acquire] waits without polling: with [WithTracker] on a
-// RESP3 client with client-side caching (the rueidis default) it wakes when the hash key is invalidated,
-// and at the held field's HPTTL deadline in every case. Waiters watch the whole hash, so a change to any
-// field wakes every waiter on that hash for another attempt. [Leases.Holders] lists the fields of a hash
-// with their remaining life, never their owner tokens.
+// A [Lease] is an owner-token handle: its estimate, renewal, keep-alive, verification, release,
+// ordering and errors follow the contract in package github.com/coordkit/coordkit/luakit/ownership.
+// In short: Done and Context are fixed for the lease's life, so a lease whose estimate elapsed is
+// never revived (take a new one); an uncertain renewal keeps the previous estimate; a renewal whose
+// reply arrives after the estimate elapsed is not a success and the field is given back.
 //
-// There is no keep-alive: renew with [Lease.Extend] before the estimate elapses. Unlike a fenced lock,
-// a hash-field renewal checks the owner field in Redis, so it can succeed after the local estimate
-// elapsed while the field still exists; the handle then starts a new period.
+// [Leases.TryAcquire] returns at once. [Leases.Acquire] waits without polling, on the hash key: it
+// wakes when the hash key is invalidated (RESP3 client-side caching, on a client built by
+// [luakit.NewTrackedClient] or with [WithTracker]) and at the held field's HPTTL deadline in every
+// case. Waiters watch the whole hash, so a change to any field wakes every waiter on that hash for
+// another attempt. [Leases.Holders] lists the fields of a hash with their remaining life, never their
+// owner tokens.
 //
 // # Guarantees
 //
@@ -35,17 +39,9 @@
 //     a server without hash-field expiry (an error wrapping luakit.ErrUnsupported that names the feature
 //     and Redis 7.4 / Valkey 9.0, found by probing the HPEXPIRE command once per [Leases], not by version
 //     string), and an empty hash key or field or a TTL under 1ms (rejected before any I/O).
-//   - The handle's local estimate ([Lease.Remaining], [Lease.Deadline], [Lease.Done], [Lease.Context]) is
-//     measured from before the request was sent, so on a sane clock it ends no later than the server's
-//     field. A grant that arrives after the estimate elapsed is not reported as acquired
-//     ([ErrLateReply]; an owner-checked release is attempted).
-//   - Outcomes that cannot be known (timeout, cancellation or disconnect after sending) are reported as
-//     [ErrUncertain], never as success. After an uncertain acquisition an owner-checked release, bounded
-//     by [WithCleanupTimeout], is attempted even when the caller's context ended; the command is never
-//     replayed. After an uncertain renewal or release the handle fails closed: it ends with ErrUncertain
-//     (or [ErrReleased]) and Extend returns false from then on, because the earlier renewal may still
-//     run. An owner-checked [Lease.Release] can always be retried and settles ownership; create a new
-//     lease only after the server reports this owner no longer holds the field.
+//   - Late ([ErrLateReply]) and uncertain ([ErrUncertain]) acquisitions are never reported as acquired;
+//     the owner-checked release that follows is sent on the same connection behind the acquisition
+//     (standalone clients), bounded by [WithCleanupTimeout], even when the caller's context ended.
 //
 // # Non-guarantees
 //
@@ -55,7 +51,7 @@
 //   - Asynchronous replication can lose a just-written field on failover (another owner may then acquire
 //     it); a key-level expiry, DEL, FLUSHALL or eviction of the hash removes every lease in it. Reserve the
 //     hash for this package and run on a non-evicting deployment.
-//   - [Lease.Verify] and [Leases.Holders] describe one instant; they cannot vouch for a later moment.
+//   - Lease.Verify and [Leases.Holders] describe one instant; they cannot vouch for a later moment.
 //   - Acquire is not fair: waiters race on every wake-up.
 //
 // # Servers
@@ -66,6 +62,6 @@
 //
 // # Concurrency
 //
-// [Leases] and [Lease] are safe for concurrent use and own no goroutines; a Lease uses one timer for its
-// local estimate, stopped when the handle ends.
+// [Leases] and [Lease] are safe for concurrent use. A Lease owns one timer for its local estimate and,
+// while Lease.KeepAlive runs, one goroutine; Release stops it and waits for it.
 package lease

@@ -38,7 +38,8 @@ func ExampleLeases_TryAcquire() {
 	fmt.Println("holding", l.Field())
 }
 
-// Wait for a named lease without polling, renew it explicitly, and stop the work when ownership ends.
+// Wait for a named lease without polling, keep it renewed in the background, and stop the work when
+// ownership ends.
 func ExampleLeases_Acquire() {
 	tracker := luakit.NewTracker()
 	client, err := luakit.NewTrackedClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}}, tracker)
@@ -46,7 +47,7 @@ func ExampleLeases_Acquire() {
 		return
 	}
 	defer client.Close()
-	leases, err := lease.New(client, lease.WithTracker(tracker), lease.WithKeyPrefix("billing:"))
+	leases, err := lease.New(client, lease.WithKeyPrefix("billing:")) // the tracker is found on the client
 	if err != nil {
 		return
 	}
@@ -56,20 +57,48 @@ func ExampleLeases_Acquire() {
 	if err != nil {
 		return
 	}
-	defer l.Release(context.Background())
+	defer l.Release(context.WithoutCancel(ctx)) // also stops the keep-alive
+	if err := l.KeepAlive(ctx); err != nil {
+		return
+	}
+	select {
+	case <-l.Done():
+		fmt.Println("stop work:", l.Err()) // lease.ErrLost or lease.ErrExpired
+	case <-ctx.Done():
+	}
+}
 
+// Renew explicitly instead of with KeepAlive: a false result means the lease ended; stop the work.
+func ExampleLease_Extend() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	leases, err := lease.New(client)
+	if err != nil {
+		return
+	}
+	ctx := context.Background()
+	l, err := leases.TryAcquire(ctx, "coordination:leases", "worker:42", 9*time.Second)
+	if err != nil {
+		return
+	}
+	defer l.Release(ctx)
 	renew := time.NewTicker(3 * time.Second)
 	defer renew.Stop()
-	for i := 0; i < 3; i++ {
-		select {
-		case <-l.Done():
-			fmt.Println("stop work:", l.Err())
+	for range 3 {
+		<-renew.C
+		rctx, cancel := context.WithDeadline(ctx, l.Deadline()) // a renewal is worth nothing later
+		ok, err := l.Extend(rctx)
+		cancel()
+		switch {
+		case ok:
+		case errors.Is(err, lease.ErrUncertain):
+			continue // the lease still vouches until its previous estimate; try again
+		default:
+			fmt.Println("stop work:", l.Err(), err)
 			return
-		case <-renew.C:
-			if ok, err := l.Extend(ctx); !ok {
-				fmt.Println("renewal failed; stop work:", err)
-				return
-			}
 		}
 	}
 }

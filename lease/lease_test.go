@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -41,6 +43,11 @@ func TestNew(t *testing.T) {
 		{"cleanup", WithCleanupTimeout(time.Second), true},
 		{"cleanup zero", WithCleanupTimeout(0), false},
 		{"cleanup negative", WithCleanupTimeout(-time.Second), false},
+		{"renew fraction", WithRenewFraction(0.5), true},
+		{"renew fraction max", WithRenewFraction(0.9), true},
+		{"renew fraction zero", WithRenewFraction(0), false},
+		{"renew fraction above 0.9", WithRenewFraction(0.91), false},
+		{"renew fraction NaN", WithRenewFraction(math.NaN()), false},
 		{"retry", WithRetryDelay(time.Millisecond), true},
 		{"retry zero", WithRetryDelay(0), false},
 		{"retry negative", WithRetryDelay(-1), false},
@@ -70,8 +77,33 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := ls.cfg
-	if c.cleanupTimeout != time.Second || c.retryDelay != 50*time.Millisecond || c.tracker != nil || c.logger == nil || c.keys.Prefix() != "" {
+	if c.own.Name != "lease" || c.own.CleanupTimeout != time.Second || c.own.RetryDelay != 50*time.Millisecond ||
+		c.own.RenewFraction != 1.0/3 || c.own.Logger == nil || c.own.Margin != nil || c.own.NoExpiry ||
+		c.tracker != nil || c.keys.Prefix() != "" {
 		t.Fatalf("unexpected defaults: %+v", c)
+	}
+}
+
+// TestOwnershipConfig checks that the options reach the one ownership.Config and Waiter of a Leases.
+func TestOwnershipConfig(t *testing.T) {
+	tr := luakit.NewTracker()
+	lg := slog.New(slog.DiscardHandler)
+	client := noIO{}
+	ls, err := New(client, WithRenewFraction(0.5), WithRetryDelay(7*time.Millisecond),
+		WithCleanupTimeout(3*time.Second), WithLogger(lg), WithTracker(tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ownership.Config{
+		Name: "lease", RenewFraction: 0.5, RetryDelay: 7 * time.Millisecond, CleanupTimeout: 3 * time.Second, Logger: lg,
+	}
+	got := ls.cfg.own
+	if got.Name != want.Name || got.RenewFraction != want.RenewFraction || got.RetryDelay != want.RetryDelay ||
+		got.CleanupTimeout != want.CleanupTimeout || got.Logger != want.Logger || got.Margin != nil {
+		t.Fatalf("ownership config = %+v, want %+v", got, want)
+	}
+	if ls.waiter.Config != &ls.cfg.own || ls.waiter.Tracker != tr || ls.waiter.Client != client {
+		t.Fatal("the waiter is not wired to the Leases' config, tracker and client")
 	}
 }
 
@@ -133,19 +165,35 @@ func TestValidatePrefixAndTruncation(t *testing.T) {
 	}
 }
 
-func TestReleaseOutcomeString(t *testing.T) {
-	for o, want := range map[ReleaseOutcome]string{Released: "released", AlreadyReleased: "already_released", NotOwned: "not_owned", 0: "ReleaseOutcome(0)"} {
+func TestReleaseOutcome(t *testing.T) {
+	for o, want := range map[ReleaseOutcome]string{Released: "released", AlreadyReleased: "already_released", NotOwned: "not_owned", 0: "Outcome(0)"} {
 		if got := o.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int(o), got, want)
 		}
 	}
+	if Released != ownership.Released || AlreadyReleased != ownership.AlreadyReleased || NotOwned != ownership.NotOwned {
+		t.Fatal("release outcomes differ from ownership's")
+	}
 }
 
-func TestErrorsArePrefixed(t *testing.T) {
-	for _, err := range []error{ErrNotAcquired, ErrExpiringHash, ErrLateReply, ErrUncertain, ErrInvalidTTL, ErrEmptyField, ErrNilClient, ErrLost, ErrExpired, ErrReleased} {
+func TestErrors(t *testing.T) {
+	for _, err := range []error{ErrExpiringHash, ErrEmptyField, ErrNilClient, errHeld} {
 		if !strings.HasPrefix(err.Error(), "lease: ") {
 			t.Errorf("%q lacks the package prefix", err)
 		}
+	}
+	shared := map[error]error{
+		ErrNotAcquired: luakit.ErrNotAcquired, ErrLateReply: luakit.ErrLateReply, ErrUncertain: luakit.ErrUncertain,
+		ErrLost: luakit.ErrLost, ErrExpired: luakit.ErrExpired, ErrReleased: luakit.ErrReleased,
+		ErrKeepAliveRunning: luakit.ErrKeepAliveRunning, ErrInvalidTTL: luakit.ErrInvalidTTL,
+	}
+	for ours, theirs := range shared {
+		if ours != theirs {
+			t.Errorf("%q is not luakit's value", ours)
+		}
+	}
+	if !errors.Is(errHeld, ErrNotAcquired) {
+		t.Error("the held-field error does not match ErrNotAcquired")
 	}
 }
 
@@ -198,22 +246,41 @@ func TestDecodeHolders(t *testing.T) {
 	}
 }
 
+// granted returns a Lease of ls started by Grant as if the acquisition was sent at start, without I/O.
+func granted(t *testing.T, ls *Leases, ttl time.Duration, start time.Time) *Lease {
+	t.Helper()
+	l, err := ls.newLease("p:h", "h", "f", ttl.Milliseconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Grant(context.Background(), &l.b, &ls.cfg.own, start, ttl); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // TestLeaseLocalState covers the handle's local bookkeeping without a server: accessors, the estimate,
-// Done on expiry, and Extend / Release refusing I/O once the handle ended for good.
+// Done on expiry fixed for life, and Extend / Verify / KeepAlive refusing I/O once the handle ended
+// (noIO panics on any command).
 func TestLeaseLocalState(t *testing.T) {
 	ls, err := New(noIO{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newLease(ls, "p:h", "h", "f", "owner", 20*time.Millisecond, time.Now().Add(20*time.Millisecond))
-	if h.HashKey() != "h" || h.Field() != "f" || h.OwnerToken() != "owner" || h.TTL() != 20*time.Millisecond {
+	start := time.Now()
+	h := granted(t, ls, 20*time.Millisecond, start)
+	if h.HashKey() != "h" || h.Field() != "f" || len(h.OwnerToken()) != 32 || h.TTL() != 20*time.Millisecond {
 		t.Fatal("accessors disagree with construction")
 	}
-	if h.Err() != nil || h.Remaining() <= 0 || h.Deadline().IsZero() {
+	if !h.Deadline().Equal(start.Add(20 * time.Millisecond)) {
+		t.Fatalf("Deadline = %v, want start + TTL", h.Deadline())
+	}
+	if h.Err() != nil || h.Remaining() <= 0 {
 		t.Fatalf("fresh lease: Err=%v Remaining=%v", h.Err(), h.Remaining())
 	}
+	done, hctx := h.Done(), h.Context()
 	select {
-	case <-h.Done():
+	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Done not closed after the estimate elapsed")
 	}
@@ -223,42 +290,41 @@ func TestLeaseLocalState(t *testing.T) {
 	if h.Remaining() != 0 {
 		t.Fatalf("Remaining after expiry = %v", h.Remaining())
 	}
-
-	// A handle that ended for good (here: uncertain) never contacts the server on Extend; noIO would panic.
-	h.mu.Lock()
-	h.endLocked(ErrUncertain)
-	h.mu.Unlock()
 	if ok, err := h.Extend(context.Background()); ok || err != nil {
-		t.Fatalf("Extend after an uncertain outcome = %v, %v; want false, nil", ok, err)
+		t.Fatalf("Extend after expiry = %v, %v; want false, nil without I/O", ok, err)
 	}
-	// The first final cause wins; the context of an expired period keeps its cause.
-	h.mu.Lock()
-	h.endLocked(ErrReleased)
-	final := h.final
-	h.released = true
-	h.mu.Unlock()
-	if !errors.Is(final, ErrUncertain) {
-		t.Fatalf("final = %v, want ErrUncertain", final)
+	if ok, err := h.Verify(context.Background()); ok || err != nil {
+		t.Fatalf("Verify after expiry = %v, %v; want false, nil without I/O", ok, err)
 	}
-	if o, err := h.Release(context.Background()); o != AlreadyReleased || err != nil {
-		t.Fatalf("Release after release = %v, %v; want AlreadyReleased", o, err)
+	if err := h.KeepAlive(context.Background()); !errors.Is(err, ErrExpired) {
+		t.Fatalf("KeepAlive after expiry = %v, want ErrExpired", err)
+	}
+	if h.Done() != done || h.Context() != hctx {
+		t.Fatal("Done and Context must be fixed for the lease's life")
 	}
 }
 
-func TestLeaseEndedBeforeExpiry(t *testing.T) {
+// TestExtendTTLInvalid: ExtendTTL below 1ms fails before any I/O and leaves the lease as it was.
+func TestExtendTTLInvalid(t *testing.T) {
 	ls, err := New(noIO{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newLease(ls, "h", "h", "f", "owner", time.Hour, time.Now().Add(time.Hour))
-	h.mu.Lock()
-	h.endLocked(ErrLost)
-	h.mu.Unlock()
-	<-h.Done()
-	if !errors.Is(h.Err(), ErrLost) || h.Remaining() != 0 {
-		t.Fatalf("Err = %v, Remaining = %v", h.Err(), h.Remaining())
+	h := granted(t, ls, time.Hour, time.Now())
+	deadline := h.Deadline()
+	for _, ttl := range []time.Duration{0, 999 * time.Microsecond, -time.Second} {
+		ok, err := h.ExtendTTL(context.Background(), ttl)
+		if ok || !errors.Is(err, ErrInvalidTTL) {
+			t.Fatalf("ExtendTTL(%v) = %v, %v; want false, ErrInvalidTTL", ttl, ok, err)
+		}
+		if errors.Is(err, ErrUncertain) {
+			t.Fatalf("ExtendTTL(%v) error %v is marked uncertain", ttl, err)
+		}
 	}
-	if ok, err := h.Extend(context.Background()); ok || err != nil {
-		t.Fatalf("Extend after loss = %v, %v", ok, err)
+	if h.Err() != nil || !h.Deadline().Equal(deadline) || h.TTL() != time.Hour {
+		t.Fatalf("lease changed: Err=%v Deadline=%v TTL=%v", h.Err(), h.Deadline(), h.TTL())
+	}
+	if h.b.args[2] != "3600000" || h.b.ms != 3600000 {
+		t.Fatalf("extend arguments changed: %q %d", h.b.args[2], h.b.ms)
 	}
 }

@@ -12,18 +12,20 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
 // Leases takes named leases, each one field of a Redis hash with its own expiry, through one rueidis
 // client. Create it with [New]; it is safe for concurrent use by many goroutines and runs no background
-// goroutines. The zero value is not usable.
+// goroutines of its own (a Lease.KeepAlive runs one per lease). The zero value is not usable.
 //
 // A Leases probes the server for hash-field expiry once, on its first I/O, and caches a definite answer
 // (a failed probe is retried on the next call). Share a Leases between goroutines rather than creating
 // one per call. It never closes or reconfigures the caller's client.
 type Leases struct {
 	client   rueidis.Client
-	cfg      config
+	cfg      config // cfg.own is the ownership.Config of every Lease of this Leases
+	waiter   ownership.Waiter
 	features luakit.FeatureCache
 }
 
@@ -42,7 +44,9 @@ func New(client rueidis.Client, opts ...Option) (*Leases, error) {
 			return nil, err
 		}
 	}
-	return &Leases{client: client, cfg: cfg}, nil
+	ls := &Leases{client: client, cfg: cfg}
+	ls.waiter = ownership.Waiter{Client: client, Tracker: cfg.tracker, Config: &ls.cfg.own}
+	return ls, nil
 }
 
 // Holder is one named lease found by [Leases.Holders]. It never carries the owner token.
@@ -64,7 +68,7 @@ func (ls *Leases) validate(hashKey, field string, ttl time.Duration) (string, in
 	}
 	ms := ttl.Milliseconds()
 	if ms < 1 {
-		return "", 0, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+		return "", 0, fmt.Errorf("lease: %w: must be at least 1ms (got %v)", ErrInvalidTTL, ttl)
 	}
 	return ls.cfg.keys.Key(hashKey), ms, nil
 }
@@ -76,6 +80,26 @@ func (ls *Leases) require(ctx context.Context) error {
 	}
 	return nil
 }
+
+// newLease returns an unstarted Lease with a fresh owner token, for one or more attempts.
+func (ls *Leases) newLease(key, hashKey, field string, ms int64) (*Lease, error) {
+	owner, err := luakit.NewOwnerToken()
+	if err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	return &Lease{
+		b: backend{
+			client: ls.client,
+			keys:   [1]string{key},
+			args:   [3]string{field, owner, strconv.FormatInt(ms, 10)},
+			ms:     ms,
+		},
+		hashKey: hashKey,
+	}, nil
+}
+
+// errHeld is TryAcquire's error for a held field (prebuilt: contention is the common failure).
+var errHeld = fmt.Errorf("lease: acquire: %w", ErrNotAcquired)
 
 // TryAcquire makes one attempt to take the named lease field in the hash at hashKey, and returns at
 // once.
@@ -90,15 +114,16 @@ func (ls *Leases) require(ctx context.Context) error {
 //   - an error wrapping [ErrExpiringHash] when the hash key has a key-level expiry (nothing written);
 //   - an error wrapping luakit.ErrUnsupported, naming the feature and the minimum servers, when the
 //     server lacks hash-field expiry (Redis before 7.4, Valkey before 9.0; nothing written);
-//   - [ErrLateReply] when the grant arrived after the local estimate elapsed (an owner-checked release
-//     was attempted);
+//   - an error wrapping [ErrLateReply] when the grant arrived after the local estimate elapsed;
+//   - an error wrapping ctx.Err() when ctx had already ended (nothing sent);
 //   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
-//     but no reply was read (an owner-checked release bounded by the cleanup timeout was attempted, even
-//     though ctx ended; otherwise the field expires after ttl);
+//     but no reply was read;
 //   - a server or connection error, classified by [luakit.Classify] (WRONGTYPE when the key is not a
 //     hash).
 //
-// ctx bounds the round trips. Cancellation does not undo an acquisition the server already applied.
+// After a late or uncertain acquisition an owner-checked release is sent as the contract says: on the
+// same connection, behind the acquisition, bounded by [WithCleanupTimeout], even when ctx ended;
+// otherwise the field expires after ttl. ctx bounds the round trip; no socket deadline is set.
 func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl time.Duration) (*Lease, error) {
 	key, ms, err := ls.validate(hashKey, field, ttl)
 	if err != nil {
@@ -107,72 +132,62 @@ func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl tim
 	if err := ls.require(ctx); err != nil {
 		return nil, err
 	}
-	lease, _, err := ls.attempt(ctx, key, hashKey, field, ms)
-	return lease, err
+	l, err := ls.newLease(key, hashKey, field, ms)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ls.try(ctx, l); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
-// attempt runs the acquire script once. On ErrNotAcquired it also returns the field's remaining life
-// (-1 for a field without expiry).
-func (ls *Leases) attempt(ctx context.Context, key, hashKey, field string, ms int64) (*Lease, time.Duration, error) {
-	owner, err := luakit.NewOwnerToken()
-	if err != nil {
-		return nil, 0, fmt.Errorf("lease: owner token: %w", err)
+// try runs the acquire script once with l's owner token and, on a grant, starts l's Handle. For a held
+// field it returns errHeld and the field's remaining life (-1 without expiry); nothing was written, so l
+// may be tried again.
+func (ls *Leases) try(ctx context.Context, l *Lease) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("lease: acquire: nothing sent: %w", err)
 	}
-	start := time.Now()
-	arr, err := acquireScript.Exec(ctx, ls.client, []string{key}, []string{field, owner, strconv.FormatInt(ms, 10)}).ToArray()
+	start, resp := ownership.Send(ctx, acquireScript, ls.client, l.b.keys[:], l.b.args[:])
+	arr, err := resp.ToArray()
 	if err != nil {
 		if luakit.IsUncertain(err) {
-			if ls.cleanup(ctx, key, field, owner) {
-				return nil, 0, &settledError{err: fmt.Errorf("%w: acquire: %w (cleanup confirmed this owner holds no lease)", ErrUncertain, err)}
+			err = fmt.Errorf("lease: acquire: %w: %w", ErrUncertain, err)
+			if ownership.Cleanup(ctx, &ls.cfg.own, l.b.Release) {
+				// Answered: this owner holds no lease, so a waiting Acquire may try again.
+				return 0, &settledError{err: err}
 			}
-			return nil, 0, fmt.Errorf("%w: acquire: %w", ErrUncertain, err)
+			return 0, err
 		}
-		return nil, 0, fmt.Errorf("lease: acquire: %w", err)
+		return 0, fmt.Errorf("lease: acquire: %w", err)
 	}
 	if len(arr) != 2 {
-		return nil, 0, fmt.Errorf("lease: acquire: unexpected reply of %d elements", len(arr))
+		return 0, fmt.Errorf("lease: acquire: unexpected reply of %d elements", len(arr))
 	}
 	status, err := arr[0].AsInt64()
 	if err != nil {
-		return nil, 0, fmt.Errorf("lease: acquire: status: %w", err)
+		return 0, fmt.Errorf("lease: acquire: status: %w", err)
 	}
 	n, err := arr[1].AsInt64()
 	if err != nil {
-		return nil, 0, fmt.Errorf("lease: acquire: pttl: %w", err)
+		return 0, fmt.Errorf("lease: acquire: pttl: %w", err)
 	}
 	switch status {
 	case 1:
-		ttl := time.Duration(ms) * time.Millisecond
-		deadline := start.Add(ttl)
-		if !time.Now().Before(deadline) {
-			ls.cleanup(ctx, key, field, owner)
-			return nil, 0, ErrLateReply
+		if err := l.Grant(ctx, &l.b, &ls.cfg.own, start, time.Duration(l.b.ms)*time.Millisecond); err != nil {
+			return 0, fmt.Errorf("lease: acquire: %w", err)
 		}
-		return newLease(ls, key, hashKey, field, owner, ttl, deadline), 0, nil
+		return 0, nil
 	case 0:
 		if n < 0 {
-			return nil, -1, ErrNotAcquired
+			return -1, errHeld
 		}
-		return nil, time.Duration(n) * time.Millisecond, ErrNotAcquired
+		return time.Duration(n) * time.Millisecond, errHeld
 	case -1:
-		return nil, 0, fmt.Errorf("%w (key PTTL %dms)", ErrExpiringHash, n)
+		return 0, fmt.Errorf("%w (key PTTL %dms)", ErrExpiringHash, n)
 	}
-	return nil, 0, fmt.Errorf("lease: acquire: unexpected status %d", status)
-}
-
-// cleanup sends a bounded owner-checked release that survives the caller's cancellation, and reports
-// whether the server answered it, which settles that this owner holds no lease. It may not reach the
-// server at all, and when it travels on another connection than the uncertain command a delayed
-// acquisition can still land after it; the unreturned field then expires after its TTL.
-func (ls *Leases) cleanup(ctx context.Context, key, field, owner string) bool {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.cfg.cleanupTimeout)
-	defer cancel()
-	if err := releaseScript.Exec(cctx, ls.client, []string{key}, []string{field, owner}).Error(); err != nil {
-		ls.cfg.logger.Warn("lease: owner-checked cleanup after an uncertain acquisition got no answer; the lease, if granted, expires after its TTL",
-			"error_class", luakit.Classify(err).String())
-		return false
-	}
-	return true
+	return 0, fmt.Errorf("lease: acquire: unexpected status %d", status)
 }
 
 // settledError marks an uncertain acquisition whose owner-checked cleanup got an answer, so a waiting
@@ -189,17 +204,17 @@ func isSettled(err error) bool {
 
 // Acquire takes the named lease like [Leases.TryAcquire], waiting while another owner holds the field.
 //
-// It waits without polling: it wakes when the hash key is invalidated (with [WithTracker] on a RESP3
-// client with client-side caching) and at the held field's HPTTL deadline, then retries the atomic
-// script; only the script grants ownership. Waiters watch the whole hash, so a change to any field
-// wakes every waiter on that hash for another attempt. While waiting it sends no commands. Transient
-// server errors, late replies and uncertain attempts whose owner-checked cleanup was answered are
-// retried after the retry delay; other errors (including [ErrExpiringHash] and the unsupported-server
-// error) end the wait.
+// It waits as the contract's waiting acquisition does, on the hash key: it wakes when the hash key is
+// invalidated (on a client built by [luakit.NewTrackedClient], or with [WithTracker]) and at the held
+// field's HPTTL deadline, then retries the atomic script; only the script grants ownership. Waiters
+// watch the whole hash, so a change to any field wakes every waiter on that hash for another attempt.
+// While waiting it sends no commands. Transient server errors, late replies and uncertain attempts
+// whose owner-checked cleanup was answered are retried after the retry delay; other errors (including
+// [ErrExpiringHash] and the unsupported-server error) end the wait.
 //
 // It blocks until the lease is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
 // returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is
-// attempted). Cancellation does not undo an acquisition the server already applied.
+// sent). Cancellation does not undo an acquisition the server already applied.
 func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.Duration) (*Lease, error) {
 	key, ms, err := ls.validate(hashKey, field, ttl)
 	if err != nil {
@@ -208,72 +223,32 @@ func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.D
 	if err := ls.require(ctx); err != nil {
 		return nil, err
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("lease: acquire: %w", err)
+	var l, got *Lease
+	err = ls.waiter.Wait(ctx, key, func(ctx context.Context) ownership.Attempt {
+		if l == nil {
+			var err error
+			if l, err = ls.newLease(key, hashKey, field, ms); err != nil {
+				return ownership.Attempt{Err: err}
+			}
 		}
-		var watch *luakit.Watch
-		if ls.cfg.tracker != nil {
-			// Register before any read so that no invalidation after it is missed.
-			watch = ls.cfg.tracker.Watch(key)
-		}
-		lease, pttl, err := ls.attempt(ctx, key, hashKey, field, ms)
-		var wait time.Duration
+		holderTTL, err := ls.try(ctx, l)
 		switch {
 		case err == nil:
-			if watch != nil {
-				watch.Stop()
-			}
-			return lease, nil
-		case errors.Is(err, ErrNotAcquired):
-			wait = pttl
-			tracked := false
-			if watch != nil {
-				// Arm tracking of the hash key on this connection. If the hash vanished since the script
-				// ran, retry now. The hash itself has no expiry, so the field's HPTTL stays the deadline.
-				exists, apttl, aerr := luakit.Arm(ctx, ls.client, key)
-				tracked = aerr == nil && apttl > 0
-				switch {
-				case aerr != nil && ctx.Err() != nil:
-					watch.Stop()
-					return nil, fmt.Errorf("lease: acquire: %w", ctx.Err())
-				case aerr != nil:
-					// Tracking unavailable for now: fall back to the HPTTL deadline.
-				case !exists:
-					wait = 0
-				}
-			}
-			if wait < 0 {
-				// A field without expiry: an invalidation is the wake-up when the read is tracked, with a
-				// re-check at least every luakit.ArmCacheTTL; otherwise (no tracker, RESP2 /
-				// cache-disabled client, failed Arm) re-check on the untracked interval.
-				if tracked {
-					wait = luakit.ArmCacheTTL
-				} else {
-					wait = ls.cfg.untrackedWait
-				}
-			} else if wait > 0 || watch == nil {
-				// The field is logically expired once its HPTTL has passed.
-				wait += time.Millisecond
-			}
-		case errors.Is(err, ErrLateReply), luakit.IsTransient(err), isSettled(err) && ctx.Err() == nil:
-			wait = ls.cfg.retryDelay
-		default:
-			if watch != nil {
-				watch.Stop()
-			}
-			return nil, err
+			got = l
+			return ownership.Attempt{}
+		case err == errHeld:
+			return ownership.Attempt{Busy: true, HolderTTL: holderTTL} // nothing written: keep the token
 		}
-		if wait == 0 {
-			if watch != nil {
-				watch.Stop()
-			}
-			continue
+		l = nil // the token may have reached the server: the next attempt gets a fresh one
+		if errors.Is(err, ErrLateReply) || luakit.IsTransient(err) || (isSettled(err) && ctx.Err() == nil) {
+			return ownership.Attempt{Retry: true}
 		}
-		if err := luakit.Sleep(ctx, watch, wait); err != nil {
-			return nil, fmt.Errorf("lease: acquire: %w", err)
-		}
+		return ownership.Attempt{Err: err}
+	})
+	if err != nil {
+		return nil, err
 	}
+	return got, nil
 }
 
 // Holders lists the named leases currently in the hash at hashKey (the key prefix applies), sorted by

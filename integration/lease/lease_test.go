@@ -30,9 +30,12 @@ var scenarios = []scenario{
 	{"10_cancel_waiting_acquire", testCancelWaiting},
 	{"11_release_outcomes", testReleaseOutcomes},
 	{"12_noscript_recovery", testNoScript},
-	{"13_extend_after_estimate", testExtendAfterEstimate},
-	{"14_uncertain_fail_closed", testUncertain},
+	{"13_no_revival_after_estimate", testNoRevivalAfterEstimate},
+	{"14_ended_context", testEndedContext},
 	{"15_untracked_no_expiry", testUntrackedNoExpiry},
+	{"16_keepalive", testKeepAlive},
+	{"17_any_field_wakes_waiters", testAnyFieldWakes},
+	{"18_extend_ttl", testExtendTTL},
 }
 
 // hasHashFieldTTL is the matrix's expectation: Redis 7.0 and Valkey 8 lack HPEXPIRE.

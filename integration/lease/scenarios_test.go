@@ -168,22 +168,23 @@ func testHandoffExpiry(t *testing.T, e *env) {
 	}
 }
 
-// 4. An expired owner cannot extend, verify or release the replacement lease; the replacement stays
-// intact (value and expiry).
+// 4. A stale owner (its field deleted and taken by another owner while its estimate still ran) cannot
+// extend, verify or release the replacement lease: the server's owner check ends its handle with
+// ErrLost, and the replacement stays intact (value and expiry).
 func testOwnerIsolation(t *testing.T, e *env) {
 	c := ctx(t)
 	key := hashKey("s4")
 	a, b := e.leases(t), e.leases(t)
-	old, err := a.TryAcquire(c, key, "f", 50*time.Millisecond)
+	old, err := a.TryAcquire(c, key, "f", 30*time.Second)
 	require.NoError(t, err)
-	time.Sleep(150 * time.Millisecond)
+	e.do(t, "HDEL", key, "f")
 	repl, err := b.TryAcquire(c, key, "f", 5*time.Second)
 	require.NoError(t, err)
 	before := e.hpttl(t, key, "f")
 
 	ok, err := old.Extend(c)
 	require.NoError(t, err)
-	require.False(t, ok, "an expired owner must not renew the replacement")
+	require.False(t, ok, "a stale owner must not renew the replacement")
 	require.ErrorIs(t, old.Err(), lease.ErrLost)
 	ok, err = old.Verify(c)
 	require.NoError(t, err)
@@ -444,66 +445,172 @@ func testNoScript(t *testing.T, e *env) {
 	e.requireAbsent(t, key, "hash key")
 }
 
-// 13. A hash-field renewal checks the owner in Redis: after the local estimate elapsed, Extend still
-// succeeds while the field holds this owner's token (here its server expiry was lengthened externally),
-// and the handle starts a new period with a fresh context.
-func testExtendAfterEstimate(t *testing.T, e *env) {
+// 13. A lease whose local estimate elapsed is never revived, even while the field still holds this
+// owner's token (here its server expiry was lengthened externally): Extend returns false without
+// touching the field, Done and Context stay the ones that ended, and Release still deletes the field.
+func testNoRevivalAfterEstimate(t *testing.T, e *env) {
 	c := ctx(t)
 	key := hashKey("s13")
 	ls := e.leases(t)
 	l, err := ls.TryAcquire(c, key, "f", 300*time.Millisecond)
 	require.NoError(t, err)
 	e.do(t, "HPEXPIRE", key, "60000", "FIELDS", "1", "f")
-	old := l.Context()
+	done, lctx := l.Done(), l.Context()
 	select {
-	case <-l.Done():
+	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("local estimate did not elapse")
 	}
 	require.ErrorIs(t, l.Err(), lease.ErrExpired)
 	ok, err := l.Extend(c)
 	require.NoError(t, err)
-	require.True(t, ok, "the field still holds this owner's token")
-	require.NoError(t, l.Err(), "a confirmed renewal starts a new period")
-	require.Greater(t, l.Remaining(), time.Duration(0))
-	require.Error(t, old.Err(), "contexts of the elapsed period stay cancelled")
-	require.LessOrEqual(t, e.hpttl(t, key, "f"), int64(300), "the renewal set the field's TTL again")
+	require.False(t, ok, "an ended lease is never revived")
+	require.ErrorIs(t, l.Err(), lease.ErrExpired)
+	require.Zero(t, l.Remaining())
+	require.Equal(t, done, l.Done(), "Done is fixed for the lease's life")
+	require.Equal(t, lctx, l.Context(), "Context is fixed for the lease's life")
+	require.Greater(t, e.hpttl(t, key, "f"), int64(50000), "Extend on an ended lease sends nothing")
 	e.requireHeld(t, key, "f", l.OwnerToken())
 	release(t, l, lease.Released)
 	e.requireAbsent(t, key, "hash key")
 }
 
-// 14. Uncertain outcomes (a context that ended before the reply): an acquisition is not reported as
-// acquired and its owner-checked cleanup leaves nothing behind; a renewal fails the handle closed
-// (ErrUncertain, Extend false from then on) and an owner-checked Release settles ownership.
-func testUncertain(t *testing.T, e *env) {
+// 14. Contexts that ended before the call: an acquisition, a renewal or a release sends nothing (the
+// error wraps ctx.Err() and is not uncertain), writes nothing, and leaves a held lease vouching as
+// before.
+func testEndedContext(t *testing.T, e *env) {
 	c := ctx(t)
 	key := hashKey("s14")
 	ls := e.leases(t)
-	_, err := ls.Holders(c, key) // probe the feature now, so the cancelled call reaches the script
+	_, err := ls.Holders(c, key) // probe the feature now, so the cancelled call would reach the script
 	require.NoError(t, err)
 	dead, cancel := context.WithCancel(c)
 	cancel()
-	l, err := ls.TryAcquire(dead, key, "f", 30*time.Second)
-	require.Nil(t, l)
-	require.ErrorIs(t, err, lease.ErrUncertain)
-	require.ErrorIs(t, err, context.Canceled)
+	for range 20 {
+		l, err := ls.TryAcquire(dead, key, "f", 30*time.Second)
+		require.Nil(t, l)
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, lease.ErrUncertain, "nothing was sent")
+	}
 	e.requireAbsent(t, key, "hash key")
 
-	l, err = ls.TryAcquire(c, key, "f", 30*time.Second)
+	l, err := ls.TryAcquire(c, key, "f", 30*time.Second)
 	require.NoError(t, err)
+	deadline := l.Deadline()
 	ok, err := l.Extend(dead)
 	require.False(t, ok)
-	require.ErrorIs(t, err, lease.ErrUncertain)
-	require.ErrorIs(t, l.Err(), lease.ErrUncertain)
-	ok, err = l.Extend(c)
-	require.NoError(t, err)
-	require.False(t, ok, "an uncertain renewal fails the handle closed")
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, lease.ErrUncertain, "nothing was sent")
+	require.NoError(t, l.Err(), "the lease still vouches")
+	require.Equal(t, deadline, l.Deadline())
+	_, err = l.Release(dead)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NoError(t, l.Err(), "nothing was sent: the lease still vouches")
 	e.requireHeld(t, key, "f", l.OwnerToken())
 
-	_, err = l.Release(dead)
-	require.ErrorIs(t, err, lease.ErrUncertain)
-	release(t, l, lease.Released) // the retried owner-checked release settles it
+	ok, err = l.Extend(c)
+	require.NoError(t, err)
+	require.True(t, ok)
+	release(t, l, lease.Released)
 	release(t, l, lease.AlreadyReleased)
+	e.requireAbsent(t, key, "hash key")
+}
+
+// 16. KeepAlive keeps the field held across several TTLs, refuses a second keep-alive, and Release stops
+// it (its goroutine exits: goleak checks the package) and deletes the field.
+func testKeepAlive(t *testing.T, e *env) {
+	const ttl = 300 * time.Millisecond
+	c := ctx(t)
+	key := hashKey("s16")
+	ls := e.leases(t, lease.WithRenewFraction(0.25))
+	l, err := ls.TryAcquire(c, key, "f", ttl)
+	require.NoError(t, err)
+	require.NoError(t, l.KeepAlive(c))
+	require.ErrorIs(t, l.KeepAlive(c), lease.ErrKeepAliveRunning)
+	select {
+	case <-l.Done():
+		t.Fatalf("the kept-alive lease ended: %v", l.Err())
+	case <-time.After(4 * ttl):
+	}
+	require.NoError(t, l.Err())
+	require.Greater(t, l.Remaining(), time.Duration(0))
+	e.requireHeld(t, key, "f", l.OwnerToken())
+	require.LessOrEqual(t, e.hpttl(t, key, "f"), ttl.Milliseconds(), "renewed at the lease's own TTL")
+	release(t, l, lease.Released)
+	require.ErrorIs(t, l.Err(), lease.ErrReleased)
+	e.requireAbsent(t, key, "hash key")
+}
+
+// 17. Waiters watch the whole hash: a write to another field of the hash wakes a waiter, which makes
+// one more attempt (one more acquire script, counted on the servers) and waits again; its field's
+// release then hands it the lease. The waiter's client is built by luakit.NewTrackedClient and its
+// Leases has no WithTracker: the tracker is found on the client.
+func testAnyFieldWakes(t *testing.T, e *env) {
+	c := ctx(t)
+	key := hashKey("s17")
+	holder := e.leases(t)
+	waiter := newLeases(t, e.newClient(t, luakit.NewTracker()))
+	h, err := holder.TryAcquire(c, key, "f", 30*time.Second)
+	require.NoError(t, err)
+	scripts := func() int64 { return e.CommandStats(t)["evalsha"] }
+	// waitScripts waits until the servers ran want acquire scripts since base (it never sees more: the
+	// waiter sleeps until an invalidation or the holder's 30 s TTL).
+	waitScripts := func(base, want int64, why string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return scripts()-base >= want }, 5*time.Second, 20*time.Millisecond, why)
+		time.Sleep(200 * time.Millisecond)
+		require.Equal(t, want, scripts()-base, "%s: no further attempts", why)
+	}
+	base := scripts()
+	ch := acquireAsync(c, waiter, key, "f", 30*time.Second)
+	waitScripts(base, 1, "first attempt")
+
+	e.do(t, "HSET", key, "other", "v")
+	waitScripts(base, 2, "a write to another field wakes the waiter")
+	e.do(t, "HDEL", key, "other")
+	waitScripts(base, 3, "so does deleting it")
+
+	release(t, h, lease.Released)
+	r := await(t, ch, 5*time.Second)
+	require.NoError(t, r.err)
+	e.requireHeld(t, key, "f", r.lease.OwnerToken())
+	release(t, r.lease, lease.Released)
+	e.requireAbsent(t, key, "hash key")
+}
+
+// 18. ExtendTTL restarts the field's expiry at a new TTL, which later plain Extends keep; a TTL under
+// 1ms fails before any I/O and changes nothing.
+func testExtendTTL(t *testing.T, e *env) {
+	c := ctx(t)
+	key := hashKey("s18")
+	ls := e.leases(t)
+	l, err := ls.TryAcquire(c, key, "f", time.Second)
+	require.NoError(t, err)
+	ok, err := l.ExtendTTL(c, 20*time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 20*time.Second, l.TTL())
+	require.Greater(t, l.Remaining(), 19*time.Second)
+	require.Greater(t, e.hpttl(t, key, "f"), int64(19000), "the field's expiry restarts at the new TTL")
+
+	ok, err = l.ExtendTTL(c, 0)
+	require.False(t, ok)
+	require.ErrorIs(t, err, lease.ErrInvalidTTL)
+	require.NoError(t, l.Err())
+	require.Equal(t, 20*time.Second, l.TTL())
+
+	ok, err = l.ExtendTTL(c, 3*time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.LessOrEqual(t, e.hpttl(t, key, "f"), int64(3000), "a shorter TTL shortens the field's expiry")
+	require.LessOrEqual(t, l.Remaining(), 3*time.Second)
+	ok, err = l.Extend(c)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 3*time.Second, l.TTL())
+	require.Greater(t, e.hpttl(t, key, "f"), int64(2000), "Extend renews at the last confirmed TTL")
+	require.LessOrEqual(t, e.hpttl(t, key, "f"), int64(3000))
+	e.requireHeld(t, key, "f", l.OwnerToken())
+	release(t, l, lease.Released)
 	e.requireAbsent(t, key, "hash key")
 }
