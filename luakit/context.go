@@ -28,6 +28,12 @@ func WithoutDeadline(ctx context.Context) (context.Context, context.CancelFunc) 
 		return ctx, noStop
 	}
 	out, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	if err := ctx.Err(); err != nil {
+		// Already ended: end the result now (context.AfterFunc would run asynchronously, leaving a
+		// moment in which a command could still be sent).
+		cancel(err)
+		return &causeErrContext{Context: out}, func() {}
+	}
 	stopParent := context.AfterFunc(ctx, func() { cancel(ctx.Err()) })
 	var timer *time.Timer
 	if dl, ok := ctx.Deadline(); ok {

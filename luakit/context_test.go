@@ -95,3 +95,13 @@ func TestSleep(t *testing.T) {
 		}
 	})
 }
+
+func TestWithoutDeadlineEndedParent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	cancel()
+	out, stop := WithoutDeadline(ctx)
+	defer stop()
+	if !errors.Is(out.Err(), context.Canceled) {
+		t.Fatalf("WithoutDeadline(ended ctx).Err() = %v at once, want context.Canceled", out.Err())
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -52,9 +51,8 @@ type Semaphore struct {
 	cfg       config
 	abandoned metric.Int64Counter
 
-	waiter    ownership.Waiter // its Config is &cfg.own, shared by every permit of this Semaphore
-	tracker   *luakit.Tracker  // WithTracker's, else TrackerOf(client); nil: none
-	untracked atomic.Bool      // an armed read came back untracked (RESP2, cache off): stop arming ahead
+	waiter  ownership.Waiter // its Config is &cfg.own, shared by every permit of this Semaphore
+	tracker *luakit.Tracker  // WithTracker's, else TrackerOf(client); nil: none
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -188,47 +186,14 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, er
 	if err != nil {
 		return nil, err
 	}
-	var (
-		p     *Permit
-		tries int
-	)
+	var p *Permit
 	err = s.waiter.Wait(ctx, s.key, func(ctx context.Context) ownership.Attempt {
-		// The Waiter arms tracking after a busy attempt, but unlike a lock's key the semaphore key
-		// survives a release, so a release between that attempt and the arming would go unnoticed until
-		// the earliest permit expires. So the tracked read is made before each attempt once the
-		// semaphore was found full (served from the local cache while nothing changed, no round trip),
-		// and the first busy attempt is repeated once tracking is armed.
-		tries++
-		if tries > 1 {
-			s.arm(ctx)
-		}
-		a := s.attempt(ctx, ms, ttl, &p)
-		if a.Busy && tries == 1 && s.arm(ctx) {
-			a = s.attempt(ctx, ms, ttl, &p)
-		}
-		return a
+		return s.attempt(ctx, ms, ttl, &p)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return p, nil
-}
-
-// arm makes the server track the semaphore key for this client (a client-side-cached PTTL read) and
-// reports whether it did; it does nothing without a tracker or once a read came back untracked.
-func (s *Semaphore) arm(ctx context.Context) bool {
-	if s.tracker == nil || s.untracked.Load() {
-		return false
-	}
-	exists, _, tracked, err := luakit.ArmTracked(ctx, s.client, s.key)
-	if err != nil {
-		return false
-	}
-	if exists && !tracked {
-		s.untracked.Store(true) // RESP2 or caching off: arming cannot help (the Waiter warns)
-		return false
-	}
-	return true
 }
 
 // attempt is one try of a waiting acquisition; a granted permit is stored in *out.

@@ -13,7 +13,13 @@ import (
 // runs after it on the server: without a socket deadline ([luakit.WithoutDeadline]; ctx still bounds the
 // wait for the reply) and through [luakit.Script.ExecOrdered]. It returns the time taken just before the
 // send, from which the handle's local estimate is measured, and the reply. It blocks for one round trip.
+//
+// A ctx that already ended sends nothing: the result then carries ctx.Err(), which classifies as
+// uncertain, so callers that must tell "nothing sent" apart check ctx.Err() first.
 func Send(ctx context.Context, s *luakit.Script, c rueidis.Client, keys, args []string) (time.Time, rueidis.RedisResult) {
+	if err := ctx.Err(); err != nil {
+		return time.Now(), rueidis.NewErrorResult(err)
+	}
 	ectx, stop := luakit.WithoutDeadline(ctx)
 	start := time.Now()
 	resp := s.ExecOrdered(ectx, c, keys, args)

@@ -84,7 +84,7 @@ func (w *Waiter) Wait(ctx context.Context, key string, attempt func(context.Cont
 	// armed: tracking was armed once; from then on each attempt is preceded by an arming read (served
 	// from rueidis' local cache while the server still tracks the key, so it usually costs nothing),
 	// and a change after it always produces an invalidation.
-	armed := false
+	armed, justArmed := false, false
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%s: acquire: %w", w.Config.name(), err)
@@ -94,12 +94,13 @@ func (w *Waiter) Wait(ctx context.Context, key string, attempt func(context.Cont
 			watch = tr.Watch(key) // before any read, so that no invalidation after it is missed
 		}
 		var arm armResult
-		if watch != nil && armed {
+		if watch != nil && armed && !justArmed {
 			if arm = w.arm(ctx, key); arm.ctxErr != nil {
 				watch.Stop()
 				return arm.ctxErr
 			}
 		}
+		justArmed = false
 		a := attempt(ctx)
 		var wait time.Duration
 		switch {
@@ -112,7 +113,7 @@ func (w *Waiter) Wait(ctx context.Context, key string, attempt func(context.Cont
 				return arm.ctxErr
 			}
 			if arm.err == nil {
-				armed = true
+				armed, justArmed = true, true
 				continue
 			}
 			wait = a.HolderTTL // tracking unavailable for now
