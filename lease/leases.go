@@ -45,7 +45,8 @@ func New(client rueidis.Client, opts ...Option) (*Leases, error) {
 		}
 	}
 	ls := &Leases{client: client, cfg: cfg}
-	ls.waiter = ownership.Waiter{Client: client, Tracker: cfg.tracker, Config: &ls.cfg.own}
+	// Other fields keep the hash key in place when a lease is released.
+	ls.waiter = ownership.Waiter{Client: client, Tracker: cfg.tracker, Config: &ls.cfg.own, KeyPersists: true}
 	return ls, nil
 }
 

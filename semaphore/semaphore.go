@@ -106,7 +106,8 @@ func New(client rueidis.Client, key string, capacity int64, opts ...Option) (*Se
 	if s.tracker == nil {
 		s.tracker = luakit.TrackerOf(client)
 	}
-	s.waiter = ownership.Waiter{Client: client, Tracker: s.tracker, Config: &s.cfg.own}
+	// The sorted set survives a release while other permits are active.
+	s.waiter = ownership.Waiter{Client: client, Tracker: s.tracker, Config: &s.cfg.own, KeyPersists: true}
 	return s, nil
 }
 

@@ -43,6 +43,12 @@ type Waiter struct {
 	// UntrackedWait is the re-check period for a holder without expiry when no invalidation can
 	// arrive. Default 1s.
 	UntrackedWait time.Duration
+	// KeyPersists is set by primitives whose key can survive a release (a semaphore's sorted set, a
+	// hash of named leases, a read-write lock with other readers): the Waiter then arms tracking before
+	// each attempt, so a release between an attempt and the arming read is not slept through. When
+	// false (a lock, whose release deletes its key) it arms after a busy attempt and retries at once
+	// only when the key is gone, one round trip fewer per hand-off.
+	KeyPersists bool
 
 	warnOnce sync.Once
 }
@@ -67,11 +73,12 @@ func (w *Waiter) warn(why string) {
 
 // Wait calls attempt until it reports acquisition or a final error, sleeping while the resource at key
 // (a physical key whose writes mean "try again") is busy. It registers interest in key before each
-// attempt, so no invalidation after the attempt is missed. After the first busy attempt it arms
-// tracking with a cached PTTL read ([luakit.ArmTracked]) and tries once more at once, so a change made
-// between that attempt and the arming read (a release that leaves the key in place, as a semaphore's or
-// a hash's) is not slept through; from then on an arming read precedes each attempt, served from
-// rueidis' local cache while the server tracks the key (no round trip).
+// attempt, so no invalidation after the attempt is missed, and arms tracking with a cached PTTL read
+// ([luakit.ArmTracked]). Without KeyPersists it arms after each busy attempt (one round trip per wait)
+// and retries at once when the key is gone. With KeyPersists it arms after the first busy attempt and
+// tries once more at once, so a change made between that attempt and the arming read is not slept
+// through; from then on an arming read precedes each attempt, served from rueidis' local cache while
+// the server tracks the key.
 //
 // It returns nil once attempt reported acquisition, attempt's final error, or an error wrapping
 // ctx.Err() when ctx ends while waiting (name: "wait").
@@ -81,10 +88,10 @@ func (w *Waiter) Wait(ctx context.Context, key string, attempt func(context.Cont
 	if untracked <= 0 {
 		untracked = time.Second
 	}
-	// armed: tracking was armed once; from then on each attempt is preceded by an arming read (served
-	// from rueidis' local cache while the server still tracks the key, so it usually costs nothing),
-	// and a change after it always produces an invalidation.
+	// armed (KeyPersists only): tracking was armed once; from then on each attempt is preceded by an
+	// arming read, and a change after it always produces an invalidation.
 	armed, justArmed := false, false
+	var arm armResult
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%s: acquire: %w", w.Config.name(), err)
@@ -93,7 +100,6 @@ func (w *Waiter) Wait(ctx context.Context, key string, attempt func(context.Cont
 		if tr != nil {
 			watch = tr.Watch(key) // before any read, so that no invalidation after it is missed
 		}
-		var arm armResult
 		if watch != nil && armed && !justArmed {
 			if arm = w.arm(ctx, key); arm.ctxErr != nil {
 				watch.Stop()
@@ -104,6 +110,27 @@ func (w *Waiter) Wait(ctx context.Context, key string, attempt func(context.Cont
 		a := attempt(ctx)
 		var wait time.Duration
 		switch {
+		case a.Busy && watch != nil && !w.KeyPersists:
+			// Arm after the attempt: a release deletes the key, so a release between the two shows
+			// as a missing key, and then we retry at once.
+			if arm = w.arm(ctx, key); arm.ctxErr != nil {
+				watch.Stop()
+				return arm.ctxErr
+			}
+			wait = a.HolderTTL
+			switch {
+			case arm.err != nil:
+			case !arm.exists:
+				watch.Stop()
+				continue
+			default:
+				if !arm.tracked {
+					w.warn("client-side caching is off or the connection speaks RESP2")
+				}
+				if arm.pttl >= 0 && (wait < 0 || arm.pttl < wait) {
+					wait = arm.pttl
+				}
+			}
 		case a.Busy && watch != nil && !armed:
 			// First busy attempt: arm tracking now, then try once more at once, so that a change
 			// between the attempt and the arming read (a release that leaves the key in place) is
