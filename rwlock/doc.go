@@ -13,38 +13,40 @@
 // The owner token is random (128 bits) and part of the entry, so renew, verify and release touch only
 // this holder's entry: an expired holder can never renew or remove a replacement.
 //
-//	locks, _ := rwlock.New(client)
-//	lease, err := locks.TryAcquireRead(ctx, "account:42:rw", 30*time.Second)
-//	if errors.Is(err, rwlock.ErrNotAcquired) { return } // a writer holds it
-//	if err != nil { return }
+//	locks, _ := rwlock.New(client) // client from luakit.NewTrackedClient: waiters wake on releases
+//	lease, err := locks.AcquireRead(ctx, "account:42:rw", 30*time.Second)
+//	if err != nil { return err } // ctx ended while a writer held it, or a server error
 //	defer lease.Close()
+//	if err := lease.KeepAlive(ctx); err != nil { return err }
 //	read(lease.Context())
 //
-// Acquisition is try-only: [Locker.TryAcquireRead] and [Locker.TryAcquireWrite] return at once on
-// contention; they do not queue, poll or promise fairness.
+// [Locker.TryAcquireRead] and [Locker.TryAcquireWrite] make one attempt and return [ErrNotAcquired] on
+// contention. [Locker.AcquireRead] and [Locker.AcquireWrite] wait: they sleep until the key changes
+// (client-side-caching invalidations) or the conflicting entries expire, never on a fixed period.
+//
+// A [Lease] is an owner-token handle: see the contract in package
+// github.com/coordkit/coordkit/luakit/ownership for what Extend, KeepAlive, Verify, Release, Done,
+// Context, Err, Remaining and Deadline do in every situation. What differs here is stated below.
 //
 // # Writer starvation
 //
-// Overlapping readers keep being admitted while a writer waits, so a steady stream of readers can starve
-// writers indefinitely. Retry writes with bounded backoff and give up (see the Locker.TryAcquireWrite
-// example: 50ms doubling to 2s), keep read leases short, or use a plain lock when writers must progress.
+// There is no queue and no fairness. Readers keep being admitted while a writer waits, so overlapping
+// readers can keep a waiting writer out indefinitely: AcquireWrite retries each time the key changes
+// and succeeds only at an instant when no reader holds it. Bound writers' waits with ctx, keep read
+// leases short, or use a plain lock when writers must progress.
 //
 // # Guarantees
 //
 //   - Within one retained Redis history, at every server instant the unexpired entries of a key are
 //     either readers only, or exactly one writer.
-//   - Renewal ([Lease.Extend]) succeeds only while the entry exists unexpired. A failed renewal (entry
-//     gone) or an uncertain one (no reply read) ends the handle with [ErrLost]: it fails closed, because
-//     an uncertain renewal may not have run. Later Extend calls return false without I/O.
-//   - Verification ([Lease.Verify]) holds at one instant only, and never changes the handle, so a
-//     failed verification leaves Release able to remove the entry.
-//   - The handle's local estimate ([Lease.Remaining], [Lease.Deadline], [Lease.Done]) is measured from
-//     before the request was sent, so on a sane clock it ends no later than the server's entry. A grant
-//     that arrives after it elapsed is [ErrLateReply], not acquired.
-//   - Outcomes that cannot be known (timeout, cancellation or disconnect after sending) are reported as
-//     [ErrUncertain], never as success. After an uncertain or late acquisition an owner-checked release,
-//     bounded by the cleanup timeout, is sent even if the caller's context is cancelled; the acquisition
-//     is never replayed. If that release is lost, the entry expires after the requested TTL.
+//   - Renewal, verification and release touch only this holder's entry; an expired holder never
+//     touches a replacement.
+//   - The lease's local estimate is measured from before the request was sent, so on a sane clock it
+//     ends no later than the server's entry; a grant that arrives after it elapsed is [ErrLateReply].
+//   - Outcomes that cannot be known are [ErrUncertain], never success. After an uncertain or late
+//     acquisition one owner-checked release is sent, ordered behind it and bounded by the cleanup
+//     timeout; the acquisition is never replayed. If that release is lost, the entry expires after
+//     the requested TTL.
 //   - Invalid input (nil client, empty key, TTL under 1ms, a bad option) fails before any I/O.
 //
 // # Non-guarantees
@@ -64,11 +66,13 @@
 //
 // Redis 7.0 and later, Valkey 8 and later, standalone or Cluster. Each lock is a single key, so Cluster
 // needs no hash tags, and client key prefixes ([WithKeyPrefix]) and binary keys work. Hash-field
-// expiry is not needed. Scripts run by EVALSHA with an EVAL fallback, so a flushed script cache is
-// harmless. Cost: O(log N + E) per operation for N holders and E expired entries pruned.
+// expiry is not needed. Waking waiters on releases needs a tracked client: RESP3 with client-side
+// caching (the rueidis default) and a tracker ([luakit.NewTrackedClient] or [WithTracker]). Scripts run by EVALSHA with an EVAL fallback, so a flushed script cache is harmless. Cost: O(log N +
+// E) per operation for N holders and E expired entries pruned; a waiting attempt adds one cached PTTL
+// read.
 //
 // # Concurrency
 //
-// [Locker] and [Lease] are safe for concurrent use by multiple goroutines and own no goroutines (a
-// Lease's local-expiry timer runs only when it fires).
+// [Locker] and [Lease] are safe for concurrent use by multiple goroutines. A Locker owns no goroutines;
+// a Lease owns one only while [Lease.KeepAlive] runs (Release and Close stop it and wait for it).
 package rwlock

@@ -8,10 +8,11 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/rwlock"
 )
 
-// Take a shared read lease; many readers may hold the key at once.
+// Take a shared read lease if no writer holds the key; many readers may hold it at once.
 func ExampleLocker_TryAcquireRead() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
@@ -25,23 +26,23 @@ func ExampleLocker_TryAcquireRead() {
 	ctx := context.Background()
 	lease, err := locks.TryAcquireRead(ctx, "account:42:rw", 30*time.Second)
 	if errors.Is(err, rwlock.ErrNotAcquired) {
-		return // a writer holds it; try-only, nothing queued
+		return // a writer holds it; nothing was written
 	} else if err != nil {
 		return
 	}
-	defer lease.Close() // best-effort; use Release to learn the outcome
+	defer lease.Close() // best-effort, failures are logged; use Release to learn the outcome
 
-	// Renew explicitly before the lease expires; a failed or uncertain renewal ends lease.Context().
+	// Renew explicitly before the lease expires; a renewal that finds the entry gone ends lease.Context().
 	if ok, err := lease.Extend(ctx); !ok || err != nil {
 		return
 	}
 	fmt.Println(lease.Mode(), lease.Remaining() > 0)
 }
 
-// Readers keep being admitted while a writer waits, so a steady stream of readers can starve writers.
-// Bound the writer's retries with backoff: 50ms doubling up to 2s, then give up.
-func ExampleLocker_TryAcquireWrite() {
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+// Wait for the write lease without polling: on a client built by luakit.NewTrackedClient the waiter
+// wakes when a reader releases. Readers can keep a waiting writer out, so bound the wait with ctx.
+func ExampleLocker_AcquireWrite() {
+	client, err := luakit.NewTrackedClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}}, luakit.NewTracker())
 	if err != nil {
 		return
 	}
@@ -50,27 +51,20 @@ func ExampleLocker_TryAcquireWrite() {
 	if err != nil {
 		return
 	}
-	ctx := context.Background()
-	for delay := 50 * time.Millisecond; ; delay *= 2 {
-		lease, err := locks.TryAcquireWrite(ctx, "account:42:rw", 30*time.Second)
-		if err == nil {
-			// Exclusive work here, stopped when lease.Context() ends.
-			out, err := lease.Release(context.WithoutCancel(ctx))
-			fmt.Println(out, err)
-			return
-		}
-		if !errors.Is(err, rwlock.ErrNotAcquired) {
-			fmt.Println("write lease:", err)
-			return
-		}
-		if delay > 2*time.Second {
-			fmt.Println("write lease unavailable")
-			return
-		}
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := locks.AcquireWrite(ctx, "account:42:rw", 30*time.Second)
+	if errors.Is(err, context.DeadlineExceeded) {
+		fmt.Println("readers held the key for 10s")
+		return
+	} else if err != nil {
+		return
 	}
+	// Renew in the background until Release.
+	if err := lease.KeepAlive(context.Background()); err != nil {
+		return
+	}
+	// Exclusive work here, under a context derived from lease.Context(), so it stops if the lease ends.
+	out, err := lease.Release(context.Background())
+	fmt.Println(out, err)
 }

@@ -3,13 +3,13 @@ package rwlock
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
 // Mode is the kind of a lease: [Read] (shared) or [Write] (exclusive).
@@ -22,7 +22,7 @@ const (
 	Write
 )
 
-// String returns "read" or "write".
+// String returns "read" or "write" ("Mode(n)" otherwise).
 func (m Mode) String() string {
 	switch m {
 	case Read:
@@ -42,12 +42,14 @@ func (m Mode) tag() string {
 }
 
 // Locker takes read and write leases through one rueidis client. Create it with [New]; it is safe for
-// concurrent use by many goroutines and owns no goroutines. The zero value is not usable.
+// concurrent use by many goroutines and owns no goroutines (a lease's keep-alive is the lease's). The
+// zero value is not usable.
 //
 // A Locker never closes or reconfigures the caller's client.
 type Locker struct {
 	client rueidis.Client
 	cfg    config
+	waiter ownership.Waiter
 }
 
 // New returns a Locker over client. It does no I/O. It fails with [ErrNilClient] for a nil client and
@@ -65,20 +67,20 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 			return nil, err
 		}
 	}
-	return &Locker{client: client, cfg: cfg}, nil
+	l := &Locker{client: client, cfg: cfg}
+	l.waiter.Client, l.waiter.Tracker, l.waiter.Config = client, cfg.tracker, &l.cfg.own
+	return l, nil
 }
 
 // TryAcquireRead makes one attempt to take a shared read lease on key and returns at once: it succeeds
-// unless an unexpired writer holds the key. It does not queue, poll or wait; see the package
-// documentation for writer starvation. Arguments, results and errors are those of
-// [Locker.TryAcquireWrite].
+// unless an unexpired writer holds the key. Arguments, results and errors are those of
+// [Locker.TryAcquireWrite]; [Locker.AcquireRead] waits instead.
 func (l *Locker) TryAcquireRead(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	return l.tryAcquire(ctx, Read, key, ttl)
 }
 
 // TryAcquireWrite makes one attempt to take the exclusive write lease on key and returns at once: it
-// succeeds only when no unexpired reader or writer holds the key. It does not queue, poll or wait; bound
-// retries with backoff (see the example).
+// succeeds only when no unexpired reader or writer holds the key. [Locker.AcquireWrite] waits instead.
 //
 // key is binary-safe, gets the Locker's prefix and must be non-empty; use a key dedicated to this
 // package. ttl is the lease duration, truncated to whole milliseconds; it must be at least 1ms. Invalid
@@ -87,11 +89,12 @@ func (l *Locker) TryAcquireRead(ctx context.Context, key string, ttl time.Durati
 // It returns the held [*Lease] on success. Otherwise it returns a nil Lease and:
 //   - [ErrNotAcquired] when a conflicting holder has the key (nothing written);
 //   - [ErrLateReply] when the grant arrived after the local estimate elapsed (an owner-checked release
-//     was attempted);
+//     was sent);
 //   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
-//     but no reply was read: an owner-checked release bounded by the cleanup timeout
-//     ([WithCleanupTimeout]) was attempted even if ctx is cancelled, and otherwise the entry expires
-//     after ttl; the acquisition is never replayed;
+//     but no reply was read: an owner-checked release, queued behind the acquisition on the same
+//     connection and bounded by the cleanup timeout ([WithCleanupTimeout]), was sent even if ctx is
+//     cancelled, and otherwise the entry expires after ttl; the acquisition is never replayed;
+//   - an error wrapping ctx.Err() when ctx had ended before anything was sent;
 //   - a server or connection error, classified by [luakit.Classify] (a key holding another Redis type
 //     fails with WRONGTYPE).
 //
@@ -101,65 +104,117 @@ func (l *Locker) TryAcquireWrite(ctx context.Context, key string, ttl time.Durat
 	return l.tryAcquire(ctx, Write, key, ttl)
 }
 
-func (l *Locker) tryAcquire(ctx context.Context, mode Mode, key string, ttl time.Duration) (*Lease, error) {
+// AcquireRead takes a shared read lease on key like [Locker.TryAcquireRead], waiting while a writer
+// holds it. Waiting is that of [Locker.AcquireWrite].
+func (l *Locker) AcquireRead(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
+	return l.acquire(ctx, Read, key, ttl)
+}
+
+// AcquireWrite takes the exclusive write lease on key like [Locker.TryAcquireWrite], waiting while any
+// reader or a writer holds it.
+//
+// It waits without polling: between attempts it sleeps until the lock key changes (an invalidation,
+// on a client built by [luakit.NewTrackedClient] or with [WithTracker]) or until the conflicting
+// holders' entries expire if nobody renews them, then retries the atomic script; only the script
+// grants a lease. A change of the key (a release, a renewal, a new reader) wakes every waiter of the
+// key to try again. Without working tracking it wakes only at that expiry, and the Locker logs one
+// warning. Transient server errors, late grants and uncertain attempts whose cleanup was answered are
+// retried after the retry delay ([WithRetryDelay]); other errors end the wait and are returned as
+// TryAcquireWrite returns them.
+//
+// There is no queue and no fairness: readers keep being admitted while a writer waits, so overlapping
+// readers can keep a waiting writer out for as long as they overlap (see the package documentation).
+// Bound the wait with ctx.
+//
+// It blocks until the lease is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
+// returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup was
+// sent).
+func (l *Locker) AcquireWrite(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
+	return l.acquire(ctx, Write, key, ttl)
+}
+
+// prepare validates the request before any I/O and returns the physical key and the TTL in ms.
+func (l *Locker) prepare(key string, ttl time.Duration) (string, int64, error) {
 	if err := luakit.ValidateKey("key", key); err != nil {
-		return nil, fmt.Errorf("rwlock: %w", err)
+		return "", 0, fmt.Errorf("rwlock: %w", err)
 	}
 	ms := ttl.Milliseconds()
 	if ms < 1 {
-		return nil, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+		return "", 0, fmt.Errorf("rwlock: acquire: %w (got %v, want at least 1ms)", ErrInvalidTTL, ttl)
+	}
+	return l.cfg.keys.Key(key), ms, nil
+}
+
+func (l *Locker) tryAcquire(ctx context.Context, mode Mode, key string, ttl time.Duration) (*Lease, error) {
+	physical, ms, err := l.prepare(key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	h, a := l.attempt(ctx, mode, key, physical, ms)
+	return h, a.Err
+}
+
+func (l *Locker) acquire(ctx context.Context, mode Mode, key string, ttl time.Duration) (*Lease, error) {
+	physical, ms, err := l.prepare(key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	var lease *Lease
+	err = l.waiter.Wait(ctx, physical, func(ctx context.Context) ownership.Attempt {
+		h, a := l.attempt(ctx, mode, key, physical, ms)
+		lease = h
+		return a
+	})
+	if err != nil {
+		return nil, err
+	}
+	return lease, nil
+}
+
+// attempt runs the acquire script once. The Attempt tells a Waiter what to do next; its Err is also
+// what a try-acquisition returns (ErrNotAcquired when Busy).
+func (l *Locker) attempt(ctx context.Context, mode Mode, key, physical string, ms int64) (*Lease, ownership.Attempt) {
+	if err := ctx.Err(); err != nil {
+		// Nothing was sent: not uncertain.
+		return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: %w", mode, err)}
 	}
 	owner, err := luakit.NewOwnerToken()
 	if err != nil {
-		return nil, fmt.Errorf("rwlock: owner token: %w", err)
+		return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: owner token: %w", err)}
 	}
-	physical := l.cfg.keys.Key(key)
-	entry := mode.tag() + ":" + owner
-
-	start := time.Now()
-	arr, err := acquireScript.Exec(ctx, l.client, []string{physical},
-		[]string{mode.tag(), owner, strconv.FormatInt(ms, 10)}).ToArray()
+	b := backend{client: l.client, key: physical, entry: mode.tag() + ":" + owner}
+	start, resp := ownership.Send(ctx, acquireScript, l.client, []string{physical},
+		[]string{mode.tag(), owner, strconv.FormatInt(ms, 10)})
+	arr, err := resp.ToArray()
 	if err != nil {
 		if luakit.IsUncertain(err) {
-			l.cleanup(ctx, physical, entry)
-			return nil, fmt.Errorf("%w: acquire %s: %w", ErrUncertain, mode, err)
+			settled := ownership.Cleanup(ctx, &l.cfg.own, b.Release)
+			err = fmt.Errorf("rwlock: acquire %s: %w: %w", mode, ErrUncertain, err)
+			// A settled attempt (for example on a connection that broke) left nothing: try again.
+			return nil, ownership.Attempt{Retry: settled && ctx.Err() == nil, Err: err}
 		}
-		return nil, fmt.Errorf("rwlock: acquire %s: %w", mode, err)
+		return nil, ownership.Attempt{Retry: luakit.IsTransient(err), Err: fmt.Errorf("rwlock: acquire %s: %w", mode, err)}
 	}
 	if len(arr) != 2 {
-		return nil, fmt.Errorf("rwlock: acquire %s: unexpected reply of %d elements", mode, len(arr))
+		return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: unexpected reply of %d elements", mode, len(arr))}
 	}
 	status, err := arr[0].AsInt64()
 	if err != nil {
-		return nil, fmt.Errorf("rwlock: acquire %s: status: %w", mode, err)
+		return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: status: %w", mode, err)}
 	}
 	switch status {
 	case 1:
-		d := time.Duration(ms) * time.Millisecond
-		deadline := start.Add(d)
-		if !time.Now().Before(deadline) {
-			l.cleanup(ctx, physical, entry)
-			return nil, ErrLateReply
+		h := &Lease{b: b, l: l, mode: mode, key: key}
+		if err := h.Handle.Grant(ctx, &h.b, &l.cfg.own, start, time.Duration(ms)*time.Millisecond); err != nil {
+			return nil, ownership.Attempt{Retry: true, Err: err} // ErrLateReply; its cleanup was sent
 		}
-		return newLease(l, mode, key, physical, owner, entry, d, deadline), nil
+		return h, ownership.Attempt{}
 	case 0:
-		return nil, ErrNotAcquired
+		wait, err := arr[1].AsInt64()
+		if err != nil {
+			return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: wait: %w", mode, err)}
+		}
+		return nil, ownership.Attempt{Busy: true, HolderTTL: time.Duration(wait) * time.Millisecond, Err: ErrNotAcquired}
 	}
-	return nil, fmt.Errorf("rwlock: acquire %s: unexpected status %d", mode, status)
-}
-
-// cleanup sends a bounded owner-checked release that survives the caller's cancellation and reports
-// whether the server answered it. It may not reach the server at all, and when it travels on another
-// connection than the uncertain command a delayed acquisition can still land after it; the entry then
-// expires after its TTL.
-func (l *Locker) cleanup(ctx context.Context, physical, entry string) bool {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.cleanupTimeout)
-	defer cancel()
-	err := releaseScript.Exec(cctx, l.client, []string{physical}, []string{entry}).Error()
-	if err != nil {
-		l.cfg.logger.Warn("rwlock: owner-checked cleanup failed; the entry, if written, expires after its TTL",
-			slog.String("error", err.Error()))
-		return false
-	}
-	return true
+	return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: unexpected status %d", mode, status)}
 }

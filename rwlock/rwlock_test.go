@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,15 @@ func TestNew(t *testing.T) {
 		{"cleanup", WithCleanupTimeout(time.Second), true},
 		{"cleanup zero", WithCleanupTimeout(0), false},
 		{"cleanup negative", WithCleanupTimeout(-time.Second), false},
+		{"retry delay", WithRetryDelay(time.Millisecond), true},
+		{"retry delay zero", WithRetryDelay(0), false},
+		{"renew fraction", WithRenewFraction(0.5), true},
+		{"renew fraction max", WithRenewFraction(0.9), true},
+		{"renew fraction zero", WithRenewFraction(0), false},
+		{"renew fraction too high", WithRenewFraction(0.95), false},
+		{"renew fraction NaN", WithRenewFraction(math.NaN()), false},
+		{"tracker", WithTracker(luakit.NewTracker()), true},
+		{"nil tracker", WithTracker(nil), true},
 		{"logger", WithLogger(slog.Default()), true},
 		{"nil logger", WithLogger(nil), false},
 		{"nil option", nil, true},
@@ -86,6 +96,12 @@ func TestValidationBeforeIO(t *testing.T) {
 			if lease, err := l.TryAcquireWrite(ctx, tt.key, tt.ttl); !errors.Is(err, tt.want) || lease != nil {
 				t.Errorf("TryAcquireWrite = %v, %v; want nil, %v", lease, err, tt.want)
 			}
+			if lease, err := l.AcquireRead(ctx, tt.key, tt.ttl); !errors.Is(err, tt.want) || lease != nil {
+				t.Errorf("AcquireRead = %v, %v; want nil, %v", lease, err, tt.want)
+			}
+			if lease, err := l.AcquireWrite(ctx, tt.key, tt.ttl); !errors.Is(err, tt.want) || lease != nil {
+				t.Errorf("AcquireWrite = %v, %v; want nil, %v", lease, err, tt.want)
+			}
 		})
 	}
 }
@@ -101,19 +117,49 @@ func TestModeString(t *testing.T) {
 	}
 }
 
+// An acquisition whose ctx already ended sends nothing (noIO would panic) and returns ctx's error,
+// not ErrUncertain; a waiting one does the same.
+func TestEndedContextBeforeIO(t *testing.T) {
+	l, err := New(noIO{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, acquire := range map[string]func(context.Context, string, time.Duration) (*Lease, error){
+		"TryAcquireRead": l.TryAcquireRead, "TryAcquireWrite": l.TryAcquireWrite,
+		"AcquireRead": l.AcquireRead, "AcquireWrite": l.AcquireWrite,
+	} {
+		lease, err := acquire(ctx, "k", time.Second)
+		if lease != nil || !errors.Is(err, context.Canceled) || errors.Is(err, ErrUncertain) {
+			t.Errorf("%s with an ended ctx = %v, %v; want nil, context.Canceled", name, lease, err)
+		}
+	}
+}
+
 func TestReleaseOutcomeString(t *testing.T) {
-	for o, want := range map[ReleaseOutcome]string{Released: "released", AlreadyReleased: "already_released", NotOwned: "not_owned", 0: "ReleaseOutcome(0)"} {
+	for o, want := range map[ReleaseOutcome]string{Released: "released", AlreadyReleased: "already_released", NotOwned: "not_owned"} {
 		if got := o.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int(o), got, want)
 		}
 	}
 }
 
-func TestErrorsPrefixed(t *testing.T) {
-	for _, err := range []error{ErrNotAcquired, ErrLateReply, ErrUncertain, ErrInvalidTTL, ErrNilClient, ErrLost, ErrExpired, ErrReleased} {
-		if !strings.HasPrefix(err.Error(), "rwlock: ") {
-			t.Errorf("%q lacks the package prefix", err)
+// The ownership errors are luakit's shared values, so errors.Is agrees across primitives; the
+// module's own errors carry the package prefix.
+func TestErrors(t *testing.T) {
+	shared := map[error]error{
+		ErrNotAcquired: luakit.ErrNotAcquired, ErrLateReply: luakit.ErrLateReply, ErrUncertain: luakit.ErrUncertain,
+		ErrLost: luakit.ErrLost, ErrExpired: luakit.ErrExpired, ErrReleased: luakit.ErrReleased,
+		ErrKeepAliveRunning: luakit.ErrKeepAliveRunning, ErrInvalidTTL: luakit.ErrInvalidTTL,
+	}
+	for ours, theirs := range shared {
+		if ours != theirs {
+			t.Errorf("%q is not luakit's value", ours)
 		}
+	}
+	if !strings.HasPrefix(ErrNilClient.Error(), "rwlock: ") {
+		t.Errorf("%q lacks the package prefix", ErrNilClient)
 	}
 }
 
@@ -134,19 +180,29 @@ func TestScripts(t *testing.T) {
 	}
 }
 
-// A handle built locally (no server) ends at its local deadline with ErrExpired; Extend afterwards
-// returns false without I/O, and Release after Close is AlreadyReleased without I/O.
+// grant builds a held lease without a server, as an acquisition sent now with ttl would.
+func grant(t *testing.T, l *Locker, mode Mode, ttl time.Duration) *Lease {
+	t.Helper()
+	h := &Lease{b: backend{client: l.client, key: "k", entry: mode.tag() + ":owner"}, l: l, mode: mode, key: "k"}
+	if err := h.Handle.Grant(context.Background(), &h.b, &l.cfg.own, time.Now(), ttl); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// A lease built locally (no server) ends at its local deadline with ErrExpired; Extend, Verify and
+// KeepAlive afterwards do no I/O (noIO would panic).
 func TestLeaseLocalLifecycle(t *testing.T) {
 	l, err := New(noIO{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newLease(l, Write, "k", "k", "owner", "w:owner", 20*time.Millisecond, time.Now().Add(20*time.Millisecond))
+	h := grant(t, l, Write, 20*time.Millisecond)
 	if h.Mode() != Write || h.Key() != "k" || h.TTL() != 20*time.Millisecond || h.OwnerToken() != "owner" {
 		t.Fatalf("accessors: %v %q %v %q", h.Mode(), h.Key(), h.TTL(), h.OwnerToken())
 	}
 	if h.Err() != nil || h.Remaining() <= 0 {
-		t.Fatalf("fresh handle: Err %v, Remaining %v", h.Err(), h.Remaining())
+		t.Fatalf("fresh lease: Err %v, Remaining %v", h.Err(), h.Remaining())
 	}
 	select {
 	case <-h.Done():
@@ -159,14 +215,32 @@ func TestLeaseLocalLifecycle(t *testing.T) {
 	if h.Remaining() != 0 {
 		t.Fatalf("Remaining = %v after expiry", h.Remaining())
 	}
-	if ok, err := h.Extend(context.Background()); ok || err != nil { // noIO would panic on I/O
+	if ok, err := h.Extend(context.Background()); ok || err != nil {
 		t.Fatalf("Extend after expiry = %v, %v; want false, nil", ok, err)
 	}
-	h.mu.Lock()
-	h.released = true // as after Close
-	h.mu.Unlock()
-	h.Close()
-	if out, err := h.Release(context.Background()); out != AlreadyReleased || err != nil {
-		t.Fatalf("Release after Close = %v, %v; want AlreadyReleased", out, err)
+	if ok, err := h.Verify(context.Background()); ok || err != nil {
+		t.Fatalf("Verify after expiry = %v, %v; want false, nil", ok, err)
+	}
+	if err := h.KeepAlive(context.Background()); !errors.Is(err, ErrExpired) {
+		t.Fatalf("KeepAlive after expiry = %v, want ErrExpired", err)
+	}
+}
+
+// ExtendTTL rejects a TTL under 1ms with ErrInvalidTTL before any I/O (noIO would panic) and leaves
+// the lease unchanged; a sub-millisecond remainder is truncated (checked on a server by the
+// integration suite).
+func TestExtendTTLValidation(t *testing.T) {
+	l, err := New(noIO{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := grant(t, l, Read, time.Minute)
+	for _, ttl := range []time.Duration{0, 999 * time.Microsecond, -time.Second} {
+		if ok, err := h.ExtendTTL(context.Background(), ttl); ok || !errors.Is(err, ErrInvalidTTL) {
+			t.Errorf("ExtendTTL(%v) = %v, %v; want false, ErrInvalidTTL", ttl, ok, err)
+		}
+	}
+	if h.Err() != nil || h.TTL() != time.Minute {
+		t.Fatalf("after invalid ExtendTTL: Err %v, TTL %v", h.Err(), h.TTL())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/rwlock"
 )
 
@@ -43,6 +44,70 @@ func (e *env) locker(t *testing.T, opts ...rwlock.Option) *rwlock.Locker {
 	l, err := rwlock.New(e.newClient(t), opts...)
 	require.NoError(t, err)
 	return l
+}
+
+// trackedLocker returns a Locker over a new client built by luakit.NewTrackedClient, so its waiting
+// acquisitions wake on invalidations with no option (the Locker finds the tracker itself).
+func (e *env) trackedLocker(t *testing.T, opts ...rwlock.Option) *rwlock.Locker {
+	t.Helper()
+	c, err := luakit.NewTrackedClient(e.ClientOption(), luakit.NewTracker())
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	l, err := rwlock.New(c, opts...)
+	require.NoError(t, err)
+	return l
+}
+
+// acquired is the result of an asynchronous acquisition.
+type acquired struct {
+	lease *rwlock.Lease
+	err   error
+	at    time.Time
+}
+
+// acquireAsync runs acquire(c, key, ttl) in a goroutine and delivers its result.
+func acquireAsync(c context.Context, acquire func(context.Context, string, time.Duration) (*rwlock.Lease, error),
+	key string, ttl time.Duration) <-chan acquired {
+	ch := make(chan acquired, 1)
+	go func() {
+		lease, err := acquire(c, key, ttl)
+		ch <- acquired{lease, err, time.Now()}
+	}()
+	return ch
+}
+
+// await returns the result of ch, failing t after limit.
+func await(t *testing.T, ch <-chan acquired, limit time.Duration) acquired {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(limit):
+		t.Fatalf("the acquisition did not return within %v", limit)
+		return acquired{}
+	}
+}
+
+// requirePending asserts that the acquisition behind ch has not returned.
+func requirePending(t *testing.T, ch <-chan acquired) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("the waiting acquisition returned early: %v, %v", r.lease, r.err)
+	default:
+	}
+}
+
+// waitArmed waits until the server ran a PTTL since the commandstats snapshot before: a waiter armed
+// tracking (its cached PTTL read) and went to sleep. Nothing else in these scenarios sends PTTL while
+// a waiter arms. It returns a snapshot taken once the waiter is asleep.
+func (e *env) waitArmed(t *testing.T, before map[string]int64) map[string]int64 {
+	t.Helper()
+	eventually(t, 5*time.Second, "the waiter to arm tracking", func() bool {
+		return e.CommandStats(t)["pttl"] > before["pttl"]
+	})
+	time.Sleep(50 * time.Millisecond) // the EXEC around the PTTL
+	return e.CommandStats(t)
 }
 
 // Raw server state, read through the assertion client.

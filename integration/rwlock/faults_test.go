@@ -18,9 +18,9 @@ import (
 const faultTTL = 500 * time.Millisecond
 
 // TestRWLockFaults drops replies with the fault proxy on every standalone target: an acquisition, renewal
-// or release whose reply is lost is reported as uncertain (never as success), an uncertain renewal marks
-// the handle lost, a retried owner-checked release settles it, and the server ends clean at the latest
-// when the lease's TTL has passed.
+// or release whose reply is lost is reported as uncertain (never as success), an uncertain renewal keeps
+// the lease, a retried owner-checked release settles it, and the server ends clean at the latest when the
+// lease's TTL has passed.
 func TestRWLockFaults(t *testing.T) {
 	for _, st := range matrix.Targets() {
 		if st.Cluster {
@@ -31,7 +31,7 @@ func TestRWLockFaults(t *testing.T) {
 			matrix.TakeSlot(t)
 			e := startEnv(t, st)
 			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { faultUncertainAcquire(t, e) })
-			t.Run("uncertain_extend_marks_lost", func(t *testing.T) { faultUncertainExtend(t, e) })
+			t.Run("uncertain_extend_keeps_lease", func(t *testing.T) { faultUncertainExtend(t, e) })
 			t.Run("uncertain_release_is_settled_by_retry", func(t *testing.T) { faultUncertainRelease(t, e) })
 			t.Run("release_after_failed_close_still_releases", func(t *testing.T) { faultFailedClose(t, e) })
 		})
@@ -80,6 +80,32 @@ func (e *env) requireGoneBy(t *testing.T, key string, deadline time.Time, what s
 	}
 }
 
+// heal ends the fault: Reset removes the toxic (and closes the connections whose replies were dropped)
+// and CutConnections then tears those connections down at both ends before the client sends on them
+// again. Without the cut, a command written to a half-closed connection can reach the server, and its
+// reply then blocks a toxiproxy goroutine for ever (its timeout toxic's cleanup does not rewire the
+// chain), which goleak reports.
+func heal(t *testing.T, proxy *testkit.Proxy) {
+	t.Helper()
+	require.NoError(t, proxy.Reset())
+	require.NoError(t, proxy.CutConnections())
+}
+
+// staleRetry runs op until it does not fail as uncertain, at most 5 times, and requires its success.
+// heal closed the client's connection, and rueidis replaces a broken connection on the next command,
+// so the first command after it may fail with a connection error (uncertain).
+func staleRetry(t *testing.T, op func() error) {
+	t.Helper()
+	for try := 0; ; try++ {
+		err := op()
+		if err == nil {
+			return
+		}
+		require.ErrorIs(t, err, rwlock.ErrUncertain)
+		require.Less(t, try, 5, "still uncertain after reconnecting: %v", err)
+	}
+}
+
 // faultUncertainAcquire: the acquire script reaches the server but its reply is dropped. TryAcquireWrite
 // must report ErrUncertain and no handle; the key is gone (cleanup or expiry) within TTL + 1 s.
 func faultUncertainAcquire(t *testing.T, e *env) {
@@ -94,52 +120,51 @@ func faultUncertainAcquire(t *testing.T, e *env) {
 	cancel()
 	require.Nil(t, w, "an uncertain acquisition never returns a handle")
 	require.ErrorIs(t, err, rwlock.ErrUncertain, "a lost reply must be uncertain, got %v", err)
-	require.NoError(t, proxy.Reset())
+	heal(t, proxy)
 
 	e.requireGoneBy(t, key, sent.Add(faultTTL+time.Second), "after the uncertain acquisition")
 
 	// The key is free again, through the same (reconnected) client.
-	w, err = l.TryAcquireWrite(ctx(t), key, faultTTL)
-	require.NoError(t, err)
+	staleRetry(t, func() error {
+		w, err = l.TryAcquireWrite(ctx(t), key, faultTTL)
+		return err
+	})
 	release(t, w, rwlock.Released)
 	e.requireAbsent(t, key)
 }
 
 // faultUncertainExtend: a renewal of a read lease whose reply is dropped returns false and ErrUncertain;
-// the handle is marked lost (fail closed, Extend false from then on) and the entry expires after its
-// TTL.
+// the lease keeps vouching until its previous estimate (the renewal may or may not have run, and either
+// way the entry lives at least that long), and a later renewal through the reconnected client succeeds.
 func faultUncertainExtend(t *testing.T, e *env) {
 	const key = "ck:rw:fault-extend"
+	const ttl = 3 * time.Second // outlives the dropped renewal's 300 ms and the reconnection
 	proxy, l := proxiedLocker(t, e)
 	warm(t, l, key)
-	r, err := l.TryAcquireRead(ctx(t), key, faultTTL)
+	r, err := l.TryAcquireRead(ctx(t), key, ttl)
 	require.NoError(t, err)
 	e.requireEntries(t, key, r)
+	deadline := r.Deadline()
 
 	require.NoError(t, proxy.DropReplies())
-	sent := time.Now()
 	ectx, cancel := dropped()
 	ok, err := r.Extend(ectx)
 	cancel()
 	require.False(t, ok, "an uncertain renewal is never success")
 	require.ErrorIs(t, err, rwlock.ErrUncertain)
-	select {
-	case <-r.Done():
-	default:
-		t.Fatal("Done must be closed after an uncertain renewal")
-	}
-	require.ErrorIs(t, r.Err(), rwlock.ErrLost, "an uncertain renewal marks the handle lost")
-	require.Zero(t, r.Remaining())
-	require.NoError(t, proxy.Reset())
+	require.NoError(t, r.Err(), "an uncertain renewal keeps the lease")
+	require.Equal(t, deadline, r.Deadline(), "the previous estimate is kept")
+	require.Positive(t, r.Remaining())
+	heal(t, proxy)
 
-	ok, err = r.Extend(ctx(t))
-	require.NoError(t, err)
-	require.False(t, ok, "a lost handle never renews")
-
-	// The renewal may have run (restarting the entry's expiry at its send time): the key is gone within
-	// TTL + 1 s of it.
-	e.requireGoneBy(t, key, sent.Add(faultTTL+time.Second), "after the uncertain renewal")
-	release(t, r, rwlock.NotOwned)
+	staleRetry(t, func() error {
+		ok, err = r.Extend(ctx(t))
+		return err
+	})
+	require.True(t, ok, "the lease still holds its entry and renews")
+	require.True(t, r.Deadline().After(deadline))
+	e.requireEntries(t, key, r)
+	release(t, r, rwlock.Released)
 	e.requireAbsent(t, key)
 }
 
@@ -160,11 +185,16 @@ func faultUncertainRelease(t *testing.T, e *env) {
 	require.ErrorIs(t, err, rwlock.ErrUncertain, "a lost release reply must be uncertain, got %v (%v)", err, out)
 	require.NotEqual(t, rwlock.Released, out, "an uncertain release is never reported released")
 	require.Error(t, w.Err(), "the handle no longer vouches for the lease")
-	require.NoError(t, proxy.Reset())
+	heal(t, proxy)
 
 	// The request reached the server, so the entry is gone (and would be after its TTL anyway).
 	e.requireGoneBy(t, key, sent.Add(faultTTL+time.Second), "after the uncertain release")
-	release(t, w, rwlock.AlreadyReleased) // the retried owner-checked release settles it
+	var out2 rwlock.ReleaseOutcome
+	staleRetry(t, func() error { // the retried owner-checked release settles it
+		out2, err = w.Release(ctx(t))
+		return err
+	})
+	require.Equal(t, rwlock.AlreadyReleased, out2)
 	release(t, w, rwlock.AlreadyReleased)
 	e.requireAbsent(t, key)
 }
@@ -184,14 +214,17 @@ func faultFailedClose(t *testing.T, e *env) {
 	c := e.newClient(t, func(o *rueidis.ClientOption) {
 		o.DisableCache, o.Username, o.Password = true, user, "pw"
 	})
-	l, err := rwlock.New(c, rwlock.WithCleanupTimeout(500*time.Millisecond),
-		rwlock.WithLogger(slog.New(slog.DiscardHandler)))
+	logs := &countingHandler{}
+	l, err := rwlock.New(c, rwlock.WithCleanupTimeout(500*time.Millisecond), rwlock.WithLogger(slog.New(logs)))
 	require.NoError(t, err)
 	w, err := l.TryAcquireWrite(ctx(t), key, time.Minute)
 	require.NoError(t, err)
 
 	acl(user, "-evalsha", "-eval")
-	w.Close() // NOPERM: the entry stays
+	err = w.Close() // NOPERM: the entry stays
+	require.ErrorContains(t, err, "NOPERM")
+	require.NotErrorIs(t, err, rwlock.ErrUncertain, "the server refused: the script did not run")
+	require.EqualValues(t, 1, logs.warnings.Load(), "the failed Close is logged")
 	require.ErrorIs(t, w.Err(), rwlock.ErrReleased)
 	require.Contains(t, e.entries(t, key), "w:"+w.OwnerToken(), "the failed Close left the entry")
 
