@@ -69,6 +69,7 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 	}
 	l := &Locker{client: client, cfg: cfg}
 	l.waiter.Client, l.waiter.Tracker, l.waiter.Config = client, cfg.tracker, &l.cfg.own
+	l.waiter.KeyPersists = true // other holders keep the sorted set in place when one releases
 	return l, nil
 }
 

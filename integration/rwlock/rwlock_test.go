@@ -356,15 +356,12 @@ func testVerify(t *testing.T, e *env) {
 	require.NoError(t, err)
 	cancelled, cancel := context.WithCancel(c)
 	cancel()
-	// Verify sends even with an ended ctx, and rueidis may still read the reply: either outcome is
-	// allowed, and neither changes the lease.
+	// An ended ctx sends nothing: an error wrapping ctx.Err() (not uncertain), and the lease is
+	// unchanged.
 	ok, err := w.Verify(cancelled)
-	if err != nil {
-		require.ErrorIs(t, err, rwlock.ErrUncertain)
-		require.False(t, ok)
-	} else {
-		require.True(t, ok)
-	}
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, rwlock.ErrUncertain)
+	require.False(t, ok)
 	require.NoError(t, w.Err(), "a failed verification must not end the lease")
 	require.Positive(t, w.Remaining())
 	ok, err = w.Verify(c)

@@ -409,13 +409,16 @@ func (h *Handle) setDeadlineLocked(d time.Time) {
 //   - (false, nil) with no I/O: the handle had already ended.
 //   - (false, nil) and the handle ends with [luakit.ErrLost]: the server holds nothing of this owner.
 //   - (false, nil): held, but the handle's estimate elapsed while the check was in flight.
-//   - (false, err): the check failed or was uncertain (wrapping [luakit.ErrUncertain]); the handle is
-//     unchanged.
+//   - (false, err): the check failed or was uncertain (wrapping [luakit.ErrUncertain]), or ctx had
+//     already ended (nothing sent); the handle is unchanged.
 //
 // It blocks for one round trip, bounded by ctx, and does not wait for a concurrent Extend or Release.
 func (h *Handle) Verify(ctx context.Context) (bool, error) {
 	if h.ctx.Err() != nil {
 		return false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("%s: verify: %w", h.cfg.name(), err)
 	}
 	ectx, stop := luakit.WithoutDeadline(ctx)
 	held, err := h.b.Verify(ectx)
