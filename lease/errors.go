@@ -6,45 +6,19 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// Errors shared by every Coordkit handle, re-exported: each is the luakit value itself, so
-// errors.Is(err, lease.ErrLost) and errors.Is(err, luakit.ErrLost) agree (and match lock.ErrLost too).
-// Their meaning for every handle is the contract in package
-// github.com/coordkit/coordkit/luakit/ownership. Compare with errors.Is: they are returned wrapped
-// with a "lease: " prefix and detail, except as a handle's cause (Lease.Err, context.Cause of
-// Lease.Context).
+// The ownership errors are luakit's shared values (lease.ErrLost == luakit.ErrLost), so one errors.Is
+// check works whichever Coordkit primitive returned the error. What each means for every handle is
+// the contract in package github.com/coordkit/coordkit/luakit/ownership; the comments say what it
+// means here. Most are returned wrapped with a "lease: " prefix and detail.
 var (
-	// ErrNotAcquired is wrapped by [Leases.TryAcquire]'s error when another owner holds the field.
-	// Nothing was written.
-	ErrNotAcquired = luakit.ErrNotAcquired
-
-	// ErrLateReply is wrapped when the server granted the lease but its reply arrived after the lease's
-	// local estimate had already elapsed: the field may have expired and been taken by someone else. The
-	// acquisition is not reported as acquired; an owner-checked release was sent.
-	ErrLateReply = luakit.ErrLateReply
-
-	// ErrUncertain is wrapped by failures where a command may have reached the server but no reply was
-	// read (timeout, cancellation, broken connection): an acquisition may have been applied (the field
-	// then expires after its TTL unless the owner-checked cleanup removed it), a renewal may still run
-	// (the handle keeps its previous estimate), a release may or may not have deleted the field.
-	ErrUncertain = luakit.ErrUncertain
-
-	// ErrLost is a lease's cause once the server said this owner no longer holds the field (it expired
-	// and possibly was taken, or was deleted).
-	ErrLost = luakit.ErrLost
-
-	// ErrExpired is a lease's cause once its local estimate elapsed without a confirmed renewal, or a
-	// renewal's reply arrived after it elapsed: the server may already have expired the field.
-	ErrExpired = luakit.ErrExpired
-
-	// ErrReleased is a lease's cause once a release was sent (whatever its outcome).
-	ErrReleased = luakit.ErrReleased
-
-	// ErrKeepAliveRunning is returned by Lease.KeepAlive when a keep-alive already runs on the lease.
-	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning
-
-	// ErrInvalidTTL is wrapped, before any I/O, for a lease TTL shorter than one millisecond: by
-	// TryAcquire and Acquire, and by Lease.ExtendTTL, which leaves the lease unchanged.
-	ErrInvalidTTL = luakit.ErrInvalidTTL
+	ErrNotAcquired      = luakit.ErrNotAcquired      // TryAcquire: another owner holds the field; nothing written
+	ErrLateReply        = luakit.ErrLateReply        // granted after the local estimate elapsed: the field was released again
+	ErrUncertain        = luakit.ErrUncertain        // no reply read: an acquisition, renewal or release may have run
+	ErrLost             = luakit.ErrLost             // a Lease's cause: the server no longer holds the field for this owner
+	ErrExpired          = luakit.ErrExpired          // a Lease's cause: its local estimate elapsed without a confirmed renewal
+	ErrReleased         = luakit.ErrReleased         // a Lease's cause: a release was sent (whatever its outcome)
+	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning // a second KeepAlive on one Lease
+	ErrInvalidTTL       = luakit.ErrInvalidTTL       // a lease TTL under 1ms (acquisition or ExtendTTL), before any I/O
 )
 
 // Errors of this package.

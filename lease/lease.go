@@ -11,19 +11,16 @@ import (
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
-// ReleaseOutcome is the result of Lease.Release: the shared [ownership.Outcome], so outcomes compare
-// equal across modules. The zero value is not an outcome: Release returns it only with an error.
+// ReleaseOutcome is the result of [Lease.Release]: the shared [ownership.Outcome], so outcomes compare
+// equal across Coordkit's primitives. The zero value is not an outcome: Release returns it only with an
+// error.
 type ReleaseOutcome = ownership.Outcome
 
+// The release outcomes (see [ownership.Outcome]).
 const (
-	// Released: this call deleted this owner's field.
-	Released = ownership.Released
-	// AlreadyReleased: an earlier answered release on this handle already settled it (no I/O now), or
-	// the field is absent after an earlier uncertain Release; nothing was deleted now.
-	AlreadyReleased = ownership.AlreadyReleased
-	// NotOwned: the hash holds no lease of this owner in the field: it expired, possibly was taken by
-	// another owner (whose lease is left intact), or was deleted externally.
-	NotOwned = ownership.NotOwned
+	Released        = ownership.Released        // this call removed this owner's field
+	AlreadyReleased = ownership.AlreadyReleased // an earlier answered release on this handle settled it
+	NotOwned        = ownership.NotOwned        // the server held no field of this owner
 )
 
 // Lease is a held named lease: one field of a hash, holding this handle's random owner token, which

@@ -7,45 +7,19 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// The ownership errors, shared with every Coordkit primitive: each is the luakit value of the same name
-// (lock.ErrLost == luakit.ErrLost), so one errors.Is check works whichever primitive returned the error.
-// The contract they belong to is in package github.com/coordkit/coordkit/luakit/ownership. Compare with
-// errors.Is: most are returned wrapped with detail.
+// The ownership errors are luakit's shared values (lock.ErrLost == luakit.ErrLost), so one errors.Is
+// check works whichever Coordkit primitive returned the error. What each means for every handle is
+// the contract in package github.com/coordkit/coordkit/luakit/ownership; the comments say what it
+// means here. Most are returned wrapped with a "lock: " prefix and detail.
 var (
-	// ErrNotAcquired is returned by [Locker.TryAcquire] when another owner holds the lease. Nothing was
-	// written: the counter did not advance.
-	ErrNotAcquired = luakit.ErrNotAcquired
-
-	// ErrLateReply is returned when the server granted the lease but its reply arrived after the
-	// lease's local estimate had already elapsed, so the lease may have expired and been taken by someone
-	// else. The acquisition is not reported as acquired; an owner-checked release was sent. The counter
-	// advanced (tokens can have gaps).
-	ErrLateReply = luakit.ErrLateReply
-
-	// ErrUncertain wraps failures where a command may have reached the server but no reply was read
-	// (timeout, cancellation, broken connection). The server state is unknown: an acquisition may have
-	// been applied (the lease then expires after its TTL unless the owner-checked cleanup removed it), a
-	// renewal may still run, a release may or may not have deleted the lease.
-	ErrUncertain = luakit.ErrUncertain
-
-	// ErrLost is a [Lease]'s cause (Err, context.Cause of Context) once the server said this owner no
-	// longer holds the lease (it expired and possibly was taken, or was deleted).
-	ErrLost = luakit.ErrLost
-
-	// ErrExpired is a Lease's cause once its local estimate elapsed without a confirmed renewal: the
-	// server may already have expired it.
-	ErrExpired = luakit.ErrExpired
-
-	// ErrReleased is a Lease's cause once a release was sent on the handle (whatever its outcome).
-	ErrReleased = luakit.ErrReleased
-
-	// ErrKeepAliveRunning is returned by a Lease's KeepAlive when a keep-alive already runs on it.
-	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning
-
-	// ErrInvalidTTL is returned, before any I/O, for a lease TTL shorter than one millisecond, by the
-	// acquisitions and by a Lease's ExtendTTL (TTLs are whole milliseconds; a lock has no lease without
-	// expiry).
-	ErrInvalidTTL = luakit.ErrInvalidTTL
+	ErrNotAcquired      = luakit.ErrNotAcquired      // TryAcquire: another owner holds the lease; nothing written, the counter did not advance
+	ErrLateReply        = luakit.ErrLateReply        // granted after the local estimate elapsed: released again (the counter advanced)
+	ErrUncertain        = luakit.ErrUncertain        // no reply read: an acquisition, renewal or release may have run
+	ErrLost             = luakit.ErrLost             // a Lease's cause: the server no longer holds the lease for this owner
+	ErrExpired          = luakit.ErrExpired          // a Lease's cause: its local estimate elapsed without a confirmed renewal
+	ErrReleased         = luakit.ErrReleased         // a Lease's cause: a release was sent (whatever its outcome)
+	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning // a second KeepAlive on one Lease
+	ErrInvalidTTL       = luakit.ErrInvalidTTL       // a lease TTL under 1ms (acquisition or ExtendTTL), before any I/O
 )
 
 // The lock's own errors.

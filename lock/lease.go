@@ -11,20 +11,16 @@ import (
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
-// ReleaseOutcome is the result of [Lease.Release]: [Released], [AlreadyReleased] or [NotOwned]. It is
-// the shared [ownership.Outcome], so outcomes compare equal across Coordkit's primitives. The zero
-// value is not an outcome: Release returns it only together with an error.
+// ReleaseOutcome is the result of [Lease.Release]: the shared [ownership.Outcome], so outcomes compare
+// equal across Coordkit's primitives. The zero value is not an outcome: Release returns it only with an
+// error.
 type ReleaseOutcome = ownership.Outcome
 
+// The release outcomes (see [ownership.Outcome]).
 const (
-	// Released: this call deleted this owner's lease.
-	Released = ownership.Released
-	// AlreadyReleased: an earlier answered release on this handle already deleted the lease (no I/O),
-	// or the lease is absent after an earlier uncertain Release; nothing was deleted now.
-	AlreadyReleased = ownership.AlreadyReleased
-	// NotOwned: the server holds no lease of this owner: it expired (and may have been taken by another
-	// owner, whose lease is left intact) or was deleted externally.
-	NotOwned = ownership.NotOwned
+	Released        = ownership.Released        // this call removed this owner's lease
+	AlreadyReleased = ownership.AlreadyReleased // an earlier answered release on this handle settled it
+	NotOwned        = ownership.NotOwned        // the server held no lease of this owner
 )
 
 // Lease is a held fenced lease: the owner token that guards renewal and release, and the fencing token

@@ -9,44 +9,19 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// The ownership errors are luakit's shared values (see the contract in package
-// github.com/coordkit/coordkit/luakit/ownership), so errors.Is(err, redlock.ErrLost) and
-// errors.Is(err, luakit.ErrLost) agree, whichever Coordkit primitive returned err.
+// The ownership errors are luakit's shared values (redlock.ErrLost == luakit.ErrLost), so one errors.Is
+// check works whichever Coordkit primitive returned the error. What each means for every handle is
+// the contract in package github.com/coordkit/coordkit/luakit/ownership; the comments say what it
+// means here. Most are returned wrapped with a "redlock: " prefix and detail.
 var (
-	// ErrNotAcquired (luakit's value) is wrapped by every [Group.TryAcquire] attempt that failed after
-	// sending: a [*QuorumError] with Op "acquire" or "fence", a counter overflow, or a late majority
-	// ([ErrLateReply]). Unlike a single-server lock, the attempt may have written to some nodes: it was
-	// cleaned up (an owner-checked delete sent to every node, including nodes that failed or timed out)
-	// before TryAcquire returned. When a node's outcome was unknown the error also wraps [ErrUncertain].
-	ErrNotAcquired = luakit.ErrNotAcquired
-
-	// ErrLateReply (luakit's value) is wrapped, with [ErrNotAcquired], by an attempt that a majority
-	// granted but whose validity, TTL − elapsed − drift allowance, was used up when the last needed
-	// reply arrived: the lock was removed from every node (owner-checked, bounded by the node timeout).
-	ErrLateReply = luakit.ErrLateReply
-
-	// ErrUncertain (luakit's value) marks outcomes that cannot be known. Per node ([NodeError].Err): a
-	// command may have reached the node but no reply was read in time (node timeout, cancellation,
-	// broken connection). For a whole [Lock.Extend], [Lock.Verify] or [Lock.Release]: no quorum either
-	// way (a [*QuorumError] wrapping it): the lock keeps its previous estimate, or the release can be
-	// retried.
-	ErrUncertain = luakit.ErrUncertain
-
-	// ErrLost (luakit's value) is a [Lock]'s cause once enough nodes said this owner's token is gone
-	// that no quorum can hold it (from Extend, Verify or a keep-alive renewal).
-	ErrLost = luakit.ErrLost
-
-	// ErrExpired (luakit's value) is a [Lock]'s cause once its validity estimate elapsed without a
-	// confirmed renewal.
-	ErrExpired = luakit.ErrExpired
-
-	// ErrReleased (luakit's value) is a [Lock]'s cause once a release was sent ([Lock.Release],
-	// [Lock.Close]), whatever its outcome.
-	ErrReleased = luakit.ErrReleased
-
-	// ErrKeepAliveRunning (luakit's value) is returned by [Lock.KeepAlive] when a keep-alive already
-	// runs on the lock.
-	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning
+	ErrNotAcquired      = luakit.ErrNotAcquired      // wrapped by every failed TryAcquire; the attempt was cleaned up on every node
+	ErrLateReply        = luakit.ErrLateReply        // a majority granted, but no validity was left after the elapsed time and drift
+	ErrUncertain        = luakit.ErrUncertain        // some node gave no reply: its state is unknown
+	ErrLost             = luakit.ErrLost             // a Lock's cause: the nodes without its token leave no quorum possible
+	ErrExpired          = luakit.ErrExpired          // a Lock's cause: its validity elapsed without a confirmed renewal
+	ErrReleased         = luakit.ErrReleased         // a Lock's cause: a release (Release or Close) was sent
+	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning // a second KeepAlive on one Lock
+	ErrInvalidTTL       = luakit.ErrInvalidTTL       // a TTL under 1ms or not above the drift allowance, before any I/O
 )
 
 // Sentinel errors of this package. Compare with errors.Is: most are returned wrapped with detail.
@@ -63,10 +38,6 @@ var (
 
 	// ErrCounter is wrapped by every [*CounterError]: a node's fence counter cannot issue a token.
 	ErrCounter = errors.New("redlock: fence counter cannot issue a token")
-
-	// ErrInvalidTTL is returned, before any I/O, for a TTL shorter than one millisecond or not greater
-	// than the drift allowance (TTL × drift factor + 2ms).
-	ErrInvalidTTL = errors.New("redlock: TTL must be at least 1ms and exceed the drift allowance")
 
 	// ErrSameKey is returned, before any I/O, when a lock key equals the fence key.
 	ErrSameKey = errors.New("redlock: lock key and fence key must differ")

@@ -13,21 +13,16 @@ import (
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
-// ReleaseOutcome is what a [Lock]'s Release reports: the outcome shared by every Coordkit handle.
+// ReleaseOutcome is the result of [Lock.Release]: the shared [ownership.Outcome], so outcomes compare
+// equal across Coordkit's primitives. The zero value is not an outcome: Release returns it only with an
+// error.
 type ReleaseOutcome = ownership.Outcome
 
-// The outcomes of a Lock's Release.
+// The release outcomes (see [ownership.Outcome]).
 const (
-	// Released: a quorum of nodes replied and at least one of them deleted this owner's token, so a
-	// majority is known to be free of it.
-	Released = ownership.Released
-	// AlreadyReleased: an earlier answered release (Release, Close, or the surrender after a late
-	// renewal) settled the lock, and nothing was sent; or, after an earlier uncertain Release, a quorum
-	// replied and none of them held the token any more.
-	AlreadyReleased = ownership.AlreadyReleased
-	// NotOwned: a quorum of nodes replied and none held this owner's token (it expired or was
-	// deleted); another owner's lock is left alone.
-	NotOwned = ownership.NotOwned
+	Released        = ownership.Released        // a quorum replied and at least one node deleted this owner's token
+	AlreadyReleased = ownership.AlreadyReleased // an earlier release that a quorum answered settled it
+	NotOwned        = ownership.NotOwned        // a quorum replied and no node held this owner's token
 )
 
 // Lock is a lock acquired by [Group.TryAcquire] or [Group.Acquire]: a random owner token held, with the

@@ -98,12 +98,12 @@ func (g *Group) drift(ttl time.Duration) time.Duration {
 func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) {
 	ms := ttl.Milliseconds()
 	if ms < 1 {
-		return 0, 0, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+		return 0, 0, fmt.Errorf("redlock: %w: must be at least 1ms (got %v)", ErrInvalidTTL, ttl)
 	}
 	t := time.Duration(ms) * time.Millisecond
 	drift := g.drift(t)
 	if t <= drift {
-		return 0, 0, fmt.Errorf("%w (got %v, drift allowance %v)", ErrInvalidTTL, ttl, drift)
+		return 0, 0, fmt.Errorf("redlock: %w: must exceed the drift allowance (got %v, drift allowance %v)", ErrInvalidTTL, ttl, drift)
 	}
 	return t, drift, nil
 }

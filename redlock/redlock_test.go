@@ -213,7 +213,7 @@ func TestLateError(t *testing.T) {
 
 func TestErrorsPrefixed(t *testing.T) {
 	for _, err := range []error{
-		ErrNoQuorum, ErrHeld, ErrNotOwner, ErrCounter, ErrInvalidTTL, ErrSameKey, ErrNodeCount, ErrNilClient,
+		ErrNoQuorum, ErrHeld, ErrNotOwner, ErrCounter, ErrSameKey, ErrNodeCount, ErrNilClient,
 		ErrClusterClient, ErrDuplicateClient, &CounterError{Reason: CounterNegative},
 	} {
 		if !strings.HasPrefix(err.Error(), "redlock: ") {

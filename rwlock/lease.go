@@ -12,21 +12,16 @@ import (
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
-// ReleaseOutcome is the result of [Lease.Release]: the shared ownership outcome, so a value from any
-// Coordkit primitive compares equal to this package's constants. The zero value is not an outcome:
-// Release returns it only together with an error.
+// ReleaseOutcome is the result of [Lease.Release]: the shared [ownership.Outcome], so outcomes compare
+// equal across Coordkit's primitives. The zero value is not an outcome: Release returns it only with an
+// error.
 type ReleaseOutcome = ownership.Outcome
 
+// The release outcomes (see [ownership.Outcome]).
 const (
-	// Released: this call removed this owner's entry.
-	Released = ownership.Released
-	// AlreadyReleased: an earlier answered Release or Close on this lease (or the surrender after a
-	// late renewal) already removed the entry, or the entry is absent after an earlier uncertain
-	// attempt; nothing was removed now.
-	AlreadyReleased = ownership.AlreadyReleased
-	// NotOwned: the server holds no unexpired entry of this owner: it expired (possibly followed by
-	// other holders, whose entries are left intact) or was deleted externally.
-	NotOwned = ownership.NotOwned
+	Released        = ownership.Released        // this call removed this owner's entry
+	AlreadyReleased = ownership.AlreadyReleased // an earlier answered release on this handle settled it
+	NotOwned        = ownership.NotOwned        // the server held no entry of this owner
 )
 
 // Lease is a held read or write lease: one holder entry, guarded by a random owner token, in the key's

@@ -7,44 +7,19 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// The ownership errors are luakit's shared values, so errors.Is(err, semaphore.ErrLost) and
-// errors.Is(err, luakit.ErrLost) agree whichever primitive returned err; their contract is in package
-// github.com/coordkit/coordkit/luakit/ownership. Compare with errors.Is: most are returned wrapped.
+// The ownership errors are luakit's shared values (semaphore.ErrLost == luakit.ErrLost), so one errors.Is
+// check works whichever Coordkit primitive returned the error. What each means for every handle is
+// the contract in package github.com/coordkit/coordkit/luakit/ownership; the comments say what it
+// means here. Most are returned wrapped with a "semaphore: " prefix and detail.
 var (
-	// ErrNotAcquired is returned by [Semaphore.TryAcquire] when capacity permits are already active.
-	// Nothing but the pruning of expired permits was written.
-	ErrNotAcquired = luakit.ErrNotAcquired
-
-	// ErrLateReply is returned by [Semaphore.TryAcquire] when the server granted a permit but the reply
-	// arrived after the permit's local estimate had elapsed. The acquisition is not reported as acquired;
-	// an owner-token release was sent (and, if unanswered, is retried in the background).
-	// [Semaphore.Acquire] tries again instead.
-	ErrLateReply = luakit.ErrLateReply
-
-	// ErrUncertain wraps failures where a command may have reached the server but no reply was read
-	// (timeout, cancellation, broken connection): an acquisition may have been applied (its cleanup was
-	// sent), a renewal may still run, a release may or may not have removed the permit.
-	ErrUncertain = luakit.ErrUncertain
-
-	// ErrLost is the cause reported by Permit.Err and Permit.Context once the server said this owner
-	// holds no permit (it expired, was removed, or the key was deleted).
-	ErrLost = luakit.ErrLost
-
-	// ErrExpired is the cause reported by Permit.Err and Permit.Context once the permit's local
-	// estimate elapsed without a confirmed renewal (also after a renewal answered too late, which
-	// surrenders the permit).
-	ErrExpired = luakit.ErrExpired
-
-	// ErrReleased is the cause reported by Permit.Err and Permit.Context once Permit.Release or
-	// [Permit.Close] sent the release (whatever the outcome).
-	ErrReleased = luakit.ErrReleased
-
-	// ErrKeepAliveRunning is returned by Permit.KeepAlive when a keep-alive already runs on the permit.
-	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning
-
-	// ErrInvalidTTL is wrapped by the error returned, before any I/O, for a negative TTL or a positive
-	// TTL shorter than one millisecond. (Zero, [NoExpiry], is valid.)
-	ErrInvalidTTL = luakit.ErrInvalidTTL
+	ErrNotAcquired      = luakit.ErrNotAcquired      // TryAcquire: capacity permits are active; nothing but pruning written
+	ErrLateReply        = luakit.ErrLateReply        // granted after the local estimate elapsed: the permit was released again
+	ErrUncertain        = luakit.ErrUncertain        // no reply read: an acquisition, renewal or release may have run
+	ErrLost             = luakit.ErrLost             // a Permit's cause: the server no longer holds it for this owner
+	ErrExpired          = luakit.ErrExpired          // a Permit's cause: its local estimate elapsed without a confirmed renewal
+	ErrReleased         = luakit.ErrReleased         // a Permit's cause: a release (Release or Close) was sent
+	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning // a second KeepAlive on one Permit
+	ErrInvalidTTL       = luakit.ErrInvalidTTL       // a negative or sub-millisecond TTL (0 is NoExpiry), before any I/O
 )
 
 // The semaphore's own errors.

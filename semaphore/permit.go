@@ -10,21 +10,16 @@ import (
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
-// ReleaseOutcome is the result of Permit.Release: the shared [ownership.Outcome], so a permit's
-// outcome compares equal to any other Coordkit handle's. The zero value is not an outcome (Release
-// returns it only with an error).
+// ReleaseOutcome is the result of [Permit.Release]: the shared [ownership.Outcome], so outcomes compare
+// equal across Coordkit's primitives. The zero value is not an outcome: Release returns it only with an
+// error.
 type ReleaseOutcome = ownership.Outcome
 
+// The release outcomes (see [ownership.Outcome]).
 const (
-	// Released: this call removed this owner's permit.
-	Released = ownership.Released
-	// AlreadyReleased: an earlier answered release on this handle (Release, Close, the surrender after
-	// a late renewal) already settled it, or the permit is absent after an earlier uncertain Release;
-	// nothing was removed now.
-	AlreadyReleased = ownership.AlreadyReleased
-	// NotOwned: the server holds no permit of this owner: it expired (and may have been replaced by
-	// another owner's, which is left intact) or the key was deleted.
-	NotOwned = ownership.NotOwned
+	Released        = ownership.Released        // this call removed this owner's permit
+	AlreadyReleased = ownership.AlreadyReleased // an earlier answered release on this handle settled it
+	NotOwned        = ownership.NotOwned        // the server held no permit of this owner
 )
 
 // Permit is a held permit: a random owner token that is a member of the semaphore's sorted set. It
