@@ -37,52 +37,37 @@ func defaultConfig() config {
 // prefixed. The prefix is binary-safe; on Cluster a prefix containing a hash tag ({...}) decides the
 // slot of every hash. Default: no prefix.
 func WithKeyPrefix(prefix string) Option {
-	return optionFunc(func(c *config) error {
-		c.keys = luakit.NewKeyspace(prefix)
-		return nil
-	})
+	return optionFunc(func(c *config) error { c.keys = luakit.NewKeyspace(prefix); return nil })
 }
 
-// WithTracker sets the tracker that [Leases.Acquire] wakes on (RESP3 client-side-caching invalidations
-// of the hash key); it must be wired into the same client's ClientOption.OnInvalidations. Default: the
-// tracker of a client made by [luakit.NewTrackedClient] (see [luakit.TrackerOf]), so such a client
-// needs no option; set it for a client wired by hand with [luakit.Tracker.Hook]. Without a tracker, or
-// on a RESP2 / cache-disabled client, Acquire still works but logs one warning per Leases and wakes
-// only at the held field's HPTTL deadline (and once a second for a field without expiry). A nil t
-// selects the default.
+// WithTracker sets the tracker [Leases.Acquire] wakes on; it must be wired into the client's
+// ClientOption.OnInvalidations. Default (or nil): [luakit.TrackerOf] the client, so a client from
+// [luakit.NewTrackedClient] needs no option. Without working tracking waiting logs one warning per
+// Leases and wakes at the holders' TTL (see [ownership.Waiter]).
 func WithTracker(t *luakit.Tracker) Option {
-	return optionFunc(func(c *config) error {
-		c.tracker = t
-		return nil
-	})
+	return optionFunc(func(c *config) error { c.tracker = t; return nil })
 }
 
-// WithRenewFraction sets when Lease.KeepAlive ([ownership.Handle.KeepAlive]) renews: every
-// fraction × TTL. It must be in (0, 0.9]. Default: 1/3, so two renewals can fail before the lease
-// expires.
+// WithRenewFraction sets when Lease.KeepAlive renews: every fraction × TTL, in (0, 0.9]. Default 1/3
+// ([ownership.Config].RenewFraction).
 func WithRenewFraction(fraction float64) Option {
 	return optionFunc(func(c *config) error { return c.own.SetRenewFraction(fraction) })
 }
 
-// WithCleanupTimeout bounds each owner-checked release the Leases sends on its own: after an uncertain
-// or late acquisition, and the surrender after a renewal whose reply came after the local estimate
-// elapsed. It runs even when the caller's ctx is cancelled, but never longer than d. It must be
-// positive. Default: 1s.
+// WithCleanupTimeout bounds each owner-checked release the Leases sends on its own (after an uncertain or
+// late acquisition, a late renewal's surrender, Close); positive. Default 1s ([ownership.Config]).
 func WithCleanupTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error { return c.own.SetCleanupTimeout(d) })
 }
 
-// WithRetryDelay sets how long [Leases.Acquire] waits before retrying after a transient server error
-// (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY), a late grant or a settled uncertain
-// attempt, and how long Lease.KeepAlive waits after a failed renewal (capped at a quarter of its renew
-// period). It must be positive. Default: 50ms.
+// WithRetryDelay sets the wait of [Leases.Acquire] after a transient error, a late grant or a settled
+// uncertain attempt, and of KeepAlive after a failed renewal; positive. Default 50ms ([ownership.Config]).
 func WithRetryDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) error { return c.own.SetRetryDelay(d) })
 }
 
-// WithLogger sets the logger for warnings: failed background renewals, failed cleanups, and the one
-// warning per Leases that waiting cannot wake on invalidations. Owner tokens, keys and fields are never
-// logged. Default: slog.Default().
+// WithLogger sets the logger for warnings (failed renewals and cleanups, waiting without tracking);
+// owner tokens and keys are never logged. Default slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }

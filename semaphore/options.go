@@ -42,44 +42,31 @@ func defaultConfig() config {
 // WithKeyPrefix prepends prefix to the semaphore key, like a prefixed client view. The prefix is
 // binary-safe. Default: no prefix.
 func WithKeyPrefix(prefix string) Option {
-	return optionFunc(func(c *config) error {
-		c.keys = luakit.NewKeyspace(prefix)
-		return nil
-	})
+	return optionFunc(func(c *config) error { c.keys = luakit.NewKeyspace(prefix); return nil })
 }
 
-// WithTracker sets the tracker that makes [Semaphore.Acquire] wake on RESP3 client-side-caching
-// invalidations of the semaphore key; it must be wired into the same client's
-// ClientOption.OnInvalidations. Default: the tracker of a client built by [luakit.NewTrackedClient]
-// ([luakit.TrackerOf]), else none. Without one, or on a RESP2 / cache-disabled client, Acquire still
-// works but wakes only when the earliest permit expires (and once a second while every permit is
-// without expiry), and logs one warning per Semaphore. With tracking, a waiter also re-arms at least
-// every [luakit.ArmCacheTTL]. A nil t selects the default.
+// WithTracker sets the tracker [Semaphore.Acquire] wakes on; it must be wired into the client's
+// ClientOption.OnInvalidations. Default (or nil): [luakit.TrackerOf] the client, so a client from
+// [luakit.NewTrackedClient] needs no option. Without working tracking waiting logs one warning per
+// Semaphore and wakes at the holders' TTL (see [ownership.Waiter]).
 func WithTracker(t *luakit.Tracker) Option {
-	return optionFunc(func(c *config) error {
-		c.tracker = t
-		return nil
-	})
+	return optionFunc(func(c *config) error { c.tracker = t; return nil })
 }
 
-// WithRenewFraction sets when Permit.KeepAlive renews: every fraction × TTL. It must be in (0, 0.9].
-// Default: 1/3, so two renewals can fail before the permit's local estimate elapses.
+// WithRenewFraction sets when Permit.KeepAlive renews: every fraction × TTL, in (0, 0.9]. Default 1/3
+// ([ownership.Config].RenewFraction).
 func WithRenewFraction(fraction float64) Option {
 	return optionFunc(func(c *config) error { return c.own.SetRenewFraction(fraction) })
 }
 
-// WithRetryDelay sets how long [Semaphore.Acquire] waits before trying again after a transient server
-// error (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, ...), a late grant, or an uncertain
-// attempt whose cleanup was answered, and how long Permit.KeepAlive waits after a failed renewal
-// (capped at a quarter of its period). It must be positive. Default: 50ms.
+// WithRetryDelay sets the wait of [Semaphore.Acquire] after a transient error, a late grant or a settled
+// uncertain attempt, and of KeepAlive after a failed renewal; positive. Default 50ms ([ownership.Config]).
 func WithRetryDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) error { return c.own.SetRetryDelay(d) })
 }
 
-// WithCleanupTimeout bounds each owner-token release that the package sends on its own: the one after an
-// uncertain, failed or late acquisition, the surrender after a late renewal, the one [Permit.Close]
-// sends, and each background retry. Those run even when the caller's ctx is cancelled, but never longer
-// than d. (Permit.Release is bounded by its ctx alone.) It must be positive. Default: 1s.
+// WithCleanupTimeout bounds each owner-checked release the Semaphore sends on its own (after an uncertain or
+// late acquisition, a late renewal's surrender, Close); positive. Default 1s ([ownership.Config]).
 func WithCleanupTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error { return c.own.SetCleanupTimeout(d) })
 }
@@ -97,8 +84,8 @@ func WithCleanupRetryWindow(d time.Duration) Option {
 	})
 }
 
-// WithLogger sets the logger for warnings: failed and abandoned cleanups, failed background renewals,
-// waiting without invalidations. Owner tokens and keys are never logged. Default: slog.Default().
+// WithLogger sets the logger for warnings (failed renewals and cleanups, waiting without tracking);
+// owner tokens and keys are never logged. Default slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }
