@@ -1,6 +1,7 @@
 package luakit
 
 import (
+	"errors"
 	"regexp"
 	"sync"
 	"testing"
@@ -75,4 +76,15 @@ func TestFeatureCacheCachedValue(t *testing.T) {
 
 	_, err = Probe(t.Context(), nil, Feature{})
 	require.Error(t, err)
+}
+
+func TestSharedErrors(t *testing.T) {
+	err := InvalidConfig("lock", "retry delay %v must be positive", -1)
+	if !errors.Is(err, ErrInvalidConfig) || err.Error() != "lock: retry delay -1 must be positive" {
+		t.Fatalf("InvalidConfig = %q (Is ErrInvalidConfig: %v)", err, errors.Is(err, ErrInvalidConfig))
+	}
+	a, b := OwnerToken(), OwnerToken()
+	if len(a) != 32 || a == b {
+		t.Fatalf("OwnerToken: %q, %q", a, b)
+	}
 }

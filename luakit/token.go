@@ -11,9 +11,8 @@ import (
 // lock or claim, so treat it as a secret: never log it, never put it in an
 // error message, and never use it as a metric attribute.
 //
-// The error is non-nil only if the system random source fails (which
-// current Go releases treat as fatal, so in practice it is always nil). Safe
-// for concurrent use.
+// The error is always nil (see [OwnerToken], which has no error to check).
+// Safe for concurrent use.
 func NewOwnerToken() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {

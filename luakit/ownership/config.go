@@ -1,19 +1,21 @@
 package ownership
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
 // The setters below validate a primitive's With* option once, with one message for every module, so
 // that each module's option is a one-line call. They return an error naming the module (Config.Name)
-// and leave c unchanged when the value is out of range.
+// and leave c unchanged when the value is out of range. The error is a [*luakit.ConfigError], so it
+// matches luakit.ErrInvalidConfig.
 
 // SetRenewFraction sets RenewFraction; it must be in (0, 0.9].
 func (c *Config) SetRenewFraction(fraction float64) error {
 	if !(fraction > 0 && fraction <= 0.9) {
-		return fmt.Errorf("%s: renew fraction %v outside (0, 0.9]", c.name(), fraction)
+		return luakit.InvalidConfig(c.name(), "renew fraction %v outside (0, 0.9]", fraction)
 	}
 	c.RenewFraction = fraction
 	return nil
@@ -22,7 +24,7 @@ func (c *Config) SetRenewFraction(fraction float64) error {
 // SetCleanupTimeout sets CleanupTimeout; it must be positive.
 func (c *Config) SetCleanupTimeout(d time.Duration) error {
 	if d <= 0 {
-		return fmt.Errorf("%s: cleanup timeout %v must be positive", c.name(), d)
+		return luakit.InvalidConfig(c.name(), "cleanup timeout %v must be positive", d)
 	}
 	c.CleanupTimeout = d
 	return nil
@@ -31,7 +33,7 @@ func (c *Config) SetCleanupTimeout(d time.Duration) error {
 // SetRetryDelay sets RetryDelay; it must be positive.
 func (c *Config) SetRetryDelay(d time.Duration) error {
 	if d <= 0 {
-		return fmt.Errorf("%s: retry delay %v must be positive", c.name(), d)
+		return luakit.InvalidConfig(c.name(), "retry delay %v must be positive", d)
 	}
 	c.RetryDelay = d
 	return nil
@@ -40,7 +42,7 @@ func (c *Config) SetRetryDelay(d time.Duration) error {
 // SetLogger sets Logger; it must not be nil.
 func (c *Config) SetLogger(l *slog.Logger) error {
 	if l == nil {
-		return fmt.Errorf("%s: nil logger", c.name())
+		return luakit.InvalidConfig(c.name(), "nil logger")
 	}
 	c.Logger = l
 	return nil
@@ -49,7 +51,7 @@ func (c *Config) SetLogger(l *slog.Logger) error {
 // SetUntrackedWait sets a Waiter's UntrackedWait through its Config owner; it must be positive.
 func (w *Waiter) SetUntrackedWait(d time.Duration) error {
 	if d <= 0 {
-		return fmt.Errorf("%s: untracked wait %v must be positive", w.Config.name(), d)
+		return luakit.InvalidConfig(w.Config.name(), "untracked wait %v must be positive", d)
 	}
 	w.UntrackedWait = d
 	return nil

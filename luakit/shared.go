@@ -1,0 +1,58 @@
+package luakit
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+)
+
+// Errors that mean the same in every Coordkit module. Each module re-exports the ones it returns
+// (counter.ErrUncertain == luakit.ErrUncertain), so one errors.Is check serves a service that uses
+// several primitives. Module errors wrap them with the module's name as prefix.
+var (
+	// ErrInvalidConfig is matched (errors.Is) by every error a constructor or an argument check returns
+	// for a bad option or argument, before any I/O: a [*ConfigError], and the modules' own sentinels
+	// for invalid arguments where they document it.
+	ErrInvalidConfig = errors.New("coordkit: invalid configuration")
+
+	// ErrForeignData is matched by every error that reports a key holding data the primitive did not
+	// write: another Redis type (the server's WRONGTYPE), or a value or layout of the right type that
+	// does not decode. Nothing was written.
+	ErrForeignData = errors.New("coordkit: key holds data this primitive did not write")
+
+	// ErrNilClient is returned by every constructor given a nil rueidis.Client.
+	ErrNilClient = errors.New("coordkit: nil rueidis client")
+
+	// ErrClosed is returned by calls made after the value's Close.
+	ErrClosed = errors.New("coordkit: closed")
+)
+
+// ConfigError is a bad option or argument found before any I/O. It matches [ErrInvalidConfig] with
+// errors.Is. Its message is "<module>: <what is wrong>" and never contains a key or a secret.
+type ConfigError struct {
+	Module string // "lock", "ratelimit", ...
+	Msg    string // what is wrong, with the value and the accepted range
+}
+
+// Error returns "module: msg".
+func (e *ConfigError) Error() string { return e.Module + ": " + e.Msg }
+
+// Is reports whether target is [ErrInvalidConfig].
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// InvalidConfig returns a [*ConfigError] for module with a formatted message.
+func InvalidConfig(module, format string, args ...any) error {
+	return &ConfigError{Module: module, Msg: fmt.Sprintf(format, args...)}
+}
+
+// OwnerToken returns a fresh owner token: 128 bits from crypto/rand as 32 lowercase hexadecimal
+// characters. A token proves ownership of a lease, lock or claim, so treat it as a secret: never log
+// it, never put it in an error message, never use it as a metric attribute. crypto/rand.Read never
+// fails on supported Go releases (it crashes the program instead), so there is no error to handle.
+// Safe for concurrent use.
+func OwnerToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
