@@ -69,8 +69,9 @@ demo: ## start a throwaway Redis 7.0 and run the demo scenario
 bench: setup ## benchmarks (bench module)
 	@$(EACH) bench bench
 
-lint: ## gofmt -l, go vet and staticcheck (pinned in tools/go.mod) per module
+lint: ## gofmt -l, go vet, staticcheck per module; doc comments of every exported name in the released ones
 	@$(EACH) gofmt,vet,staticcheck $(call pick,$(MODULES))
+	@$(EACH) doccheck $(call pick,$(RELEASED))
 
 tidy-check: ## fail when `GOWORK=off go mod tidy` would change any go.mod/go.sum
 	@$(EACH) tidy $(call pick,$(MODULES))

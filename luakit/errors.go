@@ -18,25 +18,25 @@ type Class int
 const (
 	// ClassNone is the class of a nil error.
 	ClassNone Class = iota
-	// ClassTransient: the server answered that it cannot run the command
+	// ClassTransient means the server answered that it cannot run the command
 	// now (LOADING, BUSY, CLUSTERDOWN, TRYAGAIN, MASTERDOWN, READONLY,
 	// NOREPLICAS, OOM, MOVED, ASK) or the Cluster has no node for the slot.
 	// The command did not run; retrying later with backoff may succeed.
 	ClassTransient
-	// ClassTerminal: the server rejected the command for a reason a retry
+	// ClassTerminal means the server rejected the command for a reason a retry
 	// will not fix (NOPERM, WRONGTYPE, NOAUTH, WRONGPASS, "ERR ..." and any
 	// other error reply not listed as transient, including errors raised by
 	// a script), or a luakit precondition failed (ErrUnsupported,
 	// ErrCrossSlot, ErrEmptyKey, ErrMalformedInt). A script error raised
 	// after a write does not undo that write.
 	ClassTerminal
-	// ClassUncertain: no reply was read, so the command may or may not have
+	// ClassUncertain means no reply was read, so the command may or may not have
 	// run on the server: context cancellation or deadline, network errors,
 	// io.EOF / io.ErrUnexpectedEOF, os.ErrDeadlineExceeded,
 	// rueidis.ErrClosing, rueidis.ErrDoCacheAborted. Operations that change
 	// ownership must treat this as "maybe applied" (fail closed).
 	ClassUncertain
-	// ClassUnknown: any other non-nil error, including rueidis.Nil (a nil
+	// ClassUnknown means any other non-nil error, including rueidis.Nil (a nil
 	// reply is a value, not a failure, and callers must decide what it
 	// means). Callers that must be safe should treat it like
 	// ClassUncertain.

@@ -10,6 +10,7 @@
 #   vet          go vet ./...
 #   gofmt        gofmt -l . (fails when any file needs formatting)
 #   staticcheck  go tool staticcheck ./...              (pinned in tools/go.mod, visible through go.work)
+#   doccheck     go tool revive (exported rule only)    (pinned in tools/go.mod; released modules in `make lint`)
 #   tidy         GOWORK=off go mod tidy -diff           (fails on any go.mod/go.sum difference; edits nothing)
 #   download     GOWORK=off go mod download
 #   fuzz         every FuzzXxx in the module for $FUZZTIME each
@@ -64,6 +65,9 @@ step_ws()          { go vet -p 2 ./... && run_tests "workspace"; }
 step_off()         { GOWORK=off go vet -p 2 ./... && GOWORK=off run_tests "GOWORK=off"; }
 step_vet()         { go vet -p 2 ./...; }
 step_staticcheck() { go tool staticcheck ./...; }
+# Every exported identifier has a doc comment starting with its name (revive's exported rule, pinned in
+# tools/go.mod, configured in tools/revive.toml).
+step_doccheck()    { go tool revive -config "$ROOT/tools/revive.toml" ./...; }
 step_download()    { GOWORK=off go mod download; }
 step_tidy()        { GOWORK=off go mod tidy -diff; }
 step_bench()       { go test -run='^$' -bench=. -benchmem ./...; }

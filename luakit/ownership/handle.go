@@ -22,13 +22,13 @@ const Forever time.Duration = math.MaxInt64
 type Outcome int
 
 const (
-	// Released: this call removed this owner's hold.
+	// Released means this call removed this owner's hold.
 	Released Outcome = iota + 1
-	// AlreadyReleased: an earlier answered release on this handle (Release, a module's Close, or the
+	// AlreadyReleased means an earlier answered release on this handle (Release, a module's Close, or the
 	// surrender after a late renewal) already settled it, or the hold is absent after an earlier
 	// uncertain Release; nothing was removed now.
 	AlreadyReleased
-	// NotOwned: the server holds nothing of this owner: it expired (and may have been taken by another
+	// NotOwned means the server holds nothing of this owner: it expired (and may have been taken by another
 	// owner, whose hold is left intact) or was deleted externally.
 	NotOwned
 )
