@@ -24,7 +24,7 @@ const (
 
 // latchStep runs a batch: the coordinator creates a latch of batchWorkers counts (with an expiry, so
 // a crashed run leaves nothing behind), workers join it and count it down after their work, and the
-// coordinator's Wait must return true exactly when the last one did.
+// coordinator's Wait must return nil exactly when the last one did.
 func latchStep(ctx context.Context, e *env) (stepResult, error) {
 	var res stepResult
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -66,13 +66,12 @@ func latchStep(ctx context.Context, e *env) (stepResult, error) {
 	start := time.Now()
 	waitDone := make(chan struct{})
 	var (
-		waitOK  bool
 		waitErr error
 		waited  time.Duration
 	)
 	go func() {
 		defer close(waitDone)
-		waitOK, waitErr = l.Wait(ctx)
+		waitErr = l.Wait(ctx)
 		waited = time.Since(start)
 	}()
 	for i, ls := range workers {
@@ -122,7 +121,7 @@ func latchStep(ctx context.Context, e *env) (stepResult, error) {
 	res.add("wait", "%v (returned %v after the last countdown's reply)", waited.Round(time.Millisecond), wakeLag.Round(100*time.Microsecond))
 	res.add("final count", "%d", final)
 
-	res.check("Wait returned true", waitOK && waitErr == nil, "Wait = %v, %v", waitOK, waitErr)
+	res.check("Wait returned nil", waitErr == nil, "Wait = %v", waitErr)
 	res.check("final count 0", countErr == nil && final == 0, "Count = %d, %v", final, countErr)
 	res.check("exactly N countdowns", len(remaining) == batchWorkers && len(failures) == 0 && slices.Equal(remaining, want),
 		"remaining values %v, failures %v", remaining, errors.Join(failures...))

@@ -9,9 +9,18 @@
 --   {-2, now}        no latch at the key (deleted or expired); now is the server time in Unix ms (string)
 --   {-3, reason}     the generation was aborted; nothing was written
 --   {-4}             the count was already zero; nothing was written
---   {-5}             the key holds something that is not a latch; nothing was written
+--   {-5}             the key holds something that is not a latch (another type, a hash without gen, or
+--                    a count that is not a canonical decimal int64 >= 0); nothing was written
 --
 -- Publishes 'zero' on the sharded channel named like the key when the count reaches zero. O(1).
+
+-- A count is a canonical decimal int64 >= 0 (what the scripts write); anything else, a missing field
+-- (false) included, is foreign data.
+local function valid_count(c)
+  return type(c) == 'string' and (c == '0' or (string.match(c, '^[1-9]%d*$') ~= nil and
+    (#c < 19 or (#c == 19 and c <= '9223372036854775807'))))
+end
+
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
   local now = redis.call('TIME')
@@ -21,7 +30,7 @@ if kind ~= 'hash' then
   return {-5}
 end
 local v = redis.call('HMGET', KEYS[1], 'gen', 'count', 'aborted')
-if not v[1] or not v[2] then
+if not v[1] or not valid_count(v[2]) then
   return {-5}
 end
 if v[1] ~= ARGV[1] then

@@ -10,11 +10,20 @@
 -- Returns one of:
 --   {1, expires}   created; expires is the server-time deadline in Unix ms as a decimal string, '0' for none
 --   {0, gen}       mode 'create' and a latch exists: gen is its current generation; nothing was written
---   {-1, 'wrongtype'}  the key holds something that is not a latch; nothing was written
+--   {-1, 'wrongtype'}  the key holds something that is not a latch (another type, a hash without gen,
+--                      or a count that is not a canonical decimal int64 >= 0); nothing was written
 --
 -- A reset of a generation whose count had reached zero records that generation in 'prevdone', so its
 -- late waiters still report completion. Publishes 'reset' on the sharded channel named like the key
 -- (SPUBLISH, same slot as the key). O(1).
+
+-- A count is a canonical decimal int64 >= 0 (what the scripts write); anything else, a missing field
+-- (false) included, is foreign data.
+local function valid_count(c)
+  return type(c) == 'string' and (c == '0' or (string.match(c, '^[1-9]%d*$') ~= nil and
+    (#c < 19 or (#c == 19 and c <= '9223372036854775807'))))
+end
+
 local kind = redis.call('TYPE', KEYS[1])['ok']
 local prev = false
 if kind ~= 'none' then
@@ -22,7 +31,7 @@ if kind ~= 'none' then
     return {-1, 'wrongtype'}
   end
   local old = redis.call('HMGET', KEYS[1], 'gen', 'count')
-  if not old[1] then
+  if not old[1] or not valid_count(old[2]) then
     return {-1, 'wrongtype'}
   end
   if ARGV[1] == 'create' then

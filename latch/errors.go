@@ -3,15 +3,26 @@ package latch
 import (
 	"errors"
 	"strconv"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
-// Sentinel errors. Compare with errors.Is: most are returned wrapped with detail.
+// The shared errors are luakit's values (latch.ErrUncertain == luakit.ErrUncertain), so one errors.Is
+// check works whichever Coordkit primitive returned the error. They are returned wrapped with a
+// "latch: " prefix and the operation; the comments say what each means here.
+var (
+	ErrUncertain   = luakit.ErrUncertain   // no reply read: a Create, Reset, CountDown, Abort or Delete may have run; do not blindly retry a CountDown
+	ErrForeignData = luakit.ErrForeignData // the key holds another Redis type, or a hash whose latch fields do not decode; nothing written
+	ErrNilClient   = luakit.ErrNilClient   // New was given a nil rueidis.Client
+)
+
+// The latch's own errors. Compare with errors.Is: most are returned wrapped with detail.
 var (
 	// ErrExists is returned by [Latches.Create] when the key already holds a latch (of any
 	// generation, complete or not). Nothing was written.
 	ErrExists = errors.New("latch: a latch already exists at the key")
 
-	// ErrNotFound is returned by [Latches.Join] when no latch exists at the key ("none": never created,
+	// ErrNotFound is returned by [Latches.Join] when no latch exists at the key (never created,
 	// deleted, or expired).
 	ErrNotFound = errors.New("latch: no latch at the key")
 
@@ -19,38 +30,47 @@ var (
 	// already reached zero. Nothing was written.
 	ErrCompleted = errors.New("latch: generation already completed")
 
-	// ErrReplaced is returned by [Latch.Count] and [Latch.Abort] when the key no longer holds the
-	// handle's generation: a [Latches.Reset] replaced it, or it was deleted. ([Latch.CountDown] reports
-	// the same situation as -1, and [Latch.Wait] as false.)
+	// ErrReplaced is returned by [Latch.CountDown], [Latch.Count], [Latch.Abort] and [Latch.Wait] when
+	// the key no longer holds the handle's generation: a [Latches.Reset] replaced it, or it was
+	// deleted. Nothing was written, so late signals never reach a newer generation.
 	ErrReplaced = errors.New("latch: generation replaced or deleted")
 
-	// ErrExpired is returned when the generation's expiry (see [WithExpiry]) has passed on the server's
-	// clock and the key is gone. [Latch.Wait] returns it (with false) instead of plain false, so callers
-	// can tell a timed-out batch from a replaced one.
-	ErrExpired = errors.New("latch: latch expired")
+	// ErrLatchExpired is returned when the generation's expiry (see [WithExpiry]) has passed on the
+	// server's clock and the key is gone: by [Latch.Wait] (so callers can tell a timed-out batch from a
+	// replaced one), [Latch.CountDown], [Latch.Count] and [Latch.Abort]. It is not luakit.ErrExpired,
+	// which means a handle's local estimate elapsed; this is the latch key's server-side expiry.
+	ErrLatchExpired = errors.New("latch: latch expired")
 
 	// ErrAborted is wrapped by every [*AbortedError].
 	ErrAborted = errors.New("latch: generation aborted")
 
-	// ErrWrongType is returned when the key holds a value that is not a latch (another Redis type, or a
-	// hash without the latch's fields). Nothing was written.
-	ErrWrongType = errors.New("latch: key holds a value that is not a latch")
+	// ErrInvalidCount is returned, before any I/O, for a negative initial count. It matches
+	// luakit.ErrInvalidConfig.
+	ErrInvalidCount error = invalidArgument("latch: count must not be negative")
 
-	// ErrInvalidCount is returned, before any I/O, for a negative initial count.
-	ErrInvalidCount = errors.New("latch: count must not be negative")
-
-	// ErrInvalidExpiry is returned, before any I/O, by [WithExpiry] for an expiry under one millisecond.
-	ErrInvalidExpiry = errors.New("latch: expiry must be at least 1ms")
-
-	// ErrUncertain wraps failures where a command that writes (Create, Reset, CountDown, Abort,
-	// Delete) may have reached the server but no reply was read (timeout, cancellation, broken
-	// connection): it may or may not have been applied. A CountDown reported uncertain must not be
-	// blindly retried, or the count may drop twice.
-	ErrUncertain = errors.New("latch: outcome uncertain")
-
-	// ErrNilClient is returned by [New] for a nil rueidis.Client.
-	ErrNilClient = errors.New("latch: nil rueidis client")
+	// ErrInvalidExpiry is returned, before any I/O, by [WithExpiry] for an expiry under one
+	// millisecond. It matches luakit.ErrInvalidConfig.
+	ErrInvalidExpiry error = invalidArgument("latch: expiry must be at least 1ms")
 )
+
+// invalidArgument is a sentinel for a bad argument found before any I/O: errors.Is matches it and
+// luakit.ErrInvalidConfig.
+type invalidArgument string
+
+func (e invalidArgument) Error() string { return string(e) }
+
+func (e invalidArgument) Is(target error) bool { return target == luakit.ErrInvalidConfig }
+
+// argError is a bad argument with detail: its message is complete (with the "latch: " prefix, never
+// a key), and errors.Is matches kind (a sentinel) and luakit.ErrInvalidConfig.
+type argError struct {
+	msg  string
+	kind error
+}
+
+func (e *argError) Error() string { return e.msg }
+
+func (e *argError) Unwrap() []error { return []error{e.kind, luakit.ErrInvalidConfig} }
 
 // AbortedError reports a generation failed by [Latch.Abort]. Waiters of the generation, later
 // [Latches.Join] calls and operations on its handles return it. It wraps [ErrAborted].

@@ -33,19 +33,19 @@ func ExampleLatches_Create() {
 	}
 	defer l.Delete(context.WithoutCancel(ctx))
 
-	done, err := l.Wait(ctx)
+	err = l.Wait(ctx)
 	var aborted *latch.AbortedError
 	switch {
+	case err == nil:
+		fmt.Println("all workers finished")
 	case errors.As(err, &aborted):
 		fmt.Println("batch aborted:", aborted.Reason)
-	case errors.Is(err, latch.ErrExpired):
+	case errors.Is(err, latch.ErrLatchExpired):
 		fmt.Println("batch timed out")
-	case err != nil:
-		fmt.Println("wait:", err)
-	case done:
-		fmt.Println("all workers finished")
-	default:
+	case errors.Is(err, latch.ErrReplaced):
 		fmt.Println("the batch was reset or deleted")
+	default:
+		fmt.Println("wait:", err)
 	}
 }
 
@@ -71,19 +71,19 @@ func ExampleLatches_Join() {
 	}
 	remaining, err := l.CountDown(ctx)
 	switch {
+	case err == nil:
+		fmt.Println("remaining", remaining)
 	case errors.Is(err, latch.ErrUncertain):
 		// The signal may or may not have counted: do not send it again blindly.
-	case err != nil:
-	case remaining == -1:
+	case errors.Is(err, latch.ErrReplaced):
 		fmt.Println("the batch was reset; this signal belonged to the old one")
-	default:
-		fmt.Println("remaining", remaining)
 	}
 }
 
 func doWork() error { return nil }
 
-// Reset starts a new generation; waiters of the old one return false and its late signals are ignored.
+// Reset starts a new generation; waiters of the old one return ErrReplaced and its late signals are
+// refused with ErrReplaced.
 func ExampleLatches_Reset() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {

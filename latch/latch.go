@@ -23,11 +23,11 @@ type Latches struct {
 	hub    hub
 }
 
-// New returns Latches over client. It does no I/O. It fails with [ErrNilClient] for a nil client and
-// with a descriptive error for an invalid option.
+// New returns Latches over client. It does no I/O. It fails with an error wrapping [ErrNilClient] for
+// a nil client, and with an error matching luakit.ErrInvalidConfig for an invalid option.
 func New(client rueidis.Client, opts ...Option) (*Latches, error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, fmt.Errorf("latch: %w", ErrNilClient)
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -74,36 +74,38 @@ func (l *Latch) ExpiresAt() time.Time {
 	return time.UnixMilli(l.expiresAtM)
 }
 
-// validate checks a key and returns its physical form. It does no I/O.
+// physical checks a key and returns its physical form. It does no I/O. An empty key's error matches
+// luakit.ErrEmptyKey and luakit.ErrInvalidConfig.
 func (ls *Latches) physical(key string) (string, error) {
-	if err := luakit.ValidateKey("latch key", key); err != nil {
-		return "", fmt.Errorf("latch: %w", err)
+	if key == "" {
+		return "", &argError{msg: "latch: key is empty", kind: luakit.ErrEmptyKey}
 	}
 	return ls.cfg.keys.Key(key), nil
 }
 
 // Create starts a latch at key with count pending signals, failing when one already exists.
 //
-// count must be ≥ 0 (0 creates an already complete latch, whose waiters return true at once). key is
+// count must be ≥ 0 (0 creates an already complete latch, whose waiters return nil at once). key is
 // binary-safe, gets the prefix, and needs no hash tag on Cluster. Options: [WithExpiry]. Invalid
-// input fails before any I/O.
+// input (an empty key, [ErrInvalidCount], [ErrInvalidExpiry]) fails before any I/O with an error
+// matching luakit.ErrInvalidConfig.
 //
 // It returns the new generation's handle, or a nil Latch and: [ErrExists] when the key holds a latch
-// (nothing written); [ErrWrongType] when it holds another value (nothing written); an error wrapping
-// [ErrUncertain] when the script may have run but no reply was read (the latch may exist); a server or
-// connection error. It blocks for one round trip, bounded by ctx.
+// (nothing written); an error wrapping [ErrForeignData] when it holds anything else (nothing
+// written); an error wrapping [ErrUncertain] when the script may have run but no reply was read (the
+// latch may exist); a server or connection error. It blocks for one round trip, bounded by ctx.
 func (ls *Latches) Create(ctx context.Context, key string, count int64, opts ...CreateOption) (*Latch, error) {
 	return ls.create(ctx, "create", key, count, opts)
 }
 
 // Reset creates or replaces the latch at key: it starts a new generation with count pending signals
-// (count ≥ 0; 0 is already complete) and wakes the waiters of the replaced generation, whose Wait
-// returns false (true if their generation had already reached zero), whose CountDown returns -1, and
-// whose Count and Abort return [ErrReplaced]. Late signals from the old generation can never decrement
-// the new one. The new generation keeps nothing of the old (no expiry unless [WithExpiry] is given).
+// (count ≥ 0; 0 is already complete) and wakes the waiters of the replaced generation: their Wait,
+// CountDown, Count and Abort return [ErrReplaced] (Wait returns nil if their generation had already
+// reached zero). Late signals from the old generation can never decrement the new one. The new
+// generation keeps nothing of the old (no expiry unless [WithExpiry] is given).
 //
 // Errors are those of [Latches.Create], except that an existing latch is replaced rather than
-// reported. A key that holds a value that is not a latch is never replaced ([ErrWrongType]).
+// reported. A key that holds anything that is not a latch is never replaced ([ErrForeignData]).
 func (ls *Latches) Reset(ctx context.Context, key string, count int64, opts ...CreateOption) (*Latch, error) {
 	return ls.create(ctx, "reset", key, count, opts)
 }
@@ -114,7 +116,7 @@ func (ls *Latches) create(ctx context.Context, mode, key string, count int64, op
 		return nil, err
 	}
 	if count < 0 {
-		return nil, fmt.Errorf("%w (got %d)", ErrInvalidCount, count)
+		return nil, &argError{msg: fmt.Sprintf("latch: count must not be negative (got %d)", count), kind: ErrInvalidCount}
 	}
 	var cc createConfig
 	for _, o := range opts {
@@ -125,10 +127,7 @@ func (ls *Latches) create(ctx context.Context, mode, key string, count int64, op
 			return nil, err
 		}
 	}
-	gen, err := luakit.NewOwnerToken()
-	if err != nil {
-		return nil, fmt.Errorf("latch: generation id: %w", err)
-	}
+	gen := luakit.OwnerToken()
 	resp := createScript.Exec(ctx, ls.client, []string{pkey},
 		[]string{mode, gen, luakit.FormatInt64(count), luakit.FormatInt64(cc.expiryMS)})
 	arr, err := resp.ToArray()
@@ -153,17 +152,18 @@ func (ls *Latches) create(ctx context.Context, mode, key string, count int64, op
 	case 0:
 		return nil, ErrExists
 	case -1:
-		return nil, ErrWrongType
+		return nil, fmt.Errorf("latch: %s: %w", mode, ErrForeignData)
 	}
 	return nil, fmt.Errorf("latch: %s: unexpected status %d", mode, status)
 }
 
 // Join returns a handle on the current generation of the latch at key.
 //
-// It returns [ErrNotFound] ("none") when no latch exists at key, [ErrWrongType] when the key holds
-// another value, and an [*AbortedError] (wrapping [ErrAborted], with the stored reason) when the
-// current generation was aborted. A joined complete generation is returned normally (its Wait returns
-// true at once). It reads only; it blocks for one round trip, bounded by ctx.
+// It returns [ErrNotFound] when no latch exists at key, an error wrapping [ErrForeignData] when the
+// key holds anything else, and an [*AbortedError] (wrapping [ErrAborted], with the stored reason) when
+// the current generation was aborted. A joined complete generation is returned normally (its Wait
+// returns nil at once). An empty key fails before any I/O with an error matching
+// luakit.ErrInvalidConfig. It reads only; it blocks for one round trip, bounded by ctx.
 func (ls *Latches) Join(ctx context.Context, key string) (*Latch, error) {
 	pkey, err := ls.physical(key)
 	if err != nil {
@@ -177,7 +177,7 @@ func (ls *Latches) Join(ctx context.Context, key string) (*Latch, error) {
 	case "none":
 		return nil, ErrNotFound
 	case "other":
-		return nil, ErrWrongType
+		return nil, fmt.Errorf("latch: join: %w", ErrForeignData)
 	}
 	if st.aborted {
 		return nil, &AbortedError{Reason: st.reason}
@@ -188,17 +188,22 @@ func (ls *Latches) Join(ctx context.Context, key string) (*Latch, error) {
 // CountDown signals the generation once: it decrements the count by one and, when it reaches zero,
 // wakes every waiter. It returns the remaining count (≥ 0).
 //
-// It returns -1 (and a nil error) when the key no longer holds this generation: a Reset replaced it
-// or the latch was deleted; nothing is written, so late signals never decrement a newer generation.
-// Errors, with nothing written: [ErrCompleted] when the count was already zero; an [*AbortedError]
-// when the generation was aborted; [ErrExpired] when the latch expired; [ErrWrongType]. An error
-// wrapping [ErrUncertain] means the signal may or may not have been applied (a cancelled CountDown may
-// still have run). It blocks for one round trip, bounded by ctx.
+// When it refuses the signal it writes nothing and returns 0 and: [ErrReplaced] when the key no longer
+// holds this generation (a Reset replaced it or the latch was deleted), so late signals never
+// decrement a newer generation; [ErrCompleted] when the count was already zero; an [*AbortedError]
+// when the generation was aborted; [ErrLatchExpired] when the latch expired; an error wrapping
+// [ErrForeignData]. An error wrapping [ErrUncertain] means the signal may or may not have been
+// applied (a cancelled CountDown may still have run). It blocks for one round trip, bounded by ctx.
 func (l *Latch) CountDown(ctx context.Context) (int64, error) {
 	arr, err := countDownScript.Exec(ctx, l.ls.client, []string{l.pkey}, []string{l.gen}).ToArray()
 	if err != nil {
 		return 0, opError("count down", err)
 	}
+	return l.countDownReply(arr)
+}
+
+// countDownReply decodes the reply of countdown.lua.
+func (l *Latch) countDownReply(arr []rueidis.RedisMessage) (int64, error) {
 	status, err := statusOf(arr)
 	if err != nil {
 		return 0, fmt.Errorf("latch: count down: %w", err)
@@ -210,42 +215,45 @@ func (l *Latch) CountDown(ctx context.Context) (int64, error) {
 			return 0, fmt.Errorf("latch: count down: %w", err)
 		}
 		n, err := luakit.Int64(m)
-		if err != nil {
-			return 0, fmt.Errorf("latch: count down: remaining: %w", err)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("latch: count down: remaining: %w", errOr(err, luakit.ErrMalformedInt))
 		}
 		return n, nil
 	case -1:
-		return -1, nil
+		return 0, ErrReplaced
 	case -2:
 		if l.expired(arr) {
-			return 0, ErrExpired
+			return 0, ErrLatchExpired
 		}
-		return -1, nil
+		return 0, ErrReplaced
 	case -3:
 		return 0, abortedFrom(arr)
 	case -4:
 		return 0, ErrCompleted
 	case -5:
-		return 0, ErrWrongType
+		return 0, fmt.Errorf("latch: count down: %w", ErrForeignData)
 	}
 	return 0, fmt.Errorf("latch: count down: unexpected status %d", status)
 }
 
 // Count returns the generation's remaining count (0 once complete). It returns [ErrReplaced] when the
-// key no longer holds this generation, [ErrExpired] when the latch expired, and an [*AbortedError]
-// when the generation was aborted. It reads only; it blocks for one round trip, bounded by ctx.
+// key no longer holds this generation, [ErrLatchExpired] when the latch expired, an [*AbortedError]
+// when the generation was aborted, and an error wrapping [ErrForeignData] when the key holds anything
+// that is not a latch. It reads only; it blocks for one round trip, bounded by ctx.
 func (l *Latch) Count(ctx context.Context) (int64, error) {
 	st, err := l.ls.readState(ctx, l.pkey)
 	if err != nil {
 		return 0, fmt.Errorf("latch: count: %w", err)
 	}
 	switch {
+	case st.kind == "other":
+		return 0, fmt.Errorf("latch: count: %w", ErrForeignData)
 	case st.kind == "latch" && st.gen == l.gen && st.aborted:
 		return 0, &AbortedError{Reason: st.reason}
 	case st.kind == "latch" && st.gen == l.gen:
 		return st.count, nil
 	case st.kind == "none" && l.expiresAtM != 0 && st.now >= l.expiresAtM:
-		return 0, ErrExpired
+		return 0, ErrLatchExpired
 	}
 	return 0, ErrReplaced
 }
@@ -256,8 +264,9 @@ func (l *Latch) Count(ctx context.Context) (int64, error) {
 //
 // It returns nil when it aborted the generation now. Otherwise nothing was written and it returns:
 // the [*AbortedError] of an earlier Abort (with its reason); [ErrCompleted] when the count had already
-// reached zero; [ErrReplaced] when the key holds another generation or nothing; [ErrExpired];
-// [ErrWrongType]; or an error wrapping [ErrUncertain]. It blocks for one round trip, bounded by ctx.
+// reached zero; [ErrReplaced] when the key holds another generation or nothing; [ErrLatchExpired]; an
+// error wrapping [ErrForeignData]; or an error wrapping [ErrUncertain]. It blocks for one round trip,
+// bounded by ctx.
 func (l *Latch) Abort(ctx context.Context, reason string) error {
 	arr, err := abortScript.Exec(ctx, l.ls.client, []string{l.pkey}, []string{l.gen, reason}).ToArray()
 	if err != nil {
@@ -274,7 +283,7 @@ func (l *Latch) Abort(ctx context.Context, reason string) error {
 		return ErrReplaced
 	case -2:
 		if l.expired(arr) {
-			return ErrExpired
+			return ErrLatchExpired
 		}
 		return ErrReplaced
 	case -3:
@@ -282,20 +291,26 @@ func (l *Latch) Abort(ctx context.Context, reason string) error {
 	case -4:
 		return ErrCompleted
 	case -5:
-		return ErrWrongType
+		return fmt.Errorf("latch: abort: %w", ErrForeignData)
 	}
 	return fmt.Errorf("latch: abort: unexpected status %d", status)
 }
 
-// Delete removes the latch when the key still holds this generation, and wakes its waiters (they
-// return false, or true if the count had reached zero before they saw the deletion). It reports
-// whether it deleted the key; false means the key holds another generation, another value or nothing,
-// and nothing was written. An error wrapping [ErrUncertain] means the key may or may not be gone. It
+// Delete removes the latch when the key still holds this generation, and wakes its waiters (their
+// Wait returns [ErrReplaced], or nil if it had read the count as zero first). It reports whether it
+// deleted the key; false means the key holds another generation or nothing (already deleted,
+// expired or replaced), and nothing was written. Unlike CountDown it does not report that as
+// [ErrReplaced]: Delete is cleanup, and "already gone" is its goal reached, so a deferred Delete
+// needs no error check for it. An error wrapping [ErrForeignData] means the key holds anything that
+// is not a latch (left alone); one wrapping [ErrUncertain] means the key may or may not be gone. It
 // blocks for one round trip, bounded by ctx.
 func (l *Latch) Delete(ctx context.Context) (bool, error) {
 	n, err := deleteScript.Exec(ctx, l.ls.client, []string{l.pkey}, []string{l.gen}).AsInt64()
 	if err != nil {
 		return false, opError("delete", err)
+	}
+	if n == -1 {
+		return false, fmt.Errorf("latch: delete: %w", ErrForeignData)
 	}
 	return n == 1, nil
 }
@@ -339,7 +354,7 @@ func second(arr []rueidis.RedisMessage) (rueidis.RedisMessage, error) {
 // opError wraps err from a writing script: uncertain outcomes wrap ErrUncertain.
 func opError(op string, err error) error {
 	if luakit.IsUncertain(err) {
-		return fmt.Errorf("%w: %s: %w", ErrUncertain, op, err)
+		return fmt.Errorf("latch: %s: %w: %w", op, ErrUncertain, err)
 	}
 	return fmt.Errorf("latch: %s: %w", op, err)
 }

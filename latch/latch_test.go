@@ -25,8 +25,8 @@ type noIO struct {
 func (c noIO) Mode() rueidis.ClientMode { return c.mode }
 
 func TestNew(t *testing.T) {
-	if _, err := New(nil); !errors.Is(err, ErrNilClient) {
-		t.Fatalf("New(nil) = %v, want ErrNilClient", err)
+	if _, err := New(nil); !errors.Is(err, ErrNilClient) || !errors.Is(err, luakit.ErrNilClient) || !strings.HasPrefix(err.Error(), "latch: ") {
+		t.Fatalf("New(nil) = %v, want a \"latch: \" error matching luakit.ErrNilClient", err)
 	}
 	tests := []struct {
 		name string
@@ -47,6 +47,9 @@ func TestNew(t *testing.T) {
 			ls, err := New(noIO{}, tt.opt)
 			if tt.ok != (err == nil) {
 				t.Fatalf("New error = %v, want ok=%v", err, tt.ok)
+			}
+			if !tt.ok && (!errors.Is(err, luakit.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "latch: ")) {
+				t.Fatalf("New error = %v, want a \"latch: \" error matching luakit.ErrInvalidConfig", err)
 			}
 			if tt.ok && ls == nil {
 				t.Fatal("nil Latches without error")
@@ -76,16 +79,26 @@ func TestValidationBeforeIO(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := ls.Create(ctx, tt.key, tt.count, tt.opts...); !errors.Is(err, tt.want) {
-				t.Errorf("Create error = %v, want %v", err, tt.want)
-			}
-			if _, err := ls.Reset(ctx, tt.key, tt.count, tt.opts...); !errors.Is(err, tt.want) {
-				t.Errorf("Reset error = %v, want %v", err, tt.want)
+			for name, create := range map[string]func(context.Context, string, int64, ...CreateOption) (*Latch, error){
+				"Create": ls.Create, "Reset": ls.Reset,
+			} {
+				_, err := create(ctx, tt.key, tt.count, tt.opts...)
+				if !errors.Is(err, tt.want) || !errors.Is(err, luakit.ErrInvalidConfig) {
+					t.Errorf("%s error = %v, want %v matching luakit.ErrInvalidConfig", name, err, tt.want)
+				}
+				if err != nil && !strings.HasPrefix(err.Error(), "latch: ") {
+					t.Errorf("%s error %q lacks the package prefix", name, err)
+				}
 			}
 		})
 	}
-	if _, err := ls.Join(ctx, ""); !errors.Is(err, luakit.ErrEmptyKey) {
-		t.Errorf("Join(\"\") = %v, want ErrEmptyKey", err)
+	if _, err := ls.Join(ctx, ""); !errors.Is(err, luakit.ErrEmptyKey) || !errors.Is(err, luakit.ErrInvalidConfig) {
+		t.Errorf("Join(\"\") = %v, want ErrEmptyKey matching luakit.ErrInvalidConfig", err)
+	}
+	for _, e := range []error{ErrInvalidCount, ErrInvalidExpiry} {
+		if !errors.Is(e, luakit.ErrInvalidConfig) {
+			t.Errorf("%v does not match luakit.ErrInvalidConfig", e)
+		}
 	}
 }
 
@@ -97,15 +110,23 @@ func TestErrors(t *testing.T) {
 	if got := err.Error(); got != `latch: generation aborted: "disk \"full\""` {
 		t.Fatalf("Error() = %q", got)
 	}
-	for _, e := range []error{ErrExists, ErrNotFound, ErrCompleted, ErrReplaced, ErrExpired, ErrAborted,
-		ErrWrongType, ErrInvalidCount, ErrInvalidExpiry, ErrUncertain, ErrNilClient} {
+	for _, e := range []error{ErrExists, ErrNotFound, ErrCompleted, ErrReplaced, ErrLatchExpired, ErrAborted,
+		ErrInvalidCount, ErrInvalidExpiry} {
 		if !strings.HasPrefix(e.Error(), "latch: ") {
 			t.Errorf("%q lacks the package prefix", e.Error())
 		}
 	}
-	if err := opError("count down", context.DeadlineExceeded); !errors.Is(err, ErrUncertain) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("opError(deadline) = %v, want ErrUncertain wrapping the cause", err)
+	if ErrUncertain != luakit.ErrUncertain || ErrForeignData != luakit.ErrForeignData || ErrNilClient != luakit.ErrNilClient {
+		t.Error("the shared errors are not luakit's values")
 	}
+	if errors.Is(ErrLatchExpired, luakit.ErrExpired) {
+		t.Error("ErrLatchExpired (the key's expiry) must not match luakit.ErrExpired (a handle's local estimate)")
+	}
+	if err := opError("count down", context.DeadlineExceeded); !errors.Is(err, ErrUncertain) || !errors.Is(err, luakit.ErrUncertain) ||
+		!errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "latch: count down: ") {
+		t.Errorf("opError(deadline) = %v, want a \"latch: count down: \" error matching luakit.ErrUncertain and the cause", err)
+	}
+
 	if err := opError("count down", &rueidis.RedisError{}); errors.Is(err, ErrUncertain) {
 		t.Errorf("a server error reply is not uncertain: %v", err)
 	}
@@ -127,25 +148,73 @@ func TestOutcome(t *testing.T) {
 		l     *Latch
 		st    state
 		final bool
-		done  bool
-		err   error
+		err   error // nil: completed (when final)
 	}{
-		{"pending", l, state{kind: "latch", gen: "g1", count: 2}, false, false, nil},
-		{"zero", l, state{kind: "latch", gen: "g1", count: 0}, true, true, nil},
-		{"aborted", l, state{kind: "latch", gen: "g1", count: 1, aborted: true, reason: "r"}, true, false, ErrAborted},
-		{"replaced", l, state{kind: "latch", gen: "g2", count: 3}, true, false, nil},
-		{"replaced after completion", l, state{kind: "latch", gen: "g2", count: 3, prevdone: "g1"}, true, true, nil},
-		{"deleted", l, state{kind: "none", now: 5000}, true, false, nil},
-		{"other type", l, state{kind: "other"}, true, false, nil},
-		{"gone before the deadline", exp, state{kind: "none", now: 999}, true, false, nil},
-		{"expired", exp, state{kind: "none", now: 1000}, true, false, ErrExpired},
-		{"pending expiring", exp, state{kind: "latch", gen: "g1", count: 1, now: 900}, false, false, nil},
+		{"pending", l, state{kind: "latch", gen: "g1", count: 2}, false, nil},
+		{"zero", l, state{kind: "latch", gen: "g1", count: 0}, true, nil},
+		{"aborted", l, state{kind: "latch", gen: "g1", count: 1, aborted: true, reason: "r"}, true, ErrAborted},
+		{"replaced", l, state{kind: "latch", gen: "g2", count: 3}, true, ErrReplaced},
+		{"replaced after completion", l, state{kind: "latch", gen: "g2", count: 3, prevdone: "g1"}, true, nil},
+		{"deleted", l, state{kind: "none", now: 5000}, true, ErrReplaced},
+		{"other type", l, state{kind: "other"}, true, luakit.ErrForeignData},
+		{"gone before the deadline", exp, state{kind: "none", now: 999}, true, ErrReplaced},
+		{"expired", exp, state{kind: "none", now: 1000}, true, ErrLatchExpired},
+		{"pending expiring", exp, state{kind: "latch", gen: "g1", count: 1, now: 900}, false, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := tt.l.outcome(tt.st)
-			if o.final != tt.final || o.done != tt.done || !errors.Is(o.err, tt.err) || (tt.err == nil) != (o.err == nil) {
-				t.Fatalf("outcome = %+v, want final=%v done=%v err=%v", o, tt.final, tt.done, tt.err)
+			if o.final != tt.final || !errors.Is(o.err, tt.err) || (tt.err == nil) != (o.err == nil) {
+				t.Fatalf("outcome = %+v, want final=%v err=%v", o, tt.final, tt.err)
+			}
+			if o.err != nil && !strings.HasPrefix(o.err.Error(), "latch: ") {
+				t.Fatalf("outcome error %q lacks the package prefix", o.err)
+			}
+		})
+	}
+}
+
+// CountDown reports every way a signal is refused as an error with a zero count, never as an in-band
+// value.
+func TestCountDownReply(t *testing.T) {
+	l := &Latch{gen: "g1"}
+	exp := &Latch{gen: "g1", expiresAtM: 1000}
+	tests := []struct {
+		name  string
+		l     *Latch
+		reply []rueidis.RedisMessage
+		want  int64
+		err   error
+	}{
+		{"decremented", l, strs("1", "2"), 2, nil},
+		{"reached zero", l, strs("1", "0"), 0, nil},
+		{"beyond 2^53", l, strs("1", "9007199254740995"), 9007199254740995, nil},
+		{"replaced", l, strs("-1"), 0, ErrReplaced},
+		{"deleted", l, strs("-2", "5000"), 0, ErrReplaced},
+		{"gone before the deadline", exp, strs("-2", "999"), 0, ErrReplaced},
+		{"expired", exp, strs("-2", "1000"), 0, ErrLatchExpired},
+		{"aborted", l, strs("-3", "why"), 0, ErrAborted},
+		{"completed", l, strs("-4"), 0, ErrCompleted},
+		{"foreign", l, strs("-5"), 0, luakit.ErrForeignData},
+		{"negative remaining", l, strs("1", "-1"), 0, luakit.ErrMalformedInt},
+		{"unknown status", l, strs("7"), 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, err := tt.l.countDownReply(tt.reply)
+			if n != tt.want {
+				t.Errorf("remaining = %d, want %d", n, tt.want)
+			}
+			switch {
+			case tt.name == "unknown status":
+				if err == nil {
+					t.Error("an unknown status was accepted")
+				}
+			case !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil):
+				t.Errorf("error = %v, want %v", err, tt.err)
+			}
+			if err != nil && !strings.HasPrefix(err.Error(), "latch: ") {
+				t.Errorf("error %q lacks the package prefix", err)
 			}
 		})
 	}
@@ -173,6 +242,20 @@ func TestDecodeState(t *testing.T) {
 	for i, b := range bad {
 		if _, err := decodeState(b); err == nil {
 			t.Errorf("case %d: decodeState accepted a malformed reply", i)
+		}
+	}
+	// A hash with the latch's fields holding values no latch script writes is foreign data.
+	foreign := [][]rueidis.RedisMessage{
+		strs("latch", "g", "-1", "1", "0", "0", "", "", "1"),
+		strs("latch", "g", "01", "1", "0", "0", "", "", "1"),
+		strs("latch", "g", "abc", "1", "0", "0", "", "", "1"),
+		strs("latch", "g", "1", "x", "0", "0", "", "", "1"),
+		strs("latch", "g", "1", "1", "x", "0", "", "", "1"),
+		strs("latch", "g", "1", "1", "-5", "0", "", "", "1"),
+	}
+	for i, b := range foreign {
+		if _, err := decodeState(b); !errors.Is(err, luakit.ErrForeignData) {
+			t.Errorf("foreign case %d: decodeState = %v, want luakit.ErrForeignData", i, err)
 		}
 	}
 }

@@ -7,7 +7,8 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// Option configures [Latches]. Options are applied in order by [New]; invalid values make New fail.
+// Option configures [Latches]. Options are applied in order by [New]; invalid values make New fail
+// with an error matching luakit.ErrInvalidConfig. A nil Option is ignored.
 type Option interface {
 	apply(*config) error
 }
@@ -40,14 +41,15 @@ func WithKeyPrefix(prefix string) Option {
 func WithRecheckInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < time.Millisecond {
-			return fmt.Errorf("latch: recheck interval %v must be at least 1ms", d)
+			return luakit.InvalidConfig("latch", "recheck interval %v must be at least 1ms", d)
 		}
 		c.recheck = d
 		return nil
 	})
 }
 
-// CreateOption configures one [Latches.Create] or [Latches.Reset] call.
+// CreateOption configures one [Latches.Create] or [Latches.Reset] call; invalid values make the call
+// fail before any I/O with an error matching luakit.ErrInvalidConfig. A nil CreateOption is ignored.
 type CreateOption interface {
 	applyCreate(*createConfig) error
 }
@@ -62,14 +64,14 @@ type createConfig struct {
 
 // WithExpiry makes the whole latch (the key) expire d after it is created or reset, truncated to whole
 // milliseconds, measured on the server's clock (PEXPIRE). When it passes before the latch is deleted,
-// every waiter of the generation returns [ErrExpired] (not plain false), and so do CountDown, Count and
-// Abort. d must be at least 1ms ([ErrInvalidExpiry], before any I/O). Default: no expiry (the caller
-// chooses the key's lifetime and deletes it when every participant is done).
+// every waiter of the generation returns [ErrLatchExpired] (not [ErrReplaced]), and so do CountDown,
+// Count and Abort. d must be at least 1ms ([ErrInvalidExpiry], before any I/O). Default: no expiry
+// (the caller chooses the key's lifetime and deletes it when every participant is done).
 func WithExpiry(d time.Duration) CreateOption {
 	return createOptionFunc(func(c *createConfig) error {
 		ms := d.Milliseconds()
 		if ms < 1 {
-			return fmt.Errorf("%w (got %v)", ErrInvalidExpiry, d)
+			return &argError{msg: fmt.Sprintf("latch: expiry must be at least 1ms (got %v)", d), kind: ErrInvalidExpiry}
 		}
 		c.expiryMS = ms
 		return nil

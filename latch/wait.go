@@ -2,6 +2,7 @@ package latch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -32,7 +33,8 @@ func (ls *Latches) readState(ctx context.Context, pkey string) (state, error) {
 	return decodeState(arr)
 }
 
-// decodeState decodes the reply of state.lua.
+// decodeState decodes the reply of state.lua. A latch whose count, initial count or expiry does not
+// decode (a hash edited behind the package's back) is foreign data: the error wraps ErrForeignData.
 func decodeState(arr []rueidis.RedisMessage) (state, error) {
 	if len(arr) != 9 {
 		return state{}, fmt.Errorf("state: unexpected reply of %d elements", len(arr))
@@ -58,16 +60,16 @@ func decodeState(arr []rueidis.RedisMessage) (state, error) {
 		return state{}, fmt.Errorf("state: unknown kind %q", st.kind)
 	}
 	if st.gen == "" {
-		return state{}, fmt.Errorf("state: empty generation")
+		return state{}, fmt.Errorf("%w (empty generation)", ErrForeignData)
 	}
 	if st.count, err = luakit.ParseInt64(f[2]); err != nil || st.count < 0 {
-		return state{}, fmt.Errorf("state: count: %w", errOr(err, luakit.ErrMalformedInt))
+		return state{}, fmt.Errorf("%w (count is not a decimal int64 ≥ 0)", ErrForeignData)
 	}
 	if st.initial, err = luakit.ParseInt64(f[3]); err != nil || st.initial < 0 {
-		return state{}, fmt.Errorf("state: initial count: %w", errOr(err, luakit.ErrMalformedInt))
+		return state{}, fmt.Errorf("%w (initial count is not a decimal int64 ≥ 0)", ErrForeignData)
 	}
 	if st.expires, err = luakit.ParseInt64(f[4]); err != nil || st.expires < 0 {
-		return state{}, fmt.Errorf("state: expiry: %w", errOr(err, luakit.ErrMalformedInt))
+		return state{}, fmt.Errorf("%w (expiry is not a decimal int64 ≥ 0)", ErrForeignData)
 	}
 	return st, nil
 }
@@ -80,10 +82,9 @@ func errOr(err, fallback error) error {
 }
 
 // outcome is what a read state means for one generation's waiter: final says Wait returns now, with
-// (done, err).
+// err (nil when the generation completed).
 type outcome struct {
 	final bool
-	done  bool
 	err   error
 }
 
@@ -91,42 +92,41 @@ func (l *Latch) outcome(st state) outcome {
 	switch {
 	case st.kind == "none":
 		if l.expiresAtM != 0 && st.now >= l.expiresAtM {
-			return outcome{final: true, err: ErrExpired}
+			return outcome{final: true, err: ErrLatchExpired}
 		}
-		return outcome{final: true}
+		return outcome{final: true, err: ErrReplaced}
 	case st.kind == "other":
-		return outcome{final: true}
+		return outcome{final: true, err: fmt.Errorf("latch: wait: %w", ErrForeignData)}
 	case st.gen != l.gen:
 		// Replaced. A generation that had reached zero before the reset still completed.
-		return outcome{final: true, done: st.prevdone == l.gen}
+		if st.prevdone == l.gen {
+			return outcome{final: true}
+		}
+		return outcome{final: true, err: ErrReplaced}
 	case st.aborted:
 		return outcome{final: true, err: &AbortedError{Reason: st.reason}}
 	case st.count == 0:
-		return outcome{final: true, done: true}
+		return outcome{final: true}
 	}
 	return outcome{}
 }
 
-// Wait blocks until the generation completes and reports how it ended:
-//   - true, nil: the count reached zero (also when a Reset or Delete followed after it did);
-//   - false, nil: the generation was replaced by [Latches.Reset] or the latch was deleted before it
-//     reached zero (or the key now holds something that is not a latch);
-//   - false, [ErrExpired]: the latch's expiry ([WithExpiry]) passed first;
-//   - false, [*AbortedError]: [Latch.Abort] failed the generation (the error carries the reason);
-//   - false, an error wrapping ctx.Err(): ctx ended first. Cancelling a Wait never changes the count.
-//   - false, another error: a terminal server error (such as NOPERM). Transient and connection
-//     errors are retried at the recheck interval until ctx ends.
+// Wait blocks until the generation ends and returns nil when it completed: its count was read as
+// zero, or a Reset replaced it after it had reached zero. Otherwise it returns:
+//   - [ErrReplaced]: a [Latches.Reset] replaced the generation, or the latch was deleted, before it
+//     reached zero;
+//   - [ErrLatchExpired]: the latch's expiry ([WithExpiry]) passed first;
+//   - an [*AbortedError]: [Latch.Abort] failed the generation (the error carries the reason);
+//   - an error wrapping [ErrForeignData]: the key now holds something that is not a latch;
+//   - an error wrapping ctx.Err(): ctx ended first. Cancelling a Wait never changes the count;
+//   - another error: a terminal server error (such as NOPERM). Transient and connection errors are
+//     retried at the recheck interval until ctx ends.
 //
-// A complete generation returns after one read. Otherwise Wait subscribes to the latch's sharded
-// Pub/Sub channel (SSUBSCRIBE; one subscription per key is shared by every waiter of the Latches) and
-// re-reads the latch after each message, after each (re)subscription, at the expiry deadline, and every
-// recheck interval ([WithRecheckInterval], default 1s) in any case, so a lost message delays
-// completion by at most that interval but never blocks it. Only the atomic read decides the result.
-// The receiving goroutine stops, and the subscription is dropped (SUNSUBSCRIBE, bounded by 1s on an
-// unresponsive connection), before the last waiter of the key returns.
-//
-// Safe for concurrent use by many goroutines.
-func (l *Latch) Wait(ctx context.Context) (bool, error) {
+// A generation that has ended returns after one read. Otherwise Wait subscribes to the key's sharded
+// Pub/Sub channel and re-reads on every message and every recheck interval (see "Waking" in the
+// package documentation): a lost message delays the result, never changes it. The subscription is
+// dropped before the last waiter of the key returns. Safe for concurrent use.
+func (l *Latch) Wait(ctx context.Context) error {
 	cfg := &l.ls.cfg
 	read := func() (outcome, state, bool, error) {
 		rctx, cancel := context.WithTimeout(ctx, max(cfg.recheck, time.Second))
@@ -136,7 +136,7 @@ func (l *Latch) Wait(ctx context.Context) (bool, error) {
 			if ctx.Err() != nil {
 				return outcome{}, st, false, fmt.Errorf("latch: wait: %w", ctx.Err())
 			}
-			if luakit.IsTerminal(err) {
+			if errors.Is(err, ErrForeignData) || luakit.IsTerminal(err) {
 				return outcome{}, st, false, fmt.Errorf("latch: wait: %w", err)
 			}
 			return outcome{}, st, false, nil // retry at the recheck interval
@@ -145,10 +145,10 @@ func (l *Latch) Wait(ctx context.Context) (bool, error) {
 	}
 	o, _, _, err := read()
 	if err != nil {
-		return false, err
+		return err
 	}
 	if o.final {
-		return o.done, o.err
+		return o.err
 	}
 
 	sub := l.ls.hub.join(l.pkey)
@@ -161,15 +161,15 @@ func (l *Latch) Wait(ctx context.Context) (bool, error) {
 	case <-sub.ch.ready:
 	case <-timer.C:
 	case <-ctx.Done():
-		return false, fmt.Errorf("latch: wait: %w", ctx.Err())
+		return fmt.Errorf("latch: wait: %w", ctx.Err())
 	}
 	for {
 		o, st, ok, err := read()
 		if err != nil {
-			return false, err
+			return err
 		}
 		if o.final {
-			return o.done, o.err
+			return o.err
 		}
 		wait := cfg.recheck
 		if ok && l.expiresAtM != 0 {
@@ -182,7 +182,7 @@ func (l *Latch) Wait(ctx context.Context) (bool, error) {
 		case <-sub.wake:
 		case <-timer.C:
 		case <-ctx.Done():
-			return false, fmt.Errorf("latch: wait: %w", ctx.Err())
+			return fmt.Errorf("latch: wait: %w", ctx.Err())
 		}
 	}
 }

@@ -99,7 +99,6 @@ func (e *env) requireNoSubscribers(t *testing.T, channel string) {
 
 // waitResult is the outcome of one Wait in a goroutine.
 type waitResult struct {
-	done    bool
 	err     error
 	elapsed time.Duration
 }
@@ -109,8 +108,8 @@ func goWait(c context.Context, l *latch.Latch) <-chan waitResult {
 	out := make(chan waitResult, 1)
 	start := time.Now()
 	go func() {
-		done, err := l.Wait(c)
-		out <- waitResult{done: done, err: err, elapsed: time.Since(start)}
+		err := l.Wait(c)
+		out <- waitResult{err: err, elapsed: time.Since(start)}
 	}()
 	return out
 }

@@ -2,6 +2,8 @@ package latch_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +42,7 @@ var scenarios = []scenario{
 	{name: "09_prefix_binary_keys", run: testPrefixBinary},
 	{name: "10_bad_input", run: testBadInput},
 	{name: "11_delete_and_cancel", run: testDeleteAndCancel},
+	{name: "12_foreign_data", run: testForeignData},
 }
 
 // TestLatch runs every scenario on every target. Targets run in parallel (at most maxParallelTargets
@@ -60,8 +63,8 @@ func TestLatch(t *testing.T) {
 	}
 }
 
-// The seed's method table: Create twice, Join absent, Reset, CountDown on a replaced and on a completed
-// generation; plus Count and a key that holds another type.
+// The method table: Create twice, Join absent, Reset, CountDown on a replaced and on a completed
+// generation, Count, an already complete latch, counts beyond 2^53.
 func testMethodTable(t *testing.T, e *env) {
 	c := ctx(t)
 	ls := e.latches(t)
@@ -99,9 +102,8 @@ func testMethodTable(t *testing.T, e *env) {
 	require.NotEqual(t, l1.Generation(), l2.Generation())
 	e.requireLatch(t, key, l2.Generation(), "3")
 
-	n, err = l1.CountDown(c)
-	require.NoError(t, err)
-	require.EqualValues(t, -1, n, "CountDown against a replaced generation")
+	_, err = l1.CountDown(c)
+	require.ErrorIs(t, err, latch.ErrReplaced, "CountDown against a replaced generation")
 	_, err = l1.Count(c)
 	require.ErrorIs(t, err, latch.ErrReplaced)
 	e.requireLatch(t, key, l2.Generation(), "3")
@@ -114,31 +116,15 @@ func testMethodTable(t *testing.T, e *env) {
 	_, err = l2.CountDown(c)
 	require.ErrorIs(t, err, latch.ErrCompleted, "CountDown on a completed generation")
 	e.requireLatch(t, key, l2.Generation(), "0")
-	done, err := l2.Wait(c)
-	require.NoError(t, err)
-	require.True(t, done, "a completed generation's Wait returns true at once")
+	require.NoError(t, l2.Wait(c), "a completed generation's Wait returns nil at once")
 
 	// Count 0 creates an already complete latch.
 	z, err := ls.Create(c, "latch:zero", 0)
 	require.NoError(t, err)
-	done, err = z.Wait(c)
-	require.NoError(t, err)
-	require.True(t, done)
+	require.NoError(t, z.Wait(c))
 	_, err = z.CountDown(c)
 	require.ErrorIs(t, err, latch.ErrCompleted)
 	e.requireLatch(t, "latch:zero", z.Generation(), "0")
-
-	// A key holding another type is never treated as (or replaced by) a latch.
-	require.NoError(t, e.Raw.Do(c, e.Raw.B().Set().Key("latch:string").Value("x").Build()).Error())
-	_, err = ls.Create(c, "latch:string", 1)
-	require.ErrorIs(t, err, latch.ErrWrongType)
-	_, err = ls.Reset(c, "latch:string", 1)
-	require.ErrorIs(t, err, latch.ErrWrongType)
-	_, err = ls.Join(c, "latch:string")
-	require.ErrorIs(t, err, latch.ErrWrongType)
-	v, err := e.Raw.Do(c, e.Raw.B().Get().Key("latch:string").Build()).ToString()
-	require.NoError(t, err)
-	require.Equal(t, "x", v, "the foreign value is unchanged")
 
 	// Counts beyond 2^53 stay exact across the Lua boundary.
 	big, err := ls.Create(c, "latch:big", 9007199254740995)
@@ -180,7 +166,6 @@ func testTenWaiters(t *testing.T, e *env) {
 	for i, w := range waits {
 		r := result(t, w, wakeBound)
 		require.NoError(t, r.err, "waiter %d", i)
-		require.True(t, r.done, "waiter %d", i)
 	}
 	e.requireLatch(t, key, l.Generation(), "0")
 	e.requireNoSubscribers(t, key)
@@ -203,7 +188,6 @@ func testLostMessage(t *testing.T, e *env) {
 	require.NoError(t, e.Raw.Do(c, e.Raw.B().Hset().Key(key).FieldValue().FieldValue("count", "0").Build()).Error())
 	r := result(t, w, recheck+wakeBound)
 	require.NoError(t, r.err)
-	require.True(t, r.done)
 	t.Logf("completed %v after the silent write (recheck %v)", time.Since(start), recheck)
 	e.requireLatch(t, key, l.Generation(), "0")
 	e.requireNoSubscribers(t, key)
@@ -234,7 +218,6 @@ func testSubscriberDisconnected(t *testing.T, e *env) {
 		require.EqualValues(t, 0, n)
 		r := result(t, w, recheck+wakeBound)
 		require.NoError(t, r.err)
-		require.True(t, r.done)
 		e.requireLatch(t, key, l.Generation(), "0")
 		e.requireNoSubscribers(t, key)
 	})
@@ -260,14 +243,13 @@ func testSubscriberDisconnected(t *testing.T, e *env) {
 		require.NoError(t, p.Reset())
 		r := result(t, w, recheck+wakeBound)
 		require.NoError(t, r.err)
-		require.True(t, r.done)
 		t.Logf("completed %v after replies flowed again (recheck %v)", time.Since(start), recheck)
 		e.requireLatch(t, key, l.Generation(), "0")
 		e.requireNoSubscribers(t, key)
 	})
 }
 
-// Reset while waiters wait: they return false promptly (woken by Pub/Sub); the new generation's
+// Reset while waiters wait: they return ErrReplaced promptly (woken by Pub/Sub); the new generation's
 // waiters keep waiting and complete on the new count.
 func testResetMidWait(t *testing.T, e *env) {
 	c := ctx(t)
@@ -284,8 +266,7 @@ func testResetMidWait(t *testing.T, e *env) {
 	require.NoError(t, err)
 	for _, w := range []<-chan waitResult{w1, w2} {
 		r := result(t, w, wakeBound)
-		require.NoError(t, r.err)
-		require.False(t, r.done, "an old waiter returns false after Reset")
+		require.ErrorIs(t, r.err, latch.ErrReplaced, "an old waiter returns ErrReplaced after Reset")
 	}
 	e.requireLatch(t, key, nw.Generation(), "2")
 	require.NotContains(t, e.hash(t, key), "prevdone", "the old generation had not completed")
@@ -298,15 +279,12 @@ func testResetMidWait(t *testing.T, e *env) {
 	}
 	r := result(t, w3, wakeBound)
 	require.NoError(t, r.err)
-	require.True(t, r.done)
 
 	// A generation that completed before the Reset still reports completion to its late waiters.
 	again, err := ls.Reset(c, key, 1)
 	require.NoError(t, err)
 	require.Equal(t, nw.Generation(), e.hash(t, key)["prevdone"])
-	done, err := nw.Wait(c)
-	require.NoError(t, err)
-	require.True(t, done, "the replaced generation had completed")
+	require.NoError(t, nw.Wait(c), "the replaced generation had completed")
 	e.requireLatch(t, key, again.Generation(), "1")
 	e.requireNoSubscribers(t, key)
 }
@@ -322,9 +300,8 @@ func testLateSignal(t *testing.T, e *env) {
 	nw, err := ls.Reset(c, key, 3)
 	require.NoError(t, err)
 	for range 5 {
-		n, err := old.CountDown(c)
-		require.NoError(t, err)
-		require.EqualValues(t, -1, n)
+		_, err := old.CountDown(c)
+		require.ErrorIs(t, err, latch.ErrReplaced)
 	}
 	require.ErrorIs(t, old.Abort(c, "late"), latch.ErrReplaced)
 	ok, err := old.Delete(c)
@@ -338,18 +315,16 @@ func testLateSignal(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	e.requireAbsent(t, key, "deleted latch")
-	n, err := nw.CountDown(c)
-	require.NoError(t, err)
-	require.EqualValues(t, -1, n, "CountDown after deletion")
+	_, err = nw.CountDown(c)
+	require.ErrorIs(t, err, latch.ErrReplaced, "CountDown after deletion")
 	fresh, err := ls.Create(c, key, 3)
 	require.NoError(t, err)
-	n, err = nw.CountDown(c)
-	require.NoError(t, err)
-	require.EqualValues(t, -1, n)
+	_, err = nw.CountDown(c)
+	require.ErrorIs(t, err, latch.ErrReplaced)
 	e.requireLatch(t, key, fresh.Generation(), "3")
 }
 
-// An expiring latch wakes its waiters with ErrExpired (not false) when the key expires.
+// An expiring latch wakes its waiters with ErrLatchExpired (not ErrReplaced) when the key expires.
 func testExpiry(t *testing.T, e *env) {
 	c := ctx(t)
 	key := "latch:expiry"
@@ -369,15 +344,14 @@ func testExpiry(t *testing.T, e *env) {
 	_, err = l.CountDown(c)
 	require.NoError(t, err)
 	r := result(t, w, ttl+wakeBound)
-	require.ErrorIs(t, r.err, latch.ErrExpired)
-	require.False(t, r.done)
+	require.ErrorIs(t, r.err, latch.ErrLatchExpired)
 	e.requireAbsent(t, key, "expired latch")
 
 	_, err = l.CountDown(c)
-	require.ErrorIs(t, err, latch.ErrExpired)
+	require.ErrorIs(t, err, latch.ErrLatchExpired)
 	_, err = l.Count(c)
-	require.ErrorIs(t, err, latch.ErrExpired)
-	require.ErrorIs(t, l.Abort(c, "x"), latch.ErrExpired)
+	require.ErrorIs(t, err, latch.ErrLatchExpired)
+	require.ErrorIs(t, l.Abort(c, "x"), latch.ErrLatchExpired)
 	_, err = ls.Join(c, key)
 	require.ErrorIs(t, err, latch.ErrNotFound)
 	e.requireAbsent(t, key, "expired latch")
@@ -413,7 +387,6 @@ func testAbort(t *testing.T, e *env) {
 		require.ErrorAs(t, r.err, &ae)
 		require.Equal(t, "disk full", ae.Reason)
 		require.ErrorIs(t, r.err, latch.ErrAborted)
-		require.False(t, r.done)
 	}
 	h := e.hash(t, key)
 	require.Equal(t, "disk full", h["aborted"])
@@ -427,9 +400,7 @@ func testAbort(t *testing.T, e *env) {
 	require.ErrorAs(t, err, &ae)
 	_, err = l.Count(c)
 	require.ErrorAs(t, err, &ae)
-	done, err := l.Wait(c)
-	require.ErrorAs(t, err, &ae)
-	require.False(t, done)
+	require.ErrorAs(t, l.Wait(c), &ae)
 	err = l.Abort(c, "second")
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, "disk full", ae.Reason, "the first reason stays")
@@ -465,7 +436,6 @@ func testPrefixBinary(t *testing.T, e *env) {
 		}
 		r := result(t, w, wakeBound)
 		require.NoError(t, r.err, "key %d", i)
-		require.True(t, r.done, "key %d", i)
 		e.requireLatch(t, prefix+k, l.Generation(), "0")
 		e.requireAbsent(t, k, "unprefixed key")
 		e.requireNoSubscribers(t, prefix+k)
@@ -476,26 +446,33 @@ func testPrefixBinary(t *testing.T, e *env) {
 func testBadInput(t *testing.T, e *env) {
 	c := ctx(t)
 	ls := e.latches(t)
+	invalid := func(err, want error) {
+		t.Helper()
+		require.ErrorIs(t, err, want)
+		require.ErrorIs(t, err, luakit.ErrInvalidConfig, "every bad argument matches luakit.ErrInvalidConfig")
+		require.True(t, strings.HasPrefix(err.Error(), "latch: "), "error %q lacks the module prefix", err)
+	}
 	_, err := ls.Create(c, "latch:bad", -1)
-	require.ErrorIs(t, err, latch.ErrInvalidCount)
+	invalid(err, latch.ErrInvalidCount)
 	_, err = ls.Reset(c, "latch:bad", -5)
-	require.ErrorIs(t, err, latch.ErrInvalidCount)
+	invalid(err, latch.ErrInvalidCount)
 	_, err = ls.Create(c, "", 1)
-	require.ErrorIs(t, err, luakit.ErrEmptyKey)
+	invalid(err, luakit.ErrEmptyKey)
 	_, err = ls.Join(c, "")
-	require.ErrorIs(t, err, luakit.ErrEmptyKey)
+	invalid(err, luakit.ErrEmptyKey)
 	_, err = ls.Create(c, "latch:bad", 1, latch.WithExpiry(0))
-	require.ErrorIs(t, err, latch.ErrInvalidExpiry)
+	invalid(err, latch.ErrInvalidExpiry)
 	_, err = ls.Reset(c, "latch:bad", 1, latch.WithExpiry(500*time.Microsecond))
-	require.ErrorIs(t, err, latch.ErrInvalidExpiry)
+	invalid(err, latch.ErrInvalidExpiry)
 	e.requireAbsent(t, "latch:bad", "latch after rejected input")
 	_, err = latch.New(nil)
 	require.ErrorIs(t, err, latch.ErrNilClient)
+	require.ErrorIs(t, err, luakit.ErrNilClient)
 	_, err = latch.New(e.Raw, latch.WithRecheckInterval(0))
-	require.Error(t, err)
+	invalid(err, luakit.ErrInvalidConfig)
 }
 
-// Delete wakes waiters with false; a raw DEL is noticed at the next re-read; a cancelled Wait changes
+// Delete wakes waiters with ErrReplaced; a raw DEL is noticed at the next re-read; a cancelled Wait changes
 // nothing.
 func testDeleteAndCancel(t *testing.T, e *env) {
 	c := ctx(t)
@@ -508,8 +485,7 @@ func testDeleteAndCancel(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	r := result(t, w, wakeBound)
-	require.NoError(t, r.err)
-	require.False(t, r.done, "a deleted latch's waiter returns false")
+	require.ErrorIs(t, r.err, latch.ErrReplaced, "a deleted latch's waiter returns ErrReplaced")
 	e.requireAbsent(t, "latch:del", "deleted latch")
 
 	const recheck = 200 * time.Millisecond
@@ -520,18 +496,82 @@ func testDeleteAndCancel(t *testing.T, e *env) {
 	require.Eventually(t, func() bool { return e.shardSubscribers(t, "latch:rawdel") == 1 }, wakeBound, 10*time.Millisecond)
 	require.NoError(t, e.Raw.Do(c, e.Raw.B().Del().Key("latch:rawdel").Build()).Error())
 	r = result(t, w2, recheck+wakeBound)
-	require.NoError(t, r.err)
-	require.False(t, r.done)
+	require.ErrorIs(t, r.err, latch.ErrReplaced)
 
 	l3, err := ls.Create(c, "latch:cancel", 2)
 	require.NoError(t, err)
 	cctx, cancel := context.WithTimeout(c, 200*time.Millisecond)
 	defer cancel()
-	done, err := l3.Wait(cctx)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.False(t, done)
+	require.ErrorIs(t, l3.Wait(cctx), context.DeadlineExceeded)
 	e.requireLatch(t, "latch:cancel", l3.Generation(), "2")
 	for _, k := range []string{"latch:del", "latch:rawdel", "latch:cancel"} {
 		e.requireNoSubscribers(t, k)
 	}
+}
+
+// A key holding data no latch script wrote (another Redis type, or a hash whose latch fields do not
+// decode) is reported as luakit.ErrForeignData by every call, and is never changed or replaced.
+func testForeignData(t *testing.T, e *env) {
+	c := ctx(t)
+	ls := e.latches(t, latch.WithRecheckInterval(longRecheck))
+	foreign := func(t *testing.T, err error, what string) {
+		t.Helper()
+		require.ErrorIs(t, err, luakit.ErrForeignData, what)
+		require.True(t, strings.HasPrefix(err.Error(), "latch: "), "%s: error %q lacks the module prefix", what, err)
+	}
+	// every call on a key whose latch l was overwritten behind the package's back.
+	every := func(t *testing.T, key string, l *latch.Latch) {
+		t.Helper()
+		_, err := ls.Create(c, key, 1)
+		foreign(t, err, "Create")
+		_, err = ls.Reset(c, key, 1)
+		foreign(t, err, "Reset")
+		_, err = ls.Join(c, key)
+		foreign(t, err, "Join")
+		_, err = l.CountDown(c)
+		foreign(t, err, "CountDown")
+		_, err = l.Count(c)
+		foreign(t, err, "Count")
+		foreign(t, l.Abort(c, "x"), "Abort")
+		wctx, cancel := context.WithTimeout(c, wakeBound)
+		defer cancel()
+		foreign(t, l.Wait(wctx), "Wait")
+		_, err = l.Delete(c)
+		foreign(t, err, "Delete")
+	}
+
+	t.Run("string", func(t *testing.T) {
+		key := "latch:foreign:string"
+		l, err := ls.Create(c, key, 2)
+		require.NoError(t, err)
+		require.NoError(t, e.Raw.Do(c, e.Raw.B().Set().Key(key).Value("x").Build()).Error())
+		every(t, key, l)
+		v, err := e.Raw.Do(c, e.Raw.B().Get().Key(key).Build()).ToString()
+		require.NoError(t, err)
+		require.Equal(t, "x", v, "the foreign value is unchanged")
+	})
+
+	// A hash with the latch's generation but a count no script writes: the count is never changed
+	// (HINCRBY would fail after nothing, or count a negative value down further).
+	for i, count := range []string{"abc", "-3", "01", "99999999999999999999"} {
+		t.Run("count_"+strconv.Itoa(i), func(t *testing.T) {
+			key := "latch:foreign:count:" + strconv.Itoa(i)
+			l, err := ls.Create(c, key, 2)
+			require.NoError(t, err)
+			require.NoError(t, e.Raw.Do(c, e.Raw.B().Hset().Key(key).FieldValue().FieldValue("count", count).Build()).Error())
+			every(t, key, l)
+			e.requireLatch(t, key, l.Generation(), count)
+			require.NotContains(t, e.hash(t, key), "aborted")
+		})
+	}
+
+	// A hash without the latch's fields.
+	t.Run("hash", func(t *testing.T) {
+		key := "latch:foreign:hash"
+		l, err := ls.Create(c, key, 2)
+		require.NoError(t, err)
+		require.NoError(t, e.Raw.Do(c, e.Raw.B().Hdel().Key(key).Field("count").Build()).Error())
+		every(t, key, l)
+		require.Equal(t, l.Generation(), e.hash(t, key)["gen"])
+	})
 }
