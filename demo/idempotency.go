@@ -45,7 +45,13 @@ func idempotencyStep(ctx context.Context, e *env) (stepResult, error) {
 	}
 	mw, err := idemhttp.New(store,
 		idemhttp.WithRequired(func(r *http.Request) bool { return r.Method == http.MethodPost }),
-		idemhttp.WithScope(func(r *http.Request) string { return r.Header.Get("X-Tenant") }),
+		idemhttp.WithScope(func(r *http.Request) (string, error) {
+			tenant := r.Header.Get("X-Tenant") // authentication would set it; every request here does
+			if tenant == "" {
+				return "", errors.New("request has no tenant")
+			}
+			return tenant, nil
+		}),
 		idemhttp.WithTTL(time.Minute),
 		idemhttp.WithWait(idemWait),
 		idemhttp.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),

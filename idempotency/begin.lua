@@ -8,17 +8,26 @@
 -- ARGV[3]  encoded fingerprint (as field f)
 --
 -- Returns one of:
---   {1, gen}          started: the hash was absent; a pending claim owned by ARGV[1] now exists with
+--   {1, gen}          started: the key was absent; a pending claim owned by ARGV[1] now exists with
 --                     PEXPIRE ARGV[2]; gen is the server's TIME in microseconds as a decimal string
 --   {2, gen, result}  completed: the stored result (binary, possibly empty)
 --   {3, gen, pttl}    in progress: a pending claim exists; pttl is its remaining life in ms
 --   {4}               fingerprint mismatch: nothing about the claim is returned
---   {-1, reason}      the key holds a hash this package did not write (reason 'foreign' or 'state')
+--   {-1, reason}      the key holds data this package did not write: another Redis type (reason
+--                     'wrongtype'), a hash without a state field ('foreign'), or a claim whose state
+--                     lacks its fields ('state'); nothing was written
 --
--- Lookups never write: an existing claim's expiry is unchanged. A key of another type fails with
--- WRONGTYPE before anything is written. O(1) (O(N) in the result size for the reply).
-local h = redis.call('HMGET', KEYS[1], 's', 'f', 'g', 'r')
-if h[1] then
+-- Lookups never write: an existing claim's expiry is unchanged. O(1) (O(N) in the result size for
+-- the reply).
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'none' then
+  if kind ~= 'hash' then
+    return {-1, 'wrongtype'}
+  end
+  local h = redis.call('HMGET', KEYS[1], 's', 'f', 'g', 'r')
+  if not h[1] then
+    return {-1, 'foreign'}
+  end
   if h[2] ~= ARGV[3] then
     return {4}
   end
@@ -29,9 +38,6 @@ if h[1] then
     return {3, h[3], redis.call('PTTL', KEYS[1])}
   end
   return {-1, 'state'}
-end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return {-1, 'foreign'}
 end
 
 local now = redis.call('TIME')

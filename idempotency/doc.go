@@ -29,6 +29,15 @@
 // g (generation), x (TTL in ms), t (owner token, pending only) and r (result, completed only). Reserve
 // these keys for this package; do not edit their fields.
 //
+// # Errors
+//
+// [ErrUncertain], [ErrForeignData], [ErrNilClient] and [ErrInvalidTTL] are luakit's shared values, so
+// one errors.Is check serves every Coordkit module. A key holding another Redis type, or a hash this
+// package did not write, is reported as an error wrapping ErrForeignData and is left unchanged. Every
+// bad argument or option (an empty key, a TTL under 1ms, [ErrInvalidToken], a non-positive recheck
+// interval or retry delay) fails before any I/O with an error matching luakit.ErrInvalidConfig.
+// Every error starts with "idempotency: " and never contains a key, a token or a result.
+//
 // # Guarantees
 //
 //   - At most one pending or completed claim per key in a retained Redis history: of concurrent
@@ -69,5 +78,6 @@
 //
 // # Concurrency
 //
-// A [Store] is safe for concurrent use and owns no goroutines.
+// A [Store] is safe for concurrent use. It owns no goroutines and runs no background work (Begin
+// waits in the caller's goroutine), so it has no Close.
 package idempotency

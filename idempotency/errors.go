@@ -1,28 +1,37 @@
 package idempotency
 
-import "errors"
+import "github.com/coordkit/coordkit/luakit"
 
-// Sentinel errors. Compare with errors.Is: most are returned wrapped with detail.
+// The shared errors are luakit's values (idempotency.ErrUncertain == luakit.ErrUncertain), so one
+// errors.Is check works whichever Coordkit primitive returned the error. They are returned wrapped
+// with an "idempotency: " prefix and the operation; the comments say what each means here.
 var (
-	// ErrNilClient is returned by [New] for a nil rueidis.Client.
-	ErrNilClient = errors.New("idempotency: nil rueidis client")
-
-	// ErrInvalidTTL is returned, before any I/O, for a TTL shorter than one millisecond.
-	ErrInvalidTTL = errors.New("idempotency: TTL must be at least 1ms")
-
-	// ErrInvalidToken is returned, before any I/O, by [Store.Complete] and [Store.Abandon] for an owner
-	// token that [Store.TryBegin] cannot have issued (empty or malformed). The message never quotes it.
-	ErrInvalidToken = errors.New("idempotency: malformed owner token")
-
-	// ErrUncertain wraps failures where a script may have reached the server but no reply was read
-	// (context cancellation or deadline, a broken connection). The server state is unknown: a claim may
-	// have been created (it then expires after its TTL, since its token was never returned), a result
-	// may or may not have been stored, a claim may or may not have been abandoned. Scripts are never
-	// retried automatically after such a failure; a later [Store.TryBegin] shows the state.
-	ErrUncertain = errors.New("idempotency: outcome uncertain")
-
-	// ErrForeignData is returned when the key holds a hash this package did not write (or whose fields
-	// were edited). Nothing was written. A key of another Redis type fails with the server's WRONGTYPE
-	// error instead.
-	ErrForeignData = errors.New("idempotency: key holds data not written by this package")
+	ErrUncertain   = luakit.ErrUncertain   // no reply read: a claim may have been created (it expires after its TTL), a result stored, a claim abandoned; never retried automatically
+	ErrForeignData = luakit.ErrForeignData // the key holds another Redis type, or a hash this package did not write (or whose fields were edited); nothing written
+	ErrNilClient   = luakit.ErrNilClient   // New was given a nil rueidis.Client
+	ErrInvalidTTL  = luakit.ErrInvalidTTL  // a TTL under 1ms, before any I/O; the error also matches luakit.ErrInvalidConfig
 )
+
+// ErrInvalidToken is returned, before any I/O, by [Store.Complete] and [Store.Abandon] for an owner
+// token that [Store.TryBegin] cannot have issued (empty or malformed). The message never quotes it.
+// It matches luakit.ErrInvalidConfig.
+var ErrInvalidToken error = invalidArgument("idempotency: malformed owner token")
+
+// invalidArgument is a sentinel for a bad argument found before any I/O: errors.Is matches it and
+// luakit.ErrInvalidConfig.
+type invalidArgument string
+
+func (e invalidArgument) Error() string { return string(e) }
+
+func (e invalidArgument) Is(target error) bool { return target == luakit.ErrInvalidConfig }
+
+// argError is a bad argument with detail: its message is complete (with the "idempotency: " prefix,
+// never a key or a token), and errors.Is matches kind (a sentinel) and luakit.ErrInvalidConfig.
+type argError struct {
+	msg  string
+	kind error
+}
+
+func (e *argError) Error() string { return e.msg }
+
+func (e *argError) Unwrap() []error { return []error{e.kind, luakit.ErrInvalidConfig} }

@@ -1,13 +1,13 @@
 package idempotency
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// Option configures a [Store]. Options are applied in order by [New]; invalid values make New fail.
+// Option configures a [Store]. Options are applied in order by [New]; invalid values make New fail
+// with an error matching luakit.ErrInvalidConfig. A nil Option is ignored.
 type Option interface {
 	apply(*config) error
 }
@@ -58,7 +58,7 @@ func WithTracker(t *luakit.Tracker) Option {
 func WithRecheckInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("idempotency: recheck interval %v must be positive", d)
+			return luakit.InvalidConfig("idempotency", "recheck interval %v must be positive", d)
 		}
 		c.recheck = d
 		return nil
@@ -71,7 +71,7 @@ func WithRecheckInterval(d time.Duration) Option {
 func WithRetryDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("idempotency: retry delay %v must be positive", d)
+			return luakit.InvalidConfig("idempotency", "retry delay %v must be positive", d)
 		}
 		c.retryDelay = d
 		return nil

@@ -14,18 +14,19 @@ import (
 )
 
 // Store claims idempotency keys and stores their results through one rueidis client. Create it with
-// [New]; it is safe for concurrent use by many goroutines and holds no goroutines of its own. The zero
-// value is not usable. A Store never closes or reconfigures the caller's client.
+// [New]; it is safe for concurrent use by many goroutines. It runs no background work (every call does
+// its I/O before returning), so it has no Close; drop it when done. The zero value is not usable. A
+// Store never closes or reconfigures the caller's client.
 type Store struct {
 	client rueidis.Client
 	cfg    config
 }
 
-// New returns a Store over client. It does no I/O. It fails with [ErrNilClient] for a nil client and
-// with a descriptive error for an invalid option.
+// New returns a Store over client. It does no I/O. It fails with an error wrapping [ErrNilClient] for
+// a nil client, and with an error matching luakit.ErrInvalidConfig for an invalid option.
 func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, fmt.Errorf("idempotency: %w", ErrNilClient)
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -67,24 +68,27 @@ func (f Fingerprint) encode() string {
 	return "\x01" + f.digest
 }
 
-// State is the outcome of [Store.TryBegin].
+// State is the outcome of [Store.TryBegin]. Its zero value is no state: every [Attempt] returned
+// without an error has one of the four constants below.
 type State int
 
 // The states of an [Attempt].
 const (
-	// Started: the key was free; the caller now owns a pending claim and must call [Store.Complete]
-	// (or, only when no side effect can have happened, [Store.Abandon]) with Attempt.OwnerToken.
+	// Started means the key was free: the caller now owns a pending claim and must call
+	// [Store.Complete] (or, only when no side effect can have happened, [Store.Abandon]) with
+	// Attempt.OwnerToken.
 	Started State = iota + 1
-	// Completed: a result is stored; Attempt.Result holds it.
+	// Completed means a result is stored; Attempt.Result holds it.
 	Completed
-	// InProgress: another owner holds a pending claim with the same fingerprint.
+	// InProgress means another owner holds a pending claim with the same fingerprint.
 	InProgress
-	// FingerprintMismatch: the key belongs to a request with a different fingerprint. Neither its
-	// result nor its token is revealed.
+	// FingerprintMismatch means the key belongs to a request with a different fingerprint. Neither
+	// its result nor its token is revealed.
 	FingerprintMismatch
 )
 
-// String returns "started", "completed", "in-progress" or "fingerprint-mismatch" ("State(n)" otherwise).
+// String returns "started", "completed", "in_progress" or "fingerprint_mismatch" ("State(n)" for any
+// other value).
 func (s State) String() string {
 	switch s {
 	case Started:
@@ -92,9 +96,9 @@ func (s State) String() string {
 	case Completed:
 		return "completed"
 	case InProgress:
-		return "in-progress"
+		return "in_progress"
 	case FingerprintMismatch:
-		return "fingerprint-mismatch"
+		return "fingerprint_mismatch"
 	}
 	return "State(" + strconv.Itoa(int(s)) + ")"
 }
@@ -121,14 +125,23 @@ type Attempt struct {
 
 // prepare validates key and ttl before any I/O and returns the physical key and the TTL in whole ms.
 func (s *Store) prepare(key string, ttl time.Duration) (string, int64, error) {
-	if err := luakit.ValidateKey("idempotency key", key); err != nil {
-		return "", 0, fmt.Errorf("idempotency: %w", err)
+	if err := validateKey(key); err != nil {
+		return "", 0, err
 	}
 	ms := ttl.Milliseconds()
 	if ms < 1 {
-		return "", 0, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+		return "", 0, &argError{msg: fmt.Sprintf("idempotency: TTL must be at least 1ms (got %v)", ttl), kind: ErrInvalidTTL}
 	}
 	return s.cfg.keys.Key(key), ms, nil
+}
+
+// validateKey rejects an empty key with an error matching luakit.ErrEmptyKey and
+// luakit.ErrInvalidConfig.
+func validateKey(key string) error {
+	if key == "" {
+		return &argError{msg: "idempotency: key is empty", kind: luakit.ErrEmptyKey}
+	}
+	return nil
 }
 
 // TryBegin makes one atomic attempt to claim key and returns at once.
@@ -143,10 +156,12 @@ func (s *Store) prepare(key string, ttl time.Duration) (string, int64, error) {
 // crashed owner's claim expires) and, after [Store.Complete], the stored result. key is binary-safe,
 // non-empty, and gets the Store's prefix. Invalid input fails before any I/O.
 //
-// Errors: [ErrInvalidTTL] or an empty-key error before I/O; an error wrapping [ErrUncertain] and the
-// cause (such as ctx.Err()) when the script may have run but no reply was read (an unreturned claim
-// then expires after ttl; the script is not retried); [ErrForeignData]; or a server or connection
-// error (see [luakit.Classify]). It blocks for one round trip, bounded by ctx.
+// Errors: [ErrInvalidTTL] or an empty-key error before I/O (both match luakit.ErrInvalidConfig); an
+// error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run but no
+// reply was read (an unreturned claim then expires after ttl; the script is not retried); an error
+// wrapping [ErrForeignData] when the key holds another Redis type or a hash this package did not write
+// (nothing written); or a server or connection error (see [luakit.Classify]). It blocks for one round
+// trip, bounded by ctx.
 func (s *Store) TryBegin(ctx context.Context, key string, ttl time.Duration, fp Fingerprint) (Attempt, error) {
 	k, ms, err := s.prepare(key, ttl)
 	if err != nil {
@@ -156,10 +171,7 @@ func (s *Store) TryBegin(ctx context.Context, key string, ttl time.Duration, fp 
 }
 
 func (s *Store) begin(ctx context.Context, k string, ms int64, fp Fingerprint) (Attempt, error) {
-	secret, err := luakit.NewOwnerToken()
-	if err != nil {
-		return Attempt{}, fmt.Errorf("idempotency: owner token: %w", err)
-	}
+	secret := luakit.OwnerToken()
 	arr, err := beginScript.Exec(ctx, s.client, []string{k}, []string{secret, strconv.FormatInt(ms, 10), fp.encode()}).ToArray()
 	if err != nil {
 		return Attempt{}, wrap("begin", err)
@@ -175,14 +187,18 @@ func (s *Store) begin(ctx context.Context, k string, ms int64, fp Fingerprint) (
 		return Attempt{State: FingerprintMismatch}, nil
 	}
 	if status == -1 {
-		return Attempt{}, fmt.Errorf("%w (begin)", ErrForeignData)
+		return Attempt{}, fmt.Errorf("idempotency: begin: %w", ErrForeignData)
 	}
 	if len(arr) < 2 {
 		return Attempt{}, fmt.Errorf("idempotency: begin: reply of %d elements for status %d", len(arr), status)
 	}
 	gen, err := luakit.Int64(arr[1])
-	if err != nil {
-		return Attempt{}, fmt.Errorf("idempotency: begin: generation: %w", err)
+	if err != nil || gen <= 0 {
+		if status == 2 || status == 3 {
+			// Read from the hash: a generation begin.lua never writes.
+			return Attempt{}, fmt.Errorf("idempotency: begin: %w (generation is not a positive decimal)", ErrForeignData)
+		}
+		return Attempt{}, fmt.Errorf("idempotency: begin: generation: %w", errOr(err, luakit.ErrMalformedInt))
 	}
 	switch status {
 	case 1:
@@ -213,9 +229,16 @@ func (s *Store) begin(ctx context.Context, k string, ms int64, fp Fingerprint) (
 // wrap classifies a script failure: uncertain ones wrap ErrUncertain.
 func wrap(op string, err error) error {
 	if luakit.IsUncertain(err) {
-		return fmt.Errorf("%w: %s: %w", ErrUncertain, op, err)
+		return fmt.Errorf("idempotency: %s: %w: %w", op, ErrUncertain, err)
 	}
 	return fmt.Errorf("idempotency: %s: %w", op, err)
+}
+
+func errOr(err, fallback error) error {
+	if err != nil {
+		return err
+	}
+	return fallback
 }
 
 // parseToken splits an owner token into its random part and generation.
@@ -249,9 +272,11 @@ func parseToken(token string) (secret, gen string, err error) {
 // result may be empty or nil (stored as empty) and hold any bytes; it is copied before Complete
 // returns and before any I/O, so the caller may reuse it. The store imposes no size limit.
 //
-// Errors: [ErrInvalidToken] or an empty-key error before I/O; an error wrapping [ErrUncertain] when
-// the script may have run but no reply was read (check with TryBegin; the script is not retried); or
-// a server or connection error. It blocks for one round trip, bounded by ctx.
+// Errors: [ErrInvalidToken] or an empty-key error before I/O (both match luakit.ErrInvalidConfig); an
+// error wrapping [ErrUncertain] when the script may have run but no reply was read (check with
+// TryBegin; the script is not retried); an error wrapping [ErrForeignData] when the key holds another
+// Redis type, or this owner's pending claim has a TTL field the package did not write (nothing
+// written); or a server or connection error. It blocks for one round trip, bounded by ctx.
 func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []byte) (bool, error) {
 	k, secret, gen, err := s.prepareOwned(key, ownerToken)
 	if err != nil {
@@ -260,6 +285,9 @@ func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []b
 	n, err := completeScript.Exec(ctx, s.client, []string{k}, []string{secret, gen, string(result)}).AsInt64()
 	if err != nil {
 		return false, wrap("complete", err)
+	}
+	if n == -1 {
+		return false, fmt.Errorf("idempotency: complete: %w", ErrForeignData)
 	}
 	return n == 1, nil
 }
@@ -272,7 +300,8 @@ func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []b
 // abandon automatically after an error or panic if an external side effect may already have happened:
 // a duplicate would then run the side effect again. Leave the claim to expire instead.
 //
-// Errors as for [Store.Complete]. It blocks for one round trip, bounded by ctx.
+// Errors as for [Store.Complete] (foreign data: another Redis type at the key). It blocks for one
+// round trip, bounded by ctx.
 func (s *Store) Abandon(ctx context.Context, key, ownerToken string) (bool, error) {
 	k, secret, gen, err := s.prepareOwned(key, ownerToken)
 	if err != nil {
@@ -282,12 +311,15 @@ func (s *Store) Abandon(ctx context.Context, key, ownerToken string) (bool, erro
 	if err != nil {
 		return false, wrap("abandon", err)
 	}
+	if n == -1 {
+		return false, fmt.Errorf("idempotency: abandon: %w", ErrForeignData)
+	}
 	return n == 1, nil
 }
 
 func (s *Store) prepareOwned(key, ownerToken string) (k, secret, gen string, err error) {
-	if err := luakit.ValidateKey("idempotency key", key); err != nil {
-		return "", "", "", fmt.Errorf("idempotency: %w", err)
+	if err := validateKey(key); err != nil {
+		return "", "", "", err
 	}
 	secret, gen, err = parseToken(ownerToken)
 	if err != nil {

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,8 +24,8 @@ type noIO struct {
 func (noIO) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
 
 func TestNew(t *testing.T) {
-	if _, err := New(nil); !errors.Is(err, ErrNilClient) {
-		t.Fatalf("New(nil) = %v, want ErrNilClient", err)
+	if _, err := New(nil); !errors.Is(err, ErrNilClient) || !errors.Is(err, luakit.ErrNilClient) || !strings.HasPrefix(err.Error(), "idempotency: ") {
+		t.Fatalf("New(nil) = %v, want an \"idempotency: \" error matching luakit.ErrNilClient", err)
 	}
 	tests := []struct {
 		name string
@@ -45,6 +46,9 @@ func TestNew(t *testing.T) {
 			s, err := New(noIO{}, tt.opt)
 			if tt.ok != (err == nil) {
 				t.Fatalf("New error = %v, want ok=%v", err, tt.ok)
+			}
+			if !tt.ok && (!errors.Is(err, luakit.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "idempotency: ")) {
+				t.Fatalf("New error = %v, want an \"idempotency: \" error matching luakit.ErrInvalidConfig", err)
 			}
 			if tt.ok && s == nil {
 				t.Fatal("nil Store without error")
@@ -68,18 +72,16 @@ func TestValidationBeforeIO(t *testing.T) {
 		want error
 	}{
 		{"empty key", "", time.Second, luakit.ErrEmptyKey},
-		{"zero ttl", "k", 0, ErrInvalidTTL},
-		{"sub-ms ttl", "k", 999 * time.Microsecond, ErrInvalidTTL},
-		{"negative ttl", "k", -time.Second, ErrInvalidTTL},
+		{"zero ttl", "k", 0, luakit.ErrInvalidTTL},
+		{"sub-ms ttl", "k", 999 * time.Microsecond, luakit.ErrInvalidTTL},
+		{"negative ttl", "k", -time.Second, luakit.ErrInvalidTTL},
 	}
 	for _, tt := range begins {
 		t.Run("begin/"+tt.name, func(t *testing.T) {
-			if _, err := s.TryBegin(ctx, tt.key, tt.ttl, NoFingerprint); !errors.Is(err, tt.want) {
-				t.Errorf("TryBegin error = %v, want %v", err, tt.want)
-			}
-			if _, err := s.Begin(ctx, tt.key, tt.ttl, FingerprintOf("")); !errors.Is(err, tt.want) {
-				t.Errorf("Begin error = %v, want %v", err, tt.want)
-			}
+			_, err := s.TryBegin(ctx, tt.key, tt.ttl, NoFingerprint)
+			requireInvalid(t, "TryBegin", err, tt.want)
+			_, err = s.Begin(ctx, tt.key, tt.ttl, FingerprintOf(""))
+			requireInvalid(t, "Begin", err, tt.want)
 		})
 	}
 	owned := []struct {
@@ -98,13 +100,39 @@ func TestValidationBeforeIO(t *testing.T) {
 	}
 	for _, tt := range owned {
 		t.Run("owned/"+tt.name, func(t *testing.T) {
-			if _, err := s.Complete(ctx, tt.key, tt.token, nil); !errors.Is(err, tt.want) {
-				t.Errorf("Complete error = %v, want %v", err, tt.want)
-			}
-			if _, err := s.Abandon(ctx, tt.key, tt.token); !errors.Is(err, tt.want) {
-				t.Errorf("Abandon error = %v, want %v", err, tt.want)
-			}
+			_, err := s.Complete(ctx, tt.key, tt.token, nil)
+			requireInvalid(t, "Complete", err, tt.want)
+			_, err = s.Abandon(ctx, tt.key, tt.token)
+			requireInvalid(t, "Abandon", err, tt.want)
 		})
+	}
+	if !errors.Is(ErrInvalidToken, luakit.ErrInvalidConfig) {
+		t.Error("ErrInvalidToken does not match luakit.ErrInvalidConfig")
+	}
+}
+
+// requireInvalid asserts that err is an "idempotency: " error matching want and luakit.ErrInvalidConfig.
+func requireInvalid(t *testing.T, call string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) || !errors.Is(err, luakit.ErrInvalidConfig) {
+		t.Errorf("%s error = %v, want %v matching luakit.ErrInvalidConfig", call, err, want)
+	}
+	if err != nil && !strings.HasPrefix(err.Error(), "idempotency: ") {
+		t.Errorf("%s error %q lacks the module prefix", call, err)
+	}
+}
+
+func TestSharedErrors(t *testing.T) {
+	if ErrForeignData != luakit.ErrForeignData || ErrUncertain != luakit.ErrUncertain ||
+		ErrNilClient != luakit.ErrNilClient || ErrInvalidTTL != luakit.ErrInvalidTTL {
+		t.Error("the shared errors are not luakit's values")
+	}
+	err := wrap("complete", context.DeadlineExceeded)
+	if !errors.Is(err, ErrUncertain) || !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "idempotency: complete: ") {
+		t.Errorf("wrap(deadline) = %v, want an \"idempotency: complete: \" error matching ErrUncertain and the cause", err)
+	}
+	if err := wrap("complete", &rueidis.RedisError{}); errors.Is(err, ErrUncertain) || !strings.HasPrefix(err.Error(), "idempotency: complete: ") {
+		t.Errorf("wrap(server error) = %v, want a certain \"idempotency: complete: \" error", err)
 	}
 }
 
@@ -152,8 +180,8 @@ func TestFingerprint(t *testing.T) {
 }
 
 func TestStateString(t *testing.T) {
-	for s, want := range map[State]string{Started: "started", Completed: "completed", InProgress: "in-progress",
-		FingerprintMismatch: "fingerprint-mismatch", 0: "State(0)"} {
+	for s, want := range map[State]string{Started: "started", Completed: "completed", InProgress: "in_progress",
+		FingerprintMismatch: "fingerprint_mismatch", 0: "State(0)", 9: "State(9)"} {
 		if got := s.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int(s), got, want)
 		}

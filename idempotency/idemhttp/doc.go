@@ -5,7 +5,7 @@
 //	st, _ := idempotency.New(client)
 //	mw, _ := idemhttp.New(st,
 //		idemhttp.WithRequired(func(r *http.Request) bool { return r.Method == http.MethodPost }),
-//		idemhttp.WithScope(func(r *http.Request) string { return tenantOf(r) }))
+//		idemhttp.WithScope(func(r *http.Request) (string, error) { return tenantOf(r) }))
 //	http.Handle("/payments", mw.Handler(payments))
 //
 // # Behaviour
@@ -21,6 +21,9 @@
 //	duplicate, original in flight                  409 + Retry-After: 1 (after WithWait, if set)
 //	same key, different method/path/query/body     422 (the key is scoped by method and path, so
 //	                                               in practice: a different query or body)
+//	WithScope's function returns an error          500 (key not claimed, handler not run)
+//	claim key holds data the store did not write,  500 (a retry cannot fix it; WithFailOpen does
+//	or a stored response that does not decode      not apply)
 //	store error or uncertain outcome               503 + Retry-After: 1 (WithFailOpen: handler runs)
 //
 // The claim key is a SHA-256 digest of the caller's scope ([WithScope]), the method, the escaped path

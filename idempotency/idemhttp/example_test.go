@@ -1,6 +1,7 @@
 package idemhttp_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -21,7 +22,13 @@ func ExampleMiddleware_Handler() {
 	st, _ := idempotency.New(client, idempotency.WithKeyPrefix("myapp:"))
 	mw, err := idemhttp.New(st,
 		idemhttp.WithRequired(func(r *http.Request) bool { return r.Method == http.MethodPost }),
-		idemhttp.WithScope(func(r *http.Request) string { return r.Header.Get("X-Tenant") }),
+		idemhttp.WithScope(func(r *http.Request) (string, error) {
+			tenant := r.Header.Get("X-Tenant") // set by the authentication middleware outside this one
+			if tenant == "" {
+				return "", errors.New("no tenant: authentication middleware missing")
+			}
+			return tenant, nil
+		}),
 		idemhttp.WithTTL(24*time.Hour),
 		idemhttp.WithMaxStoredResponse(64<<10),
 	)

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/coordkit/coordkit/idempotency"
+	"github.com/coordkit/coordkit/luakit"
 )
 
 // Header names.
@@ -36,10 +37,10 @@ type Middleware struct {
 }
 
 // New returns a Middleware storing claims and responses in store. It does no I/O. It fails for a nil
-// store or an invalid option.
+// store or an invalid option, with an error matching luakit.ErrInvalidConfig.
 func New(store *idempotency.Store, opts ...Option) (*Middleware, error) {
 	if store == nil {
-		return nil, errors.New("idemhttp: nil store")
+		return nil, luakit.InvalidConfig("idemhttp", "nil store")
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -55,7 +56,9 @@ func New(store *idempotency.Store, opts ...Option) (*Middleware, error) {
 
 // ParseKey parses an Idempotency-Key header value: a Structured Field string ("..." with \" and \\
 // escapes, as the IETF draft specifies) or, leniently, a bare run of visible ASCII characters. The
-// key must be 1 to [MaxKeyLength] bytes.
+// key must be 1 to [MaxKeyLength] bytes. Its errors start with "idemhttp: " and say what is wrong
+// without quoting the value. They report a client's malformed header (the middleware answers 400),
+// not the program's configuration, so they do not match luakit.ErrInvalidConfig.
 func ParseKey(v string) (string, error) {
 	v = strings.Trim(v, " \t")
 	var key string
@@ -147,6 +150,9 @@ func problem(w http.ResponseWriter, status int, title string) {
 //     Idempotent-Replayed: true;
 //   - the same key while the original is in flight: 409 with Retry-After (after waiting, see [WithWait]);
 //   - the same key with a different request: 422;
+//   - the scope function ([WithScope]) fails: 500, the key is not claimed;
+//   - the claim key holds data the store did not write, or a stored response that does not decode:
+//     500 (a retry cannot fix it; [WithFailOpen] does not apply);
 //   - the store fails: 503 with Retry-After: 1 (or next runs unprotected with [WithFailOpen]).
 //
 // Keys are scoped by the caller ([WithScope]), the method and the path. Error responses are
@@ -192,8 +198,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
+	scope, err := m.cfg.scope(r)
+	if err != nil {
+		m.cfg.logger.Error("idemhttp: scope function failed; request rejected without claiming", "error", err)
+		problem(w, http.StatusInternalServerError, "request could not be scoped for idempotency")
+		return
+	}
 	path := r.URL.EscapedPath()
-	sk := storeKey(m.cfg.scope(r), r.Method, path, key)
+	sk := storeKey(scope, r.Method, path, key)
 	fp := fingerprint(r.Method, path, r.URL.RawQuery, body)
 
 	var a idempotency.Attempt
@@ -210,6 +222,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if err != nil {
 		if r.Context().Err() != nil {
 			return // the client has gone; nobody reads a reply
+		}
+		if errors.Is(err, idempotency.ErrForeignData) {
+			// Not an outage: a retry cannot fix it, and failing open would run over someone's data.
+			m.cfg.logger.Error("idemhttp: the claim key holds data the idempotency store did not write", "error", err)
+			problem(w, http.StatusInternalServerError, "idempotency record unreadable")
+			return
 		}
 		m.cfg.logger.Warn("idemhttp: store unavailable", "error", err, "fail_open", m.cfg.failOpen)
 		if m.cfg.failOpen {

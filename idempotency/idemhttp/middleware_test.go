@@ -2,6 +2,7 @@ package idemhttp
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/coordkit/coordkit/idempotency"
+	"github.com/coordkit/coordkit/luakit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,8 +40,8 @@ func newNoIO(t *testing.T, opts ...Option) *Middleware {
 }
 
 func TestNew(t *testing.T) {
-	if _, err := New(nil); err == nil {
-		t.Fatal("New(nil) succeeded")
+	if _, err := New(nil); !errors.Is(err, luakit.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "idemhttp: ") {
+		t.Fatalf("New(nil) = %v, want an \"idemhttp: \" error matching luakit.ErrInvalidConfig", err)
 	}
 	st, _ := idempotency.New(noIO{})
 	tests := []struct {
@@ -49,7 +51,7 @@ func TestNew(t *testing.T) {
 	}{
 		{"required", WithRequired(func(*http.Request) bool { return true }), true},
 		{"nil required", WithRequired(nil), false},
-		{"scope", WithScope(func(*http.Request) string { return "t" }), true},
+		{"scope", WithScope(func(*http.Request) (string, error) { return "t", nil }), true},
 		{"nil scope", WithScope(nil), false},
 		{"ttl", WithTTL(time.Millisecond), true},
 		{"ttl too short", WithTTL(time.Microsecond), false},
@@ -73,6 +75,9 @@ func TestNew(t *testing.T) {
 			_, err := New(st, tt.opt)
 			if tt.ok != (err == nil) {
 				t.Fatalf("error = %v, want ok=%v", err, tt.ok)
+			}
+			if !tt.ok && (!errors.Is(err, luakit.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "idemhttp: ")) {
+				t.Fatalf("error = %v, want an \"idemhttp: \" error matching luakit.ErrInvalidConfig", err)
 			}
 		})
 	}
@@ -146,6 +151,39 @@ func TestRejectedBeforeIO(t *testing.T) {
 	}
 }
 
+// A scope function that fails answers 500 before the store is touched (noIO panics on any command):
+// the key is not claimed and the handler does not run, with or without WithFailOpen.
+func TestScopeError(t *testing.T) {
+	for _, failOpen := range []bool{false, true} {
+		handlerRan := false
+		next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handlerRan = true })
+		var logged bytes.Buffer
+		m := newNoIO(t, WithFailOpen(failOpen), WithLogger(slog.New(slog.NewTextHandler(&logged, nil))),
+			WithScope(func(r *http.Request) (string, error) { return "", errors.New("no tenant") }))
+		r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader("{}"))
+		r.Header.Set(HeaderKey, "k")
+		w := httptest.NewRecorder()
+		m.Handler(next).ServeHTTP(w, r)
+		if w.Code != http.StatusInternalServerError || handlerRan {
+			t.Fatalf("fail open %v: status %d handler %v; want 500 without the handler", failOpen, w.Code, handlerRan)
+		}
+		if w.Header().Get("Content-Type") != "application/problem+json" {
+			t.Errorf("content type %q", w.Header().Get("Content-Type"))
+		}
+		if !strings.Contains(logged.String(), "no tenant") {
+			t.Errorf("the scope error was not logged: %q", logged.String())
+		}
+	}
+	// A request without a key never asks for its scope.
+	m := newNoIO(t, WithScope(func(r *http.Request) (string, error) { return "", errors.New("no tenant") }))
+	w := httptest.NewRecorder()
+	m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })).
+		ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+	if w.Code != http.StatusNoContent {
+		t.Fatalf("unkeyed request: status %d, want 204", w.Code)
+	}
+}
+
 func TestKeysAndFingerprints(t *testing.T) {
 	base := storeKey("t", "POST", "/a", "k")
 	for _, other := range []string{
@@ -197,8 +235,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]byte{nil, {'R'}, {'X', 1, 200, 1, 0}, {'R', 2, 200, 1, 0}, {'R', 1, 99, 0}, {'R', 1, 0xc8, 0x01, 5}} {
-		if _, err := decodeRecord(bad); err == nil {
-			t.Errorf("decodeRecord(%v) accepted", bad)
+		if _, err := decodeRecord(bad); !errors.Is(err, luakit.ErrForeignData) {
+			t.Errorf("decodeRecord(%v) = %v, want an error matching luakit.ErrForeignData", bad, err)
 		}
 	}
 }

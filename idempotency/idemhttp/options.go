@@ -1,14 +1,15 @@
 package idemhttp
 
 import (
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
 // Option configures a [Middleware]. Options are applied in order by [New]; invalid values make New
-// fail.
+// fail with an error matching luakit.ErrInvalidConfig. A nil Option is ignored.
 type Option interface {
 	apply(*config) error
 }
@@ -19,7 +20,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
 	required       func(*http.Request) bool
-	scope          func(*http.Request) string
+	scope          func(*http.Request) (string, error)
 	ttl            time.Duration
 	maxRequest     int64
 	maxResponse    int
@@ -42,7 +43,7 @@ var DefaultReplayHeaders = []string{
 func defaultConfig() config {
 	c := config{
 		required:     func(*http.Request) bool { return false },
-		scope:        func(*http.Request) string { return "" },
+		scope:        func(*http.Request) (string, error) { return "", nil },
 		ttl:          24 * time.Hour,
 		maxRequest:   1 << 20,
 		maxResponse:  1 << 20,
@@ -69,7 +70,7 @@ func canonicalSet(names []string) map[string]bool {
 func WithRequired(fn func(r *http.Request) bool) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return fmt.Errorf("idemhttp: nil required func")
+			return luakit.InvalidConfig("idemhttp", "nil required func")
 		}
 		c.required = fn
 		return nil
@@ -77,13 +78,18 @@ func WithRequired(fn func(r *http.Request) bool) Option {
 }
 
 // WithScope sets the function that names the caller (tenant, user, API client) of a request, so two
-// callers that pick the same idempotency key never see each other's responses. It runs after the
-// handlers wrapping the middleware (put authentication outside it). Keys are further scoped by method
-// and path. Default: every caller shares one scope ("").
-func WithScope(fn func(r *http.Request) string) Option {
+// callers that pick the same idempotency key never see each other's responses. It runs for every
+// request carrying an Idempotency-Key, after the handlers wrapping the middleware (put authentication
+// outside it) and after the body was read. Keys are further scoped by method and path; an empty scope
+// is valid (the shared scope). When fn returns an error, the middleware logs it and answers 500
+// without claiming the key or calling the handler, even with [WithFailOpen] (which covers store
+// outages, not a request that cannot be scoped). Reject unauthenticated requests before the
+// middleware, so that an error here means a bug or a misconfiguration, as with ratelimithttp.WithKey.
+// Default: every caller shares one scope ("").
+func WithScope(fn func(r *http.Request) (string, error)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return fmt.Errorf("idemhttp: nil scope func")
+			return luakit.InvalidConfig("idemhttp", "nil scope func")
 		}
 		c.scope = fn
 		return nil
@@ -96,7 +102,7 @@ func WithScope(fn func(r *http.Request) string) Option {
 func WithTTL(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < time.Millisecond {
-			return fmt.Errorf("idemhttp: ttl %v must be at least 1ms", d)
+			return luakit.InvalidConfig("idemhttp", "ttl %v must be at least 1ms", d)
 		}
 		c.ttl = d
 		return nil
@@ -109,7 +115,7 @@ func WithTTL(d time.Duration) Option {
 func WithMaxRequestBody(n int64) Option {
 	return optionFunc(func(c *config) error {
 		if n < 0 {
-			return fmt.Errorf("idemhttp: max request body %d is negative", n)
+			return luakit.InvalidConfig("idemhttp", "max request body %d is negative", n)
 		}
 		c.maxRequest = n
 		return nil
@@ -122,7 +128,7 @@ func WithMaxRequestBody(n int64) Option {
 func WithMaxStoredResponse(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 0 {
-			return fmt.Errorf("idemhttp: max stored response %d is negative", n)
+			return luakit.InvalidConfig("idemhttp", "max stored response %d is negative", n)
 		}
 		c.maxResponse = n
 		return nil
@@ -156,7 +162,7 @@ func WithFailOpen(open bool) Option {
 func WithWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
-			return fmt.Errorf("idemhttp: wait %v is negative", d)
+			return luakit.InvalidConfig("idemhttp", "wait %v is negative", d)
 		}
 		c.wait = d
 		return nil
@@ -180,7 +186,7 @@ func WithAbandonOnPanic(sideEffectFree bool) Option {
 func WithStoreTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("idemhttp: store timeout %v must be positive", d)
+			return luakit.InvalidConfig("idemhttp", "store timeout %v must be positive", d)
 		}
 		c.storeTimeout = d
 		return nil
@@ -192,7 +198,7 @@ func WithStoreTimeout(d time.Duration) Option {
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("idemhttp: nil logger")
+			return luakit.InvalidConfig("idemhttp", "nil logger")
 		}
 		c.logger = l
 		return nil

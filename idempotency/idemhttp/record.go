@@ -2,8 +2,10 @@ package idemhttp
 
 import (
 	"encoding/binary"
-	"errors"
+	"fmt"
 	"net/http"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
 // Stored response encoding (version 1), compact and binary-safe:
@@ -21,7 +23,9 @@ const (
 	recordVersion = 1
 )
 
-var errMalformedRecord = errors.New("idemhttp: malformed stored response")
+// errMalformedRecord reports a stored response that does not decode: data this package did not
+// write, so it matches luakit.ErrForeignData.
+var errMalformedRecord = fmt.Errorf("idemhttp: stored response does not decode: %w", luakit.ErrForeignData)
 
 // record is a response captured for replay.
 type record struct {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/coordkit/coordkit/idempotency"
 	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/luakit"
 )
 
 type scenario struct {
@@ -89,7 +91,16 @@ func requireState(t *testing.T, a idempotency.Attempt, want idempotency.State) {
 	}
 }
 
-// testTransitions: every transition of the seed, one row each, asserting the server state it leaves.
+// requireForeign asserts that err reports foreign data at the key, with the module's prefix.
+func requireForeign(t *testing.T, err error) {
+	t.Helper()
+	require.ErrorIs(t, err, idempotency.ErrForeignData)
+	require.ErrorIs(t, err, luakit.ErrForeignData)
+	require.True(t, strings.HasPrefix(err.Error(), "idempotency: "), "error %q lacks the module prefix", err)
+}
+
+// testTransitions: every transition of a claim (absent, pending, completed, foreign data) under
+// TryBegin, Complete and Abandon, one row each, asserting the server state it leaves.
 func testTransitions(t *testing.T, e *env) {
 	s := e.store(t)
 	tests := []struct {
@@ -207,16 +218,40 @@ func testTransitions(t *testing.T, e *env) {
 		{"foreign hash = ErrForeignData, unchanged", func(t *testing.T, key string) {
 			require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Hset().Key(key).FieldValue().FieldValue("other", "1").Build()).Error())
 			_, err := s.TryBegin(ctx(t), key, long, fpA)
-			require.ErrorIs(t, err, idempotency.ErrForeignData)
+			requireForeign(t, err)
 			require.Equal(t, map[string]string{"other": "1"}, e.hash(t, key))
 		}},
-		{"string key = WRONGTYPE, unchanged", func(t *testing.T, key string) {
+		{"string key = ErrForeignData for every call, unchanged", func(t *testing.T, key string) {
 			require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value("v").Build()).Error())
 			_, err := s.TryBegin(ctx(t), key, long, fpA)
-			require.ErrorContains(t, err, "WRONGTYPE")
+			requireForeign(t, err)
+			_, err = s.Begin(ctx(t), key, long, fpA)
+			requireForeign(t, err)
+			_, err = s.Complete(ctx(t), key, "0123456789abcdef0123456789abcdef.1", []byte("x"))
+			requireForeign(t, err)
+			_, err = s.Abandon(ctx(t), key, "0123456789abcdef0123456789abcdef.1")
+			requireForeign(t, err)
 			v, err := e.Raw.Do(ctx(t), e.Raw.B().Get().Key(key).Build()).ToString()
 			require.NoError(t, err)
 			require.Equal(t, "v", v)
+		}},
+		{"completed claim with a foreign generation = ErrForeignData", func(t *testing.T, key string) {
+			a := begin(t, s, key, long, fpA)
+			ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"))
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Hset().Key(key).FieldValue().FieldValue("g", "soon").Build()).Error())
+			_, err = s.TryBegin(ctx(t), key, long, fpA)
+			requireForeign(t, err)
+		}},
+		{"pending claim with a foreign TTL field = ErrForeignData, nothing written", func(t *testing.T, key string) {
+			a := begin(t, s, key, long, fpA)
+			require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Hset().Key(key).FieldValue().FieldValue("x", "a minute").Build()).Error())
+			_, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"))
+			requireForeign(t, err)
+			h := e.hash(t, key)
+			require.Equal(t, "p", h["s"], "the claim is still pending")
+			require.NotContains(t, h, "r", "no result was stored")
 		}},
 	}
 	for i, tt := range tests {
@@ -360,6 +395,8 @@ func testTTLTruncation(t *testing.T, e *env) {
 	for _, bad := range []time.Duration{0, 999 * time.Microsecond, -time.Second} {
 		_, err := s.TryBegin(ctx(t), "idem:ttl:3", bad, fpA)
 		require.ErrorIs(t, err, idempotency.ErrInvalidTTL)
+		require.ErrorIs(t, err, luakit.ErrInvalidTTL)
+		require.ErrorIs(t, err, luakit.ErrInvalidConfig, "a bad argument matches luakit.ErrInvalidConfig")
 	}
 	e.requireAbsent(t, "idem:ttl:3")
 }

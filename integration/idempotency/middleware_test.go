@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -72,8 +73,8 @@ func requireReply(t *testing.T, r reply, status int, replayed bool) {
 	}
 }
 
-// claimKey finds the single claim hash the middleware wrote under prefix.
-func (e *env) claimKey(t *testing.T, prefix string) string {
+// claimKeys returns every claim hash the middleware wrote under prefix, on every node.
+func (e *env) claimKeys(t *testing.T, prefix string) []string {
 	t.Helper()
 	var keys []string
 	for _, n := range e.Nodes {
@@ -84,6 +85,13 @@ func (e *env) claimKey(t *testing.T, prefix string) string {
 		arr, _ := m.AsStrSlice()
 		keys = append(keys, arr...)
 	}
+	return keys
+}
+
+// claimKey finds the single claim hash the middleware wrote under prefix.
+func (e *env) claimKey(t *testing.T, prefix string) string {
+	t.Helper()
+	keys := e.claimKeys(t, prefix)
 	require.Len(t, keys, 1, "claims under %q", prefix)
 	return keys[0]
 }
@@ -116,7 +124,12 @@ func testMiddleware(t *testing.T, e *env) {
 	s := e.store(t, idempotency.WithKeyPrefix(prefix))
 	srv := server(t, s, handler,
 		idemhttp.WithRequired(func(r *http.Request) bool { return r.Method == http.MethodPost }),
-		idemhttp.WithScope(func(r *http.Request) string { return r.Header.Get("X-Tenant") }),
+		idemhttp.WithScope(func(r *http.Request) (string, error) {
+			if r.Header.Get("X-Tenant") == "unknown" {
+				return "", errors.New("unknown tenant")
+			}
+			return r.Header.Get("X-Tenant"), nil
+		}),
 		idemhttp.WithMaxRequestBody(64), idemhttp.WithMaxStoredResponse(50), idemhttp.WithTTL(time.Minute))
 
 	first := send(t, srv, "POST", "/orders", "k1", `{"a":1}`)
@@ -143,6 +156,13 @@ func testMiddleware(t *testing.T, e *env) {
 	requireReply(t, send(t, srv, "POST", "/orders", "k1", `{"a":1}`, "X-Tenant", "t2"), http.StatusCreated, false)
 	requireReply(t, send(t, srv, "PUT", "/orders", "k1", `{"a":1}`), http.StatusCreated, false)
 	require.EqualValues(t, 3, calls.Load())
+	// A request that cannot be scoped is answered 500 without claiming the key or running the handler.
+	claims := len(e.claimKeys(t, prefix))
+	unscoped := send(t, srv, "POST", "/orders", "k-unscoped", `{"a":1}`, "X-Tenant", "unknown")
+	requireReply(t, unscoped, http.StatusInternalServerError, false)
+	require.Equal(t, "application/problem+json", unscoped.header.Get("Content-Type"))
+	require.EqualValues(t, 3, calls.Load())
+	require.Len(t, e.claimKeys(t, prefix), claims, "no claim was written")
 	// An optional key may be missing: the handler runs unprotected each time.
 	requireReply(t, send(t, srv, "PUT", "/orders", "", `{}`), http.StatusCreated, false)
 	requireReply(t, send(t, srv, "PUT", "/orders", "", `{}`), http.StatusCreated, false)
@@ -174,6 +194,22 @@ func testMiddleware(t *testing.T, e *env) {
 	require.Len(t, big.body, 100)
 	requireReply(t, send(t, srv, "POST", "/big", "k5", ""), http.StatusConflict, false)
 	require.EqualValues(t, 8, calls.Load())
+
+	// Foreign data at the claim key (another type written there): 500, the handler does not run and the
+	// data is left alone; a retry cannot fix it, so it is not a 503.
+	fprefix := "mwforeign:"
+	fsrv := server(t, e.store(t, idempotency.WithKeyPrefix(fprefix)), handler)
+	requireReply(t, send(t, fsrv, "POST", "/orders", "f1", ""), http.StatusCreated, false)
+	fk := e.claimKey(t, fprefix)
+	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(fk).Value("not a claim").Build()).Error())
+	before := calls.Load()
+	foreign := send(t, fsrv, "POST", "/orders", "f1", "")
+	requireReply(t, foreign, http.StatusInternalServerError, false)
+	require.Equal(t, "application/problem+json", foreign.header.Get("Content-Type"))
+	require.Equal(t, before, calls.Load(), "the handler does not run over foreign data")
+	v, err := e.Raw.Do(ctx(t), e.Raw.B().Get().Key(fk).Build()).ToString()
+	require.NoError(t, err)
+	require.Equal(t, "not a claim", v)
 }
 
 // testMiddlewarePanics: a panicking handler leaves its claim pending by default (409 for duplicates);
