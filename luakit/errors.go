@@ -27,8 +27,10 @@ const (
 	// will not fix (NOPERM, WRONGTYPE, NOAUTH, WRONGPASS, "ERR ..." and any
 	// other error reply not listed as transient, including errors raised by
 	// a script), or a luakit precondition failed (ErrUnsupported,
-	// ErrCrossSlot, ErrEmptyKey, ErrMalformedInt). A script error raised
-	// after a write does not undo that write.
+	// ErrCrossSlot, ErrEmptyKey, ErrMalformedInt), or a shared terminal
+	// condition was reported (ErrInvalidConfig, ErrForeignData,
+	// ErrNilClient, ErrClosed). A script error raised after a write does not
+	// undo that write.
 	ClassTerminal
 	// ClassUncertain means no reply was read, so the command may or may not have
 	// run on the server: context cancellation or deadline, network errors,
@@ -85,7 +87,9 @@ func Classify(err error) Class {
 	}
 	switch {
 	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrCrossSlot),
-		errors.Is(err, ErrEmptyKey), errors.Is(err, ErrMalformedInt):
+		errors.Is(err, ErrEmptyKey), errors.Is(err, ErrMalformedInt),
+		errors.Is(err, ErrInvalidConfig), errors.Is(err, ErrForeignData),
+		errors.Is(err, ErrNilClient), errors.Is(err, ErrClosed):
 		return ClassTerminal
 	case errors.Is(err, rueidis.ErrNoSlot):
 		return ClassTransient

@@ -157,6 +157,9 @@ type emptyKeyError struct{ role string }
 func (e *emptyKeyError) Error() string { return "luakit: " + e.role + " is empty" }
 func (e *emptyKeyError) Unwrap() error { return ErrEmptyKey }
 
+// Is makes an empty key a configuration error too (errors.Is(err, ErrInvalidConfig)).
+func (e *emptyKeyError) Is(target error) bool { return target == ErrInvalidConfig }
+
 // ValidateKey returns nil when key is non-empty, and otherwise an error
 // wrapping [ErrEmptyKey] whose message names role ("luakit: lease key is
 // empty"). Any other bytes are valid in a Redis key.

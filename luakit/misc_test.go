@@ -2,6 +2,7 @@ package luakit
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"sync"
 	"testing"
@@ -86,5 +87,23 @@ func TestSharedErrors(t *testing.T) {
 	a, b := OwnerToken(), OwnerToken()
 	if len(a) != 32 || a == b {
 		t.Fatalf("OwnerToken: %q, %q", a, b)
+	}
+}
+
+func TestConfigSentinels(t *testing.T) {
+	s := ConfigSentinel("m: bad count")
+	wrapped := fmt.Errorf("m: %w (got -1)", s)
+	for name, err := range map[string]error{"sentinel": wrapped, "ttl": ErrInvalidTTL, "empty key": ValidateKey("key", "")} {
+		if !errors.Is(err, ErrInvalidConfig) || Classify(err) != ClassTerminal {
+			t.Errorf("%s: %v does not match ErrInvalidConfig as a terminal error", name, err)
+		}
+	}
+	if !errors.Is(wrapped, s) || errors.Is(wrapped, ErrInvalidTTL) {
+		t.Fatalf("sentinel identity lost")
+	}
+	for _, err := range []error{ErrForeignData, ErrClosed, ErrNilClient} {
+		if Classify(fmt.Errorf("x: %w", err)) != ClassTerminal {
+			t.Errorf("%v is not terminal", err)
+		}
 	}
 }

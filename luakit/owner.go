@@ -35,8 +35,8 @@ var (
 
 	// ErrInvalidTTL is returned, before any I/O, for a TTL the primitive cannot send: below one
 	// millisecond (TTLs are whole milliseconds), or zero where the primitive has no "no expiry" form.
-	// Each module's ErrInvalidTTL wraps or equals it.
-	ErrInvalidTTL = errors.New("coordkit: invalid TTL")
+	// Each module's ErrInvalidTTL wraps or equals it. It also matches [ErrInvalidConfig].
+	ErrInvalidTTL = ConfigSentinel("coordkit: invalid TTL")
 
 	// ErrKeepAliveRunning is returned by a handle's KeepAlive when a keep-alive already runs on it.
 	ErrKeepAliveRunning = errors.New("coordkit: keep-alive already running")

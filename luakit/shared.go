@@ -41,6 +41,16 @@ func (e *ConfigError) Error() string { return e.Module + ": " + e.Msg }
 // Is reports whether target is [ErrInvalidConfig].
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
+// ConfigSentinel returns a new sentinel error with message msg that also matches [ErrInvalidConfig]
+// (errors.Is(s, ErrInvalidConfig) is true, and errors.Is(err, s) works by identity as for any
+// sentinel). Modules declare their invalid-argument sentinels with it, such as ErrInvalidCount.
+func ConfigSentinel(msg string) error { return &configSentinel{msg: msg} }
+
+type configSentinel struct{ msg string }
+
+func (e *configSentinel) Error() string        { return e.msg }
+func (e *configSentinel) Is(target error) bool { return target == ErrInvalidConfig }
+
 // InvalidConfig returns a [*ConfigError] for module with a formatted message.
 func InvalidConfig(module, format string, args ...any) error {
 	return &ConfigError{Module: module, Msg: fmt.Sprintf(format, args...)}
