@@ -5,98 +5,114 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// BoundedOptions configures [NewBounded]. The zero value uses every default.
-type BoundedOptions struct {
-	// Chunk is how much headroom one reservation takes from the global counter. Larger chunks mean
-	// fewer round trips and more headroom held (unused) by this process. Default (0): max(1, limit/100).
-	// Near the limit a reservation shrinks to what is left.
-	Chunk int64
-	// TTL is passed to [Store.IncrementIfLessThan] on every reservation: when positive, a counter
-	// created by a reservation expires after TTL (a fixed window). 0 (default): no expiry.
-	TTL time.Duration
-}
-
 // Bounded is a buffered counter that can never take the global counter above its limit. Instead of
 // buffering increments and sending them later, it reserves headroom: when its local headroom cannot
-// cover an increment it takes a chunk from the global counter with [Store.IncrementIfLessThan]
-// (shrinking the chunk to what is left near the limit), so every value the server ever holds is
-// at most the limit, and increments within the reserved headroom need no I/O. Flush and Close give
-// the unused headroom back ([Store.DecrementIfGreaterThan] by the unused amount, minimum 0).
+// cover an increment it takes a chunk ([WithChunk]) from the global counter with
+// [Store.IncrementUpTo] (shrinking the chunk to what is left near the limit), so every value the
+// server ever holds is at most the limit, and increments within the reserved headroom need no I/O.
+// Flush and Close give the unused headroom back ([Store.DecrementDownTo] by the unused amount, floor
+// 0).
 //
 // The global counter therefore counts increments plus headroom reserved and not yet used. After every
 // Bounded of a key has been closed, it counts exactly the increments that were allowed.
 //
 // Loss window: headroom reserved by a process that crashes stays counted (it is never given back),
-// lowering the number of increments the limit still allows; use TTL windows to bound the damage.
+// lowering the number of increments the limit still allows; use [WithWindow] to bound the damage.
 // If the counter expires or is deleted while headroom is held, giving it back is skipped when the
 // value is below the unused amount (the reservation died with the key).
 //
-// A Bounded is safe for concurrent use; reservations are serialised (one round trip at a time per
-// Bounded). It owns no goroutine.
+// A Bounded is safe for concurrent use; calls that reserve or give back headroom run one at a time,
+// and a call waiting for another's round trip waits until its own ctx ends. It owns no goroutine.
 type Bounded struct {
-	store *Store
-	key   string
-	limit int64
-	chunk int64
-	ttl   time.Duration
+	store  *Store
+	key    string
+	limit  int64
+	chunk  int64
+	window time.Duration
 
-	mu       sync.Mutex
-	headroom int64 // reserved on the server, not yet used
-	closed   bool
+	turn     chan struct{} // one slot: held by the call that uses or changes headroom
+	headroom atomic.Int64  // reserved on the server, not yet used; written only while holding turn
+	closed   atomic.Bool
 }
 
-// NewBounded returns a Bounded for the counter at key with the inclusive global limit. It does no
-// I/O. It fails for an empty key, a negative Chunk or an invalid TTL.
-func NewBounded(store *Store, key string, limit int64, opts BoundedOptions) (*Bounded, error) {
+// NewBounded returns a Bounded for the counter at key with the inclusive global limit (any int64; a
+// limit below 1 refuses every increment). It does no I/O. It fails, with an error matching
+// [ErrInvalidConfig], for a nil store, an empty key or an invalid option; nil options are ignored.
+func NewBounded(store *Store, key string, limit int64, opts ...BoundedOption) (*Bounded, error) {
 	if store == nil {
-		return nil, errors.New("counter: nil store")
+		return nil, invalid(nil, "nil store")
 	}
 	if _, err := store.key(key); err != nil {
 		return nil, err
 	}
-	if opts.Chunk < 0 {
-		return nil, fmt.Errorf("%w: chunk %d", ErrInvalidDelta, opts.Chunk)
+	var cfg boundedConfig
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
 	}
-	if _, err := ttlMillis(opts.TTL); err != nil {
-		return nil, err
+	if cfg.chunk == 0 {
+		cfg.chunk = max(1, limit/100)
 	}
-	chunk := opts.Chunk
-	if chunk == 0 {
-		chunk = max(1, limit/100)
-	}
-	return &Bounded{store: store, key: key, limit: limit, chunk: chunk, ttl: opts.TTL}, nil
+	return &Bounded{store: store, key: key, limit: limit, chunk: cfg.chunk, window: cfg.window,
+		turn: make(chan struct{}, 1)}, nil
 }
+
+// lock takes the turn for op, waiting until ctx ends (then it returns an error wrapping ctx.Err()).
+// A free turn is taken even when ctx has ended, so calls that need no I/O do not depend on ctx.
+func (b *Bounded) lock(ctx context.Context, op string) error {
+	select {
+	case b.turn <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case b.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("counter: %s: waiting for a reservation in flight: %w", op, ctx.Err())
+	}
+}
+
+func (b *Bounded) unlock() { <-b.turn }
 
 // TryAdd counts delta (> 0) if the limit allows it: from local headroom when enough is reserved (no
 // I/O), otherwise after reserving more (one round trip per attempt, bounded by ctx). It returns false,
 // with nil error, when the global counter has too little headroom left for delta; the local headroom is
 // then kept for smaller increments.
 //
-// Errors: [ErrInvalidDelta] for delta <= 0, [ErrClosed] after Close, and the reservation's errors
-// ([ErrDisconnected], [ErrUncertain], ...); on an error delta is not counted. An uncertain
-// reservation may have taken headroom that this Bounded does not know of (it stays counted).
+// Errors: [ErrInvalidDelta] for delta <= 0 (matching [ErrInvalidConfig]), [ErrClosed] after Close,
+// an error wrapping ctx.Err() when ctx ends while another call's reservation runs, and the
+// reservation's errors ([ErrDisconnected], [ErrUncertain], ...); on an error delta is not counted.
+// An uncertain reservation may have taken headroom that this Bounded does not know of (it stays
+// counted).
 func (b *Bounded) TryAdd(ctx context.Context, delta int64) (bool, error) {
-	if delta <= 0 {
-		return false, fmt.Errorf("%w: got %d", ErrInvalidDelta, delta)
+	if err := checkDelta(delta); err != nil {
+		return false, err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return false, ErrClosed
+	if err := b.lock(ctx, "try add"); err != nil {
+		return false, err
 	}
-	for b.headroom < delta {
-		need := delta - b.headroom
+	defer b.unlock()
+	if b.closed.Load() {
+		return false, errClosed
+	}
+	for b.headroom.Load() < delta {
+		need := delta - b.headroom.Load()
 		want := max(b.chunk, need)
-		res, err := b.store.IncrementIfLessThan(ctx, b.key, want, b.limit, b.ttl)
+		res, err := b.store.IncrementUpTo(ctx, b.key, want, b.limit, b.window)
 		if err != nil {
 			return false, err
 		}
 		if res.Allowed {
-			b.headroom += want
+			b.headroom.Add(want)
 			continue
 		}
 		left := headroomLeft(res.Value, b.limit)
@@ -105,15 +121,15 @@ func (b *Bounded) TryAdd(ctx context.Context, delta int64) (bool, error) {
 		}
 		// Shrink the reservation to what is left; another process may take it first, then the next
 		// refusal reports less.
-		res, err = b.store.IncrementIfLessThan(ctx, b.key, left, b.limit, b.ttl)
+		res, err = b.store.IncrementUpTo(ctx, b.key, left, b.limit, b.window)
 		if err != nil {
 			return false, err
 		}
 		if res.Allowed {
-			b.headroom += left
+			b.headroom.Add(left)
 		}
 	}
-	b.headroom -= delta
+	b.headroom.Add(-delta)
 	return true, nil
 }
 
@@ -128,38 +144,47 @@ func headroomLeft(value, limit int64) int64 {
 	return limit - value
 }
 
-// Headroom returns the reserved headroom not yet used.
-func (b *Bounded) Headroom() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.headroom
-}
+// Headroom returns the reserved headroom not yet used. It does no I/O and never blocks.
+func (b *Bounded) Headroom() int64 { return b.headroom.Load() }
 
 // Flush gives the unused headroom back to the global counter (one round trip, none when there is
 // none), bounded by ctx. On success the headroom is 0; on an error that certainly wrote nothing it is
-// kept for a later Flush; on [ErrUncertain] it is dropped (it may have been given back).
+// kept for a later Flush or Close; on [ErrUncertain] it is dropped (it may have been given back).
+// It fails with [ErrClosed] after Close, and with an error wrapping ctx.Err() when ctx ends while
+// another call's reservation runs.
 func (b *Bounded) Flush(ctx context.Context) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.flushLocked(ctx)
+	if err := b.lock(ctx, "flush"); err != nil {
+		return err
+	}
+	defer b.unlock()
+	if b.closed.Load() {
+		return errClosed
+	}
+	return b.giveBack(ctx)
 }
 
-func (b *Bounded) flushLocked(ctx context.Context) error {
-	if b.headroom == 0 {
+func (b *Bounded) giveBack(ctx context.Context) error {
+	h := b.headroom.Load()
+	if h == 0 {
 		return nil
 	}
-	_, err := b.store.DecrementIfGreaterThan(ctx, b.key, b.headroom, 0)
+	_, err := b.store.DecrementDownTo(ctx, b.key, h, 0)
 	if err == nil || errors.Is(err, ErrUncertain) {
-		b.headroom = 0
+		b.headroom.Store(0)
 	}
 	return err
 }
 
-// Close gives the unused headroom back (as Flush) and makes later TryAdds fail with [ErrClosed].
-// It returns Flush's error; a second Close retries the give-back.
+// Close makes later TryAdd and Flush calls fail with [ErrClosed] and gives the unused headroom back
+// (as Flush), waiting first for a reservation in flight until ctx ends (then it returns an error
+// wrapping ctx.Err() and the headroom stays reserved). It returns the give-back's error. Close is
+// idempotent: a later Close gives back what an earlier one could not (a certain failure keeps the
+// headroom) and returns nil once there is none.
 func (b *Bounded) Close(ctx context.Context) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.closed = true
-	return b.flushLocked(ctx)
+	b.closed.Store(true)
+	if err := b.lock(ctx, "close"); err != nil {
+		return err
+	}
+	defer b.unlock()
+	return b.giveBack(ctx)
 }

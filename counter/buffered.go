@@ -7,30 +7,18 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
-// BufferedOptions configures [NewBuffered]. The zero value uses every default.
-type BufferedOptions struct {
-	// FlushInterval is how often the background goroutine flushes the pending delta. Default (0): 1s.
-	FlushInterval time.Duration
-	// FlushTimeout bounds each flush's round trip. Default (0): 5s.
-	FlushTimeout time.Duration
-	// TTL is passed to [Store.IncrementWithExpire] on every flush: when positive the counter's expiry is
-	// set to TTL at each flush; 0 (default) leaves it unchanged.
-	TTL time.Duration
-	// OnError, when set, is called (from the flushing goroutine) with every failed flush's error.
-	// Default: the store's logger logs a warning.
-	OnError func(error)
-}
-
 // Buffered accumulates increments of one counter in memory and adds them to the server in the
-// background, one [Store.IncrementWithExpire] per flush: on every FlushInterval and on Close. Add
-// never blocks on I/O, so it suits hot paths (page views, metrics) where a little delay and a bounded
-// loss window are acceptable.
+// background, one [Store.IncrementWithExpire] per flush: every flush interval ([WithFlushInterval])
+// and on Close. Add never blocks on I/O, so it suits hot paths (page views, metrics) where a little
+// delay and a bounded loss window are acceptable.
 //
 // Loss window: deltas not yet flushed live only in this process. A crash (or a process exit without
-// Close) loses at most the deltas added since the last successful flush, i.e. up to FlushInterval of
-// increments plus any still pending after failed flushes. A flush that certainly did not reach the
+// Close) loses at most the deltas added since the last successful flush, i.e. up to one flush interval
+// of increments plus any still pending after failed flushes. A flush that certainly did not reach the
 // server ([ErrDisconnected] without [ErrUncertain], a validation or overflow error) puts its delta back
 // into the buffer and is retried at the next flush. A flush whose outcome is uncertain (sent, no
 // reply) is not retried, so it is never counted twice: its delta may be lost (at most once).
@@ -40,64 +28,71 @@ type BufferedOptions struct {
 type Buffered struct {
 	store *Store
 	key   string
-	opts  BufferedOptions
+	cfg   bufferedConfig
 
 	mu      sync.Mutex
 	pending int64
 	closed  bool
 
-	flushMu sync.Mutex // one flush at a time
-	stop    chan struct{}
-	done    chan struct{}
+	flushMu    sync.Mutex         // one flush at a time
+	stop       chan struct{}      // closed by the first Close: the goroutine stops ticking
+	done       chan struct{}      // closed when the goroutine returns
+	flushCtx   context.Context    // parent of every background flush's context
+	stopFlush  context.CancelFunc // cancels flushCtx: ends a background flush in flight
+	stopClosed sync.Once
 }
 
 // NewBuffered returns a Buffered for the counter at key and starts its flushing goroutine. It does
-// no I/O. It fails, before starting anything, for an empty key or negative options.
-func NewBuffered(store *Store, key string, opts BufferedOptions) (*Buffered, error) {
+// no I/O. It fails, before starting anything, with an error matching [ErrInvalidConfig] for a nil
+// store, an empty key or an invalid option; nil options are ignored.
+func NewBuffered(store *Store, key string, opts ...BufferedOption) (*Buffered, error) {
 	if store == nil {
-		return nil, errors.New("counter: nil store")
+		return nil, invalid(nil, "nil store")
 	}
 	if _, err := store.key(key); err != nil {
 		return nil, err
 	}
-	if opts.FlushInterval < 0 || opts.FlushTimeout < 0 {
-		return nil, fmt.Errorf("counter: negative flush interval or timeout")
+	cfg := defaultBufferedConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
 	}
-	if _, err := ttlMillis(opts.TTL); err != nil {
-		return nil, err
-	}
-	if opts.FlushInterval == 0 {
-		opts.FlushInterval = time.Second
-	}
-	if opts.FlushTimeout == 0 {
-		opts.FlushTimeout = 5 * time.Second
-	}
-	b := &Buffered{store: store, key: key, opts: opts, stop: make(chan struct{}), done: make(chan struct{})}
+	b := &Buffered{store: store, key: key, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
+	b.flushCtx, b.stopFlush = context.WithCancel(context.Background())
 	go b.run()
 	return b, nil
 }
 
 func (b *Buffered) run() {
 	defer close(b.done)
-	t := time.NewTicker(b.opts.FlushInterval)
+	t := time.NewTicker(b.cfg.flushInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), b.opts.FlushTimeout)
-			if err := b.Flush(ctx); err != nil {
+			// Without a deadline on the context itself, rueidis queues the command on the pipeline
+			// (with one, it may write it synchronously and ignore a cancellation until the deadline),
+			// so Close's cancellation of flushCtx ends the flush at once.
+			ctx, cancel := context.WithTimeout(b.flushCtx, b.cfg.flushTimeout)
+			qctx, stop := luakit.WithoutDeadline(ctx)
+			if err := b.flush(qctx); err != nil {
 				b.report(err)
 			}
+			stop()
 			cancel()
 		}
 	}
 }
 
 func (b *Buffered) report(err error) {
-	if b.opts.OnError != nil {
-		b.opts.OnError(err)
+	if b.cfg.onError != nil {
+		b.cfg.onError(err)
 		return
 	}
 	b.store.cfg.logger.Warn("counter: buffered flush failed", "error", err)
@@ -110,7 +105,7 @@ func (b *Buffered) Add(delta int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return ErrClosed
+		return errClosed
 	}
 	if (delta > 0 && b.pending > math.MaxInt64-delta) || (delta < 0 && b.pending < math.MinInt64-delta) {
 		return fmt.Errorf("%w: pending buffered delta", ErrOverflow)
@@ -119,7 +114,7 @@ func (b *Buffered) Add(delta int64) error {
 	return nil
 }
 
-// Pending returns the delta added locally and not yet flushed.
+// Pending returns the delta added locally and not yet flushed. It does no I/O.
 func (b *Buffered) Pending() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -129,8 +124,19 @@ func (b *Buffered) Pending() int64 {
 // Flush sends the pending delta now (nothing when it is 0) and waits for the reply, bounded by ctx.
 // On success the delta is on the server. On an error that certainly wrote nothing the delta is put
 // back into the buffer; on [ErrUncertain] it is dropped (see the loss window in [Buffered]).
-// Concurrent flushes run one at a time.
+// Concurrent flushes, and the background ones, run one at a time. It fails with [ErrClosed] after
+// Close (which makes the last flush itself).
 func (b *Buffered) Flush(ctx context.Context) error {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return errClosed
+	}
+	return b.flush(ctx)
+}
+
+func (b *Buffered) flush(ctx context.Context) error {
 	b.flushMu.Lock()
 	defer b.flushMu.Unlock()
 	b.mu.Lock()
@@ -140,7 +146,7 @@ func (b *Buffered) Flush(ctx context.Context) error {
 	if d == 0 {
 		return nil
 	}
-	_, err := b.store.IncrementWithExpire(ctx, b.key, d, b.opts.TTL)
+	_, err := b.store.IncrementWithExpire(ctx, b.key, d, b.cfg.ttl)
 	if err == nil {
 		return nil
 	}
@@ -157,18 +163,27 @@ func (b *Buffered) Flush(ctx context.Context) error {
 	return fmt.Errorf("counter: buffered flush failed, delta re-buffered: %w", err)
 }
 
-// Close stops the background goroutine (waiting for it) and makes a final Flush bounded by ctx,
-// returning its error; later Adds fail with [ErrClosed]. A delta the final flush could not write stays
-// in Pending and is lost when the Buffered is dropped. Close is idempotent: a second call only
-// flushes again.
+// Close makes later Add and Flush calls fail with [ErrClosed], stops the background goroutine and
+// makes a final flush bounded by ctx, returning its error. A background flush in flight is waited
+// for until ctx ends; then Close cancels it (its delta may be lost, as for any uncertain flush, and
+// the flush error handler may still be called with that error) and returns an error wrapping
+// ctx.Err() without the final flush. A delta that Close could not write stays in Pending and is lost
+// when the Buffered is dropped. Close is idempotent: a later Close waits for the goroutine in the
+// same way, flushes what an earlier one could not write (nothing is sent when nothing is pending),
+// and returns nil once nothing is.
 func (b *Buffered) Close(ctx context.Context) error {
 	b.mu.Lock()
-	first := !b.closed
 	b.closed = true
 	b.mu.Unlock()
-	if first {
-		close(b.stop)
+	b.stopClosed.Do(func() { close(b.stop) })
+	select {
+	case <-b.done:
+		b.stopFlush()
+	case <-ctx.Done():
+		// Ends the flush in flight; the goroutine returns as soon as the client gives the command up
+		// (at once on an open connection, after the dial timeout on one rueidis is still dialling).
+		b.stopFlush()
+		return fmt.Errorf("counter: close: waiting for the background flush: %w", ctx.Err())
 	}
-	<-b.done
-	return b.Flush(ctx)
+	return b.flush(ctx)
 }

@@ -36,7 +36,7 @@ func newStore(t *testing.T, opts ...Option) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	return s
 }
 
@@ -69,40 +69,7 @@ func TestNew(t *testing.T) {
 				if !s.Connected() {
 					t.Fatal("a new store must start connected")
 				}
-				_ = s.Close()
-			}
-		})
-	}
-}
-
-func TestValidationBeforeIO(t *testing.T) {
-	s := newStore(t)
-	ctx := context.Background()
-	tests := []struct {
-		name string
-		call func() error
-		want error
-	}{
-		{"incr empty key", func() error { _, err := s.IncrementWithExpire(ctx, "", 1, 0); return err }, luakit.ErrEmptyKey},
-		{"incr negative ttl", func() error { _, err := s.IncrementWithExpire(ctx, "k", 1, -time.Second); return err }, ErrInvalidTTL},
-		{"incr sub-ms ttl", func() error { _, err := s.IncrementWithExpire(ctx, "k", 1, time.Microsecond); return err }, ErrInvalidTTL},
-		{"limit empty key", func() error { _, err := s.IncrementIfLessThan(ctx, "", 1, 5, 0); return err }, luakit.ErrEmptyKey},
-		{"limit zero delta", func() error { _, err := s.IncrementIfLessThan(ctx, "k", 0, 5, 0); return err }, ErrInvalidDelta},
-		{"limit negative delta", func() error { _, err := s.IncrementIfLessThan(ctx, "k", -1, 5, 0); return err }, ErrInvalidDelta},
-		{"limit bad ttl", func() error { _, err := s.IncrementIfLessThan(ctx, "k", 1, 5, -1); return err }, ErrInvalidTTL},
-		{"floor empty key", func() error { _, err := s.DecrementIfGreaterThan(ctx, "", 1, 0); return err }, luakit.ErrEmptyKey},
-		{"floor zero delta", func() error { _, err := s.DecrementIfGreaterThan(ctx, "k", 0, 0); return err }, ErrInvalidDelta},
-		{"get empty key", func() error { _, err := s.Get(ctx, ""); return err }, luakit.ErrEmptyKey},
-		{"getmany empty key", func() error { _, err := s.GetMany(ctx, []string{"a", ""}); return err }, luakit.ErrEmptyKey},
-		{"buffered empty key", func() error { _, err := NewBuffered(s, "", BufferedOptions{}); return err }, luakit.ErrEmptyKey},
-		{"buffered bad ttl", func() error { _, err := NewBuffered(s, "k", BufferedOptions{TTL: -1}); return err }, ErrInvalidTTL},
-		{"bounded empty key", func() error { _, err := NewBounded(s, "", 10, BoundedOptions{}); return err }, luakit.ErrEmptyKey},
-		{"bounded negative chunk", func() error { _, err := NewBounded(s, "k", 10, BoundedOptions{Chunk: -1}); return err }, ErrInvalidDelta},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.call(); !errors.Is(err, tt.want) {
-				t.Fatalf("error = %v, want %v", err, tt.want)
+				_ = s.Close(context.Background())
 			}
 		})
 	}
@@ -141,11 +108,11 @@ func TestDisconnectedFailsFastAndClose(t *testing.T) {
 	if _, err := s.IncrementWithExpire(ctx, "k", 1, 0); !errors.Is(err, ErrDisconnected) {
 		t.Fatalf("IncrementWithExpire = %v", err)
 	}
-	if _, err := s.IncrementIfLessThan(ctx, "k", 1, 2, 0); !errors.Is(err, ErrDisconnected) {
-		t.Fatalf("IncrementIfLessThan = %v", err)
+	if _, err := s.IncrementUpTo(ctx, "k", 1, 2, 0); !errors.Is(err, ErrDisconnected) {
+		t.Fatalf("IncrementUpTo = %v", err)
 	}
-	if _, err := s.DecrementIfGreaterThan(ctx, "k", 1, 0); !errors.Is(err, ErrDisconnected) {
-		t.Fatalf("DecrementIfGreaterThan = %v", err)
+	if _, err := s.DecrementDownTo(ctx, "k", 1, 0); !errors.Is(err, ErrDisconnected) {
+		t.Fatalf("DecrementDownTo = %v", err)
 	}
 	if _, err := s.Get(ctx, "k"); !errors.Is(err, ErrDisconnected) {
 		t.Fatalf("Get = %v", err)
@@ -156,10 +123,10 @@ func TestDisconnectedFailsFastAndClose(t *testing.T) {
 	if _, err := s.BatchIncrement(ctx, []Increment{{Key: "k", Delta: 1}}); !errors.Is(err, ErrDisconnected) {
 		t.Fatalf("BatchIncrement = %v", err)
 	}
-	if err := s.Close(); err != nil {
+	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
+	if err := s.Close(ctx); err != nil {
 		t.Fatal("second Close:", err)
 	}
 	if _, err := s.Get(ctx, "k"); !errors.Is(err, ErrClosed) {
@@ -271,7 +238,7 @@ func TestPTTLDuration(t *testing.T) {
 
 func TestBufferedLocal(t *testing.T) {
 	s := newStore(t)
-	b, err := NewBuffered(s, "k", BufferedOptions{FlushInterval: time.Hour})
+	b, err := NewBuffered(s, "k", WithFlushInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +262,7 @@ func TestBufferedLocal(t *testing.T) {
 
 func TestBoundedLocal(t *testing.T) {
 	s := newStore(t)
-	b, err := NewBounded(s, "k", 1000, BoundedOptions{})
+	b, err := NewBounded(s, "k", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,24 +4,26 @@
 //
 // # Model
 //
-// A counter is one string key holding a decimal int64; an absent or expired key reads as 0. Every
-// operation of a [Store] is one round trip: one Lua script per atomic transition (incr.lua,
-// limit.lua, floor.lua), one MGET per Cluster slot for [Store.GetMany], or one pipeline for
-// [Store.BatchIncrement]. The behaviour follows the seed's counter store:
+// A counter is one string key holding the canonical decimal form of an int64; an absent or expired
+// key reads as 0. Every operation of a [Store] is one round trip: one Lua script per atomic
+// transition (incr.lua, limit.lua, floor.lua), one MGET per Cluster slot for [Store.GetMany], or one
+// pipeline for [Store.BatchIncrement]:
 //
 //   - [Store.IncrementWithExpire]: INCRBY, then PEXPIRE ttl when ttl > 0 (on every call: a sliding
 //     expiry); returns the new value.
-//   - [Store.IncrementIfLessThan]: allowed iff current + delta <= limit; INCRBY when allowed, and
-//     PEXPIRE ttl only when the call created the key (a fixed window); returns allowed, the new or
-//     unchanged value and the remaining TTL. A refusal writes nothing.
-//   - [Store.DecrementIfGreaterThan]: allowed iff current - delta >= min; DECRBY when allowed (expiry
-//     unchanged); returns allowed, the value and Remaining = value - min.
+//   - [Store.IncrementUpTo]: allowed iff current + delta <= limit (the new value may equal the
+//     limit); INCRBY when allowed, and PEXPIRE ttl only when the call created the key (a fixed
+//     window); returns allowed, the new or unchanged value and the remaining TTL. A refusal writes
+//     nothing.
+//   - [Store.DecrementDownTo]: allowed iff current - delta >= floor (the new value may equal the
+//     floor); DECRBY when allowed (expiry unchanged); returns allowed, the value and Remaining =
+//     value - floor.
 //
 // A limit check where the caller chooses what an unreachable server means:
 //
 //	store, _ := counter.New(client)
-//	defer store.Close()
-//	res, err := store.IncrementIfLessThan(ctx, "quota:{tenant42}", 1, 500, time.Hour)
+//	defer store.Close(ctx)
+//	res, err := store.IncrementUpTo(ctx, "quota:{tenant42}", 1, 500, time.Hour)
 //	switch {
 //	case errors.Is(err, counter.ErrDisconnected):
 //		allowed = failOpen // the caller's policy: true to fail open, false to fail closed
@@ -40,13 +42,16 @@
 //   - Values are exact over the whole int64 range: scripts return values as decimal strings (exact
 //     above 2^53), and limit comparisons are done exactly on (high, low) digit groups.
 //   - An increment that would overflow int64 fails with [ErrOverflow] and writes nothing; a key holding
-//     a non-integer fails with [ErrNotInteger] and writes nothing; a refused limit check writes
-//     nothing.
-//   - Under any concurrency, IncrementIfLessThan never takes a counter above its limit, and the number
-//     of allowed increments of delta starting from 0 is exactly limit/delta.
+//     foreign data (a string that is not a canonical decimal int64, or another type) fails with
+//     [ErrNotInteger], which matches luakit's shared [ErrForeignData], and writes nothing; a refused
+//     limit check writes nothing.
+//   - Under any concurrency, IncrementUpTo never takes a counter above its limit, and the number of
+//     allowed increments of delta starting from 0 is exactly limit/delta.
 //   - BatchIncrement returns results in input order, each item atomic on its own.
 //   - Bad input (empty key, non-positive delta where a positive one is required, negative or
-//     sub-millisecond TTL) is rejected before any I/O.
+//     sub-millisecond TTL, an invalid option) is rejected before any I/O with an error matching
+//     [ErrInvalidConfig].
+//   - Every error starts with "counter: " and never contains a key or a counter's value.
 //   - While the server is unreachable, calls fail at once with [ErrDisconnected] without touching the
 //     client, and succeed again without any action once a background probe reaches the server.
 //     Outcomes that cannot be known are [ErrUncertain], never success.
@@ -78,6 +83,9 @@
 // # Concurrency
 //
 // [Store], [Buffered] and [Bounded] are safe for concurrent use. A Store owns a goroutine only while
-// disconnected (the probe), a Buffered one flushing goroutine; each ends in its Close. A Bounded owns
-// none.
+// disconnected (the probe), a Buffered one flushing goroutine; each ends in its Close(ctx), which
+// waits for it until ctx ends. A Bounded owns none, yet has the same Close(ctx): closing is how it
+// gives unused headroom back, so it is a release that must not be skipped, bounded by ctx like any
+// round trip. After Close, calls fail with [ErrClosed]; Close itself is idempotent. No value closes
+// the caller's rueidis client.
 package counter

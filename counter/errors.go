@@ -4,9 +4,25 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
-// Sentinel errors. Compare with errors.Is: most are returned wrapped with detail.
+// Conditions every Coordkit module shares. These are luakit's values (counter.ErrUncertain ==
+// luakit.ErrUncertain), so one errors.Is check works whichever module returned the error; the errors
+// the counter returns match them and start with "counter: ".
+var (
+	ErrUncertain     = luakit.ErrUncertain     // a write was sent and no reply read: it may have been applied
+	ErrInvalidConfig = luakit.ErrInvalidConfig // every bad option or argument, found before any I/O
+	ErrInvalidTTL    = luakit.ErrInvalidTTL    // a TTL below 0, or above 0 and below 1ms (before any I/O)
+	ErrForeignData   = luakit.ErrForeignData   // the key holds something other than a counter (ErrNotInteger)
+	ErrNilClient     = luakit.ErrNilClient     // New was given a nil rueidis.Client
+	ErrClosed        = luakit.ErrClosed        // a call after Close of a Store, Buffered or Bounded
+)
+
+// The counter's own conditions. Compare with errors.Is: most are returned wrapped with detail.
 var (
 	// ErrDisconnected is returned while the [Store] cannot reach the server: by the call that found the
 	// connection broken (a dial, read or write error) and then, at once and without touching the
@@ -16,30 +32,54 @@ var (
 	// fail open (allow) or fail closed (deny); see the package example.
 	ErrDisconnected = errors.New("counter: server unreachable")
 
-	// ErrUncertain wraps failures where a write may have reached the server but no reply was read
-	// (timeout, cancellation, broken connection): the increment may or may not have been applied.
-	ErrUncertain = errors.New("counter: outcome uncertain")
-
-	// ErrOverflow is returned when an increment would take a counter outside the int64 range. Nothing
-	// was written: the counter keeps its value and expiry.
+	// ErrOverflow is returned when an increment would take a counter outside the int64 range (or, for
+	// [Buffered.Add], the pending delta). Nothing was written: the counter keeps its value and expiry.
 	ErrOverflow = errors.New("counter: increment would overflow int64")
 
-	// ErrNotInteger is returned when the key holds a value that is not a decimal int64 (or a
-	// non-string type). Nothing was written.
-	ErrNotInteger = errors.New("counter: key does not hold a decimal int64")
+	// ErrNotInteger is returned when the key holds foreign data: a string that is not the canonical
+	// decimal form of an int64 (an optional '-', no '+', no leading zeros or spaces, within range), or
+	// a key of another type (the server's WRONGTYPE). It matches [ErrForeignData] too. Nothing was
+	// written. The error never quotes the value.
+	ErrNotInteger error = &kindError{"counter: key does not hold a decimal int64", []error{luakit.ErrForeignData}}
 
-	// ErrInvalidDelta is returned, before any I/O, for a delta that must be positive and is not.
-	ErrInvalidDelta = errors.New("counter: delta must be positive")
-
-	// ErrInvalidTTL is returned, before any I/O, for a negative TTL or a positive TTL under 1ms.
-	ErrInvalidTTL = errors.New("counter: ttl must be 0 (none) or at least 1ms")
-
-	// ErrNilClient is returned by [New] for a nil rueidis.Client.
-	ErrNilClient = errors.New("counter: nil rueidis client")
-
-	// ErrClosed is returned by calls on a closed [Store], [Buffered] or [Bounded].
-	ErrClosed = errors.New("counter: closed")
+	// ErrInvalidDelta is returned, before any I/O, for a delta that must be positive and is not. It
+	// matches [ErrInvalidConfig] too.
+	ErrInvalidDelta error = &kindError{"counter: delta must be positive", []error{luakit.ErrInvalidConfig}}
 )
+
+// The shared values as the counter returns them: with the module's prefix.
+var (
+	errUncertain = &kindError{"counter: outcome uncertain", []error{luakit.ErrUncertain}}
+	errClosed    = &kindError{"counter: closed", []error{luakit.ErrClosed}}
+	errNilClient = &kindError{"counter: nil rueidis client", []error{luakit.ErrNilClient}}
+)
+
+// kindError is an error with its own message that matches (errors.Is / errors.As) every error of errs.
+type kindError struct {
+	msg  string
+	errs []error
+}
+
+func (e *kindError) Error() string   { return e.msg }
+func (e *kindError) Unwrap() []error { return e.errs }
+
+// configError is a bad option or argument found before any I/O: "counter: <msg>", matching
+// [ErrInvalidConfig] and, when set, kind ([ErrInvalidTTL], luakit.ErrEmptyKey).
+type configError struct {
+	kind error
+	msg  string
+}
+
+func (e *configError) Error() string { return "counter: " + e.msg }
+
+func (e *configError) Is(target error) bool {
+	return target == luakit.ErrInvalidConfig || (e.kind != nil && target == e.kind)
+}
+
+// invalid returns a *configError matching kind (nil for none) with a formatted message.
+func invalid(kind error, format string, args ...any) error {
+	return &configError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
 
 // BatchError reports the per-item failures of [Store.BatchIncrement] or [Store.GetMany]. Errs has
 // one entry per input item, nil where the item succeeded. errors.Is / errors.As look through every
@@ -76,15 +116,16 @@ func (e *BatchError) Unwrap() []error {
 	return out
 }
 
-// serverError maps a server error reply of a counter script to the package's sentinels, keeping the
-// reply as detail.
-func serverError(err error) error {
-	msg := err.Error()
+// serverError maps a server error reply to the package's sentinels, keeping the reply as detail (so
+// luakit.Classify still sees it). The replies mapped are the server's own: INCRBY's overflow and
+// "not an integer" errors, and WRONGTYPE.
+func serverError(re *rueidis.RedisError, err error) error {
+	msg := re.Error()
 	switch {
 	case strings.Contains(msg, "overflow"):
 		return fmt.Errorf("%w: %w", ErrOverflow, err)
-	case strings.Contains(msg, "not an integer"), strings.Contains(msg, "WRONGTYPE"):
+	case strings.Contains(msg, "not an integer"), strings.HasPrefix(msg, "WRONGTYPE"):
 		return fmt.Errorf("%w: %w", ErrNotInteger, err)
 	}
-	return err
+	return fmt.Errorf("counter: %w", err)
 }

@@ -13,7 +13,8 @@ import (
 
 // A quota check where the caller decides what an unreachable server means: fail open (allow) for a
 // soft limit, fail closed (deny) for a hard one. While disconnected the call returns at once.
-func ExampleStore_IncrementIfLessThan() {
+// The new value may equal the limit: with limit 500, the 500th unit is allowed and the 501st refused.
+func ExampleStore_IncrementUpTo() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
@@ -23,10 +24,11 @@ func ExampleStore_IncrementIfLessThan() {
 	if err != nil {
 		return
 	}
-	defer store.Close()
+	ctx := context.Background()
+	defer store.Close(ctx)
 
 	const failOpen = false // a hard quota: deny while the counter is unreachable
-	res, err := store.IncrementIfLessThan(context.Background(), "tenant42", 1, 500, time.Hour)
+	res, err := store.IncrementUpTo(ctx, "tenant42", 1, 500, time.Hour)
 	var allowed bool
 	switch {
 	case errors.Is(err, counter.ErrDisconnected):
@@ -50,8 +52,9 @@ func ExampleStore_BatchIncrement() {
 	if err != nil {
 		return
 	}
-	defer store.Close()
-	vals, err := store.BatchIncrement(context.Background(), []counter.Increment{
+	ctx := context.Background()
+	defer store.Close(ctx)
+	vals, err := store.BatchIncrement(ctx, []counter.Increment{
 		{Key: "views:home", Delta: 10, TTL: 24 * time.Hour},
 		{Key: "views:about", Delta: 2, TTL: 24 * time.Hour},
 	})
@@ -77,12 +80,14 @@ func ExampleNewBuffered() {
 	if err != nil {
 		return
 	}
-	defer store.Close()
-	views, err := counter.NewBuffered(store, "views:home", counter.BufferedOptions{FlushInterval: time.Second})
+	ctx := context.Background()
+	defer store.Close(ctx)
+	views, err := counter.NewBuffered(store, "views:home",
+		counter.WithFlushInterval(time.Second), counter.WithFlushTTL(24*time.Hour))
 	if err != nil {
 		return
 	}
-	defer views.Close(context.Background()) // the final flush
+	defer views.Close(ctx) // the final flush
 	for range 1000 {
 		_ = views.Add(1) // no I/O
 	}
@@ -100,9 +105,10 @@ func ExampleNewBounded() {
 	if err != nil {
 		return
 	}
-	defer store.Close()
 	ctx := context.Background()
-	emails, err := counter.NewBounded(store, "emails:today", 10000, counter.BoundedOptions{Chunk: 100, TTL: 24 * time.Hour})
+	defer store.Close(ctx)
+	emails, err := counter.NewBounded(store, "emails:today", 10000,
+		counter.WithChunk(100), counter.WithWindow(24*time.Hour))
 	if err != nil {
 		return
 	}

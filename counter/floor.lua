@@ -1,14 +1,30 @@
--- floor: decrement a counter only if the result stays at or above an inclusive minimum.
+-- floor: decrement a counter only if the result is at least an inclusive floor
+-- (Store.DecrementDownTo).
 --
 -- KEYS[1]  the counter key (a string holding a decimal int64; absent = 0)
 -- ARGV[1]  delta: canonical decimal int64, > 0 (the amount to subtract)
--- ARGV[2]  min: canonical decimal int64, inclusive (allowed iff current - delta >= min)
+-- ARGV[2]  floor: canonical decimal int64, inclusive (allowed iff current - delta >= floor)
 --
--- Returns {allowed, value}: allowed 1 or 0; value the new (allowed) or unchanged (denied) value as a
--- decimal string ("0" for an absent key). The key's expiry is never changed; an allowed call on an
--- absent key creates it without expiry. The comparison is exact over the whole int64 range (see
--- limit.lua); a denied call writes nothing; an allowed call cannot overflow (the result is >= min).
+-- Returns one of:
+--   {allowed, value}     allowed 1 or 0; value the new (allowed) or unchanged (refused) value as a
+--                        decimal string ("0" for an absent key)
+--   {-1, 'not_integer'}  the key holds a string that is not a canonical decimal int64; nothing written
+-- A key of another type fails with the server's WRONGTYPE at the GET, before anything is written.
+-- The key's expiry is never changed; an allowed call on an absent key creates it without expiry.
+-- The comparison is exact over the whole int64 range (see limit.lua); a refused call writes nothing;
+-- an allowed call cannot overflow (the result is >= floor).
 -- Complexity: O(1).
+
+-- canonical: as in limit.lua.
+local function canonical(s)
+  if s == '0' then return true end
+  local digits = string.match(s, '^%-?([1-9]%d*)$')
+  if not digits then return false end
+  if #digits ~= 19 then return #digits < 19 end
+  if string.sub(s, 1, 1) == '-' then return digits <= '9223372036854775808' end
+  return digits <= '9223372036854775807'
+end
+
 local function split(s)
   local neg = string.sub(s, 1, 1) == '-'
   if neg then s = string.sub(s, 2) end
@@ -27,8 +43,8 @@ end
 
 local cur = redis.call('GET', KEYS[1])
 local curs = cur or '0'
-if not string.match(curs, '^%-?%d+$') or #curs > 20 then
-  return redis.error_reply('ERR value is not an integer or out of range')
+if not canonical(curs) then
+  return {-1, 'not_integer'}
 end
 local ch, cl = split(curs)
 local dh, dl = split(ARGV[1])

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
 // refuse returns the error of a call made while the store is disconnected or closed, or nil.
 func (s *Store) refuse() error {
 	if s.closed.Load() {
-		return ErrClosed
+		return errClosed
 	}
 	if !s.healthy.Load() {
 		return fmt.Errorf("%w: waiting for a probe to reach the server", ErrDisconnected)
@@ -49,26 +51,30 @@ func notSent(err error) bool {
 	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
-// fail converts the transport or context error of a call into the package's vocabulary and, when the
-// connection is lost, marks the store disconnected and starts the probe. key is a physical key of
-// the call, used by the probe so that on Cluster it reaches the same node. write says whether the
-// call could change server state (then anything but a dial error is uncertain).
+// fail converts the transport, context or server error of a call into the package's vocabulary,
+// always with the "counter: " prefix, and, when the connection is lost, marks the store disconnected
+// and starts the probe. key is a physical key of the call, used by the probe so that on Cluster it
+// reaches the same node. write says whether the call could change server state (then anything but a
+// dial error or a server error reply is uncertain).
 func (s *Store) fail(ctx context.Context, key string, write bool, err error) error {
 	if connectionLost(ctx, err) {
 		s.markDown(key)
 		if !write || notSent(err) {
 			return fmt.Errorf("%w: %w", ErrDisconnected, err)
 		}
-		return fmt.Errorf("%w (%w): %w", ErrDisconnected, ErrUncertain, err)
+		return &kindError{
+			msg:  "counter: server unreachable, outcome uncertain: " + err.Error(),
+			errs: []error{ErrDisconnected, ErrUncertain, err},
+		}
 	}
 	var re *rueidis.RedisError
-	if errors.As(err, &re) {
-		return serverError(err)
+	if errors.As(err, &re) && !re.IsNil() {
+		return serverError(re, err)
 	}
 	if write && !rueidis.IsRedisNil(err) {
-		return fmt.Errorf("%w: %w", ErrUncertain, err)
+		return fmt.Errorf("%w: %w", errUncertain, err)
 	}
-	return err
+	return fmt.Errorf("counter: %w", err)
 }
 
 // markDown switches the store to disconnected and starts the probe goroutine if none runs.
@@ -86,40 +92,55 @@ func (s *Store) markDown(key string) {
 		return
 	}
 	s.probing = true
-	s.wg.Add(1)
-	go s.probe()
+	done := make(chan struct{})
+	s.probeDone = done
+	go s.probe(done)
 }
 
 // probe runs while the store is disconnected: every probe interval it sends one EXISTS for the key of
 // the call that failed (so on Cluster it reaches that key's node) and marks the store healthy on the
-// first reply. It ends on success or on Close.
-func (s *Store) probe() {
-	defer s.wg.Done()
+// first reply. It ends on success or on Close (which cancels s.probeCtx, ending a probe in flight),
+// and closes done when it returns.
+func (s *Store) probe(done chan struct{}) {
+	defer close(done)
 	t := time.NewTicker(s.cfg.probeInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
-			s.mu.Lock()
-			s.probing = false
-			s.mu.Unlock()
+		case <-s.probeCtx.Done():
+			s.endProbe(false)
 			return
 		case <-t.C:
 		}
 		s.mu.Lock()
 		key := s.probeKey
 		s.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.probeTimeout)
-		err := s.client.Do(ctx, s.client.B().Arbitrary("EXISTS").Keys(key).Build()).Error()
+		// WithoutDeadline: a command whose context carries a deadline may be written synchronously
+		// and then ignore Close's cancellation until the deadline (see Buffered.run).
+		ctx, cancel := context.WithTimeout(s.probeCtx, s.cfg.probeTimeout)
+		qctx, stop := luakit.WithoutDeadline(ctx)
+		err := s.client.Do(qctx, s.client.B().Arbitrary("EXISTS").Keys(key).Build()).Error()
+		stop()
 		cancel()
 		if err != nil {
 			continue
 		}
-		s.mu.Lock()
-		s.probing = false
-		s.healthy.Store(true)
-		s.mu.Unlock()
-		s.cfg.logger.Info("counter: server reachable again")
+		if s.endProbe(true) {
+			s.cfg.logger.Info("counter: server reachable again")
+		}
 		return
 	}
+}
+
+// endProbe records that the probe goroutine is returning; reached says whether it reached the
+// server, which makes the store connected again unless it was closed. It reports whether it did.
+func (s *Store) endProbe(reached bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.probing = false
+	if reached && !s.closed.Load() {
+		s.healthy.Store(true)
+		return true
+	}
+	return false
 }

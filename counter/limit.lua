@@ -1,4 +1,5 @@
--- limit: increment a counter only if the result stays within an inclusive upper limit.
+-- limit: increment a counter only if the result is at most an inclusive upper limit
+-- (Store.IncrementUpTo).
 --
 -- KEYS[1]  the counter key (a string holding a decimal int64; absent = 0)
 -- ARGV[1]  delta: canonical decimal int64, > 0
@@ -6,14 +7,30 @@
 -- ARGV[3]  ttl in milliseconds: 0 = none; > 0 is applied with PEXPIRE only when this call creates the
 --          key (a fixed window: later increments never extend it)
 --
--- Returns {allowed, value, pttl}: allowed 1 or 0; value the new (allowed) or unchanged (denied) value
--- as a decimal string ("0" for an absent key); pttl the key's PTTL in milliseconds after the call
--- (-1 no expiry, -2 absent).
+-- Returns one of:
+--   {allowed, value, pttl}  allowed 1 or 0; value the new (allowed) or unchanged (refused) value as a
+--                           decimal string ("0" for an absent key); pttl the key's PTTL in
+--                           milliseconds after the call (-1 no expiry, -2 absent)
+--   {-1, 'not_integer'}     the key holds a string that is not a canonical decimal int64; nothing
+--                           written
+-- A key of another type fails with the server's WRONGTYPE at the GET, before anything is written.
 -- The comparison is exact over the whole int64 range: both sides are split into (high, low) parts of
--- 9 decimal digits, which Lua's doubles hold exactly. A denied call writes nothing; an allowed call
--- cannot overflow (the result is <= limit). A value that is not a decimal integer is an error with
--- nothing written.
+-- 9 decimal digits, which Lua's doubles hold exactly. A refused call writes nothing; an allowed call
+-- cannot overflow (the result is <= limit).
 -- Complexity: O(1).
+
+-- canonical reports whether s is the canonical decimal form of an int64 (the form INCRBY accepts and
+-- Go's strconv.FormatInt writes): '0', or an optional '-', a digit 1-9 and more digits, within
+-- [-2^63, 2^63-1]. Equal-length digit strings compare like the numbers they write.
+local function canonical(s)
+  if s == '0' then return true end
+  local digits = string.match(s, '^%-?([1-9]%d*)$')
+  if not digits then return false end
+  if #digits ~= 19 then return #digits < 19 end
+  if string.sub(s, 1, 1) == '-' then return digits <= '9223372036854775808' end
+  return digits <= '9223372036854775807'
+end
+
 local function split(s)
   local neg = string.sub(s, 1, 1) == '-'
   if neg then s = string.sub(s, 2) end
@@ -32,8 +49,8 @@ end
 
 local cur = redis.call('GET', KEYS[1])
 local curs = cur or '0'
-if not string.match(curs, '^%-?%d+$') or #curs > 20 then
-  return redis.error_reply('ERR value is not an integer or out of range')
+if not canonical(curs) then
+  return {-1, 'not_integer'}
 end
 local ch, cl = split(curs)
 local dh, dl = split(ARGV[1])

@@ -25,7 +25,7 @@ import (
 // notices the server is back and calls succeed again without any action. See the package
 // documentation for what is and is not detected.
 //
-// A Store is safe for concurrent use. It never closes the client. Close stops the probe goroutine.
+// A Store is safe for concurrent use. It never closes the client. Close ends the probe goroutine.
 type Store struct {
 	client rueidis.Client
 	cfg    config
@@ -33,19 +33,21 @@ type Store struct {
 	healthy atomic.Bool
 	closed  atomic.Bool
 
-	mu       sync.Mutex
-	probing  bool
-	probeKey string
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	probeCtx    context.Context    // parent of every probe's context, cancelled by Close
+	cancelProbe context.CancelFunc // cancels probeCtx
+
+	mu        sync.Mutex
+	probing   bool          // a probe goroutine runs
+	probeKey  string        // a physical key of the call that found the connection broken
+	probeDone chan struct{} // closed when the last probe goroutine started returns; nil before the first
 }
 
 // New returns a Store over client. It does no I/O: the store starts connected and learns otherwise
-// from the first failing call. It returns [ErrNilClient] for a nil client and the error of an invalid
-// option. nil options are ignored.
+// from the first failing call. It fails with an error matching [ErrNilClient] for a nil client, and
+// with one matching [ErrInvalidConfig] for an invalid option. nil options are ignored.
 func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, errNilClient
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -56,31 +58,40 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{client: client, cfg: cfg, stop: make(chan struct{})}
+	s := &Store{client: client, cfg: cfg}
+	s.probeCtx, s.cancelProbe = context.WithCancel(context.Background())
 	s.healthy.Store(true)
 	return s, nil
 }
 
-// Close stops the background probe (waiting for it to return) and makes every later call return
-// [ErrClosed]. It does not close the client. Calls in flight complete normally. Close is idempotent
-// and safe for concurrent use; it always returns nil.
-func (s *Store) Close() error {
+// Close makes every later call of the store fail with an error matching [ErrClosed] and ends the
+// background probe, if one runs: a probe has nothing left to do once the store is closed, so Close
+// cancels it and waits for its goroutine to return until ctx ends (then it returns an error
+// wrapping ctx.Err(); the goroutine ends as soon as the client gives the probe's command up). Calls in flight complete normally. Close
+// does not close the client. It is idempotent and safe for concurrent use: a later Close waits for
+// the probe in the same way and returns nil once it has ended.
+func (s *Store) Close(ctx context.Context) error {
 	s.mu.Lock()
-	if s.closed.Swap(true) {
-		s.mu.Unlock()
+	s.closed.Store(true)
+	s.cancelProbe()
+	done := s.probeDone
+	s.mu.Unlock()
+	if done == nil {
 		return nil
 	}
-	close(s.stop)
-	s.mu.Unlock()
-	s.wg.Wait()
-	return nil
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("counter: close: waiting for the probe: %w", ctx.Err())
+	}
 }
 
 // Connected reports whether the store currently considers the server reachable. It is false from the
 // first call that found the connection broken until a background probe succeeds. It does no I/O.
 func (s *Store) Connected() bool { return s.healthy.Load() && !s.closed.Load() }
 
-// Result is the outcome of [Store.IncrementIfLessThan].
+// Result is the outcome of [Store.IncrementUpTo].
 type Result struct {
 	// Allowed reports whether the increment was applied.
 	Allowed bool
@@ -92,15 +103,16 @@ type Result struct {
 	TTL time.Duration
 }
 
-// DecrementResult is the outcome of [Store.DecrementIfGreaterThan].
+// DecrementResult is the outcome of [Store.DecrementDownTo].
 type DecrementResult struct {
 	// Allowed reports whether the decrement was applied.
 	Allowed bool
 	// Value is the counter after the call: the new value when allowed, the unchanged current value
 	// (0 for an absent key) when not.
 	Value int64
-	// Remaining is Value - min: how much more can be decremented before reaching the minimum
-	// (saturating at math.MaxInt64).
+	// Remaining is Value - floor: how much more can be decremented before the value reaches the
+	// floor (saturating at the int64 bounds; negative when a refused call found the value below the
+	// floor).
 	Remaining int64
 }
 
@@ -123,16 +135,35 @@ type Increment struct {
 	TTL time.Duration
 }
 
-func ttlMillis(ttl time.Duration) (string, error) {
+// checkTTL returns nil for a ttl of 0 (none) or at least 1ms, and otherwise an error matching
+// [ErrInvalidTTL] and [ErrInvalidConfig] that names what (the argument or option).
+func checkTTL(what string, ttl time.Duration) error {
 	if ttl < 0 || (ttl > 0 && ttl < time.Millisecond) {
-		return "", fmt.Errorf("%w: got %v", ErrInvalidTTL, ttl)
+		return invalid(ErrInvalidTTL, "%s %v must be 0 (none) or at least 1ms", what, ttl)
+	}
+	return nil
+}
+
+// ttlMillis checks ttl (see checkTTL) and returns it in whole milliseconds for a script's ARGV.
+func ttlMillis(ttl time.Duration) (string, error) {
+	if err := checkTTL("ttl", ttl); err != nil {
+		return "", err
 	}
 	return luakit.FormatInt64(ttl.Milliseconds()), nil
 }
 
+func checkDelta(delta int64) error {
+	if delta <= 0 {
+		return fmt.Errorf("%w: got %d", ErrInvalidDelta, delta)
+	}
+	return nil
+}
+
+// key returns the physical key of name, or an error matching luakit.ErrEmptyKey and
+// [ErrInvalidConfig] for an empty name.
 func (s *Store) key(name string) (string, error) {
-	if err := luakit.ValidateKey("counter key", name); err != nil {
-		return "", err
+	if name == "" {
+		return "", invalid(luakit.ErrEmptyKey, "key is empty")
 	}
 	return s.cfg.keys.Key(name), nil
 }
@@ -143,9 +174,10 @@ func (s *Store) key(name string) (string, error) {
 // (none for a new key). One script, one round trip.
 //
 // Errors: before any I/O, an empty key (luakit.ErrEmptyKey) or a negative or sub-millisecond ttl
-// ([ErrInvalidTTL]); [ErrOverflow] or [ErrNotInteger] with nothing written; [ErrDisconnected] at once
-// while the server is unreachable; [ErrUncertain] when the increment may have been applied but no
-// reply was read (ctx ended, connection broke). ctx bounds the round trip.
+// ([ErrInvalidTTL]), both matching [ErrInvalidConfig]; [ErrOverflow] or [ErrNotInteger] with nothing
+// written; [ErrDisconnected] at once while the server is unreachable; [ErrUncertain] when the
+// increment may have been applied but no reply was read (ctx ended, connection broke); [ErrClosed]
+// after Close. ctx bounds the round trip.
 func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
 	k, err := s.key(key)
 	if err != nil {
@@ -165,23 +197,24 @@ func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64
 	return v, nil
 }
 
-// IncrementIfLessThan atomically adds delta (> 0) to the counter at key only if the result stays
-// within limit (inclusive: allowed iff current + delta <= limit; an absent key counts as 0). When the
-// call creates the key and ttl > 0, the key expires after ttl (a fixed window: later increments never
-// extend it; ttl is ignored for an existing key). A refused call writes nothing and reports the
-// unchanged value. The comparison is exact over the whole int64 range, and an allowed increment
-// cannot overflow. One script, one round trip.
+// IncrementUpTo atomically adds delta (> 0) to the counter at key if the result is at most limit:
+// allowed iff current + delta <= limit, so the new value may equal the limit (an absent key counts
+// as 0). When the call creates the key and ttl > 0, the key expires after ttl (a fixed window: later
+// increments never extend it; ttl is ignored for an existing key). A refused call writes nothing and
+// reports the unchanged value. The comparison is exact over the whole int64 range, and an allowed
+// increment cannot overflow. One script, one round trip; ctx bounds it.
 //
 // Errors: before any I/O, an empty key, delta <= 0 ([ErrInvalidDelta]) or an invalid ttl
-// ([ErrInvalidTTL]); [ErrNotInteger] with nothing written; [ErrDisconnected] at once while the server
-// is unreachable; [ErrUncertain] when no reply was read after sending. A refusal is not an error.
-func (s *Store) IncrementIfLessThan(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (Result, error) {
+// ([ErrInvalidTTL]), all matching [ErrInvalidConfig]; [ErrNotInteger] with nothing written;
+// [ErrDisconnected] at once while the server is unreachable; [ErrUncertain] when no reply was read
+// after sending; [ErrClosed] after Close. A refusal is not an error.
+func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (Result, error) {
 	k, err := s.key(key)
 	if err != nil {
 		return Result{}, err
 	}
-	if delta <= 0 {
-		return Result{}, fmt.Errorf("%w: got %d", ErrInvalidDelta, delta)
+	if err := checkDelta(delta); err != nil {
+		return Result{}, err
 	}
 	ms, err := ttlMillis(ttl)
 	if err != nil {
@@ -198,7 +231,24 @@ func (s *Store) IncrementIfLessThan(ctx context.Context, key string, delta, limi
 	return decodeLimit(arr)
 }
 
+// foreignReply reports whether a limit or floor script reply is {-1, 'not_integer'}: the key held a
+// value that is not a canonical decimal int64, and nothing was written.
+func foreignReply(arr []rueidis.RedisMessage) bool {
+	if len(arr) != 2 {
+		return false
+	}
+	code, err := arr[0].AsInt64()
+	if err != nil || code != -1 {
+		return false
+	}
+	reason, err := arr[1].ToString()
+	return err == nil && reason == "not_integer"
+}
+
 func decodeLimit(arr []rueidis.RedisMessage) (Result, error) {
+	if foreignReply(arr) {
+		return Result{}, ErrNotInteger
+	}
 	if len(arr) != 3 {
 		return Result{}, fmt.Errorf("counter: limit script replied %d elements, want 3", len(arr))
 	}
@@ -229,32 +279,37 @@ func pttlDuration(pttl int64) time.Duration {
 	return 0
 }
 
-// DecrementIfGreaterThan atomically subtracts delta (> 0) from the counter at key only if the result
-// stays at or above min (inclusive: allowed iff current - delta >= min; an absent key counts as 0,
-// and an allowed decrement creates it without expiry). The key's expiry is never changed. A refused
-// call writes nothing. Remaining is how far the value is above min. One script, one round trip.
+// DecrementDownTo atomically subtracts delta (> 0) from the counter at key if the result is at
+// least floor: allowed iff current - delta >= floor, so the new value may equal the floor (an absent
+// key counts as 0, and an allowed decrement creates it without expiry). The key's expiry is never
+// changed. A refused call writes nothing and reports the unchanged value. Remaining is how far the
+// value is above floor. The comparison is exact over the whole int64 range. One script, one round
+// trip; ctx bounds it.
 //
-// Errors: as for [Store.IncrementIfLessThan] (without the ttl check).
-func (s *Store) DecrementIfGreaterThan(ctx context.Context, key string, delta, min int64) (DecrementResult, error) {
+// Errors: as for [Store.IncrementUpTo] (without the ttl check).
+func (s *Store) DecrementDownTo(ctx context.Context, key string, delta, floor int64) (DecrementResult, error) {
 	k, err := s.key(key)
 	if err != nil {
 		return DecrementResult{}, err
 	}
-	if delta <= 0 {
-		return DecrementResult{}, fmt.Errorf("%w: got %d", ErrInvalidDelta, delta)
+	if err := checkDelta(delta); err != nil {
+		return DecrementResult{}, err
 	}
 	if err := s.refuse(); err != nil {
 		return DecrementResult{}, err
 	}
 	arr, err := floorScript.Exec(ctx, s.client, []string{k},
-		[]string{luakit.FormatInt64(delta), luakit.FormatInt64(min)}).ToArray()
+		[]string{luakit.FormatInt64(delta), luakit.FormatInt64(floor)}).ToArray()
 	if err != nil {
 		return DecrementResult{}, s.fail(ctx, k, true, err)
 	}
-	return decodeFloor(arr, min)
+	return decodeFloor(arr, floor)
 }
 
-func decodeFloor(arr []rueidis.RedisMessage, min int64) (DecrementResult, error) {
+func decodeFloor(arr []rueidis.RedisMessage, floor int64) (DecrementResult, error) {
+	if foreignReply(arr) {
+		return DecrementResult{}, ErrNotInteger
+	}
 	if len(arr) != 2 {
 		return DecrementResult{}, fmt.Errorf("counter: floor script replied %d elements, want 2", len(arr))
 	}
@@ -266,7 +321,7 @@ func decodeFloor(arr []rueidis.RedisMessage, min int64) (DecrementResult, error)
 	if err != nil {
 		return DecrementResult{}, fmt.Errorf("counter: floor script reply: %w", err)
 	}
-	return DecrementResult{Allowed: allowed == 1, Value: v, Remaining: satSub(v, min)}, nil
+	return DecrementResult{Allowed: allowed == 1, Value: v, Remaining: satSub(v, floor)}, nil
 }
 
 // satSub returns a - b, saturating at the int64 bounds.
@@ -284,8 +339,8 @@ func satSub(a, b int64) int64 {
 // Get returns the counter at key, 0 when the key is absent. One GET (not retried by the client, so
 // it fails fast when disconnected).
 //
-// Errors: an empty key before any I/O; [ErrNotInteger] when the key holds something else;
-// [ErrDisconnected]; the context's error.
+// Errors: an empty key before any I/O (matching [ErrInvalidConfig]); [ErrNotInteger] when the key
+// holds something else; [ErrDisconnected]; [ErrClosed] after Close; an error wrapping the context's.
 func (s *Store) Get(ctx context.Context, key string) (int64, error) {
 	k, err := s.key(key)
 	if err != nil {
@@ -300,7 +355,7 @@ func (s *Store) Get(ctx context.Context, key string) (int64, error) {
 	}
 	if err != nil {
 		if errors.Is(err, luakit.ErrMalformedInt) {
-			return 0, fmt.Errorf("%w: %w", ErrNotInteger, err)
+			return 0, ErrNotInteger // the detail would quote the value
 		}
 		return 0, s.fail(ctx, k, false, err)
 	}
@@ -318,19 +373,19 @@ func int64Reply(r rueidis.RedisResult) (int64, error) {
 
 // GetMany reads every key, in one round trip: one MGET on a standalone or Sentinel client; on Cluster
 // one MGET per hash slot (keys grouped with luakit.Slot), sent together with DoMulti. The result has
-// one [Value] per key, in input order. Reads of different slots are not one atomic snapshot.
+// one [Value] per key, in input order. Reads of different slots are not one atomic snapshot. A key
+// of another type reads as absent (MGET replies nil for it; [Store.Get] reports [ErrNotInteger]).
 //
-// Errors: an empty key before any I/O; [ErrDisconnected]; the context's error; otherwise a
-// *[BatchError] with [ErrNotInteger] for each key holding something else (the other values are
-// still returned).
+// Errors: an empty key before any I/O (matching [ErrInvalidConfig]); [ErrDisconnected]; [ErrClosed]
+// after Close; an error wrapping the context's; otherwise a *[BatchError] with [ErrNotInteger] for
+// each key holding something else (the other values are still returned).
 func (s *Store) GetMany(ctx context.Context, keys []string) ([]Value, error) {
 	phys := make([]string, len(keys))
 	for i, name := range keys {
-		k, err := s.key(name)
-		if err != nil {
-			return nil, fmt.Errorf("counter: key %d: %w", i, err)
+		if name == "" {
+			return nil, invalid(luakit.ErrEmptyKey, "key %d is empty", i)
 		}
-		phys[i] = k
+		phys[i] = s.cfg.keys.Key(name)
 	}
 	out := make([]Value, len(keys))
 	if len(keys) == 0 {
@@ -385,7 +440,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]Value, error) {
 				if errs == nil {
 					errs = make([]error, len(keys))
 				}
-				errs[i] = fmt.Errorf("%w: %w", ErrNotInteger, err)
+				errs[i] = ErrNotInteger // the detail would quote the value
 			default:
 				out[i] = Value{N: v, Exists: true}
 			}
@@ -403,9 +458,10 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]Value, error) {
 // undo the others). Items may repeat a key; they then apply in input order.
 //
 // Errors: [ErrDisconnected] at once (nothing sent) while the server is unreachable; otherwise nil or
-// a *[BatchError] with one entry per item: a validation error (empty key, invalid TTL; that item is
-// not sent), [ErrOverflow] / [ErrNotInteger] (nothing written for that item), [ErrUncertain] (the
-// item may have been applied). The value of a failed item is 0.
+// a *[BatchError] with one entry per item: a validation error (empty key, invalid TTL, matching
+// [ErrInvalidConfig]; that item is not sent), [ErrOverflow] / [ErrNotInteger] (nothing written for
+// that item), [ErrUncertain] (the item may have been applied). The value of a failed item is 0.
+// [ErrClosed] after Close.
 func (s *Store) BatchIncrement(ctx context.Context, items []Increment) ([]int64, error) {
 	out := make([]int64, len(items))
 	errs := make([]error, len(items))

@@ -13,7 +13,7 @@ import (
 )
 
 // The quota step: quotaWorkers workers, each with its own client, take units from one shared quota
-// counter with IncrementIfLessThan until it refuses them.
+// counter with IncrementUpTo until it refuses them.
 const (
 	quotaWorkers = 6
 	quotaLimit   = 500
@@ -31,7 +31,7 @@ func counterStep(ctx context.Context, e *env) (stepResult, error) {
 	var stores []*counter.Store
 	defer func() {
 		for _, s := range stores {
-			_ = s.Close()
+			_ = s.Close(context.WithoutCancel(ctx))
 		}
 		closeAll(clients)
 	}()
@@ -72,7 +72,7 @@ func counterStep(ctx context.Context, e *env) (stepResult, error) {
 		go func() {
 			defer wg.Done()
 			for {
-				r, err := s.IncrementIfLessThan(ctx, quotaKey, 1, quotaLimit, time.Minute)
+				r, err := s.IncrementUpTo(ctx, quotaKey, 1, quotaLimit, time.Minute)
 				mu.Lock()
 				switch {
 				case errors.Is(err, counter.ErrDisconnected):
@@ -126,7 +126,7 @@ func counterStep(ctx context.Context, e *env) (stepResult, error) {
 	}
 
 	res.add("workers", "%d, each with its own client", quotaWorkers)
-	res.add("limit", "%d units, IncrementIfLessThan(delta 1), 1m window", quotaLimit)
+	res.add("limit", "%d units, IncrementUpTo(delta 1), 1m window", quotaLimit)
 	res.add("allowed per worker", "%v", allowed)
 	res.add("allowed total", "%d in %v (%.0f decisions/s)", total, elapsed.Round(time.Millisecond),
 		float64(total+len(refusedAt))/elapsed.Seconds())

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/counter"
@@ -32,7 +34,8 @@ var scenarios = []scenario{
 	{"06_batch_order_across_slots", testBatchOrder},
 	{"07_buffered_flush", testBuffered},
 	{"08_bounded_never_exceeds", testBoundedConcurrent},
-	{"09_disconnect_fails_fast", testDisconnect},
+	{"09_close_bounded_by_ctx", testCloseBoundedByCtx},
+	{"10_disconnect_fails_fast", testDisconnect},
 }
 
 // TestCounter runs every scenario on every target. Targets run in parallel (at most
@@ -51,8 +54,8 @@ func TestCounter(t *testing.T) {
 	}
 }
 
-// testLimitConcurrent: 32 goroutines race IncrementIfLessThan; exactly limit/delta are allowed, the
-// final value is the largest multiple of delta within the limit, and the fixed-window TTL was set once.
+// testLimitConcurrent: 32 goroutines race IncrementUpTo; exactly limit/delta are allowed, the
+// final value is the largest multiple of delta up to the limit, and the fixed-window TTL was set once.
 func testLimitConcurrent(t *testing.T, e *env) {
 	const (
 		limit   = 1000
@@ -70,7 +73,7 @@ func testLimitConcurrent(t *testing.T, e *env) {
 		go func() {
 			defer wg.Done()
 			for {
-				res, err := s.IncrementIfLessThan(ctx(t), key, delta, limit, time.Minute)
+				res, err := s.IncrementUpTo(ctx(t), key, delta, limit, time.Minute)
 				if err != nil {
 					errs <- err
 					return
@@ -104,7 +107,7 @@ func testLimitConcurrent(t *testing.T, e *env) {
 }
 
 // testTTLSemantics: IncrementWithExpire sets the TTL on every call (sliding) and leaves it alone with
-// ttl 0; IncrementIfLessThan sets it only when it creates the key; a refusal changes nothing.
+// ttl 0; IncrementUpTo sets it only when it creates the key; a refusal changes nothing.
 func testTTLSemantics(t *testing.T, e *env) {
 	s := e.store(t)
 	c := ctx(t)
@@ -131,12 +134,12 @@ func testTTLSemantics(t *testing.T, e *env) {
 	require.EqualValues(t, -1, e.pttl(t, persist), "no ttl, no expiry")
 
 	fixed := "ck:ttl:fixed"
-	res, err := s.IncrementIfLessThan(c, fixed, 1, 10, 2*time.Second)
+	res, err := s.IncrementUpTo(c, fixed, 1, 10, 2*time.Second)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
 	require.EqualValues(t, 1, res.Value)
 	require.True(t, res.TTL > 0 && res.TTL <= 2*time.Second, "TTL %v", res.TTL)
-	res, err = s.IncrementIfLessThan(c, fixed, 1, 10, time.Hour)
+	res, err = s.IncrementUpTo(c, fixed, 1, 10, time.Hour)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
 	require.True(t, res.TTL > 0 && res.TTL <= 2*time.Second, "an existing key keeps its window: %v", res.TTL)
@@ -146,64 +149,66 @@ func testTTLSemantics(t *testing.T, e *env) {
 	// An existing key without expiry keeps none.
 	_, err = s.IncrementWithExpire(c, "ck:ttl:fixed-persist", 1, 0)
 	require.NoError(t, err)
-	res, err = s.IncrementIfLessThan(c, "ck:ttl:fixed-persist", 1, 10, time.Hour)
+	res, err = s.IncrementUpTo(c, "ck:ttl:fixed-persist", 1, 10, time.Hour)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
 	require.Zero(t, res.TTL)
 	require.EqualValues(t, -1, e.pttl(t, "ck:ttl:fixed-persist"))
 
 	// A refusal writes nothing: value and expiry unchanged; on an absent key nothing is created.
-	res, err = s.IncrementIfLessThan(c, fixed, 9, 10, time.Hour)
+	res, err = s.IncrementUpTo(c, fixed, 9, 10, time.Hour)
 	require.NoError(t, err)
 	require.False(t, res.Allowed)
 	require.EqualValues(t, 2, res.Value)
 	require.True(t, res.TTL > 0 && res.TTL <= 2*time.Second)
 	e.requireValue(t, fixed, "2")
-	res, err = s.IncrementIfLessThan(c, "ck:ttl:absent", 5, 4, time.Hour)
+	res, err = s.IncrementUpTo(c, "ck:ttl:absent", 5, 4, time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, counter.Result{}, res, "refused on an absent key: value 0, no TTL")
 	require.EqualValues(t, -2, e.pttl(t, "ck:ttl:absent"), "a refusal creates nothing")
 
 	// Expiry resets the window: the counter reads as 0 again.
 	win := "ck:ttl:window"
-	_, err = s.IncrementIfLessThan(c, win, 3, 3, 50*time.Millisecond)
+	_, err = s.IncrementUpTo(c, win, 3, 3, 50*time.Millisecond)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return e.pttl(t, win) == -2 }, 5*time.Second, 10*time.Millisecond)
 	got, err := s.Get(c, win)
 	require.NoError(t, err)
 	require.Zero(t, got)
-	res, err = s.IncrementIfLessThan(c, win, 3, 3, time.Minute)
+	res, err = s.IncrementUpTo(c, win, 3, 3, time.Minute)
 	require.NoError(t, err)
 	require.True(t, res.Allowed, "a new window allows again")
 }
 
-// testDecrementFloor: DecrementIfGreaterThan semantics from the seed.
+// testDecrementFloor: DecrementDownTo is allowed iff current - delta >= floor (the value may reach
+// the floor), never changes the expiry, creates an absent key without expiry when allowed, and
+// reports Remaining = value - floor, saturating at MaxInt64.
 func testDecrementFloor(t *testing.T, e *env) {
 	s := e.store(t)
 	c := ctx(t)
 	key := "ck:floor"
 	_, err := s.IncrementWithExpire(c, key, 10, time.Minute)
 	require.NoError(t, err)
-	res, err := s.DecrementIfGreaterThan(c, key, 4, 5)
+	res, err := s.DecrementDownTo(c, key, 4, 5)
 	require.NoError(t, err)
 	require.Equal(t, counter.DecrementResult{Allowed: true, Value: 6, Remaining: 1}, res)
-	res, err = s.DecrementIfGreaterThan(c, key, 2, 5)
+	res, err = s.DecrementDownTo(c, key, 2, 5)
 	require.NoError(t, err)
 	require.Equal(t, counter.DecrementResult{Allowed: false, Value: 6, Remaining: 1}, res)
 	e.requireValue(t, key, "6")
 	p := e.pttl(t, key)
 	require.True(t, p > 0 && p <= 60000, "expiry unchanged by decrements: %d", p)
 
-	res, err = s.DecrementIfGreaterThan(c, "ck:floor:absent", 1, 0)
+	res, err = s.DecrementDownTo(c, "ck:floor:absent", 1, 0)
 	require.NoError(t, err)
 	require.Equal(t, counter.DecrementResult{Allowed: false, Value: 0, Remaining: 0}, res)
 	require.EqualValues(t, -2, e.pttl(t, "ck:floor:absent"))
-	res, err = s.DecrementIfGreaterThan(c, "ck:floor:absent", 3, -5)
+	res, err = s.DecrementDownTo(c, "ck:floor:absent", 3, -5)
 	require.NoError(t, err)
 	require.Equal(t, counter.DecrementResult{Allowed: true, Value: -3, Remaining: 2}, res)
 	e.requireValue(t, "ck:floor:absent", "-3")
 	require.EqualValues(t, -1, e.pttl(t, "ck:floor:absent"))
-	res, err = s.DecrementIfGreaterThan(c, "ck:floor:absent", 1, math.MinInt64)
+	res, err = s.DecrementDownTo(c, "ck:floor:absent", 1, math.MinInt64)
 	require.NoError(t, err)
 	require.Equal(t, counter.DecrementResult{Allowed: true, Value: -4, Remaining: math.MaxInt64 - 3}, res)
 }
@@ -217,20 +222,20 @@ func testAbove2p53(t *testing.T, e *env) {
 	v, err := s.IncrementWithExpire(c, key, 1, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, int64(9007199254740993), v)
-	res, err := s.IncrementIfLessThan(c, key, 1, 9007199254740995, 0)
+	res, err := s.IncrementUpTo(c, key, 1, 9007199254740995, 0)
 	require.NoError(t, err)
 	require.Equal(t, counter.Result{Allowed: true, Value: 9007199254740994}, res)
-	res, err = s.IncrementIfLessThan(c, key, 2, 9007199254740995, 0)
+	res, err = s.IncrementUpTo(c, key, 2, 9007199254740995, 0)
 	require.NoError(t, err)
 	require.Equal(t, counter.Result{Allowed: false, Value: 9007199254740994}, res, "994+2 > 995 must be refused exactly")
-	res, err = s.IncrementIfLessThan(c, key, 1, 9007199254740995, 0)
+	res, err = s.IncrementUpTo(c, key, 1, 9007199254740995, 0)
 	require.NoError(t, err)
 	require.Equal(t, counter.Result{Allowed: true, Value: 9007199254740995}, res)
 	e.requireValue(t, key, "9007199254740995")
-	d, err := s.DecrementIfGreaterThan(c, key, 2, 9007199254740993)
+	d, err := s.DecrementDownTo(c, key, 2, 9007199254740993)
 	require.NoError(t, err)
 	require.Equal(t, counter.DecrementResult{Allowed: true, Value: 9007199254740993, Remaining: 0}, d)
-	d, err = s.DecrementIfGreaterThan(c, key, 1, 9007199254740993)
+	d, err = s.DecrementDownTo(c, key, 1, 9007199254740993)
 	require.NoError(t, err)
 	require.False(t, d.Allowed)
 	got, err := s.Get(c, key)
@@ -240,18 +245,18 @@ func testAbove2p53(t *testing.T, e *env) {
 	// Near the int64 maximum, limit comparisons are still exact.
 	top := "ck:big:top"
 	e.set(t, top, strconv.FormatInt(math.MaxInt64-2, 10))
-	res, err = s.IncrementIfLessThan(c, top, 3, math.MaxInt64, 0)
+	res, err = s.IncrementUpTo(c, top, 3, math.MaxInt64, 0)
 	require.NoError(t, err)
 	require.False(t, res.Allowed)
-	res, err = s.IncrementIfLessThan(c, top, 2, math.MaxInt64, 0)
+	res, err = s.IncrementUpTo(c, top, 2, math.MaxInt64, 0)
 	require.NoError(t, err)
 	require.Equal(t, counter.Result{Allowed: true, Value: math.MaxInt64}, res)
 	neg := "ck:big:neg"
 	e.set(t, neg, strconv.FormatInt(math.MinInt64+2, 10))
-	d, err = s.DecrementIfGreaterThan(c, neg, 3, math.MinInt64)
+	d, err = s.DecrementDownTo(c, neg, 3, math.MinInt64)
 	require.NoError(t, err)
 	require.False(t, d.Allowed)
-	d, err = s.DecrementIfGreaterThan(c, neg, 2, math.MinInt64)
+	d, err = s.DecrementDownTo(c, neg, 2, math.MinInt64)
 	require.NoError(t, err)
 	require.Equal(t, counter.DecrementResult{Allowed: true, Value: math.MinInt64, Remaining: 0}, d)
 
@@ -299,9 +304,9 @@ func testOverflow(t *testing.T, e *env) {
 	e.set(t, bad, "abc")
 	_, err = s.IncrementWithExpire(c, bad, 1, time.Minute)
 	require.ErrorIs(t, err, counter.ErrNotInteger)
-	_, err = s.IncrementIfLessThan(c, bad, 1, 10, time.Minute)
+	_, err = s.IncrementUpTo(c, bad, 1, 10, time.Minute)
 	require.ErrorIs(t, err, counter.ErrNotInteger)
-	_, err = s.DecrementIfGreaterThan(c, bad, 1, -10)
+	_, err = s.DecrementDownTo(c, bad, 1, -10)
 	require.ErrorIs(t, err, counter.ErrNotInteger)
 	_, err = s.Get(c, bad)
 	require.ErrorIs(t, err, counter.ErrNotInteger)
@@ -314,8 +319,48 @@ func testOverflow(t *testing.T, e *env) {
 	require.NoError(t, e.Raw.Do(c, e.Raw.B().Hset().Key(hash).FieldValue().FieldValue("f", "1").Build()).Error())
 	_, err = s.IncrementWithExpire(c, hash, 1, 0)
 	require.ErrorIs(t, err, counter.ErrNotInteger)
-	_, err = s.IncrementIfLessThan(c, hash, 1, 10, 0)
+	_, err = s.IncrementUpTo(c, hash, 1, 10, 0)
 	require.ErrorIs(t, err, counter.ErrNotInteger)
+	_, err = s.DecrementDownTo(c, hash, 1, 0)
+	require.ErrorIs(t, err, luakit.ErrForeignData, "WRONGTYPE is foreign data")
+	_, err = s.Get(c, hash)
+	require.ErrorIs(t, err, luakit.ErrForeignData)
+
+	// The limit scripts report a foreign value in their reply, never as a forged server error.
+	var re *rueidis.RedisError
+	_, err = s.IncrementUpTo(c, bad, 1, 10, 0)
+	require.ErrorIs(t, err, luakit.ErrForeignData)
+	require.False(t, errors.As(err, &re), "limit script forged an error reply: %v", err)
+	_, err = s.DecrementDownTo(c, bad, 1, -10)
+	require.ErrorIs(t, err, luakit.ErrForeignData)
+	require.False(t, errors.As(err, &re), "floor script forged an error reply: %v", err)
+
+	// Strings that look like integers but are not canonical int64s are foreign data for every call,
+	// allowed or refused, and stay as they were.
+	odd := "ck:overflow:odd"
+	for _, v := range []string{"007", "-0", "+1", " 1", "1.5", "", "99999999999999999999",
+		"9223372036854775808", "-9223372036854775809", "123456789012345678901"} {
+		e.set(t, odd, v)
+		for _, call := range []struct {
+			name string
+			run  func() error
+		}{
+			{"increment", func() error { _, err := s.IncrementWithExpire(c, odd, 1, 0); return err }},
+			{"up-to allowed", func() error { _, err := s.IncrementUpTo(c, odd, 1, math.MaxInt64, 0); return err }},
+			{"up-to refused", func() error { _, err := s.IncrementUpTo(c, odd, 1, math.MinInt64, 0); return err }},
+			{"down-to allowed", func() error { _, err := s.DecrementDownTo(c, odd, 1, math.MinInt64); return err }},
+			{"down-to refused", func() error { _, err := s.DecrementDownTo(c, odd, 1, math.MaxInt64); return err }},
+			{"get", func() error { _, err := s.Get(c, odd); return err }},
+		} {
+			err := call.run()
+			require.ErrorIs(t, err, counter.ErrNotInteger, "%s on %q", call.name, v)
+			require.ErrorIs(t, err, luakit.ErrForeignData, "%s on %q", call.name, v)
+			require.True(t, strings.HasPrefix(err.Error(), "counter: "), "%s: %q", call.name, err)
+			require.NotContains(t, err.Error(), odd, "errors never contain keys")
+		}
+		e.requireValue(t, odd, v)
+		require.EqualValues(t, -1, e.pttl(t, odd))
+	}
 }
 
 // testBatchOrder: keys without hash tags spread over the Cluster's slots and nodes; BatchIncrement
@@ -376,10 +421,8 @@ func testBuffered(t *testing.T, e *env) {
 	s := e.store(t)
 	key := "ck:buffered"
 	var flushErrs atomic.Int64
-	b, err := counter.NewBuffered(s, key, counter.BufferedOptions{
-		FlushInterval: 20 * time.Millisecond, TTL: time.Minute,
-		OnError: func(error) { flushErrs.Add(1) },
-	})
+	b, err := counter.NewBuffered(s, key, counter.WithFlushInterval(20*time.Millisecond),
+		counter.WithFlushTTL(time.Minute), counter.WithFlushErrorHandler(func(error) { flushErrs.Add(1) }))
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for range 8 {
@@ -402,6 +445,9 @@ func testBuffered(t *testing.T, e *env) {
 	p := e.pttl(t, key)
 	require.True(t, p > 0 && p <= 60000)
 	require.ErrorIs(t, b.Add(1), counter.ErrClosed)
+	require.ErrorIs(t, b.Flush(ctx(t)), luakit.ErrClosed, "Flush after Close")
+	require.NoError(t, b.Close(ctx(t)), "Close is idempotent")
+	e.requireValue(t, key, "16000")
 }
 
 // testBoundedConcurrent: 8 goroutines increment through 2 bounded buffered counters (own clients)
@@ -413,7 +459,7 @@ func testBoundedConcurrent(t *testing.T, e *env) {
 	bs := make([]*counter.Bounded, 2)
 	for i := range bs {
 		var err error
-		bs[i], err = counter.NewBounded(e.store(t), key, limit, counter.BoundedOptions{Chunk: 37, TTL: time.Minute})
+		bs[i], err = counter.NewBounded(e.store(t), key, limit, counter.WithChunk(37), counter.WithWindow(time.Minute))
 		require.NoError(t, err)
 	}
 	sampler := e.store(t)
@@ -478,7 +524,7 @@ func testBoundedConcurrent(t *testing.T, e *env) {
 	require.True(t, p > 0 && p <= 60000)
 
 	// Unused headroom goes back on Close: 5 adds with chunk 50 leave 5 on the server.
-	b, err := counter.NewBounded(e.store(t), "ck:bounded:giveback", limit, counter.BoundedOptions{Chunk: 50})
+	b, err := counter.NewBounded(e.store(t), "ck:bounded:giveback", limit, counter.WithChunk(50))
 	require.NoError(t, err)
 	for range 5 {
 		ok, err := b.TryAdd(ctx(t), 1)
@@ -488,6 +534,12 @@ func testBoundedConcurrent(t *testing.T, e *env) {
 	e.requireValue(t, "ck:bounded:giveback", "50")
 	require.EqualValues(t, 45, b.Headroom())
 	require.NoError(t, b.Close(ctx(t)))
+	e.requireValue(t, "ck:bounded:giveback", "5")
+	require.Zero(t, b.Headroom())
+	_, err = b.TryAdd(ctx(t), 1)
+	require.ErrorIs(t, err, luakit.ErrClosed, "TryAdd after Close")
+	require.ErrorIs(t, b.Flush(ctx(t)), luakit.ErrClosed, "Flush after Close")
+	require.NoError(t, b.Close(ctx(t)), "Close is idempotent")
 	e.requireValue(t, "ck:bounded:giveback", "5")
 }
 

@@ -1,6 +1,7 @@
 package counter_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -45,7 +46,7 @@ func newStore(t *testing.T, c rueidis.Client, opts ...counter.Option) *counter.S
 	t.Helper()
 	s, err := counter.New(c, opts...)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(func() { require.NoError(t, s.Close(context.Background())) })
 	return s
 }
 

@@ -2,6 +2,7 @@ package counter_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,13 +31,13 @@ func testDisconnect(t *testing.T, e *env) {
 	}
 	c := e.newClient(t, func(o *rueidis.ClientOption) { o.ConnWriteTimeout = writeTimeout })
 	s := newStore(t, c, counter.WithProbeInterval(50*time.Millisecond), counter.WithProbeTimeout(500*time.Millisecond))
-	res, err := s.IncrementIfLessThan(ctx(t), key, 1, 100, 0)
+	res, err := s.IncrementUpTo(ctx(t), key, 1, 100, 0)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
 
 	require.NoError(t, node.Kill())
 	start := time.Now()
-	_, err = s.IncrementIfLessThan(ctx(t), key, 1, 100, 0)
+	_, err = s.IncrementUpTo(ctx(t), key, 1, 100, 0)
 	first := time.Since(start)
 	require.ErrorIs(t, err, counter.ErrDisconnected, "first call after the kill")
 	require.Less(t, first, writeTimeout/5, "the first call must fail well under the client's timeout")
@@ -45,7 +46,7 @@ func testDisconnect(t *testing.T, e *env) {
 	var worst time.Duration
 	for range 20 {
 		start := time.Now()
-		_, err := s.IncrementIfLessThan(ctx(t), key, 1, 100, 0)
+		_, err := s.IncrementUpTo(ctx(t), key, 1, 100, 0)
 		el := time.Since(start)
 		require.ErrorIs(t, err, counter.ErrDisconnected)
 		worst = max(worst, el)
@@ -69,7 +70,7 @@ func testDisconnect(t *testing.T, e *env) {
 	require.Eventually(t, s.Connected, 30*time.Second, 10*time.Millisecond, "the probe must notice the server is back")
 	t.Logf("reconnected %v after the restart", time.Since(start).Round(time.Millisecond))
 	require.Eventually(t, func() bool {
-		res, err = s.IncrementIfLessThan(ctx(t), key, 1, 100, time.Minute)
+		res, err = s.IncrementUpTo(ctx(t), key, 1, 100, time.Minute)
 		return err == nil
 	}, 20*time.Second, 50*time.Millisecond, "calls succeed again without action: %v", err)
 	require.True(t, res.Allowed)
@@ -78,9 +79,82 @@ func testDisconnect(t *testing.T, e *env) {
 	// The assertion client may hold a broken connection to the restarted node; it reconnected above.
 }
 
+// testCloseBoundedByCtx pauses the server (on Cluster: the primary of the key's slot) under a
+// Buffered whose background flush is in flight and a Bounded whose reservation is in flight: each
+// Close returns when its ctx ends, with an error wrapping it, instead of waiting for the server;
+// later calls fail with ErrClosed. After the resume the cancelled flush's delta is either applied
+// once or lost, as documented for an uncertain flush, and the flush error reported says so.
+func testCloseBoundedByCtx(t *testing.T, e *env) {
+	const closeWait = 200 * time.Millisecond
+	bufKey, bndKey := "ck:close:{c}:buffered", "ck:close:{c}:bounded"
+	node := e.Srv
+	if e.IsCluster() {
+		var err error
+		node, err = e.Cluster.PrimaryOf(ctx(t), int(luakit.Slot(bufKey)))
+		require.NoError(t, err)
+		require.Equal(t, luakit.Slot(bufKey), luakit.Slot(bndKey), "keys of one node")
+	}
+	flushErrs := make(chan error, 10)
+	b, err := counter.NewBuffered(e.store(t), bufKey, counter.WithFlushInterval(10*time.Millisecond),
+		counter.WithFlushTimeout(time.Minute), counter.WithFlushErrorHandler(func(err error) { flushErrs <- err }))
+	require.NoError(t, err)
+	bnd, err := counter.NewBounded(e.store(t), bndKey, 100, counter.WithChunk(10))
+	require.NoError(t, err)
+
+	node.MustPause(t)
+	paused := true
+	defer func() {
+		if paused {
+			node.MustResume(t)
+		}
+	}()
+	require.NoError(t, b.Add(5))
+	require.Eventually(t, func() bool { return b.Pending() == 0 }, 5*time.Second, time.Millisecond,
+		"the background flush takes the delta")
+	added := make(chan error, 1)
+	go func() {
+		_, err := bnd.TryAdd(context.Background(), 1)
+		added <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let the reservation reach the connection
+
+	for name, closeFn := range map[string]func(context.Context) error{"buffered": b.Close, "bounded": bnd.Close} {
+		cctx, cancel := context.WithTimeout(context.Background(), closeWait)
+		start := time.Now()
+		err := closeFn(cctx)
+		el := time.Since(start)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded, "%s Close", name)
+		require.True(t, strings.HasPrefix(err.Error(), "counter: "), "%q", err)
+		require.Less(t, el, closeWait+time.Second, "%s Close must return when its ctx ends", name)
+		t.Logf("%s Close with a paused server returned after %v: %v", name, el.Round(time.Millisecond), err)
+	}
+	require.ErrorIs(t, b.Add(1), counter.ErrClosed)
+	require.ErrorIs(t, b.Flush(ctx(t)), counter.ErrClosed)
+
+	node.MustResume(t)
+	paused = false
+	select {
+	case err := <-flushErrs:
+		require.ErrorIs(t, err, counter.ErrUncertain, "the cancelled flush is reported as uncertain")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled background flush was not reported")
+	}
+	require.NoError(t, <-added, "the reservation in flight completes after the resume")
+	require.NoError(t, bnd.Close(ctx(t)), "a later Close gives the headroom back")
+	require.Zero(t, bnd.Headroom())
+	_, err = bnd.TryAdd(ctx(t), 1)
+	require.ErrorIs(t, err, counter.ErrClosed)
+	require.NoError(t, b.Close(ctx(t)), "nothing is pending: a later Close sends nothing")
+	if v, ok := e.get(t, bufKey); ok {
+		require.Equal(t, "5", v, "an uncertain flush is applied at most once")
+	}
+	e.requireValue(t, bndKey, "1")
+}
+
 // quotaAllows shows how a caller chooses what an unreachable counter means.
 func quotaAllows(s *counter.Store, key string, failOpen bool) bool {
-	res, err := s.IncrementIfLessThan(context.Background(), key, 1, 100, time.Minute)
+	res, err := s.IncrementUpTo(context.Background(), key, 1, 100, time.Minute)
 	if err != nil {
 		if errorsIsDisconnected(err) {
 			return failOpen
