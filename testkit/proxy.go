@@ -122,9 +122,9 @@ func (p *Proxy) AddLatency(d time.Duration) error {
 // DropReplies makes the proxy swallow every byte from the server to the client (toxiproxy's
 // "timeout" toxic with timeout 0, downstream) while requests still reach the server. A command
 // sent now is executed by the server but its reply never arrives: the client's outcome is
-// uncertain (it sees only its own timeout). Connections stay open. Reset stops it and closes the
-// connections whose replies were dropped (their byte streams are no longer consistent). It does
-// not block.
+// uncertain (it sees only its own timeout). Connections stay open. Reset stops it and closes every
+// connection through the proxy (those whose replies were dropped are no longer consistent byte
+// streams; rueidis reconnects on the next command). It does not block.
 func (p *Proxy) DropReplies() error {
 	return p.addToxic(toxicDropReplies, "timeout", "downstream", `{"timeout":0}`)
 }
@@ -177,7 +177,17 @@ func (p *Proxy) Reset() error {
 	if err != nil {
 		return err
 	}
+	dropping := tp.Toxics.GetToxic(toxicDropReplies) != nil
 	tp.Toxics.ResetToxics(context.Background())
+	if dropping {
+		// Removing the timeout toxic closes the connections whose replies it swallowed, but a reply
+		// that arrives on such a connection afterwards leaves a toxiproxy goroutine blocked for good
+		// (goleak caught it). Cutting every connection and listening again ends them all.
+		tp.Stop()
+		if err := tp.Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
+			return fmt.Errorf("testkit: proxy: listening again on %s: %w", p.Addr, err)
+		}
+	}
 	return nil
 }
 
