@@ -48,7 +48,7 @@ func rateLimitStep(ctx context.Context, e *env) (stepResult, error) {
 	var limiters []*ratelimit.Limiter
 	defer func() {
 		for _, l := range limiters {
-			_ = l.Close()
+			_ = l.Close(context.WithoutCancel(ctx))
 		}
 		closeAll(clients)
 	}()
@@ -116,7 +116,8 @@ func rateLimitStep(ctx context.Context, e *env) (stepResult, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	_ = clients[0].Do(context.WithoutCancel(ctx), clients[0].B().Del().Key(limiters[0].Key()).Build()).Error()
+	// Key() is the key as given; the server key has the prefix.
+	_ = clients[0].Do(context.WithoutCancel(ctx), clients[0].B().Del().Key(e.prefix+limiters[0].Key()).Build()).Error()
 
 	var (
 		admitted, rejected int

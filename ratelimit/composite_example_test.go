@@ -27,7 +27,7 @@ func ExampleComposite() {
 	if err != nil {
 		return
 	}
-	defer limiter.Close()
+	defer limiter.Close(context.Background())
 
 	res, err := limiter.Allow(context.Background())
 	switch {
@@ -37,40 +37,5 @@ func ExampleComposite() {
 		fmt.Println("admitted; the tightest component is", res.Component, "with", res.Remaining, "left")
 	case res.RetryAfter > 0:
 		fmt.Println("every component can admit this request in", res.RetryAfter)
-	}
-}
-
-// Per-tenant limits with one shared deny list: each key of the Keyed limiter is checked as its own
-// identity (or as what the function returns), before any capacity is touched.
-func ExampleWithKeyedDenyList() {
-	ctx := context.Background()
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
-	if err != nil {
-		return
-	}
-	defer client.Close()
-	denyList, err := ratelimit.NewDenyList(client, "limits:denied")
-	if err != nil {
-		return
-	}
-	defer denyList.Close()
-	perTenant, err := ratelimit.NewKeyed(client,
-		ratelimit.FixedWindow{Limit: 100, Window: time.Minute},
-		ratelimit.WithKeyPrefix("limits:tenant:"),
-		ratelimit.WithKeyedDenyList(denyList, func(key string) string { return "tenant:" + key }))
-	if err != nil {
-		return
-	}
-	defer perTenant.Close()
-
-	if err := denyList.SetDenied(ctx, "tenant:globex", true); err != nil {
-		return
-	}
-	for _, tenant := range []string{"acme", "globex"} {
-		res, err := perTenant.Allow(ctx, tenant)
-		if err != nil {
-			continue
-		}
-		fmt.Println(tenant, res.Allowed, res.Reason) // acme true; globex false deny_list
 	}
 }

@@ -53,7 +53,7 @@ const (
 // SADD or SREM in a Lua script, reads run SISMEMBER in a Lua script: scripting and these set commands
 // must be permitted. No expiry is set; membership persists until removed. The key is read on its own,
 // so it may live in another Cluster slot than the limiters' keys, and a cache miss costs one extra round
-// trip. Do not share the key with a limiter's state or another data type ([ErrWrongType]).
+// trip. Do not share the key with a limiter's state or another data type ([ErrForeignData]).
 //
 // # Cache
 //
@@ -89,11 +89,12 @@ const (
 // invalidation, rather than golang.org/x/sync/singleflight: singleflight has no notion of a read's age
 // and would need Forget calls to detach reads, so the map states the rules directly.
 //
-// A DenyList is safe for concurrent use. It starts goroutines only for shared reads, each ending when its
-// read does (at the latest after the read timeout); [DenyList.Close] ends them at once and waits for
-// them. It never closes the client.
+// A DenyList is safe for concurrent use. Its background work is the goroutines of shared reads, each
+// ending when its read does (at the latest after the read timeout); [DenyList.Close] ends them at
+// once and waits for them. It never closes the client.
 type DenyList struct {
 	client rueidis.Client
+	name   string // the key as given to NewDenyList, returned by Key
 	key    string
 	cfg    denyConfig
 	// read asks the server whether identity is denied: serverRead, except in unit tests.
@@ -141,8 +142,10 @@ type DenyListStats struct {
 	Cached int
 }
 
-// DenyListOption configures a [DenyList] ([NewDenyList]). Options are applied in order; an invalid
-// value makes NewDenyList fail.
+// DenyListOption configures a [DenyList] ([NewDenyList]). It is a type of its own (not an [Option]),
+// so a limiter option given to NewDenyList, or a deny-list option given to [New], does not compile.
+// Options are applied in order; an invalid value, or a nil DenyListOption, makes NewDenyList fail
+// with an error matching [ErrInvalidConfig].
 type DenyListOption interface {
 	applyDeny(*denyConfig) error
 }
@@ -175,7 +178,7 @@ func defaultDenyConfig() denyConfig {
 func WithCacheDuration(d time.Duration) DenyListOption {
 	return denyOptionFunc(func(c *denyConfig) error {
 		if d < 0 || d > MaxCacheDuration {
-			return fmt.Errorf("ratelimit: deny-list cache duration %v must be between 0 and %v", d, MaxCacheDuration)
+			return invalidConfig("deny-list cache duration %v must be between 0 and %v", d, MaxCacheDuration)
 		}
 		c.cacheDuration = d
 		return nil
@@ -188,7 +191,7 @@ func WithCacheDuration(d time.Duration) DenyListOption {
 func WithCacheCapacity(n int) DenyListOption {
 	return denyOptionFunc(func(c *denyConfig) error {
 		if n <= 0 {
-			return fmt.Errorf("ratelimit: deny-list cache capacity %d must be positive", n)
+			return invalidConfig("deny-list cache capacity %d must be positive", n)
 		}
 		c.cacheCapacity = n
 		return nil
@@ -196,7 +199,7 @@ func WithCacheCapacity(n int) DenyListOption {
 }
 
 // WithDenyListKeyPrefix prepends prefix to the deny list's key, like a prefixed client view. The
-// prefix is binary-safe. Default: no prefix.
+// prefix is binary-safe; [DenyList.Key] returns the key without it. Default: no prefix.
 func WithDenyListKeyPrefix(prefix string) DenyListOption {
 	return denyOptionFunc(func(c *denyConfig) error {
 		c.keys = luakit.NewKeyspace(prefix)
@@ -212,7 +215,7 @@ func WithDenyListKeyPrefix(prefix string) DenyListOption {
 func WithDenyListReadTimeout(d time.Duration) DenyListOption {
 	return denyOptionFunc(func(c *denyConfig) error {
 		if d <= 0 {
-			return fmt.Errorf("ratelimit: deny-list read timeout %v must be positive", d)
+			return invalidConfig("deny-list read timeout %v must be positive", d)
 		}
 		c.readTimeout = d
 		return nil
@@ -220,26 +223,27 @@ func WithDenyListReadTimeout(d time.Duration) DenyListOption {
 }
 
 // NewDenyList returns a DenyList over the set at key (after the [WithDenyListKeyPrefix] prefix). It
-// does no I/O and starts no goroutine. It returns [ErrNilClient] for a nil client, an error wrapping
-// luakit.ErrEmptyKey for an empty key, or the error of an invalid option.
+// does no I/O and starts no goroutine. It returns an error wrapping [ErrNilClient] for a nil client;
+// every other error matches [ErrInvalidConfig]: one wrapping luakit.ErrEmptyKey for an empty key, or
+// the error of an invalid option.
 func NewDenyList(client rueidis.Client, key string, opts ...DenyListOption) (*DenyList, error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, errNilClient
 	}
-	if err := luakit.ValidateKey("deny-list key", key); err != nil {
-		return nil, err
+	if key == "" {
+		return nil, emptyKey("deny-list key")
 	}
 	cfg := defaultDenyConfig()
 	for _, o := range opts {
 		if o == nil {
-			return nil, errors.New("ratelimit: nil deny-list option")
+			return nil, invalidConfig("nil deny-list option")
 		}
 		if err := o.applyDeny(&cfg); err != nil {
 			return nil, err
 		}
 	}
 	d := newDenyList(cfg, nil)
-	d.client, d.key = client, cfg.keys.Key(key)
+	d.client, d.name, d.key = client, key, cfg.keys.Key(key)
 	d.read = d.serverRead
 	return d, nil
 }
@@ -256,8 +260,9 @@ func newDenyList(cfg denyConfig, read func(context.Context, string) (bool, error
 	return d
 }
 
-// Key returns the deny list's physical key (prefix included).
-func (d *DenyList) Key() string { return d.key }
+// Key returns the deny list's key as given to [NewDenyList], without the [WithDenyListKeyPrefix]
+// prefix (the server key is the prefix followed by it).
+func (d *DenyList) Key() string { return d.name }
 
 // SetDenied adds identity to the set (denied true) or removes it (false), in one script (one round
 // trip). identity must not be empty ([ErrEmptyIdentity], before any I/O).
@@ -271,7 +276,7 @@ func (d *DenyList) Key() string { return d.key }
 // It blocks until the reply or until ctx ends. A failure after the script may have reached the server
 // (timeout, cancellation, broken connection) wraps [ErrUncertain]: the write may have happened, so
 // read again (IsDenied, whose cache was emptied) to learn the membership. A key of another type is
-// [ErrWrongType] with nothing written. Concurrent writes take effect in the order the server runs them.
+// [ErrForeignData] with nothing written. Concurrent writes take effect in the order the server runs them.
 // Safe for concurrent use.
 func (d *DenyList) SetDenied(ctx context.Context, identity string, denied bool) error {
 	if identity == "" {
@@ -281,7 +286,7 @@ func (d *DenyList) SetDenied(ctx context.Context, identity string, denied bool) 
 	closed := d.closed
 	d.mu.Unlock()
 	if closed {
-		return ErrClosed
+		return errClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ratelimit: deny-list write: %w", err)
@@ -302,9 +307,9 @@ func (d *DenyList) SetDenied(ctx context.Context, identity string, denied bool) 
 	}
 	switch {
 	case isWrongType(err):
-		return fmt.Errorf("%w: deny-list key: %w", ErrWrongType, err)
+		return fmt.Errorf("ratelimit: deny-list write: %w: %w", ErrForeignData, err)
 	case luakit.Classify(err) == luakit.ClassUncertain || luakit.Classify(err) == luakit.ClassUnknown:
-		return fmt.Errorf("%w: deny-list write: %w", ErrUncertain, err)
+		return fmt.Errorf("ratelimit: deny-list write: %w: %w", ErrUncertain, err)
 	}
 	return fmt.Errorf("ratelimit: deny-list write: %w", err)
 }
@@ -316,7 +321,7 @@ func (d *DenyList) SetDenied(ctx context.Context, identity string, denied bool) 
 // A cache hit needs no I/O and succeeds even while the server is unreachable. On a miss it blocks until
 // the read answers or ctx ends; when ctx ends first it returns an error wrapping ctx.Err(), and a
 // shared read continues for its other callers. Read failures are returned (wrapped; a key of another
-// type is [ErrWrongType]) and never cached. After [DenyList.Close] it returns [ErrClosed]. Safe for
+// type is [ErrForeignData]) and never cached. After [DenyList.Close] it returns [ErrClosed]. Safe for
 // concurrent use.
 func (d *DenyList) IsDenied(ctx context.Context, identity string) (bool, error) {
 	if identity == "" {
@@ -325,7 +330,7 @@ func (d *DenyList) IsDenied(ctx context.Context, identity string) (bool, error) 
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return false, ErrClosed
+		return false, errClosed
 	}
 	now := d.cfg.now()
 	if d.cfg.cacheDuration > 0 {
@@ -383,7 +388,7 @@ func (d *DenyList) runShared(detached context.Context, identity string, r *denyR
 
 	denied, err := d.read(ctx, identity)
 	if err != nil && d.stop.Err() != nil {
-		err = fmt.Errorf("%w: deny-list read ended by Close: %w", ErrClosed, err)
+		err = fmt.Errorf("ratelimit: %w: deny-list read ended by Close: %w", ErrClosed, err)
 	}
 
 	d.mu.Lock()
@@ -433,7 +438,7 @@ func (d *DenyList) serverRead(ctx context.Context, identity string) (bool, error
 	v, err := denyReadScript.Exec(ctx, d.client, []string{d.key}, []string{identity}).AsInt64()
 	if err != nil {
 		if isWrongType(err) {
-			return false, fmt.Errorf("%w: deny-list key: %w", ErrWrongType, err)
+			return false, fmt.Errorf("ratelimit: deny-list read: %w: %w", ErrForeignData, err)
 		}
 		return false, fmt.Errorf("ratelimit: deny-list read: %w", err)
 	}
@@ -471,23 +476,21 @@ func (d *DenyList) Stats() DenyListStats {
 }
 
 // Close empties the cache, ends the shared reads in flight (their waiters get an error wrapping
-// [ErrClosed]) and waits for their goroutines to return. Later IsDenied and SetDenied calls return
-// [ErrClosed]; limiters bound to the deny list then fail their calls with it. Reads that use a
-// caller's context (cache disabled) end with that context. Close never closes the client; it is
-// idempotent, always returns nil, and is safe for concurrent use.
-func (d *DenyList) Close() error {
+// [ErrClosed]) and waits for their goroutines to return until ctx ends; then it returns an error
+// wrapping ctx.Err() (the reads, already cancelled, end on their own). Otherwise it returns nil.
+// Later IsDenied and SetDenied calls return [ErrClosed]; limiters bound to the deny list then fail
+// their calls with it. Reads that use a caller's context (cache disabled) end with that context.
+// Close never closes the client; it is idempotent (a later call waits again) and safe for concurrent
+// use.
+func (d *DenyList) Close(ctx context.Context) error {
 	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		d.wg.Wait()
-		return nil
+	if !d.closed {
+		d.closed = true
+		d.invalidateLocked()
 	}
-	d.closed = true
-	d.invalidateLocked()
 	d.mu.Unlock()
 	d.stopFunc()
-	d.wg.Wait()
-	return nil
+	return waitStopped(ctx, &d.wg)
 }
 
 // isWrongType reports whether err is a WRONGTYPE reply.

@@ -26,7 +26,7 @@ func ExampleDenyList() {
 	if err != nil {
 		return
 	}
-	defer denyList.Close()
+	defer denyList.Close(ctx)
 	if err := denyList.SetDenied(ctx, "customer:42", true); err != nil {
 		return // on ErrUncertain the write may have happened: IsDenied reads again
 	}
@@ -37,7 +37,7 @@ func ExampleDenyList() {
 	if err != nil {
 		return
 	}
-	defer limiter.Close()
+	defer limiter.Close(ctx)
 	res, err := limiter.Allow(ctx)
 	if err != nil {
 		return // the deny list or the limit could not be read: fail open or closed, your choice
@@ -58,10 +58,45 @@ func ExampleDenyList_Stats() {
 	if err != nil {
 		return
 	}
-	defer denyList.Close()
+	defer denyList.Close(context.Background())
 	for range 3 {
 		_, _ = denyList.IsDenied(context.Background(), "customer:42")
 	}
 	s := denyList.Stats()
 	fmt.Println(s.Hits, s.Misses, s.ServerReads) // 2 1 1 within the cache duration
+}
+
+// Per-tenant limits with one shared deny list: each key of the Keyed limiter is checked as its own
+// identity (or as what the function returns), before any capacity is touched.
+func ExampleWithKeyedDenyList() {
+	ctx := context.Background()
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	denyList, err := ratelimit.NewDenyList(client, "limits:denied")
+	if err != nil {
+		return
+	}
+	defer denyList.Close(ctx)
+	perTenant, err := ratelimit.NewKeyed(client,
+		ratelimit.FixedWindow{Limit: 100, Window: time.Minute},
+		ratelimit.WithKeyPrefix("limits:tenant:"),
+		ratelimit.WithKeyedDenyList(denyList, func(key string) string { return "tenant:" + key }))
+	if err != nil {
+		return
+	}
+	defer perTenant.Close(ctx)
+
+	if err := denyList.SetDenied(ctx, "tenant:globex", true); err != nil {
+		return
+	}
+	for _, tenant := range []string{"acme", "globex"} {
+		res, err := perTenant.Allow(ctx, tenant)
+		if err != nil {
+			continue
+		}
+		fmt.Println(tenant, res.Allowed, res.Reason) // acme true; globex false deny_list
+	}
 }

@@ -4,6 +4,6 @@
 -- ARGV[1]  the identity (any bytes, not empty)
 --
 -- Returns 1 when ARGV[1] is a member of the set, 0 otherwise. Writes nothing. A key of another type
--- is a WRONGTYPE error.
+-- is the server's own WRONGTYPE error (raised by SISMEMBER).
 -- Complexity: O(1).
 return redis.call('SISMEMBER', KEYS[1], ARGV[1])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func TestDenyListOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer d.Close()
+			defer d.Close(context.Background())
 			if d.cfg.cacheDuration != tc.dur || d.cfg.cacheCapacity != tc.cap || d.cfg.readTimeout != tc.rt {
 				t.Fatalf("config = %v, %d, %v; want %v, %d, %v", d.cfg.cacheDuration, d.cfg.cacheCapacity,
 					d.cfg.readTimeout, tc.dur, tc.cap, tc.rt)
@@ -64,22 +65,25 @@ func TestDenyListOptions(t *testing.T) {
 			if err == nil || d != nil {
 				t.Fatalf("NewDenyList = %v, %v; want an error", d, err)
 			}
+			if !errors.Is(err, ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "ratelimit: ") {
+				t.Fatalf("NewDenyList = %v, want a ratelimit: error matching ErrInvalidConfig", err)
+			}
 		})
 	}
 
 	if _, err := NewDenyList(nil, "denied"); !errors.Is(err, ErrNilClient) {
 		t.Fatalf("nil client: %v, want ErrNilClient", err)
 	}
-	if _, err := NewDenyList(noIOClient{}, ""); !errors.Is(err, luakit.ErrEmptyKey) {
-		t.Fatalf("empty key: %v, want luakit.ErrEmptyKey", err)
+	if _, err := NewDenyList(noIOClient{}, ""); !errors.Is(err, luakit.ErrEmptyKey) || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("empty key: %v, want luakit.ErrEmptyKey matching ErrInvalidConfig", err)
 	}
 	d, err := NewDenyList(noIOClient{}, "den\x00ied\xff", WithDenyListKeyPrefix("app\xfe:"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
-	if got := d.Key(); got != "app\xfe:den\x00ied\xff" {
-		t.Fatalf("Key() = %q", got)
+	defer d.Close(context.Background())
+	if got := d.Key(); got != "den\x00ied\xff" {
+		t.Fatalf("Key() = %q, want the key as given, without the prefix", got)
 	}
 }
 
@@ -176,7 +180,7 @@ func newTestDenyList(t *testing.T, clock *fakeClock, f *fakeSet, dur time.Durati
 	cfg := defaultDenyConfig()
 	cfg.cacheDuration, cfg.cacheCapacity, cfg.now = dur, capacity, clock.Now
 	d := newDenyList(cfg, f.read)
-	t.Cleanup(func() { _ = d.Close() })
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
 	return d
 }
 
@@ -203,10 +207,10 @@ func TestDenyListEmptyIdentity(t *testing.T) {
 	f := &fakeSet{members: map[string]bool{"a": true}}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 4)
 	mustIsDenied(t, d, "a", true)
-	if _, err := d.IsDenied(context.Background(), ""); !errors.Is(err, ErrEmptyIdentity) {
+	if _, err := d.IsDenied(context.Background(), ""); !errors.Is(err, ErrEmptyIdentity) || !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("IsDenied(\"\"): %v", err)
 	}
-	if err := d.SetDenied(context.Background(), "", true); !errors.Is(err, ErrEmptyIdentity) {
+	if err := d.SetDenied(context.Background(), "", true); !errors.Is(err, ErrEmptyIdentity) || !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("SetDenied(\"\"): %v", err)
 	}
 	// The rejected write left the cache intact.
@@ -570,7 +574,7 @@ func TestDenyListReadTimeout(t *testing.T) {
 	cfg := defaultDenyConfig()
 	cfg.readTimeout = 20 * time.Millisecond
 	d := newDenyList(cfg, f.read)
-	defer d.Close()
+	defer d.Close(context.Background())
 	// The caller has no deadline; the shared read gives up at the read timeout.
 	if _, err := d.IsDenied(context.Background(), "id"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("IsDenied: %v, want context.DeadlineExceeded", err)
@@ -586,7 +590,7 @@ func TestDenyListClose(t *testing.T) {
 		waiting <- err
 	}()
 	waitFor(t, "the read", func() bool { return f.numCalls() == 1 })
-	if err := d.Close(); err != nil {
+	if err := d.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// Close returned: the shared read's goroutine has ended, and its waiter got ErrClosed.
@@ -599,9 +603,21 @@ func TestDenyListClose(t *testing.T) {
 	if err := d.SetDenied(context.Background(), "id", true); !errors.Is(err, ErrClosed) {
 		t.Fatalf("SetDenied after Close: %v", err)
 	}
-	if err := d.Close(); err != nil {
+	if err := d.Close(context.Background()); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+}
+
+// DenyList.Close waits for its shared reads (a stand-in here) until its ctx ends.
+func TestDenyListCloseWaitsUntilCtxEnds(t *testing.T) {
+	d := newDenyList(defaultDenyConfig(), func(context.Context, string) (bool, error) { return false, nil })
+	release := make(chan struct{})
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		<-release
+	}()
+	testCloseWaits(t, d.Close, release, func() error { _, err := d.IsDenied(context.Background(), "id"); return err })
 }
 
 func TestDenyListCacheIntactOnCancelledWrite(t *testing.T) {
@@ -624,7 +640,7 @@ func BenchmarkDenyListHit(b *testing.B) {
 	cfg := defaultDenyConfig()
 	cfg.cacheDuration = time.Minute
 	d := newDenyList(cfg, f.read)
-	defer d.Close()
+	defer d.Close(context.Background())
 	if _, err := d.IsDenied(context.Background(), "id"); err != nil {
 		b.Fatal(err)
 	}

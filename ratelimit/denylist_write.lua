@@ -6,7 +6,8 @@
 --
 -- Returns 1 when the set changed, 0 when the identity already had the requested state. No expiry is
 -- set: membership persists until removed (SREM of the last member deletes the key, as Redis does). A
--- key of another type is a WRONGTYPE error with nothing written.
+-- key of another type is the server's own WRONGTYPE error (raised by SADD or SREM) with nothing
+-- written.
 -- Complexity: O(1).
 if ARGV[2] == '1' then
   return redis.call('SADD', KEYS[1], ARGV[1])

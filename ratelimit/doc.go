@@ -8,16 +8,17 @@
 //
 // A [Limiter] enforces one [Policy] on one server key. Every decision is one Lua script (one round
 // trip: EVALSHA, plus one EVAL after a NOSCRIPT reply when the server's script cache was emptied)
-// that reads the server's clock (TIME) and admits all n permits
-// or none, atomically across every process sharing the key. Each limiter uses exactly one key, so it
-// works on Cluster without hash tags; keys are binary-safe and take the [WithKeyPrefix] prefix.
+// that reads the server's clock (TIME) and admits all n permits or none, atomically across every
+// process sharing the key. Each limiter uses exactly one key, so it works on Cluster without hash
+// tags; keys are binary-safe and take the [WithKeyPrefix] prefix ([Limiter.Key] and [DenyList.Key]
+// return them without it).
 //
 //	limiter, err := ratelimit.New(client, "limits:checkout",
 //		ratelimit.GCRA{Burst: 20, EmissionInterval: 100 * time.Millisecond})
 //	if err != nil {
 //		return err
 //	}
-//	defer limiter.Close()
+//	defer limiter.Close(ctx)
 //	res, err := limiter.Allow(ctx)
 //	switch {
 //	case err != nil:
@@ -57,9 +58,12 @@
 //     consumed.
 //
 // Every key expires once every component could be back at full capacity. Durations are rounded up to
-// whole milliseconds; settings out of range are [ErrInvalidPolicy] from the constructor. Standalone
-// layouts differ from the composite's and record no signature: dedicate each key to one limiter kind
-// and one configuration (or use the update protocol below).
+// whole milliseconds, where other Coordkit modules truncate TTLs: a window, period or emission
+// interval is a lower bound on how long permits stay counted, and the key's expiry derives from it,
+// so rounding down would let a key expire (and its permits come back) before its window ended, and
+// a 1.5ms interval would admit more than asked. Settings out of range are [ErrInvalidPolicy] from
+// the constructor. Standalone layouts differ from the composite's and record no signature: dedicate
+// each key to one limiter kind and one configuration (or use the update protocol below).
 //
 // # Results
 //
@@ -101,15 +105,16 @@
 //	Composite       Each component by its rule, and the new signature, atomically.
 //
 // An absent or expired key stays absent. A composite signature mismatch, a GCRA debt overflow or a
-// key holding foreign data ([ErrWrongType]) is a validation rejection: nothing was written and the
-// limiter keeps its settings and queue. Any other
-// failure after the migration script was sent closes the limiter and fails its waiters, because the
-// server may already have changed: reconcile before building a replacement, do not blindly retry.
+// key holding foreign data ([ErrForeignData]) is a validation rejection: nothing was written and the
+// limiter keeps its settings and queue. Any other failure after the migration script was sent closes
+// the limiter and fails its waiters, because the server may already have changed: reconcile before
+// building a replacement, do not blindly retry.
 //
 // Ratelimit does not distribute settings. When several processes share a key: pause acquisitions
 // everywhere (drain local queues), let exactly one process call Update with Migrate, have every other
 // process call Update with the same policy and Adopt (or construct new limiters with it), then resume.
-// Migrating the same change in several processes applies token refills and GCRA rescaling again.
+// Migrating the same change in several processes applies token refills and GCRA rescaling again, so
+// the mode has no default: the zero [UpdateMode] is invalid.
 //
 // # Deny list
 //
@@ -141,6 +146,17 @@
 //     limit once. Eviction or deletion of a key resets its usage.
 //   - Fixed windows use a Lua counter on every server version (the same single round trip Redis 8.8's
 //     INCREX would give; no capability probe is needed).
+//
+// # Errors and lifecycle
+//
+// Errors follow Coordkit's shared vocabulary: [ErrUncertain], [ErrForeignData], [ErrClosed],
+// [ErrNilClient] and [ErrInvalidConfig] are luakit's values, so one errors.Is check serves every
+// module; every bad option or argument found before I/O matches ErrInvalidConfig (the package's
+// [ErrInvalidPolicy], [ErrInvalidUpdate], [ErrNegativePermits] and [ErrEmptyIdentity] included).
+// Every error carries the "ratelimit: " prefix and never a key or an identity. [Limiter], [Keyed]
+// and [DenyList] run background work (the wait queue's goroutine; the idle-key sweep and the keys'
+// queues; the shared deny-list reads), so each has Close(ctx), idempotent, after which calls fail
+// with ErrClosed.
 //
 // Redis 7.0+ and Valkey 8+, standalone and Cluster; Sentinel works through rueidis' Sentinel client
 // (untested here).

@@ -63,14 +63,14 @@ type decision struct {
 
 // decide runs one script (one round trip) deciding n permits (n >= 0; n == 0 probes and writes
 // nothing). n > capacity is decided locally: not allowed, no RetryAfter, no I/O. Server errors map to
-// the package's errors (ErrConfigMismatch, ErrWrongType); transport failures after sending wrap
+// the package's errors (ErrConfigMismatch, ErrForeignData); transport failures after sending wrap
 // ErrUncertain.
 func (c *compiled) decide(ctx context.Context, client rueidis.Client, key string, n int64) (decision, error) {
 	return c.run(ctx, client, key, n)
 }
 
 // migrate converts the stored state at key from c's settings to to's in one script. An absent key
-// stays absent. Validation rejections (ErrConfigMismatch, ErrDebtOverflow) wrote nothing.
+// stays absent. Validation rejections (ErrConfigMismatch, ErrDebtOverflow, ErrForeignData) wrote nothing.
 func (c *compiled) migrate(ctx context.Context, client rueidis.Client, key string, to *compiled) error {
 	return c.convert(ctx, client, key, to)
 }

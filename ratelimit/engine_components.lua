@@ -28,8 +28,9 @@
 --   Converts the stored usage by the rules of each kind (see policy.go) and stores the new signature.
 --   Returns {1, now} when state was converted, {0, now} when the key is absent (it stays absent).
 --
--- Errors (nothing written): "WRONGTYPE ..." when the key is not a hash of this layout;
--- "RLMISMATCH ..." when a composite's stored signature differs from the expected one.
+-- Errors (nothing written), the script's own codes (never a server code such as WRONGTYPE):
+-- "RLFOREIGN ..." when the key is not a hash of this layout (another type, or another limiter's
+-- layout tag); "RLMISMATCH ..." when a composite's stored signature differs from the expected one.
 -- Complexity: O(F + S log S) for F hash fields and S active segments.
 local key = KEYS[1]
 
@@ -53,7 +54,7 @@ end
 local function load(b)
   local raw = redis.pcall('HGETALL', key)
   if raw.err then
-    return nil, false, redis.error_reply('WRONGTYPE ratelimit key holds another type')
+    return nil, false, redis.error_reply('RLFOREIGN ratelimit key holds another type')
   end
   local st = {}
   for i = 1, b.k do
@@ -83,7 +84,7 @@ local function load(b)
     end
   end
   if tag ~= b.tag then
-    return nil, true, redis.error_reply('WRONGTYPE ratelimit key holds another limiter layout')
+    return nil, true, redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
   end
   if b.sig ~= '' and sig ~= b.sig then
     return nil, true, redis.error_reply('RLMISMATCH ratelimit stored composite configuration differs')

@@ -35,7 +35,7 @@ func (c *compiled) run(ctx context.Context, client rueidis.Client, key string, n
 		return decision{limit: c.cap, component: c.capIdx}, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return decision{}, err
+		return decision{}, fmt.Errorf("ratelimit: decide: %w", err)
 	}
 	var args []string
 	switch n {
@@ -111,7 +111,7 @@ func (c *compiled) convert(ctx context.Context, client rueidis.Client, key strin
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("ratelimit: migrate: %w", err)
 	}
 	var args []string
 	if c.algo == algoGCRA {
@@ -130,16 +130,17 @@ func (c *compiled) convert(ctx context.Context, client rueidis.Client, key strin
 	return nil
 }
 
-// engineError maps the error of a script call: the scripts' error replies to the package's
-// sentinels (the reply kept as detail), other server replies as they are (the script did not run
-// or failed before writing), and a failure after the command may have been sent to ErrUncertain.
+// engineError maps the error of a script call: the scripts' own error replies (RLFOREIGN,
+// RLMISMATCH, RLDEBT; the reply kept as detail) and the server's WRONGTYPE to the package's errors,
+// other server replies as they are (the script did not run or failed before writing), and a failure
+// after the command may have been sent to ErrUncertain. Every result has the "ratelimit: " prefix.
 func engineError(err error) error {
 	var re *rueidis.RedisError
 	if errors.As(err, &re) && !re.IsNil() {
 		msg := re.Error()
 		switch {
-		case strings.HasPrefix(msg, "WRONGTYPE"):
-			return fmt.Errorf("%w: %w", ErrWrongType, err)
+		case strings.HasPrefix(msg, "RLFOREIGN"), strings.HasPrefix(msg, "WRONGTYPE"):
+			return fmt.Errorf("ratelimit: %w: %w", ErrForeignData, err)
 		case strings.HasPrefix(msg, "RLMISMATCH"):
 			return fmt.Errorf("%w: %w", ErrConfigMismatch, err)
 		case strings.HasPrefix(msg, "RLDEBT"):
@@ -152,9 +153,9 @@ func engineError(err error) error {
 	}
 	switch luakit.Classify(err) {
 	case luakit.ClassUncertain, luakit.ClassUnknown:
-		return fmt.Errorf("%w: %w", ErrUncertain, err)
+		return fmt.Errorf("ratelimit: %w: %w", ErrUncertain, err)
 	}
-	return err
+	return fmt.Errorf("ratelimit: %w", err)
 }
 
 // notSent reports whether err is a dial failure: the command was never written.

@@ -16,21 +16,22 @@
 --   whole ms. Returns {1, now} when converted, {0, now} when the key is absent or has no debt (it
 --   stays absent).
 --
--- Errors (nothing written): "WRONGTYPE ..." when the key holds anything but a TAT; "RLDEBT ..." when
--- the rescaled debt exceeds 9223372036854 ms (the time.Duration range).
+-- Errors (nothing written), the script's own codes (never a server code such as WRONGTYPE):
+-- "RLFOREIGN ..." when the key holds anything but a TAT; "RLDEBT ..." when the rescaled debt exceeds
+-- 9223372036854 ms (the time.Duration range).
 -- Complexity: O(1).
 local key = KEYS[1]
 local maxDebt = 9223372036854
 
 local v = redis.pcall('GET', key)
 if type(v) == 'table' and v.err then
-  return redis.error_reply('WRONGTYPE ratelimit key holds another type')
+  return redis.error_reply('RLFOREIGN ratelimit key holds another type')
 end
 local tat = nil
 if v then
   tat = tonumber(v)
   if not tat or not string.match(v, '^%d+$') then
-    return redis.error_reply('WRONGTYPE ratelimit key holds another limiter layout')
+    return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
   end
 end
 local t = redis.call('TIME')

@@ -2,12 +2,17 @@ package ratelimit
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
 func TestCompileValidation(t *testing.T) {
@@ -347,13 +352,55 @@ func TestEngineErrorMapping(t *testing.T) {
 		{"deadline", context.DeadlineExceeded, ErrUncertain, nil},
 		{"canceled", context.Canceled, ErrUncertain, nil},
 		{"unknown", errors.New("boom"), ErrUncertain, nil},
+		// The scripts' own code for a key of another type or layout, and the server's WRONGTYPE.
+		{"foreign layout", redisErr("RLFOREIGN ratelimit key holds another limiter layout"), ErrForeignData, ErrUncertain},
+		{"server wrong type", redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"), ErrForeignData, ErrUncertain},
+		{"mismatch", redisErr("RLMISMATCH ratelimit stored composite configuration differs"), ErrConfigMismatch, ErrForeignData},
+		{"debt", redisErr("RLDEBT ratelimit migrated GCRA debt out of range"), ErrDebtOverflow, ErrForeignData},
+		{"other reply", redisErr("NOPERM no permissions"), errNoSentinel, ErrForeignData},
+		{"no slot", rueidis.ErrNoSlot, errNoSentinel, ErrUncertain},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := engineError(tt.err)
-			if !errors.Is(got, tt.want) || !errors.Is(got, tt.err) {
+			if (tt.want != errNoSentinel && !errors.Is(got, tt.want)) || !errors.Is(got, tt.err) {
 				t.Fatalf("engineError(%v) = %v, want it to wrap %v and the cause", tt.err, got, tt.want)
 			}
+			if tt.not != nil && errors.Is(got, tt.not) {
+				t.Fatalf("engineError(%v) = %v, must not match %v", tt.err, got, tt.not)
+			}
+			if !strings.HasPrefix(got.Error(), "ratelimit: ") {
+				t.Fatalf("engineError(%v) = %q, want the ratelimit: prefix", tt.err, got)
+			}
 		})
+	}
+}
+
+// errNoSentinel in TestEngineErrorMapping's want column: no sentinel, only the cause.
+var errNoSentinel = errors.New("no sentinel")
+
+// redisErr returns a *rueidis.RedisError for the error reply s, as a server would send it.
+func redisErr(s string) error {
+	buf := make([]byte, 7, 7+9+len(s))
+	buf = append(buf, '-')
+	var l [8]byte
+	binary.BigEndian.PutUint64(l[:], uint64(len(s)))
+	buf = append(buf, l[:]...)
+	buf = append(buf, s...)
+	var m rueidis.RedisMessage
+	if err := m.CacheUnmarshalView(buf); err != nil {
+		panic(err)
+	}
+	return m.Error()
+}
+
+// The scripts signal a key of another type or layout with their own error code, never with a forged
+// server reply such as WRONGTYPE.
+func TestScriptsDoNotForgeServerErrors(t *testing.T) {
+	t.Parallel()
+	for _, s := range []*luakit.Script{componentsScript, gcraScript, denyReadScript, denyWriteScript} {
+		if strings.Contains(s.Source(), "error_reply('WRONGTYPE") {
+			t.Errorf("%s forges a WRONGTYPE reply", s.Name())
+		}
 	}
 }

@@ -1,21 +1,46 @@
 package ratelimit
 
-import "errors"
+import (
+	"errors"
 
-// Sentinel errors. Compare with errors.Is: most are returned wrapped with detail.
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// The conditions every Coordkit module shares are luakit's values (ratelimit.ErrUncertain ==
+// luakit.ErrUncertain), so one errors.Is check works whichever module returned the error. The
+// comments say what each means here. They are returned wrapped, with a "ratelimit: " prefix and
+// detail.
 var (
-	// ErrInvalidPolicy is returned by [New], [NewKeyed] and [Limiter.Update], before any I/O, for
-	// settings out of range (the message names the field).
-	ErrInvalidPolicy = errors.New("ratelimit: invalid policy")
+	ErrInvalidConfig = luakit.ErrInvalidConfig // a bad option or argument, before any I/O: matched by every option error, an empty key, ErrInvalidPolicy, ErrInvalidUpdate, ErrNegativePermits and ErrEmptyIdentity
+	ErrForeignData   = luakit.ErrForeignData   // the limiter's or the deny list's key holds another Redis type or another limiter's layout; nothing was written
+	ErrUncertain     = luakit.ErrUncertain     // a script may have run but no reply was read: permits may have been consumed, a deny-list write or a migration may have happened
+	ErrClosed        = luakit.ErrClosed        // a call after Close (or after a failed migration closed the limiter), and requests waiting in a queue or on a shared deny-list read when it closes
+	ErrNilClient     = luakit.ErrNilClient     // New, NewKeyed or NewDenyList given a nil rueidis.Client
+)
 
-	// ErrInvalidUpdate is returned by [Limiter.Update], before any I/O, when the new policy changes the
-	// algorithm (or, for a composite, the number or algorithm of a component), or for an unknown
-	// [UpdateMode]. Nothing changed.
-	ErrInvalidUpdate = errors.New("ratelimit: update cannot change the algorithm")
+// The package's own argument errors (luakit.ConfigSentinel values). Each is returned, before any
+// I/O, wrapped with detail, and also matches [ErrInvalidConfig] (errors.Is(err, ErrInvalidPolicy)
+// and errors.Is(err, ErrInvalidConfig) both hold).
+var (
+	// ErrInvalidPolicy is returned by [New], [NewKeyed] and [Limiter.Update] for settings out of
+	// range (the message names the field).
+	ErrInvalidPolicy = luakit.ConfigSentinel("ratelimit: invalid policy")
 
-	// ErrNegativePermits is returned, before any I/O, for n < 0.
-	ErrNegativePermits = errors.New("ratelimit: negative permit count")
+	// ErrInvalidUpdate is returned by [Limiter.Update] when the new policy changes the algorithm (or,
+	// for a composite, the number or algorithm of a component), or for an [UpdateMode] other than
+	// [Migrate] and [Adopt] (the zero value included). Nothing changed.
+	ErrInvalidUpdate = luakit.ConfigSentinel("ratelimit: invalid update")
 
+	// ErrNegativePermits is returned for n < 0.
+	ErrNegativePermits = luakit.ConfigSentinel("ratelimit: negative permit count")
+
+	// ErrEmptyIdentity is returned for an empty deny-list identity (given to [WithDenyList],
+	// [DenyList.SetDenied] or [DenyList.IsDenied], or returned by a [WithKeyedDenyList] function).
+	ErrEmptyIdentity = luakit.ConfigSentinel("ratelimit: empty deny-list identity")
+)
+
+// The package's own errors found by the server. Nothing was written when they are returned.
+var (
 	// ErrConfigMismatch is returned when a composite's stored configuration signature differs from this
 	// limiter's: another process uses other settings for the key. Nothing was consumed.
 	ErrConfigMismatch = errors.New("ratelimit: stored composite configuration differs")
@@ -23,22 +48,20 @@ var (
 	// ErrDebtOverflow is returned by a GCRA migration whose rescaled debt would not fit in a
 	// time.Duration. Nothing was written and the limiter keeps its old settings.
 	ErrDebtOverflow = errors.New("ratelimit: migrated GCRA debt out of range")
-
-	// ErrWrongType is returned when the key holds data of another layout or type (a key shared with
-	// another limiter kind or data). Nothing was written.
-	ErrWrongType = errors.New("ratelimit: key holds foreign data")
-
-	// ErrUncertain wraps failures where a script may have reached the server but no reply was read
-	// (timeout, cancellation, broken connection): permits may have been consumed.
-	ErrUncertain = errors.New("ratelimit: outcome uncertain")
-
-	// ErrClosed is returned by calls on a closed [Limiter], [Keyed] or [DenyList], and to requests
-	// waiting in a queue (or on a shared deny-list read) when it closes.
-	ErrClosed = errors.New("ratelimit: closed")
-
-	// ErrNilClient is returned by [New], [NewKeyed] and [NewDenyList] for a nil rueidis.Client.
-	ErrNilClient = errors.New("ratelimit: nil rueidis client")
-
-	// ErrEmptyIdentity is returned for an empty deny-list identity.
-	ErrEmptyIdentity = errors.New("ratelimit: empty deny-list identity")
 )
+
+// emptyKeyError is an empty key playing role ("rate limit key", "deny-list key"): it matches both
+// luakit.ErrEmptyKey and ErrInvalidConfig.
+type emptyKeyError struct{ role string }
+
+func (e *emptyKeyError) Error() string        { return "ratelimit: " + e.role + " is empty" }
+func (e *emptyKeyError) Unwrap() error        { return luakit.ErrEmptyKey }
+func (e *emptyKeyError) Is(target error) bool { return target == luakit.ErrInvalidConfig }
+
+// emptyKey returns the error for an empty key playing role.
+func emptyKey(role string) error { return &emptyKeyError{role: role} }
+
+// invalidConfig returns a luakit.ConfigError "ratelimit: <message>".
+func invalidConfig(format string, args ...any) error {
+	return luakit.InvalidConfig("ratelimit", format, args...)
+}

@@ -22,7 +22,7 @@ func ExampleLimiter_Allow() {
 	if err != nil {
 		return
 	}
-	defer limiter.Close()
+	defer limiter.Close(context.Background())
 
 	res, err := limiter.Allow(context.Background())
 	switch {
@@ -51,7 +51,7 @@ func ExampleLimiter_WaitN() {
 	if err != nil {
 		return
 	}
-	defer limiter.Close()
+	defer limiter.Close(context.Background())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -76,7 +76,7 @@ func ExampleLimiter_Update() {
 	if err != nil {
 		return
 	}
-	defer limiter.Close()
+	defer limiter.Close(context.Background())
 
 	migrating := true // elected by the application's rollout barrier
 	mode := ratelimit.Adopt
@@ -100,7 +100,7 @@ func ExampleKeyed() {
 	if err != nil {
 		return
 	}
-	defer perTenant.Close()
+	defer perTenant.Close(context.Background())
 
 	for _, tenant := range []string{"acme", "globex"} {
 		res, err := perTenant.Allow(context.Background(), tenant)

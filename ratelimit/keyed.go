@@ -3,14 +3,10 @@ package ratelimit
 import (
 	"container/list"
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
-
-	"github.com/coordkit/coordkit/luakit"
 )
 
 // Keyed applies one policy to many keys (per tenant, per IP, per route) without a Go object per key:
@@ -23,8 +19,9 @@ import (
 // wait), and bounded by [WithMaxKeys]. Dropping it loses nothing shared:
 // the usage lives in the server.
 //
-// A Keyed is safe for concurrent use. Close it when done: Close stops its background goroutine, which
-// drops idle keys. It never closes the client. Keyed has no Update: migrating would have to visit
+// A Keyed is safe for concurrent use. Close it when done: its background work is the goroutine that
+// drops idle keys and the queue goroutines of the keys' local state, which Close ends. It never
+// closes the client. Keyed has no Update: migrating would have to visit
 // every key in the server; build a new Keyed (on new keys, or after migrating them yourself) instead.
 type Keyed struct {
 	client      rueidis.Client
@@ -56,19 +53,19 @@ type keyEntry struct {
 // background goroutine (stopped by Close).
 //
 // Options: [WithKeyPrefix], [WithQueue] (a queue per key, for WaitN), [WithMeterProvider],
-// [WithKeyedDenyList], [WithMaxKeys], [WithIdleTimeout]. It returns [ErrNilClient], an error wrapping
-// [ErrInvalidPolicy], or the error of an invalid option (including [WithDenyList], which applies only
-// to [New]).
-func NewKeyed(client rueidis.Client, policy Policy, opts ...Option) (*Keyed, error) {
+// [WithKeyedDenyList], [WithMaxKeys], [WithIdleTimeout]. It returns an error wrapping [ErrNilClient]
+// for a nil client; every other error matches [ErrInvalidConfig]: one wrapping [ErrInvalidPolicy], or
+// the error of an invalid option.
+func NewKeyed(client rueidis.Client, policy Policy, opts ...KeyedOption) (*Keyed, error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, errNilClient
 	}
 	policy = clonePolicy(policy)
 	c, err := compile(policy)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := applyOptions(opts, true)
+	cfg, err := applyKeyedOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -100,13 +97,13 @@ func (k *Keyed) Allow(ctx context.Context, key string) (Result, error) { return 
 // key is binary-safe and must not be empty. With [WithKeyedDenyList] the key's identity is checked
 // first; an empty identity is [ErrEmptyIdentity]. The outcome counts in the key's [Stats] only when
 // the key has local state. Errors are those of [Limiter.AllowN], plus one wrapping
-// [luakit.ErrEmptyKey].
+// luakit.ErrEmptyKey (and matching [ErrInvalidConfig]) for an empty key.
 func (k *Keyed) AllowN(ctx context.Context, key string, n int64) (Result, error) {
 	if n < 0 {
 		return Result{}, ErrNegativePermits
 	}
-	if err := luakit.ValidateKey("rate limit key", key); err != nil {
-		return Result{}, fmt.Errorf("ratelimit: %w", err)
+	if key == "" {
+		return Result{}, emptyKey("rate limit key")
 	}
 	e, err := k.acquire(key, false)
 	if err != nil {
@@ -158,8 +155,8 @@ func (k *Keyed) WaitN(ctx context.Context, key string, n int64) (Result, error) 
 	if n < 0 {
 		return Result{}, ErrNegativePermits
 	}
-	if err := luakit.ValidateKey("rate limit key", key); err != nil {
-		return Result{}, fmt.Errorf("ratelimit: %w", err)
+	if key == "" {
+		return Result{}, emptyKey("rate limit key")
 	}
 	e, err := k.acquire(key, true)
 	if err != nil {
@@ -184,7 +181,7 @@ func (k *Keyed) acquire(key string, create bool) (*keyEntry, error) {
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	if e := k.entries[key]; e != nil {
 		if e.refs == 0 {
@@ -220,7 +217,7 @@ func (k *Keyed) acquire(key string, create bool) (*keyEntry, error) {
 	}
 	e := &keyEntry{
 		key:  key,
-		lim:  newLimiter(k.client, k.cfg.keys.Key(key), k.cur, k.pol, k.cfg, k.m, deny, identity),
+		lim:  newLimiter(k.client, key, k.cur, k.pol, k.cfg, k.m, deny, identity),
 		refs: 1,
 	}
 	k.entries[key] = e
@@ -229,10 +226,11 @@ func (k *Keyed) acquire(key string, create bool) (*keyEntry, error) {
 	return e, nil
 }
 
-// closeIdle closes a dropped entry's limiter (it has no waiters, so Close returns at once).
+// closeIdle closes a dropped entry's limiter. It has no waiters, so its queue goroutine (if any) is
+// already ending and Close returns at once.
 func closeIdle(l *Limiter) {
 	if l != nil {
-		_ = l.Close()
+		_ = l.Close(context.Background())
 	}
 }
 
@@ -313,29 +311,30 @@ func (k *Keyed) Keys() int {
 	return len(k.entries)
 }
 
-// Close fails every request waiting in a key's queue with [ErrClosed], drops all local state, stops
-// the background goroutine and makes later calls return ErrClosed. Calls deciding at that moment
-// finish normally. It never closes the client. Close is idempotent and returns nil.
-func (k *Keyed) Close() error {
+// Close fails every request waiting in a key's queue with [ErrClosed], drops all local state, makes
+// later calls return ErrClosed, and stops the background goroutines: it tells them to stop and waits
+// for them until ctx ends; then it returns an error wrapping ctx.Err() (the goroutines, already told
+// to stop, end on their own). Otherwise it returns nil. Calls deciding at that moment finish
+// normally. It never closes the client. Close is idempotent: a later call waits again and returns
+// nil once they have ended. Safe for concurrent use.
+func (k *Keyed) Close(ctx context.Context) error {
 	k.mu.Lock()
-	if k.closed {
-		k.mu.Unlock()
-		k.wg.Wait()
-		return nil
+	if !k.closed {
+		k.closed = true
+		close(k.stop)
+		// Each key's limiter is closed now (failing its waiters) and its queue goroutine counted
+		// in k.wg, so this Close and every later one wait for all of them.
+		for _, e := range k.entries {
+			e.lim.shutdown(errClosed)
+			k.wg.Add(1)
+			go func(l *Limiter) {
+				defer k.wg.Done()
+				l.pumpWG.Wait()
+			}(e.lim)
+		}
+		clear(k.entries)
+		k.idle.Init()
 	}
-	k.closed = true
-	all := make([]*Limiter, 0, len(k.entries))
-	for _, e := range k.entries {
-		all = append(all, e.lim)
-	}
-	clear(k.entries)
-	k.idle.Init()
 	k.mu.Unlock()
-	close(k.stop)
-	k.wg.Wait()
-	var errs []error
-	for _, l := range all {
-		errs = append(errs, l.Close())
-	}
-	return errors.Join(errs...)
+	return waitStopped(ctx, &k.wg)
 }

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,19 +15,23 @@ func TestNewKeyedValidation(t *testing.T) {
 	if _, err := NewKeyed(nil, fw10); !errors.Is(err, ErrNilClient) {
 		t.Fatalf("nil client: %v", err)
 	}
-	if _, err := NewKeyed(noIO{}, FixedWindow{}); !errors.Is(err, ErrInvalidPolicy) {
+	if _, err := NewKeyed(noIO{}, FixedWindow{}); !errors.Is(err, ErrInvalidPolicy) || !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("invalid policy: %v", err)
 	}
-	for name, opt := range map[string]Option{
-		"WithDenyList":       WithDenyList(dl, "id"),
+	for name, opt := range map[string]KeyedOption{
 		"zero max keys":      WithMaxKeys(0),
 		"zero idle timeout":  WithIdleTimeout(0),
 		"negative queue":     WithQueue(-1, OldestFirst),
 		"nil keyed denylist": WithKeyedDenyList(nil, nil),
 	} {
-		if k, err := NewKeyed(noIO{}, fw10, opt); err == nil {
-			_ = k.Close()
+		k, err := NewKeyed(noIO{}, fw10, opt)
+		if err == nil {
+			_ = k.Close(context.Background())
 			t.Errorf("%s: NewKeyed succeeded", name)
+			continue
+		}
+		if !errors.Is(err, ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "ratelimit: ") {
+			t.Errorf("%s: NewKeyed = %v, want a ratelimit: error matching ErrInvalidConfig", name, err)
 		}
 	}
 	k, err := NewKeyed(noIO{}, fw10, WithKeyedDenyList(dl, nil), WithMaxKeys(3), WithIdleTimeout(time.Second),
@@ -34,7 +39,7 @@ func TestNewKeyedValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := k.Close(); err != nil {
+	if err := k.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -47,10 +52,15 @@ func TestKeyedLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := k.AllowN(ctx, "", 1); !errors.Is(err, luakit.ErrEmptyKey) {
-		t.Fatalf("empty key: %v", err)
+	for _, call := range []func() (Result, error){
+		func() (Result, error) { return k.AllowN(ctx, "", 1) },
+		func() (Result, error) { return k.WaitN(ctx, "", 1) },
+	} {
+		if _, err := call(); !errors.Is(err, luakit.ErrEmptyKey) || !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("empty key: %v", err)
+		}
 	}
-	if _, err := k.WaitN(ctx, "a", -1); !errors.Is(err, ErrNegativePermits) {
+	if _, err := k.WaitN(ctx, "a", -1); !errors.Is(err, ErrNegativePermits) || !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("negative: %v", err)
 	}
 	res, err := k.AllowN(ctx, "a", 11)
@@ -74,7 +84,7 @@ func TestKeyedLocal(t *testing.T) {
 		t.Fatalf("Policy = %+v", k.Policy())
 	}
 	for range 2 {
-		if err := k.Close(); err != nil {
+		if err := k.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,13 +99,28 @@ func TestKeyedLocal(t *testing.T) {
 	}
 }
 
+// Keyed.Close waits for its background work (a stand-in for the sweep goroutine) until its ctx ends.
+func TestKeyedCloseWaitsUntilCtxEnds(t *testing.T) {
+	k, err := NewKeyed(noIO{}, fw10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		<-release
+	}()
+	testCloseWaits(t, k.Close, release, func() error { _, err := k.AllowN(context.Background(), "a", 1); return err })
+}
+
 // The least recently used idle key is evicted when WithMaxKeys is reached; a key in use is not.
 func TestKeyedMaxKeysLRU(t *testing.T) {
 	k, err := NewKeyed(noIO{}, fw10, WithQueue(5, OldestFirst), WithMaxKeys(2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.Close()
+	defer k.Close(context.Background())
 	ctx := context.Background()
 	for _, key := range []string{"a", "b", "a", "c"} { // b is then the least recently used
 		if _, err := k.WaitN(ctx, key, 11); err != nil {
@@ -129,7 +154,7 @@ func TestKeyedIdleTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.Close()
+	defer k.Close(context.Background())
 	if _, err := k.WaitN(context.Background(), "a", 11); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +178,7 @@ func TestKeyedIdentityFuncUnlocked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = dl.Close() })
+	t.Cleanup(func() { _ = dl.Close(context.Background()) })
 	var k *Keyed
 	called := make(chan int, 4)
 	k, err = NewKeyed(client, fw10, WithQueue(5, OldestFirst), WithKeyedDenyList(dl, func(key string) string {
@@ -175,7 +200,7 @@ func TestKeyedIdentityFuncUnlocked(t *testing.T) {
 		// Not closing k: Close would deadlock too.
 		t.Fatal("the identity function could not call the Keyed: it runs under the Keyed's lock")
 	}
-	t.Cleanup(func() { _ = k.Close() })
+	t.Cleanup(func() { _ = k.Close(context.Background()) })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("WaitN = %v, want the deny-list read ended by the cancellation", err)

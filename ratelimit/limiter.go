@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-
-	"github.com/coordkit/coordkit/luakit"
 )
 
 // Limiter is one rate limit over one server key. Every decision is one script on the server using the
@@ -19,9 +17,11 @@ import (
 // same key share one limit.
 //
 // A Limiter is safe for concurrent use by many goroutines. The zero value is not usable; create one
-// with [New]. Close it when done: Close stops its queue goroutine. It never closes the client.
+// with [New]. Close it when done: its background work is the goroutine serving the wait queue
+// ([WithQueue]), which Close ends. It never closes the client.
 type Limiter struct {
 	client rueidis.Client
+	name   string // the key as given to New, returned by Key
 	key    string // physical key, prefix included
 	m      *metrics
 	st     *counts
@@ -66,22 +66,22 @@ type Limiter struct {
 // Dedicate the key to this limiter's algorithm and settings: every process sharing it must use the
 // same policy. The policy is copied; its durations round up to whole milliseconds.
 //
-// New returns [ErrNilClient], an error wrapping [ErrInvalidPolicy] naming the bad field, an error
-// wrapping [luakit.ErrEmptyKey] for an empty key, or the error of an invalid option (including
-// [WithKeyedDenyList], [WithMaxKeys] and [WithIdleTimeout], which apply only to [NewKeyed]).
+// New returns an error wrapping [ErrNilClient] for a nil client; every other error matches
+// [ErrInvalidConfig]: one wrapping [ErrInvalidPolicy] naming the bad field, one wrapping
+// luakit.ErrEmptyKey for an empty key, or the error of an invalid option.
 func New(client rueidis.Client, key string, policy Policy, opts ...Option) (*Limiter, error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, errNilClient
 	}
-	if err := luakit.ValidateKey("rate limit key", key); err != nil {
-		return nil, fmt.Errorf("ratelimit: %w", err)
+	if key == "" {
+		return nil, emptyKey("rate limit key")
 	}
 	policy = clonePolicy(policy)
 	c, err := compile(policy)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := applyOptions(opts, false)
+	cfg, err := applyOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -89,16 +89,24 @@ func New(client rueidis.Client, key string, policy Policy, opts ...Option) (*Lim
 	if err != nil {
 		return nil, err
 	}
-	return newLimiter(client, cfg.keys.Key(key), c, policy, cfg, m, cfg.denyList, cfg.identity), nil
+	return newLimiter(client, key, c, policy, cfg, m, cfg.denyList, cfg.identity), nil
 }
 
-// newLimiter builds a Limiter over the physical key; Keyed uses it for its per-key local state.
-func newLimiter(client rueidis.Client, key string, c *compiled, p Policy, cfg config, m *metrics,
+// errNilClient is the error of every constructor given a nil client.
+var errNilClient = fmt.Errorf("ratelimit: %w", ErrNilClient)
+
+// errClosed is the error of calls after Close.
+var errClosed = fmt.Errorf("ratelimit: %w", ErrClosed)
+
+// newLimiter builds a Limiter over name (the physical key is cfg's prefix + name); Keyed uses it for
+// its per-key local state.
+func newLimiter(client rueidis.Client, name string, c *compiled, p Policy, cfg config, m *metrics,
 	deny *DenyList, identity string) *Limiter {
 	closeCtx, closeFn := context.WithCancel(context.Background())
 	return &Limiter{
 		client:        client,
-		key:           key,
+		name:          name,
+		key:           cfg.keys.Key(name),
 		m:             m,
 		st:            newCounts(),
 		deny:          deny,
@@ -114,37 +122,6 @@ func newLimiter(client rueidis.Client, key string, c *compiled, p Policy, cfg co
 		gate:          make(chan struct{}),
 		born:          time.Now(),
 	}
-}
-
-// applyOptions applies opts to the default configuration. Options meant only for the other
-// constructor are errors: each option is first applied alone to a probe configuration whose
-// constructor-specific fields hold impossible values, so that any option setting them is detected
-// (even when it sets the default value).
-func applyOptions(opts []Option, keyed bool) (config, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		probe := config{maxKeys: -1, idleTimeout: -1}
-		if err := o.apply(&probe); err != nil {
-			return config{}, err
-		}
-		switch {
-		case keyed && probe.identity != "":
-			return config{}, errors.New("ratelimit: WithDenyList applies to New; use WithKeyedDenyList with NewKeyed")
-		case !keyed && probe.keyedDeny:
-			return config{}, errors.New("ratelimit: WithKeyedDenyList applies to NewKeyed; use WithDenyList with New")
-		case !keyed && probe.maxKeys != -1:
-			return config{}, errors.New("ratelimit: WithMaxKeys applies only to NewKeyed")
-		case !keyed && probe.idleTimeout != -1:
-			return config{}, errors.New("ratelimit: WithIdleTimeout applies only to NewKeyed")
-		}
-		if err := o.apply(&cfg); err != nil {
-			return config{}, err
-		}
-	}
-	return cfg, nil
 }
 
 // clonePolicy copies p into plain values: a pointer policy becomes the value it points to, and a
@@ -203,9 +180,10 @@ func (l *Limiter) Allow(ctx context.Context) (Result, error) { return l.AllowN(c
 //
 // AllowN waits only while an [Limiter.Update] is in progress (honouring ctx). It returns
 // [ErrNegativePermits] for n < 0 (before any I/O), [ErrClosed] after Close, [ErrConfigMismatch] or
-// [ErrWrongType] when the key holds other settings or data (nothing consumed), the context's error,
-// or a server error; an error wrapping [ErrUncertain] means the script may have run and consumed the
-// permits. Each call that returns a Result counts once in [Stats] and the metrics.
+// [ErrForeignData] when the key holds other settings or data (nothing consumed), the context's error,
+// or a server error, each wrapped with a "ratelimit: " prefix; an error wrapping [ErrUncertain] means
+// the script may have run and consumed the permits. Each call that returns a Result counts once in
+// [Stats] and the metrics.
 func (l *Limiter) AllowN(ctx context.Context, n int64) (Result, error) {
 	if n < 0 {
 		return Result{}, ErrNegativePermits
@@ -240,8 +218,9 @@ func (l *Limiter) Wait(ctx context.Context) (Result, error) { return l.WaitN(ctx
 // capacity are rejected without RetryAfter.
 //
 // The queue is local: other processes, and other local callers between retries, can take permits
-// first. If ctx ends while waiting, the request leaves the queue at once and WaitN returns ctx.Err(),
-// wrapped in [ErrUncertain] when a retry was in flight (its script may still consume the permits).
+// first. If ctx ends while waiting, the request leaves the queue at once and WaitN returns an error
+// wrapping ctx.Err(), and also [ErrUncertain] when a retry was in flight (its script may still
+// consume the permits).
 // Close fails waiting requests with [ErrClosed] (also wrapping ErrUncertain for a retry in flight).
 // Other errors are those of AllowN.
 func (l *Limiter) WaitN(ctx context.Context, n int64) (Result, error) {
@@ -366,7 +345,7 @@ func (l *Limiter) enter(ctx context.Context, w *waiter) (*compiled, error) {
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("ratelimit: waiting for an update: %w", ctx.Err())
 		}
 	}
 }
@@ -386,11 +365,12 @@ func (l *Limiter) openGateLocked() {
 	l.gate = make(chan struct{})
 }
 
-// Update changes the limiter's settings at runtime, keeping the same key. policy must use the same
-// algorithm (for a [Composite], the same number and algorithm of each component); otherwise Update
-// returns an error wrapping [ErrInvalidUpdate], and an invalid policy one wrapping [ErrInvalidPolicy],
-// both before any I/O and with the old settings kept. Settings identical after rounding are a no-op
-// without I/O.
+// Update changes the limiter's settings at runtime, keeping the same key. mode must be [Migrate] or
+// [Adopt] (the zero UpdateMode is invalid, so that no caller migrates by omission). policy must use
+// the same algorithm (for a [Composite], the same number and algorithm of each component). An
+// unknown mode or another algorithm returns an error wrapping [ErrInvalidUpdate], and an invalid
+// policy one wrapping [ErrInvalidPolicy], all before any I/O, matching [ErrInvalidConfig], with the
+// old settings kept. Settings identical after rounding are a no-op without I/O.
 //
 // Update is a local barrier: new attempts of this instance wait, attempts in progress finish, then
 // with [Migrate] one script converts the stored usage to the new settings (see the package
@@ -403,7 +383,7 @@ func (l *Limiter) openGateLocked() {
 // ctx is honoured while waiting to start (for another Update or for attempts in progress), and then
 // the old settings stay usable. Once the migration script is sent, Update waits for its reply even if
 // ctx ends, for at most [WithUpdateTimeout] (default 10s), and reports its outcome: a rejection by the
-// script before writing ([ErrConfigMismatch], [ErrDebtOverflow], [ErrWrongType]) keeps the old
+// script before writing ([ErrConfigMismatch], [ErrDebtOverflow], [ErrForeignData]) keeps the old
 // settings and queue; any other failure, including no reply within the update timeout (wrapping
 // [ErrUncertain]), closes the limiter and fails its queued requests, because the server may already
 // hold the migrated state
@@ -414,7 +394,7 @@ func (l *Limiter) openGateLocked() {
 // the others adopt.
 func (l *Limiter) Update(ctx context.Context, policy Policy, mode UpdateMode) error {
 	if mode != Migrate && mode != Adopt {
-		return fmt.Errorf("%w: unknown update mode %d", ErrInvalidUpdate, mode)
+		return fmt.Errorf("%w: unknown update mode %v", ErrInvalidUpdate, mode)
 	}
 	policy = clonePolicy(policy)
 	nc, err := compile(policy)
@@ -422,12 +402,12 @@ func (l *Limiter) Update(ctx context.Context, policy Policy, mode UpdateMode) er
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("ratelimit: update: %w", err)
 	}
 	select {
 	case l.updSem <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("ratelimit: update: %w", ctx.Err())
 	case <-l.closeCtx.Done():
 		return l.closedErr()
 	}
@@ -454,7 +434,7 @@ func (l *Limiter) Update(ctx context.Context, policy Policy, mode UpdateMode) er
 	if mode == Migrate {
 		if err := ctx.Err(); err != nil {
 			l.release(nil, nil)
-			return err
+			return fmt.Errorf("ratelimit: update: %w", err)
 		}
 		// Submitted from here on: the outcome is observed whatever ctx does, bounded by the update
 		// timeout alone.
@@ -462,11 +442,11 @@ func (l *Limiter) Update(ctx context.Context, policy Policy, mode UpdateMode) er
 		err := cur.migrate(mctx, l.client, l.key, nc)
 		cancel()
 		if err != nil {
-			if errors.Is(err, ErrConfigMismatch) || errors.Is(err, ErrDebtOverflow) || errors.Is(err, ErrWrongType) {
+			if errors.Is(err, ErrConfigMismatch) || errors.Is(err, ErrDebtOverflow) || errors.Is(err, ErrForeignData) {
 				l.release(nil, nil)
 				return err
 			}
-			l.shutdown(fmt.Errorf("%w after a failed migration: %w", ErrClosed, err))
+			l.shutdown(fmt.Errorf("ratelimit: %w after a failed migration: %w", ErrClosed, err))
 			l.release(nil, nil)
 			return fmt.Errorf("ratelimit: migration failed, limiter closed: %w", err)
 		}
@@ -486,7 +466,7 @@ func (l *Limiter) barrier(ctx context.Context) error {
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			err = ctx.Err()
+			err = fmt.Errorf("ratelimit: update: %w", ctx.Err())
 		}
 		l.mu.Lock()
 		if err != nil {
@@ -530,8 +510,9 @@ func (l *Limiter) Policy() Policy {
 	return clonePolicy(l.pol)
 }
 
-// Key returns the limiter's physical key (prefix included).
-func (l *Limiter) Key() string { return l.key }
+// Key returns the limiter's key as given to [New], without the [WithKeyPrefix] prefix (the server
+// key is the prefix followed by it).
+func (l *Limiter) Key() string { return l.name }
 
 // Stats returns this instance's statistics: final outcomes of AllowN and WaitN, permits waiting in the
 // queue now, and the Remaining of the latest server reply (-1 before the first). It does no I/O.
@@ -557,13 +538,36 @@ func (l *Limiter) IdleDuration() (d time.Duration, ok bool) {
 	return max(time.Since(l.born)-time.Duration(l.idleSince.Load()), 0), true
 }
 
-// Close fails requests waiting in the queue with [ErrClosed], makes later calls return ErrClosed, and
-// waits for the queue's goroutine to stop (an attempt it has in flight is cancelled). Calls deciding
-// at that moment finish normally. It never closes the client. Close is idempotent and returns nil.
-func (l *Limiter) Close() error {
-	l.shutdown(ErrClosed)
-	l.pumpWG.Wait()
-	return nil
+// Close fails requests waiting in the queue with [ErrClosed], makes later calls (and Updates) return
+// ErrClosed, cancels the attempt the queue's goroutine has in flight, and waits for that goroutine to
+// return until ctx ends; then it returns an error wrapping ctx.Err() (the goroutine, already told to
+// stop, ends on its own). Otherwise it returns nil. Calls deciding at that moment finish normally. It
+// never closes the client. Close is idempotent: a later call waits again and returns nil once the
+// goroutine has ended. Safe for concurrent use.
+func (l *Limiter) Close(ctx context.Context) error {
+	l.shutdown(errClosed)
+	return waitStopped(ctx, &l.pumpWG)
+}
+
+// waitStopped waits for wg until ctx ends; it returns nil when wg's goroutines have ended (also when
+// ctx ended at the same time), otherwise an error wrapping ctx.Err().
+func waitStopped(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		return fmt.Errorf("ratelimit: close: %w", ctx.Err())
+	}
 }
 
 // shutdown marks the limiter closed with err (wrapping ErrClosed) and fails the queue's waiters.
@@ -586,5 +590,5 @@ func (l *Limiter) closedErr() error {
 	if l.closeErr != nil {
 		return l.closeErr
 	}
-	return ErrClosed
+	return errClosed
 }

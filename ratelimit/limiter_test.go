@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func newTestLimiter(t *testing.T, c rueidis.Client, key string, p Policy, opts .
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = l.Close() })
+	t.Cleanup(func() { _ = l.Close(context.Background()) })
 	return l
 }
 
@@ -87,9 +88,8 @@ func TestNewValidation(t *testing.T) {
 		{name: "unknown order", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithQueue(1, QueueOrder(7))}},
 		{name: "nil meter provider", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithMeterProvider(nil)}},
 		{name: "empty identity", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithDenyList(dl, "")}, want: ErrEmptyIdentity},
-		{name: "keyed deny list", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithKeyedDenyList(dl, nil)}},
-		{name: "max keys", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithMaxKeys(10000)}},
-		{name: "idle timeout", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithIdleTimeout(time.Minute)}},
+		{name: "nil deny list", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithDenyList(nil, "id")}},
+		{name: "zero update timeout", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithUpdateTimeout(0)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,15 +98,22 @@ func TestNewValidation(t *testing.T) {
 				if err != nil {
 					t.Fatalf("New = %v", err)
 				}
-				_ = l.Close()
+				_ = l.Close(context.Background())
 				return
 			}
 			if err == nil {
-				_ = l.Close()
+				_ = l.Close(context.Background())
 				t.Fatal("New succeeded")
 			}
 			if tt.want != nil && !errors.Is(err, tt.want) {
 				t.Fatalf("New = %v, want %v", err, tt.want)
+			}
+			if !strings.HasPrefix(err.Error(), "ratelimit: ") {
+				t.Fatalf("New = %q, want the ratelimit: prefix", err)
+			}
+			// Everything but the nil client is a bad argument found before any I/O.
+			if tt.client != nil && !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("New = %v, want an error matching ErrInvalidConfig", err)
 			}
 		})
 	}
@@ -115,8 +122,8 @@ func TestNewValidation(t *testing.T) {
 func TestKeyAndPolicy(t *testing.T) {
 	comps := []Component{FixedWindow{Limit: 5, Window: time.Second}, TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Second}}
 	l := newTestLimiter(t, noIO{}, "k\x00bin", Composite{Components: comps}, WithKeyPrefix("app:"))
-	if got := l.Key(); got != "app:k\x00bin" {
-		t.Fatalf("Key = %q", got)
+	if got := l.Key(); got != "k\x00bin" {
+		t.Fatalf("Key = %q, want the key as given, without the prefix", got)
 	}
 	comps[0] = FixedWindow{Limit: 99, Window: time.Second} // the caller's slice is copied
 	p := l.Policy().(Composite)
@@ -135,8 +142,8 @@ func TestNegativePermitsBeforeIO(t *testing.T) {
 		"AllowN": func() (Result, error) { return l.AllowN(context.Background(), -1) },
 		"WaitN":  func() (Result, error) { return l.WaitN(context.Background(), -1) },
 	} {
-		if _, err := call(); !errors.Is(err, ErrNegativePermits) {
-			t.Errorf("%s(-1) = %v, want ErrNegativePermits", name, err)
+		if _, err := call(); !errors.Is(err, ErrNegativePermits) || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s(-1) = %v, want ErrNegativePermits matching ErrInvalidConfig", name, err)
 		}
 	}
 	if st := l.Stats(); st != (Stats{Available: -1}) {
@@ -202,9 +209,12 @@ func TestUpdateWithoutIO(t *testing.T) {
 		"invalid":      {FixedWindow{Limit: -1, Window: time.Second}, Migrate, ErrInvalidPolicy},
 		"algorithm":    {GCRA{Burst: 10, EmissionInterval: time.Millisecond}, Adopt, ErrInvalidUpdate},
 		"unknown mode": {fw10, UpdateMode(9), ErrInvalidUpdate},
+		// The zero mode is not Migrate: a caller that forgets the mode must not migrate.
+		"zero mode": {FixedWindow{Limit: 20, Window: time.Second}, UpdateMode(0), ErrInvalidUpdate},
 	} {
-		if err := l.Update(ctx, tc.p, tc.mode); !errors.Is(err, tc.want) {
-			t.Errorf("%s: Update = %v, want %v", name, err, tc.want)
+		err := l.Update(ctx, tc.p, tc.mode)
+		if !errors.Is(err, tc.want) || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: Update = %v, want %v matching ErrInvalidConfig", name, err, tc.want)
 		}
 	}
 	if l.Policy() != Policy(fw10) {
@@ -303,7 +313,7 @@ func TestClose(t *testing.T) {
 		t.Fatal("a new limiter is not idle")
 	}
 	for range 2 {
-		if err := l.Close(); err != nil {
+		if err := l.Close(context.Background()); err != nil {
 			t.Fatalf("Close = %v", err)
 		}
 	}
@@ -316,6 +326,45 @@ func TestClose(t *testing.T) {
 	}
 	if err := l.Update(ctx, FixedWindow{Limit: 3, Window: time.Second}, Adopt); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Update after Close = %v", err)
+	}
+	if _, err := l.AllowN(ctx, 1); !strings.HasPrefix(err.Error(), "ratelimit: ") {
+		t.Fatalf("AllowN after Close = %q, want the ratelimit: prefix", err)
+	}
+}
+
+// Close waits for the background work (here a stand-in for the queue's goroutine) until its ctx
+// ends, then returns an error wrapping ctx.Err(); the limiter is closed either way, and a later Close
+// returns nil once the work has ended.
+func TestCloseWaitsUntilCtxEnds(t *testing.T) {
+	l, err := New(noIO{}, "k", fw10, WithQueue(3, OldestFirst))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	l.pumpWG.Add(1)
+	go func() {
+		defer l.pumpWG.Done()
+		<-release
+	}()
+	testCloseWaits(t, l.Close, release, func() error { _, err := l.AllowN(context.Background(), 1); return err })
+}
+
+// testCloseWaits checks a Close(ctx) whose background work ends only when release is closed; after is
+// a call that must then fail with ErrClosed.
+func testCloseWaits(t *testing.T, closeFn func(context.Context) error, release chan struct{}, after func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := closeFn(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "ratelimit: ") {
+		t.Fatalf("Close with work still running = %v, want a ratelimit: error wrapping ctx.Err()", err)
+	}
+	if err := after(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("call after a timed-out Close = %v, want ErrClosed", err)
+	}
+	close(release)
+	if err := closeFn(context.Background()); err != nil {
+		t.Fatalf("second Close = %v", err)
 	}
 }
 
@@ -357,7 +406,7 @@ func TestPolicyPointersCopied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = k.Close() })
+	t.Cleanup(func() { _ = k.Close(context.Background()) })
 	tb.Limit = 7
 	want := Composite{Components: []Component{FixedWindow{Limit: 99, Window: time.Second}, TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Second}}}
 	got, ok := k.Policy().(Composite)

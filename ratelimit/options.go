@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -10,16 +9,44 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// Option configures a [Limiter] ([New]) or a [Keyed] ([NewKeyed]). Options are applied in order;
-// an invalid value, or an option that does not apply to the constructor, makes it fail. A nil Option
-// is ignored.
+// Option configures a [Limiter] built by [New]. Options are applied in order; an invalid value makes
+// New fail with an error matching [ErrInvalidConfig]. A nil Option is ignored.
+//
+// The options of [New], [NewKeyed] and [NewDenyList] are three types ([Option], [KeyedOption],
+// [DenyListOption]) the compiler tells apart: an option of one constructor does not compile as an
+// argument of another. The options that apply to both limiters ([WithKeyPrefix], [WithQueue],
+// [WithMeterProvider]) return a [LimiterOption], which is both an Option and a KeyedOption.
 type Option interface {
-	apply(*config) error
+	applyLimiter(*config) error
 }
 
-type optionFunc func(*config) error
+// KeyedOption configures a [Keyed] built by [NewKeyed]. Options are applied in order; an invalid
+// value makes NewKeyed fail with an error matching [ErrInvalidConfig]. A nil KeyedOption is ignored.
+type KeyedOption interface {
+	applyKeyed(*config) error
+}
 
-func (f optionFunc) apply(c *config) error { return f(c) }
+// LimiterOption is an option of both [New] and [NewKeyed]: it is an [Option] and a [KeyedOption].
+type LimiterOption interface {
+	Option
+	KeyedOption
+}
+
+// limiterOption is an Option of New only.
+type limiterOption func(*config) error
+
+func (f limiterOption) applyLimiter(c *config) error { return f(c) }
+
+// keyedOption is a KeyedOption of NewKeyed only.
+type keyedOption func(*config) error
+
+func (f keyedOption) applyKeyed(c *config) error { return f(c) }
+
+// sharedOption is an option of both constructors.
+type sharedOption func(*config) error
+
+func (f sharedOption) applyLimiter(c *config) error { return f(c) }
+func (f sharedOption) applyKeyed(c *config) error   { return f(c) }
 
 type config struct {
 	keys          luakit.Keyspace
@@ -30,7 +57,6 @@ type config struct {
 	denyList    *DenyList
 	identity    string              // New only
 	identityFor func(string) string // NewKeyed only
-	keyedDeny   bool                // WithKeyedDenyList was given
 
 	maxKeys     int           // NewKeyed only
 	idleTimeout time.Duration // NewKeyed only
@@ -46,25 +72,27 @@ func defaultConfig() config {
 }
 
 // WithKeyPrefix prepends prefix to the limiter's key (to every key of a [Keyed]), like a prefixed
-// client view. The prefix is binary-safe. Default: no prefix.
-func WithKeyPrefix(prefix string) Option {
-	return optionFunc(func(c *config) error {
+// client view. The prefix is binary-safe; [Limiter.Key] returns the key without it. Default: no
+// prefix.
+func WithKeyPrefix(prefix string) LimiterOption {
+	return sharedOption(func(c *config) error {
 		c.keys = luakit.NewKeyspace(prefix)
 		return nil
 	})
 }
 
-// WithQueue enables the local wait queue used by [Limiter.WaitN]: up to limit permits (summed over
-// waiting requests) may wait, served in order. limit must not be negative. Default: 0, no queue (WaitN
-// then decides once, like AllowN). The queue is local to this instance: other processes, and new
-// local callers between retries, can take permits first.
-func WithQueue(limit int64, order QueueOrder) Option {
-	return optionFunc(func(c *config) error {
+// WithQueue enables the local wait queue used by [Limiter.WaitN] (by [Keyed.WaitN], one queue per
+// key): up to limit permits (summed over waiting requests) may wait, served in order. limit must not
+// be negative and order must be [OldestFirst] or [NewestFirst]. Default: 0, no queue (WaitN then
+// decides once, like AllowN). The queue is local to this instance: other processes, and new local
+// callers between retries, can take permits first.
+func WithQueue(limit int64, order QueueOrder) LimiterOption {
+	return sharedOption(func(c *config) error {
 		if limit < 0 {
-			return fmt.Errorf("ratelimit: queue limit %d must not be negative", limit)
+			return invalidConfig("queue limit %d must not be negative", limit)
 		}
 		if order != OldestFirst && order != NewestFirst {
-			return fmt.Errorf("ratelimit: unknown queue order %d", order)
+			return invalidConfig("unknown queue order %v", order)
 		}
 		c.queueLimit, c.queueOrder = limit, order
 		return nil
@@ -74,10 +102,10 @@ func WithQueue(limit int64, order QueueOrder) Option {
 // WithMeterProvider sets the OpenTelemetry meter provider for the coordkit.rate_limit.allowed and
 // coordkit.rate_limit.blocked counters. A nil mp is an error. Default: the global provider,
 // otel.GetMeterProvider(), looked up by the constructor.
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) error {
+func WithMeterProvider(mp metric.MeterProvider) LimiterOption {
+	return sharedOption(func(c *config) error {
 		if mp == nil {
-			return fmt.Errorf("ratelimit: nil meter provider")
+			return invalidConfig("nil meter provider")
 		}
 		c.meterProvider = mp
 		return nil
@@ -86,12 +114,12 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithDenyList binds the limiter built by [New] to identity on dl: while identity is denied, every
 // decision (including n = 0 probes) is a rejection with [ReasonDenyList], without touching the
-// capacity key or entering the queue. identity must not be empty. Not valid for [NewKeyed]; use
-// [WithKeyedDenyList].
+// capacity key or entering the queue. dl must not be nil and identity must not be empty
+// ([ErrEmptyIdentity]). For [NewKeyed], use [WithKeyedDenyList].
 func WithDenyList(dl *DenyList, identity string) Option {
-	return optionFunc(func(c *config) error {
+	return limiterOption(func(c *config) error {
 		if dl == nil {
-			return fmt.Errorf("ratelimit: nil deny list")
+			return invalidConfig("nil deny list")
 		}
 		if identity == "" {
 			return ErrEmptyIdentity
@@ -102,17 +130,17 @@ func WithDenyList(dl *DenyList, identity string) Option {
 }
 
 // WithKeyedDenyList binds a [Keyed] limiter to dl: the identity checked for a key is identity(key),
-// or the key itself when identity is nil. An empty identity is an error of that call. Not valid for
-// [New]; use [WithDenyList].
-func WithKeyedDenyList(dl *DenyList, identity func(key string) string) Option {
-	return optionFunc(func(c *config) error {
+// or the key itself when identity is nil. dl must not be nil. An empty identity is an error of that
+// call ([ErrEmptyIdentity]). For [New], use [WithDenyList].
+func WithKeyedDenyList(dl *DenyList, identity func(key string) string) KeyedOption {
+	return keyedOption(func(c *config) error {
 		if dl == nil {
-			return fmt.Errorf("ratelimit: nil deny list")
+			return invalidConfig("nil deny list")
 		}
 		if identity == nil {
 			identity = func(k string) string { return k }
 		}
-		c.denyList, c.identityFor, c.keyedDeny = dl, identity, true
+		c.denyList, c.identityFor = dl, identity
 		return nil
 	})
 }
@@ -120,11 +148,11 @@ func WithKeyedDenyList(dl *DenyList, identity func(key string) string) Option {
 // WithMaxKeys bounds how many keys of a [Keyed] keep local state (a queue and statistics) at once.
 // When the bound is reached, the key idle for longest is evicted first; a key with waiting requests is
 // never evicted, and a new key that finds no room is served without local state (no queue). n must be
-// positive. Default: 10000. Not valid for [New].
-func WithMaxKeys(n int) Option {
-	return optionFunc(func(c *config) error {
+// positive. Default: 10000.
+func WithMaxKeys(n int) KeyedOption {
+	return keyedOption(func(c *config) error {
 		if n <= 0 {
-			return fmt.Errorf("ratelimit: max keys %d must be positive", n)
+			return invalidConfig("max keys %d must be positive", n)
 		}
 		c.maxKeys = n
 		return nil
@@ -133,11 +161,11 @@ func WithMaxKeys(n int) Option {
 
 // WithIdleTimeout sets how long a key of a [Keyed] keeps its local state at least after its last
 // request (a background sweep every d/2, clamped to 10ms..1 minute, drops it). d must be positive.
-// Default: 1 minute. Not valid for [New].
-func WithIdleTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
+// Default: 1 minute.
+func WithIdleTimeout(d time.Duration) KeyedOption {
+	return keyedOption(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("ratelimit: idle timeout %v must be positive", d)
+			return invalidConfig("idle timeout %v must be positive", d)
 		}
 		c.idleTimeout = d
 		return nil
@@ -145,17 +173,47 @@ func WithIdleTimeout(d time.Duration) Option {
 }
 
 // WithUpdateTimeout bounds how long [Limiter.Update] waits for the reply of a migration script once it
-// has been sent. The caller's ctx no longer applies at that point (the seed's rule: an update observes
-// the outcome of a submitted migration), so this is the only bound; when it passes, the outcome is
-// uncertain and the limiter closes. d must be positive. Default: [DefaultUpdateTimeout] (10s).
+// has been sent. The caller's ctx no longer applies at that point (an update always observes the
+// outcome of a migration it submitted, so that the limiter never guesses which settings the server
+// holds), so this is the only bound; when it passes, the outcome is uncertain and the limiter closes.
+// d must be positive. Default: [DefaultUpdateTimeout] (10s). [Keyed] has no Update, so it has no
+// such option.
 func WithUpdateTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return limiterOption(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("ratelimit: update timeout %v must be positive", d)
+			return invalidConfig("update timeout %v must be positive", d)
 		}
 		c.updateTimeout = d
 		return nil
 	})
+}
+
+// applyOptions applies the options of New to the default configuration.
+func applyOptions(opts []Option) (config, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applyLimiter(&cfg); err != nil {
+			return config{}, err
+		}
+	}
+	return cfg, nil
+}
+
+// applyKeyedOptions applies the options of NewKeyed to the default configuration.
+func applyKeyedOptions(opts []KeyedOption) (config, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applyKeyed(&cfg); err != nil {
+			return config{}, err
+		}
+	}
+	return cfg, nil
 }
 
 func (c *config) provider() metric.MeterProvider {

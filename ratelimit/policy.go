@@ -125,7 +125,7 @@ type GCRA struct {
 // ordered list of every component's rounded settings. A stored signature that differs from the
 // limiter's fails the decision with [ErrConfigMismatch] without consuming; every process sharing the
 // key must use the same ordered list. The hash expires when every component is back at full
-// capacity. Standalone limiters use other layouts and cannot share the key ([ErrWrongType]).
+// capacity. Standalone limiters use other layouts and cannot share the key ([ErrForeignData]).
 //
 // Update (Migrate): each component follows its own rule (see [FixedWindow], [SlidingWindow],
 // [TokenBucket]) in the same script, and the new signature is stored; the number and kinds of the

@@ -89,11 +89,11 @@ func (l *Limiter) wait(ctx context.Context, n int64) (Result, error) {
 	}
 	l.mu.Lock()
 	if w.queued {
-		err := ctx.Err()
+		err := fmt.Errorf("ratelimit: wait: %w", ctx.Err())
 		if w.inflight && w.sent {
 			// The pump's attempt may already be on the server: it can consume the permits without
 			// an admission reaching the caller. The caller does not wait for its reply.
-			err = fmt.Errorf("%w: %w", ErrUncertain, err)
+			err = fmt.Errorf("ratelimit: wait: %w: %w", ErrUncertain, ctx.Err())
 		}
 		l.removeLocked(w)
 		l.mu.Unlock()

@@ -1,6 +1,9 @@
 package ratelimit
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Reason says why a request was not admitted.
 type Reason string
@@ -63,19 +66,33 @@ type Stats struct {
 	Available int64
 }
 
-// UpdateMode selects how [Limiter.Update] treats the state stored in the server.
+// UpdateMode selects how [Limiter.Update] treats the state stored in the server. The zero value is
+// invalid (Update rejects it with [ErrInvalidUpdate]): the mode must be chosen explicitly, because
+// exactly one process may migrate a change.
 type UpdateMode int
 
 const (
-	// Migrate converts the stored usage to the new settings in one script (see the package
-	// documentation's table) and then adopts them locally. Exactly one process must migrate a change.
-	Migrate UpdateMode = iota
 	// Adopt changes only this instance's settings, with no I/O: for every other process after one has
 	// migrated.
-	Adopt
+	Adopt UpdateMode = iota + 1
+	// Migrate converts the stored usage to the new settings in one script (see the package
+	// documentation's table) and then adopts them locally. Exactly one process must migrate a change.
+	Migrate
 )
 
-// QueueOrder is the order in which the local wait queue admits waiting requests.
+// String returns "adopt" or "migrate", or "UpdateMode(n)" for any other value.
+func (m UpdateMode) String() string {
+	switch m {
+	case Adopt:
+		return "adopt"
+	case Migrate:
+		return "migrate"
+	}
+	return "UpdateMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// QueueOrder is the order in which the local wait queue admits waiting requests. The zero value is
+// [OldestFirst], the safe choice: it never evicts a waiting request.
 type QueueOrder int
 
 const (
@@ -87,3 +104,14 @@ const (
 	// when evicting the others cannot make room, the new request is rejected.
 	NewestFirst
 )
+
+// String returns "oldest_first" or "newest_first", or "QueueOrder(n)" for any other value.
+func (o QueueOrder) String() string {
+	switch o {
+	case OldestFirst:
+		return "oldest_first"
+	case NewestFirst:
+		return "newest_first"
+	}
+	return "QueueOrder(" + strconv.Itoa(int(o)) + ")"
+}

@@ -180,7 +180,7 @@ func newKeyed(b *testing.B, c rueidis.Client, p ratelimit.Policy) *ratelimit.Key
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = k.Close() })
+	b.Cleanup(func() { _ = k.Close(context.Background()) })
 	return k
 }
 

@@ -16,18 +16,19 @@ import (
 
 func init() {
 	register(
-		scenario{name: "review2_deny_inflight_bound", run: review2DenyInflightBound},
-		scenario{name: "review2_deny_write_failure_clears_cache", run: review2DenyWriteFailure},
-		scenario{name: "review2_deny_zero_duration_no_sharing", run: review2DenyZeroDuration},
-		scenario{name: "review2_deny_concurrent_hammer", run: review2DenyHammer},
-		scenario{name: "review2_deny_caller_reads_cancellable", run: review2DenyCallerReadsCancellable},
+		scenario{name: "deny_inflight_bound", run: denyInflightBound},
+		scenario{name: "deny_write_failure_clears_cache", run: denyWriteFailure},
+		scenario{name: "deny_zero_duration_no_sharing", run: denyZeroDuration},
+		scenario{name: "deny_concurrent_hammer", run: denyHammer},
+		scenario{name: "deny_caller_reads_cancellable", run: denyCallerReadsCancellable},
+		scenario{name: "deny_failed_write_invalidates", run: denyFailedWrite},
 	)
 }
 
 // The in-flight bookkeeping holds at most the cache capacity (2): while the server holds two shared
 // reads, a miss for a third identity reads on its own with the caller's context (cancellable without
 // touching the others) and caches nothing; a miss for an identity already in flight still joins it.
-func review2DenyInflightBound(t *testing.T, e *env) {
+func denyInflightBound(t *testing.T, e *env) {
 	// One connection, dialled by denySet before the pause: with several, a read could be the first
 	// command of a pipe and dial it under the caller's context, and cancelling that caller then fails
 	// the dial for the shared reads queued on it (seen once: "dial tcp: operation was canceled").
@@ -74,7 +75,7 @@ func review2DenyInflightBound(t *testing.T, e *env) {
 // Writes rejected before I/O (empty identity, context already done) keep the cache and write nothing;
 // a write that fails after it was sent (here: its deadline passes while the server holds it) is
 // uncertain and still empties the cache.
-func review2DenyWriteFailure(t *testing.T, e *env) {
+func denyWriteFailure(t *testing.T, e *env) {
 	c := e.newClient(t)
 	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute))
 	denyIs(t, dl, "a", false)
@@ -100,7 +101,7 @@ func review2DenyWriteFailure(t *testing.T, e *env) {
 
 // A zero cache duration disables read sharing too: concurrent misses for one identity each read the
 // server, and nothing is cached.
-func review2DenyZeroDuration(t *testing.T, e *env) {
+func denyZeroDuration(t *testing.T, e *env) {
 	c := e.newClient(t)
 	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(0))
 	denySet(t, dl, "z", true)
@@ -124,7 +125,7 @@ func review2DenyZeroDuration(t *testing.T, e *env) {
 // independent reads), while writers flip memberships and call Invalidate, under -race. Every call
 // succeeds, the counters add up, the cache never exceeds its capacity, and after the writers' last
 // SetDenied the instance reads exactly what the server holds.
-func review2DenyHammer(t *testing.T, e *env) {
+func denyHammer(t *testing.T, e *env) {
 	c := e.newClient(t)
 	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute), ratelimit.WithCacheCapacity(4))
 	const identities, readers, rounds = 8, 32, 100
@@ -175,9 +176,9 @@ func review2DenyHammer(t *testing.T, e *env) {
 	}
 }
 
-// review2ScriptsHeld waits until the server owning key holds at least n clients blocked on a script
+// waitScriptsHeld waits until the server owning key holds at least n clients blocked on a script
 // (CLIENT LIST: flags with b, cmd=evalsha), as CLIENT PAUSE postpones them.
-func review2ScriptsHeld(t *testing.T, e *env, key string, n int) {
+func waitScriptsHeld(t *testing.T, e *env, key string, n int) {
 	t.Helper()
 	node := e.nodeOf(t, key)
 	require.Eventually(t, func() bool {
@@ -210,7 +211,7 @@ func review2ScriptsHeld(t *testing.T, e *env, key string, n int) {
 // the context has a deadline (rueidis then sends it synchronously, with a socket deadline, unless the
 // context carries none), and the cancellation does not break the connection: a shared read of another
 // instance on the same client, held by the server meanwhile, still answers.
-func review2DenyCallerReadsCancellable(t *testing.T, e *env) {
+func denyCallerReadsCancellable(t *testing.T, e *env) {
 	key := e.key(t)
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("x").Build()).Error())
 
@@ -222,7 +223,7 @@ func review2DenyCallerReadsCancellable(t *testing.T, e *env) {
 		cctx, cancel := context.WithTimeout(ctx(t), time.Minute)
 		defer cancel()
 		read := denyAsync(cctx, direct, "x")
-		review2ScriptsHeld(t, e, key, 1)
+		waitScriptsHeld(t, e, key, 1)
 		other := denyAsync(ctx(t), shared, "x")
 		denyEventually(t, shared, "a shared read is sent", func(s ratelimit.DenyListStats) bool { return s.ServerReads == 1 })
 		cancel()
@@ -242,7 +243,7 @@ func review2DenyCallerReadsCancellable(t *testing.T, e *env) {
 		defer cancel()
 		werr := make(chan error, 1)
 		go func() { werr <- writer.SetDenied(wctx, "y", true) }()
-		review2ScriptsHeld(t, e, key, 1)
+		waitScriptsHeld(t, e, key, 1)
 		cancel()
 		select {
 		case err := <-werr:
@@ -253,5 +254,72 @@ func review2DenyCallerReadsCancellable(t *testing.T, e *env) {
 		}
 		unpause()
 		denyIs(t, writer, "x", true) // the client still works
+	})
+}
+
+// A SetDenied whose write fails still empties this instance's cache: a cached identity is read from
+// the server again afterwards. Rejected by the server (WRONGTYPE, nothing written), and failed after it
+// was sent (cancelled while the server holds it): there, a read that started after the first
+// invalidation and answers after the failed write must not refill the cache, which only the
+// invalidation after the write prevents.
+func denyFailedWrite(t *testing.T, e *env) {
+	t.Run("wrong_type", func(t *testing.T) {
+		key := e.key(t)
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("a").Build()).Error())
+		dl := denyList(t, e.newClient(t), key, ratelimit.WithCacheDuration(time.Minute))
+		denyIs(t, dl, "a", true)
+		denyIs(t, dl, "a", true)
+		st := dl.Stats()
+		require.Equal(t, int64(1), st.ServerReads)
+		require.Equal(t, int64(1), st.Hits, "cached")
+
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Del().Key(key).Build()).Error())
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value("x").Build()).Error())
+		require.ErrorIs(t, dl.SetDenied(ctx(t), "b", true), ratelimit.ErrForeignData)
+		require.Equal(t, "x", e.dump(t, key)[""], "nothing written")
+		require.Zero(t, dl.Stats().Cached, "the failed write emptied the cache")
+
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Del().Key(key).Build()).Error())
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("a").Build()).Error())
+		denyIs(t, dl, "a", true)
+		require.Equal(t, int64(2), dl.Stats().ServerReads, "read from the server again")
+	})
+
+	t.Run("failed_after_send", func(t *testing.T) {
+		key := e.key(t)
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("a").Build()).Error())
+		dl := denyList(t, e.newClient(t), key, ratelimit.WithCacheDuration(time.Minute))
+		denySet(t, dl, "c", false) // loads the write script: the held write is then an EVALSHA that runs
+		denyIs(t, dl, "a", true)
+		require.Equal(t, int64(1), dl.Stats().ServerReads)
+
+		unpause := denyPauseWrites(t, e, key)
+		wctx, cancel := context.WithCancel(ctx(t))
+		defer cancel()
+		werr := make(chan error, 1)
+		go func() { werr <- dl.SetDenied(wctx, "b", true) }()
+		waitScriptsHeld(t, e, key, 1) // the write is on the server: the first invalidation ran
+		read := denyAsync(ctx(t), dl, "a")
+		denyEventually(t, dl, "after the first invalidation the cached identity is a miss",
+			func(s ratelimit.DenyListStats) bool { return s.ServerReads == 2 })
+		cancel()
+		select {
+		case err := <-werr:
+			require.ErrorIs(t, err, ratelimit.ErrUncertain)
+			require.ErrorIs(t, err, context.Canceled)
+		case <-time.After(30 * time.Second):
+			t.Fatal("SetDenied did not return after its cancellation")
+		}
+		unpause()
+		got := denyRecv(t, read)
+		require.NoError(t, got.err)
+		require.True(t, got.denied, "the read answers its caller")
+		member, err := e.Raw.Do(ctx(t), e.Raw.B().Sismember().Key(key).Member("b").Build()).AsInt64()
+		require.NoError(t, err)
+		require.Equal(t, int64(1), member, "the uncertain write ran (before the read, on one connection)")
+
+		require.Zero(t, dl.Stats().Cached, "the read in flight during the failed write did not fill the cache")
+		denyIs(t, dl, "a", true)
+		require.Equal(t, int64(3), dl.Stats().ServerReads, "read from the server again")
 	})
 }

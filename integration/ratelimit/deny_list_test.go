@@ -18,7 +18,7 @@ import (
 func init() {
 	register(
 		scenario{name: "deny_membership", run: testDenyMembership},
-		scenario{name: "deny_wrong_type", run: testDenyWrongType},
+		scenario{name: "deny_foreign_data", run: testDenyForeignData},
 		scenario{name: "deny_cache_hits_and_misses", run: testDenyCacheCounts},
 		scenario{name: "deny_shared_reads", run: testDenySharedReads},
 		scenario{name: "deny_invalidation", run: testDenyInvalidation},
@@ -34,7 +34,7 @@ func denyList(t *testing.T, c rueidis.Client, key string, opts ...ratelimit.Deny
 	t.Helper()
 	dl, err := ratelimit.NewDenyList(c, key, opts...)
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, dl.Close()) })
+	t.Cleanup(func() { require.NoError(t, dl.Close(context.Background())) })
 	return dl
 }
 
@@ -119,8 +119,8 @@ func testDenyMembership(t *testing.T, e *env) {
 	prefix := "\x00deny\xff:"
 	name := e.key(t) + ":set\x01\xfe"
 	dl := denyList(t, c, name, ratelimit.WithDenyListKeyPrefix(prefix), ratelimit.WithCacheDuration(0))
-	key := dl.Key()
-	require.Equal(t, prefix+name, key)
+	require.Equal(t, name, dl.Key(), "Key is the key as given, without the prefix")
+	key := prefix + name
 
 	denyIs(t, dl, "customer:42", false)
 	require.False(t, e.exists(t, key), "a read creates nothing")
@@ -171,16 +171,16 @@ func testDenyMembership(t *testing.T, e *env) {
 	require.False(t, e.exists(t, name), "nothing was written at the unprefixed key")
 }
 
-// A key holding another type is ErrWrongType for reads and writes; nothing is written.
-func testDenyWrongType(t *testing.T, e *env) {
+// A key holding another type is ErrForeignData for reads and writes; nothing is written.
+func testDenyForeignData(t *testing.T, e *env) {
 	c := e.newClient(t)
 	key := e.key(t)
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value("not a set").Build()).Error())
 	dl := denyList(t, c, key)
 	_, err := dl.IsDenied(ctx(t), "customer:42")
-	require.ErrorIs(t, err, ratelimit.ErrWrongType)
-	require.ErrorIs(t, dl.SetDenied(ctx(t), "customer:42", true), ratelimit.ErrWrongType)
-	require.ErrorIs(t, dl.SetDenied(ctx(t), "customer:42", false), ratelimit.ErrWrongType)
+	require.ErrorIs(t, err, ratelimit.ErrForeignData)
+	require.ErrorIs(t, dl.SetDenied(ctx(t), "customer:42", true), ratelimit.ErrForeignData)
+	require.ErrorIs(t, dl.SetDenied(ctx(t), "customer:42", false), ratelimit.ErrForeignData)
 	require.Equal(t, map[string]string{"": "not a set"}, e.dump(t, key))
 	// The error was not cached: once the key is a set, reads work.
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Del().Key(key).Build()).Error())
@@ -387,7 +387,7 @@ func testDenyStoppedServer(t *testing.T, e *env) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	waiting := denyAsync(ctx(t), dl, "unknown") // joins the shared read held by the stopped server
 	denyEventually(t, dl, "the caller joins", func(s ratelimit.DenyListStats) bool { return s.SharedReads == 1 })
-	require.NoError(t, dl.Close())
+	require.NoError(t, dl.Close(context.Background()))
 	a := denyRecv(t, waiting)
 	require.ErrorIs(t, a.err, ratelimit.ErrClosed)
 	require.Equal(t, ratelimit.DenyListStats{Hits: 2, Misses: 4, SharedReads: 1, ServerReads: 3}, dl.Stats())
@@ -487,7 +487,7 @@ func testDenyLimiterBinding(t *testing.T, e *env) {
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(broken.Key()).Value("x").Build()).Error())
 	blim := e.limiter(t, c, e.key(t), policy, ratelimit.WithDenyList(broken, "customer:42"), ratelimit.WithMeterProvider(mp))
 	_, err = blim.Allow(ctx(t))
-	require.ErrorIs(t, err, ratelimit.ErrWrongType)
+	require.ErrorIs(t, err, ratelimit.ErrForeignData)
 	require.False(t, e.exists(t, blim.Key()))
 	require.Equal(t, int64(6), metric(t, "coordkit.rate_limit.blocked", "")+metric(t, "coordkit.rate_limit.allowed", ""))
 }

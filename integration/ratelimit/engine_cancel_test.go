@@ -13,18 +13,18 @@ import (
 
 func init() {
 	register(
-		scenario{name: "review_engine_cancel_with_deadline_returns", run: reviewEngineCancelWithDeadline, standaloneOnly: true},
+		scenario{name: "engine_cancel_with_deadline_returns", run: engCancelWithDeadline, standaloneOnly: true},
 	)
 }
 
-// review: a decision whose context has a (distant) deadline and is cancelled while the server does
+// A decision whose context has a (distant) deadline and is cancelled while the server does
 // not answer returns at the cancellation with ErrUncertain, and a queued request's attempt ends at
 // Close the same way, without waiting for the deadline or the connection's timeout. (With the deadline
 // on the wire rueidis sent the script synchronously with a socket deadline and ignored the
 // cancellation: the decision, and Close waiting for the queue's attempt, blocked until the deadline.)
 // The client's connection timeout is longer than the scenario, so only the cancellation can end the
 // calls while the server is paused.
-func reviewEngineCancelWithDeadline(t *testing.T, e *env) {
+func engCancelWithDeadline(t *testing.T, e *env) {
 	c := e.newClient(t, func(o *rueidis.ClientOption) { o.ConnWriteTimeout = 5 * time.Minute })
 	l := e.limiter(t, c, e.key(t), ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithQueue(5, ratelimit.NewestFirst))
@@ -68,7 +68,7 @@ func reviewEngineCancelWithDeadline(t *testing.T, e *env) {
 	time.Sleep(200 * time.Millisecond)
 	closed := make(chan struct{})
 	go func() {
-		_ = l.Close()
+		_ = l.Close(context.Background())
 		close(closed)
 	}()
 	guard(closed, "Close")

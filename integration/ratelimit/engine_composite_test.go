@@ -1,11 +1,14 @@
 package ratelimit_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -33,7 +36,7 @@ func init() {
 	register(
 		scenario{name: "engine_composite_rejection_consumes_nothing", run: engCompositeRejection},
 		scenario{name: "engine_composite_signature_mismatch", run: engCompositeMismatch},
-		scenario{name: "engine_wrong_type", run: engWrongType},
+		scenario{name: "engine_foreign_data", run: engForeignData},
 	)
 }
 
@@ -120,9 +123,19 @@ func engCompositeMismatch(t *testing.T, e *env) {
 	require.NotContains(t, e.dump(t, skey), "S")
 }
 
-// engWrongType: a key holding another type or another limiter's layout fails with ErrWrongType and
-// nothing is written.
-func engWrongType(t *testing.T, e *env) {
+// engForeignData: a key holding another type or another limiter's layout fails with ErrForeignData and
+// nothing is written. The scripts say so with their own error code (RLFOREIGN), never with a forged
+// server reply such as WRONGTYPE.
+func engForeignData(t *testing.T, e *env) {
+	requireForeign := func(t *testing.T, err error, msgAndArgs ...any) {
+		t.Helper()
+		require.ErrorIs(t, err, ratelimit.ErrForeignData, msgAndArgs...)
+		require.ErrorIs(t, err, luakit.ErrForeignData, msgAndArgs...)
+		var re *rueidis.RedisError
+		require.ErrorAs(t, err, &re, msgAndArgs...)
+		require.True(t, strings.HasPrefix(re.Error(), "RLFOREIGN "), "the script's own code, not %q", re.Error())
+		require.True(t, strings.HasPrefix(err.Error(), "ratelimit: "), "%q", err.Error())
+	}
 	comp := ratelimit.Composite{Components: []ratelimit.Component{ratelimit.FixedWindow{Limit: 5, Window: time.Hour}}}
 	fixed := ratelimit.FixedWindow{Limit: 5, Window: time.Hour}
 	sliding := ratelimit.SlidingWindow{Limit: 5, Window: time.Hour, Segments: 2}
@@ -143,7 +156,7 @@ func engWrongType(t *testing.T, e *env) {
 				l := e.limiter(t, nil, key, other)
 				for _, n := range []int64{1, 0} {
 					_, err = l.AllowN(ctx(t), n)
-					require.ErrorIs(t, err, ratelimit.ErrWrongType, "n=%d", n)
+					requireForeign(t, err, "n=%d", n)
 					require.Equal(t, before, e.dump(t, key))
 				}
 			})
@@ -154,18 +167,18 @@ func engWrongType(t *testing.T, e *env) {
 			key := e.key(t)
 			require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Rpush().Key(key).Element("x").Build()).Error())
 			_, err := e.limiter(t, nil, key, p).AllowN(ctx(t), 1)
-			require.ErrorIs(t, err, ratelimit.ErrWrongType, name)
+			requireForeign(t, err, name)
 			skey := e.key(t)
 			require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(skey).Value("not a time").Build()).Error())
 			_, err = e.limiter(t, nil, skey, p).AllowN(ctx(t), 1)
-			require.ErrorIs(t, err, ratelimit.ErrWrongType, name)
+			requireForeign(t, err, name)
 			v, err := e.Raw.Do(ctx(t), e.Raw.B().Get().Key(skey).Build()).ToString()
 			require.NoError(t, err)
 			require.Equal(t, "not a time", v)
 			hkey := e.key(t)
 			require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Hset().Key(hkey).FieldValue().FieldValue("a", "b").Build()).Error())
 			_, err = e.limiter(t, nil, hkey, p).AllowN(ctx(t), 1)
-			require.ErrorIs(t, err, ratelimit.ErrWrongType, name)
+			requireForeign(t, err, name)
 			require.Equal(t, map[string]string{"a": "b"}, e.dump(t, hkey))
 		}
 	})

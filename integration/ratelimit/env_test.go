@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -54,7 +55,7 @@ func (e *env) limiter(t *testing.T, c rueidis.Client, key string, p ratelimit.Po
 	}
 	l, err := ratelimit.New(c, key, p, opts...)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
+	t.Cleanup(func() { _ = l.Close(context.Background()) })
 	return l
 }
 

@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,14 +66,14 @@ func (s *syncBuffer) String() string {
 }
 
 // httpKeyed returns a Keyed limiter over c (a new client when nil), closed at t.Cleanup.
-func httpKeyed(t *testing.T, e *env, c rueidis.Client, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Keyed {
+func httpKeyed(t *testing.T, e *env, c rueidis.Client, p ratelimit.Policy, opts ...ratelimit.KeyedOption) *ratelimit.Keyed {
 	t.Helper()
 	if c == nil {
 		c = e.newClient(t)
 	}
 	k, err := ratelimit.NewKeyed(c, p, opts...)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = k.Close() })
+	t.Cleanup(func() { _ = k.Close(context.Background()) })
 	return k
 }
 
@@ -332,7 +333,7 @@ func httpDenyList(t *testing.T, e *env) {
 	c := e.newClient(t)
 	dl, err := ratelimit.NewDenyList(c, prefix+"denied")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = dl.Close() })
+	t.Cleanup(func() { _ = dl.Close(context.Background()) })
 	require.NoError(t, dl.SetDenied(ctx(t), "blocked", true))
 	k := httpKeyed(t, e, c, ratelimit.FixedWindow{Limit: 10, Window: time.Minute},
 		ratelimit.WithKeyPrefix(prefix), ratelimit.WithKeyedDenyList(dl, nil))

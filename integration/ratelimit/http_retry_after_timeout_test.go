@@ -15,13 +15,13 @@ import (
 
 func init() {
 	register(
-		scenario{name: "review2_http_retry_after_not_before_effective_window", run: review2HTTPRetryAfterWindow},
-		scenario{name: "review2_http_timeout_keeps_connection", run: review2HTTPTimeoutKeepsConnection},
+		scenario{name: "http_retry_after_not_before_effective_window", run: httpRetryAfterWindow},
+		scenario{name: "http_timeout_keeps_connection", run: httpTimeoutKeepsConnection},
 	)
 }
 
-// review2LimitT returns the "t" parameter of a RateLimit field value "name";r=<r>;t=<t>.
-func review2LimitT(t *testing.T, field string) int64 {
+// limitFieldT returns the "t" parameter of a RateLimit field value "name";r=<r>;t=<t>.
+func limitFieldT(t *testing.T, field string) int64 {
 	t.Helper()
 	i := strings.Index(field, ";t=")
 	require.GreaterOrEqual(t, i, 0, "RateLimit %q has no t parameter", field)
@@ -38,7 +38,7 @@ func review2LimitT(t *testing.T, field string) int64 {
 // window than its Retry-After. (A sliding window exhausted in one segment refills at once, so it has
 // no such gap and is not a case here.) Every limit is exhausted by one request, then a second one is rejected;
 // the windows are minutes long, so no refill happens between the two on a slow machine.
-func review2HTTPRetryAfterWindow(t *testing.T, e *env) {
+func httpRetryAfterWindow(t *testing.T, e *env) {
 	cases := []struct {
 		name   string
 		policy ratelimit.Policy
@@ -61,7 +61,7 @@ func review2HTTPRetryAfterWindow(t *testing.T, e *env) {
 			require.Equal(t, http.StatusOK, status)
 			allowed := rig.lastAdmitted(t)
 			require.Zero(t, allowed.Remaining)
-			require.Equal(t, ceilSec(allowed.Reset), review2LimitT(t, h.Get(ratelimithttp.HeaderRateLimit)),
+			require.Equal(t, ceilSec(allowed.Reset), limitFieldT(t, h.Get(ratelimithttp.HeaderRateLimit)),
 				"an allowed response announces the time to full capacity")
 
 			status, h = rig.get(t, "X-Client", "c", "X-Cost", "1")
@@ -73,9 +73,9 @@ func review2HTTPRetryAfterWindow(t *testing.T, e *env) {
 			require.NoError(t, err)
 			require.Equal(t, ceilSec(res.RetryAfter), retryAfter, "Retry-After rounded up")
 			field := h.Get(ratelimithttp.HeaderRateLimit)
-			require.GreaterOrEqual(t, retryAfter, review2LimitT(t, field),
+			require.GreaterOrEqual(t, retryAfter, limitFieldT(t, field),
 				"Retry-After %d is before the end of the effective window (RateLimit: %s)", retryAfter, field)
-			require.Equal(t, ceilSec(res.RetryAfter), review2LimitT(t, field),
+			require.Equal(t, ceilSec(res.RetryAfter), limitFieldT(t, field),
 				"the 429's effective window ends when the request could pass")
 		})
 	}
@@ -87,7 +87,7 @@ func review2HTTPRetryAfterWindow(t *testing.T, e *env) {
 // through a middleware without a bound, sent meanwhile on the same client (it cannot be observed on the
 // server: it waits behind the first in the connection), is decided (200) once the server resumes. (A deadline on the wire would make rueidis send the first command synchronously with
 // a socket deadline and close the connection at it, failing the other request too.)
-func review2HTTPTimeoutKeepsConnection(t *testing.T, e *env) {
+func httpTimeoutKeepsConnection(t *testing.T, e *env) {
 	prefix := e.key(t) + ":"
 	c := e.newClient(t)
 	k := httpKeyed(t, e, c, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, ratelimit.WithKeyPrefix(prefix))
@@ -104,7 +104,7 @@ func review2HTTPTimeoutKeepsConnection(t *testing.T, e *env) {
 		status, h := bounded.get(t, "X-Client", "k")
 		first <- answer{status, h}
 	}()
-	review2ScriptsHeld(t, e, prefix+"k", 1)
+	waitScriptsHeld(t, e, prefix+"k", 1)
 	second := make(chan answer, 1)
 	go func() {
 		status, h := unbounded.get(t, "X-Client", "k")

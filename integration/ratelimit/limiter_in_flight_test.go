@@ -12,15 +12,15 @@ import (
 
 func init() {
 	register(
-		scenario{name: "review_queue_cancel_in_flight_uncertain", run: reviewQueueCancelInFlight, standaloneOnly: true},
-		scenario{name: "review_queue_close_in_flight_uncertain", run: reviewQueueCloseInFlight, standaloneOnly: true},
+		scenario{name: "limiter_queue_cancel_in_flight_uncertain", run: limQueueCancelInFlight, standaloneOnly: true},
+		scenario{name: "limiter_queue_close_in_flight_uncertain", run: limQueueCloseInFlight, standaloneOnly: true},
 	)
 }
 
-// reviewInFlight queues a request whose attempt the queue's goroutine sends to a paused server, then
+// limQueueInFlight queues a request whose attempt the queue's goroutine sends to a paused server, then
 // ends it with stop (a cancellation or Close). It returns the request's outcome and whether the
 // attempt reached the server (counted in commandstats once the server resumes).
-func reviewInFlight(t *testing.T, e *env, stop func(l *ratelimit.Limiter, cancel context.CancelFunc)) (limOutcome, bool) {
+func limQueueInFlight(t *testing.T, e *env, stop func(l *ratelimit.Limiter, cancel context.CancelFunc)) (limOutcome, bool) {
 	key := e.key(t)
 	l := e.limiter(t, nil, key, ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithQueue(5, ratelimit.NewestFirst))
@@ -57,17 +57,17 @@ func reviewInFlight(t *testing.T, e *env, stop func(l *ratelimit.Limiter, cancel
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	require.NoError(t, l.Close())
+	require.NoError(t, l.Close(context.Background()))
 	oa := limRecv(t, a)
 	require.ErrorIs(t, oa.err, ratelimit.ErrClosed)
 	return ob, sent
 }
 
-// review: a queued request cancelled while its attempt is in flight must report ErrUncertain (the
+// A queued request cancelled while its attempt is in flight must report ErrUncertain (the
 // script may have consumed the permit), like AllowN does; a request cancelled before any attempt was
 // sent reports the plain context error.
-func reviewQueueCancelInFlight(t *testing.T, e *env) {
-	ob, sent := reviewInFlight(t, e, func(_ *ratelimit.Limiter, cancel context.CancelFunc) { cancel() })
+func limQueueCancelInFlight(t *testing.T, e *env) {
+	ob, sent := limQueueInFlight(t, e, func(_ *ratelimit.Limiter, cancel context.CancelFunc) { cancel() })
 	require.ErrorIs(t, ob.err, context.Canceled)
 	if sent {
 		require.ErrorIs(t, ob.err, ratelimit.ErrUncertain, "cancelled while its attempt was in flight")
@@ -78,12 +78,12 @@ func reviewQueueCancelInFlight(t *testing.T, e *env) {
 	}
 }
 
-// review: Close while a queued request's attempt is in flight fails it with ErrClosed that also
+// Close while a queued request's attempt is in flight fails it with ErrClosed that also
 // wraps ErrUncertain when the attempt reached the server.
-func reviewQueueCloseInFlight(t *testing.T, e *env) {
-	ob, sent := reviewInFlight(t, e, func(l *ratelimit.Limiter, _ context.CancelFunc) {
+func limQueueCloseInFlight(t *testing.T, e *env) {
+	ob, sent := limQueueInFlight(t, e, func(l *ratelimit.Limiter, _ context.CancelFunc) {
 		done := make(chan struct{})
-		go func() { _ = l.Close(); close(done) }()
+		go func() { _ = l.Close(context.Background()); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(20 * time.Second):

@@ -20,11 +20,11 @@ func init() {
 	)
 }
 
-func limKeyed(t *testing.T, e *env, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Keyed {
+func limKeyed(t *testing.T, e *env, p ratelimit.Policy, opts ...ratelimit.KeyedOption) *ratelimit.Keyed {
 	t.Helper()
 	k, err := ratelimit.NewKeyed(e.newClient(t), p, opts...)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = k.Close() })
+	t.Cleanup(func() { _ = k.Close(context.Background()) })
 	return k
 }
 
@@ -139,7 +139,7 @@ func testLimiterKeyedDenyList(t *testing.T, e *env) {
 	client := e.newClient(t)
 	dl, err := ratelimit.NewDenyList(client, e.key(t), ratelimit.WithCacheDuration(0))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = dl.Close() })
+	t.Cleanup(func() { _ = dl.Close(context.Background()) })
 	prefix := e.key(t) + ":"
 	k := limKeyed(t, e, ratelimit.FixedWindow{Limit: 5, Window: time.Minute},
 		ratelimit.WithKeyPrefix(prefix), ratelimit.WithQueue(4, ratelimit.OldestFirst),

@@ -59,7 +59,7 @@ func testLimiterMetrics(t *testing.T, e *env) {
 	client := e.newClient(t)
 	dl, err := ratelimit.NewDenyList(client, e.key(t), ratelimit.WithCacheDuration(0))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = dl.Close() })
+	t.Cleanup(func() { _ = dl.Close(context.Background()) })
 
 	l := e.limiter(t, client, e.key(t), ratelimit.FixedWindow{Limit: 2, Window: time.Minute},
 		ratelimit.WithMeterProvider(mp), ratelimit.WithQueue(1, ratelimit.OldestFirst),

@@ -151,7 +151,7 @@ func testLimiterQueueCancelClose(t *testing.T, e *env) {
 	l, err := ratelimit.New(e.newClient(t), key, ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithQueue(5, ratelimit.OldestFirst))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
+	t.Cleanup(func() { _ = l.Close(context.Background()) })
 	limExhaust(t, l, 1)
 
 	cctx, cancel := context.WithCancel(ctx(t))
@@ -164,7 +164,7 @@ func testLimiterQueueCancelClose(t *testing.T, e *env) {
 	require.ErrorIs(t, oa.err, context.Canceled)
 	limWaitQueued(t, l, 1)
 
-	require.NoError(t, l.Close())
+	require.NoError(t, l.Close(context.Background()))
 	ob := limRecv(t, b)
 	require.ErrorIs(t, ob.err, ratelimit.ErrClosed)
 	_, err = l.AllowN(ctx(t), 1)
@@ -175,7 +175,7 @@ func testLimiterQueueCancelClose(t *testing.T, e *env) {
 	require.Equal(t, int64(1), st.Granted)
 	require.Zero(t, st.Rejected, "cancelled and closed waiters are not outcomes")
 	require.Zero(t, st.Queued)
-	require.NoError(t, l.Close(), "Close is idempotent")
+	require.NoError(t, l.Close(context.Background()), "Close is idempotent")
 }
 
 // An Update wakes the queue at once. A fixed window of 4 per minute is exhausted; a waiter of 1
@@ -218,7 +218,7 @@ func testLimiterQueueDenyRecheck(t *testing.T, e *env) {
 	client := e.newClient(t)
 	dl, err := ratelimit.NewDenyList(client, e.key(t), ratelimit.WithCacheDuration(0))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = dl.Close() })
+	t.Cleanup(func() { _ = dl.Close(context.Background()) })
 	key := e.key(t)
 	l := e.limiter(t, client, key, ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithQueue(10, ratelimit.OldestFirst), ratelimit.WithDenyList(dl, "tenant-7"))

@@ -17,14 +17,14 @@ import (
 
 func init() {
 	register(
-		scenario{name: "review_keyed_eviction_races", run: reviewKeyedEvictionRaces},
-		scenario{name: "review_update_close_races", run: reviewUpdateCloseRaces},
+		scenario{name: "limiter_keyed_eviction_races", run: limKeyedEvictionRaces},
+		scenario{name: "limiter_update_close_races", run: limUpdateCloseRaces},
 	)
 }
 
-// review: WaitN and AllowN on a Keyed whose local state is evicted all the time (MaxKeys 2, idle
+// WaitN and AllowN on a Keyed whose local state is evicted all the time (MaxKeys 2, idle
 // timeout 1ms) never fail, never hold more than MaxKeys entries, and every call counts once.
-func reviewKeyedEvictionRaces(t *testing.T, e *env) {
+func limKeyedEvictionRaces(t *testing.T, e *env) {
 	const workers, ops, keys = 8, 40, 5
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -70,14 +70,14 @@ func reviewKeyedEvictionRaces(t *testing.T, e *env) {
 	require.Equal(t, int64(workers*ops), granted.Load())
 	require.LessOrEqual(t, maxKeys.Load(), int64(2))
 	require.Equal(t, int64(workers*ops), limCounts(t, reader)["allowed"], "each call counted once")
-	require.NoError(t, k.Close())
+	require.NoError(t, k.Close(context.Background()))
 	_, err = k.WaitN(ctx(t), "k0", 1)
 	require.ErrorIs(t, err, ratelimit.ErrClosed)
 }
 
-// review: Updates (Migrate and Adopt) racing queued WaitN calls and then Close: nothing hangs, every
+// Updates (Migrate and Adopt) racing queued WaitN calls and then Close: nothing hangs, every
 // call ends with a Result, ErrClosed or its context's error, and nothing is left queued.
-func reviewUpdateCloseRaces(t *testing.T, e *env) {
+func limUpdateCloseRaces(t *testing.T, e *env) {
 	key := e.key(t)
 	l, err := ratelimit.New(e.newClient(t), key, ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: 20 * time.Millisecond},
 		ratelimit.WithQueue(6, ratelimit.NewestFirst))
@@ -130,7 +130,7 @@ func reviewUpdateCloseRaces(t *testing.T, e *env) {
 	}
 	done := make(chan struct{})
 	go func() {
-		_ = l.Close()
+		_ = l.Close(context.Background())
 		close(done)
 	}()
 	select {

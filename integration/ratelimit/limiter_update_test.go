@@ -75,6 +75,10 @@ func testLimiterUpdateNoopInvalid(t *testing.T, e *env) {
 		ratelimit.Migrate), ratelimit.ErrInvalidUpdate)
 	require.ErrorIs(t, l.Update(ctx(t), ratelimit.FixedWindow{Limit: 10, Window: time.Second},
 		ratelimit.Adopt), ratelimit.ErrInvalidUpdate)
+	// The zero mode is not Migrate: an update that names no mode is rejected, nothing is migrated.
+	err := l.Update(ctx(t), ratelimit.TokenBucket{Limit: 20, TokensPerPeriod: 2, Period: time.Second}, ratelimit.UpdateMode(0))
+	require.ErrorIs(t, err, ratelimit.ErrInvalidUpdate)
+	require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
 	require.Equal(t, before, limScripts(t, e), "no script for no-op or rejected updates")
 	require.Equal(t, pol, l.Policy())
 	require.Equal(t, stored, e.dump(t, key))
@@ -206,7 +210,7 @@ func testLimiterUpdateFailedCloses(t *testing.T, e *env) {
 }
 
 // Once the migration script is sent, Update observes its reply even when the caller's ctx ends first
-// (the seed's rule): the server is paused, the ctx deadline passes, the server resumes, and the update
+// (so that the limiter never guesses which settings the server holds): the server is paused, the ctx deadline passes, the server resumes, and the update
 // succeeds with the stored state migrated and the new settings published.
 func testLimiterUpdateOutlivesCtx(t *testing.T, e *env) {
 	key := e.key(t)

@@ -1,6 +1,7 @@
 package ratelimithttp_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -26,7 +27,7 @@ func ExampleMiddleware_Handler() {
 	if err != nil {
 		return
 	}
-	defer limiter.Close()
+	defer limiter.Close(context.Background())
 	mw, err := ratelimithttp.New(limiter,
 		ratelimithttp.WithPolicyNames("api"),
 		// Authentication runs outside the middleware and has checked the key.
@@ -60,6 +61,7 @@ func ExampleWithPolicyNames() {
 	if err != nil {
 		return
 	}
+	defer deny.Close(context.Background())
 	limiter, err := ratelimit.NewKeyed(client, ratelimit.Composite{Components: []ratelimit.Component{
 		ratelimit.FixedWindow{Limit: 10, Window: time.Second},
 		ratelimit.SlidingWindow{Limit: 1000, Window: time.Hour, Segments: 60},
@@ -67,7 +69,7 @@ func ExampleWithPolicyNames() {
 	if err != nil {
 		return
 	}
-	defer limiter.Close()
+	defer limiter.Close(context.Background())
 	mw, err := ratelimithttp.New(limiter,
 		ratelimithttp.WithPolicyNames("per-second", "per-hour"),
 		ratelimithttp.WithRejected(func(w http.ResponseWriter, r *http.Request, res ratelimit.Result) {

@@ -58,11 +58,11 @@ type Middleware struct {
 var errEmptyKey = errors.New("ratelimithttp: key func returned an empty key")
 
 // New returns a Middleware deciding with limiter. It does no I/O and never closes the limiter. It
-// fails for a nil limiter, an invalid option, or policy names ([WithPolicyNames]) whose count does
-// not match the limiter's policy.
+// fails, with an error matching [ratelimit.ErrInvalidConfig], for a nil limiter, an invalid option,
+// or policy names ([WithPolicyNames]) whose count does not match the limiter's policy.
 func New(limiter *ratelimit.Keyed, opts ...Option) (*Middleware, error) {
 	if limiter == nil {
-		return nil, errors.New("ratelimithttp: nil limiter")
+		return nil, invalidConfig("nil limiter")
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -86,7 +86,7 @@ func New(limiter *ratelimit.Keyed, opts ...Option) (*Middleware, error) {
 			cfg.names = append(cfg.names, DefaultPolicyName+"."+strconv.Itoa(i))
 		}
 	case len(cfg.names) != want:
-		return nil, fmt.Errorf("ratelimithttp: %d policy names for a policy with %d component(s)", len(cfg.names), want)
+		return nil, invalidConfig("%d policy names for a policy with %d component(s)", len(cfg.names), want)
 	}
 	return &Middleware{limiter: limiter, cfg: cfg}, nil
 }

@@ -1,11 +1,13 @@
 package ratelimithttp
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +28,7 @@ func newKeyed(t *testing.T, p ratelimit.Policy) *ratelimit.Keyed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = k.Close() })
+	t.Cleanup(func() { _ = k.Close(context.Background()) })
 	return k
 }
 
@@ -118,8 +120,8 @@ func TestRemoteIP(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
-	if _, err := New(nil); err == nil {
-		t.Fatal("New(nil) succeeded")
+	if _, err := New(nil); !errors.Is(err, ratelimit.ErrInvalidConfig) {
+		t.Fatalf("New(nil) = %v, want an error matching ErrInvalidConfig", err)
 	}
 	single := newKeyed(t, ratelimit.FixedWindow{Limit: 10, Window: time.Second})
 	composite := newKeyed(t, ratelimit.Composite{Components: []ratelimit.Component{
@@ -160,6 +162,9 @@ func TestNew(t *testing.T) {
 			_, err := New(tt.k, tt.opt)
 			if tt.ok != (err == nil) {
 				t.Fatalf("error = %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && (!errors.Is(err, ratelimit.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "ratelimithttp: ")) {
+				t.Fatalf("error = %v, want a ratelimithttp: error matching ErrInvalidConfig", err)
 			}
 		})
 	}

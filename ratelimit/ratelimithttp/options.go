@@ -1,17 +1,18 @@
 package ratelimithttp
 
 import (
-	"fmt"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
 // Option configures a [Middleware]. Options are applied in order by [New]; an invalid value makes New
-// fail. A nil Option is ignored.
+// fail with an error matching [ratelimit.ErrInvalidConfig]. A nil Option is ignored.
 type Option interface {
 	apply(*config) error
 }
@@ -51,7 +52,7 @@ func defaultConfig() config {
 // when RemoteAddr is empty.
 func RemoteIP(r *http.Request) (string, error) {
 	if r.RemoteAddr == "" {
-		return "", fmt.Errorf("ratelimithttp: request has no RemoteAddr")
+		return "", errors.New("ratelimithttp: request has no RemoteAddr")
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -69,7 +70,7 @@ func RemoteIP(r *http.Request) (string, error) {
 func WithKey(fn func(r *http.Request) (string, error)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return fmt.Errorf("ratelimithttp: nil key func")
+			return invalidConfig("nil key func")
 		}
 		c.key = fn
 		return nil
@@ -84,7 +85,7 @@ func WithKey(fn func(r *http.Request) (string, error)) Option {
 func WithCost(fn func(r *http.Request) int64) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return fmt.Errorf("ratelimithttp: nil cost func")
+			return invalidConfig("nil cost func")
 		}
 		c.cost = fn
 		return nil
@@ -100,7 +101,7 @@ func WithCost(fn func(r *http.Request) int64) Option {
 func WithPolicyNames(names ...string) Option {
 	return optionFunc(func(c *config) error {
 		if len(names) == 0 {
-			return fmt.Errorf("ratelimithttp: no policy names")
+			return invalidConfig("no policy names")
 		}
 		for _, n := range names {
 			if err := validName(n); err != nil {
@@ -133,7 +134,7 @@ func WithFailOpen(open bool) Option {
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
-			return fmt.Errorf("ratelimithttp: timeout %v is negative", d)
+			return invalidConfig("timeout %v is negative", d)
 		}
 		c.timeout = d
 		return nil
@@ -147,7 +148,7 @@ func WithTimeout(d time.Duration) Option {
 func WithRejected(fn func(w http.ResponseWriter, r *http.Request, res ratelimit.Result)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return fmt.Errorf("ratelimithttp: nil rejected func")
+			return invalidConfig("nil rejected func")
 		}
 		c.rejected = fn
 		return nil
@@ -159,11 +160,17 @@ func WithRejected(fn func(w http.ResponseWriter, r *http.Request, res ratelimit.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("ratelimithttp: nil logger")
+			return invalidConfig("nil logger")
 		}
 		c.logger = l
 		return nil
 	})
+}
+
+// invalidConfig returns a luakit.ConfigError "ratelimithttp: <message>": it matches
+// ratelimit.ErrInvalidConfig (luakit.ErrInvalidConfig).
+func invalidConfig(format string, args ...any) error {
+	return luakit.InvalidConfig("ratelimithttp", format, args...)
 }
 
 // MaxPolicyNameLength is the longest accepted policy name, in bytes.
@@ -171,11 +178,11 @@ const MaxPolicyNameLength = 64
 
 func validName(n string) error {
 	if n == "" || len(n) > MaxPolicyNameLength {
-		return fmt.Errorf("ratelimithttp: policy name length %d outside 1..%d", len(n), MaxPolicyNameLength)
+		return invalidConfig("policy name length %d outside 1..%d", len(n), MaxPolicyNameLength)
 	}
 	for i := 0; i < len(n); i++ {
 		if n[i] < 0x20 || n[i] > 0x7e {
-			return fmt.Errorf("ratelimithttp: policy name %q holds a byte outside printable ASCII", n)
+			return invalidConfig("policy name %q holds a byte outside printable ASCII", n)
 		}
 	}
 	return nil
