@@ -42,7 +42,7 @@
 //
 // # Owner tokens
 //
-// [NewOwnerToken] returns 128 random bits as 32 hex characters. Tokens prove
+// [OwnerToken] returns 128 random bits as 32 hex characters. Tokens prove
 // ownership: never log them or use them as metric attributes.
 //
 // # Waiting without polling
