@@ -25,8 +25,7 @@ const (
 	stallTTL   = 300 * time.Millisecond
 	stallPause = 600 * time.Millisecond
 	critical   = time.Millisecond // + up to 1ms jitter
-	leaseKey   = "{ledger}:lease"
-	fenceKey   = "{ledger}:fence"
+	ledgerLock = "ledger"         // its keys: {ledger}:lease and {ledger}:fence (lock.Keys)
 )
 
 // entry is one write to the fenced record.
@@ -124,7 +123,7 @@ func fencedLockStep(ctx context.Context, e *env) (stepResult, error) {
 // stallThenWork is the designated worker: one stalled lease and a late write, then normal rounds.
 func (s *fencedLock) stallThenWork(ctx context.Context, lk *lock.Locker, stallHeld chan<- struct{}) error {
 	start := time.Now()
-	lease, err := lk.Acquire(ctx, leaseKey, fenceKey, stallTTL)
+	lease, err := lk.Acquire(ctx, ledgerLock, stallTTL)
 	if err != nil {
 		close(stallHeld)
 		return err
@@ -172,7 +171,7 @@ func (s *fencedLock) stallThenWork(ctx context.Context, lk *lock.Locker, stallHe
 func (s *fencedLock) work(ctx context.Context, idx int, lk *lock.Locker) error {
 	for r := 1; r <= s.e.rounds; r++ {
 		start := time.Now()
-		lease, err := lk.Acquire(ctx, leaseKey, fenceKey, normalTTL)
+		lease, err := lk.Acquire(ctx, ledgerLock, normalTTL)
 		if err != nil {
 			return err
 		}
@@ -211,6 +210,7 @@ func (s *fencedLock) work(ctx context.Context, idx int, lk *lock.Locker) error {
 func (s *fencedLock) cleanup(ctx context.Context, c rueidis.Client) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
+	leaseKey, fenceKey := lock.Keys(ledgerLock)
 	_ = c.Do(ctx, c.B().Del().Key(s.e.prefix+leaseKey, s.e.prefix+fenceKey).Build()).Error()
 }
 

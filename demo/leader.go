@@ -22,15 +22,14 @@ import (
 // The leader-election step's timing: a short lease so the stalled leader is replaced in well under a
 // second, and a stall three times as long as the lease.
 const (
-	electionLease  = 600 * time.Millisecond
-	electionMargin = 150 * time.Millisecond
-	electionRetry  = 50 * time.Millisecond
-	schedulerTick  = 50 * time.Millisecond
-	leaderStall    = 1500 * time.Millisecond
-	leaderReplicas = 3
-	leaderWrites   = 5 // writes the replacement leader makes before the step winds down
-	leaderLeaseKey = "{scheduler}:leader"
-	leaderFenceKey = "{scheduler}:fence"
+	electionLease     = 600 * time.Millisecond
+	electionMargin    = 150 * time.Millisecond
+	electionRetry     = 50 * time.Millisecond
+	schedulerTick     = 50 * time.Millisecond
+	leaderStall       = 1500 * time.Millisecond
+	leaderReplicas    = 3
+	leaderWrites      = 5           // writes the replacement leader makes before the step winds down
+	schedulerElection = "scheduler" // its keys: {scheduler}:lease and {scheduler}:fence (lock.Keys)
 )
 
 // schedTerm is one term as the scheduler replicas saw it (times from this process's monotonic clock).
@@ -101,7 +100,7 @@ func leaderStep(ctx context.Context, e *env) (stepResult, error) {
 		}
 		clients = append(clients, c)
 		replica := i + 1
-		elections[i], err = leader.New(c, leaderLeaseKey, leaderFenceKey,
+		elections[i], err = leader.New(c, schedulerElection,
 			leader.WithKeyPrefix(e.prefix),
 			leader.WithLeaseDuration(electionLease),
 			leader.WithSafetyMargin(electionMargin),
@@ -149,7 +148,8 @@ func leaderStep(ctx context.Context, e *env) (stepResult, error) {
 		return stepResult{}, errors.New("leader step: no takeover and stale write within 8s")
 	}
 	var leftover int64 = -3
-	if n, err := clients[0].Do(ctx, clients[0].B().Pttl().Key(e.prefix+leaderLeaseKey).Build()).AsInt64(); err == nil {
+	leaseKey, _ := lock.Keys(schedulerElection)
+	if n, err := clients[0].Do(ctx, clients[0].B().Pttl().Key(e.prefix+leaseKey).Build()).AsInt64(); err == nil {
 		leftover = n
 	}
 	return s.report(errs, leftover), nil
@@ -227,7 +227,8 @@ func (s *schedulers) revoked(term leader.Term) {
 func (s *schedulers) cleanup(ctx context.Context, c rueidis.Client, prefix string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = c.Do(ctx, c.B().Del().Key(prefix+leaderLeaseKey, prefix+leaderFenceKey).Build()).Error()
+	leaseKey, fenceKey := lock.Keys(schedulerElection)
+	_ = c.Do(ctx, c.B().Del().Key(prefix+leaseKey, prefix+fenceKey).Build()).Error()
 }
 
 func (s *schedulers) report(runErrs []error, leftoverPTTL int64) stepResult {
@@ -290,7 +291,7 @@ func (s *schedulers) report(runErrs []error, leftoverPTTL int64) stepResult {
 	res.check("one leader at a time: each term revoked before the next began", ordered && allRevoked && len(terms) >= 2,
 		"%d terms", len(terms))
 	res.check("fencing tokens strictly increase across terms", increasing, "%s", strings.Join(seq, ", "))
-	res.check("stalled leader fenced itself off at its local deadline", errors.Is(stalled.cause, leader.ErrDeadline) &&
+	res.check("stalled leader fenced itself off at its local deadline", errors.Is(stalled.cause, leader.ErrExpired) &&
 		!st.ctxDoneAt.IsZero() && fenced < electionLease, "cause %v after %s", stalled.cause, ms(fenced))
 	res.check("a new leader took over within lease + retry + 1s", next.token > st.token &&
 		takeover < electionLease+electionRetry+time.Second, "%s", ms(takeover))

@@ -3,28 +3,30 @@
 //
 // # Model
 //
-// Every candidate creates an [Election] over the same two keys in one Cluster slot: the lease key (a
-// string holding the leader's random owner token with a PX expiry) and the fence key (a persistent
-// counter issuing fencing tokens). [Election.Run] campaigns: it waits for the lease without polling
-// (woken by RESP3 invalidations on a client from
+// Every candidate creates an [Election] with the same name, which stands for two keys in one Cluster
+// slot (see # Key layout): the lease key (a string holding the leader's random owner token with a PX
+// expiry) and the fence key (a persistent counter issuing fencing tokens). [Election.Run] campaigns:
+// it waits for the lease without polling (woken by RESP3 invalidations on a client from
 // [github.com/coordkit/coordkit/luakit.NewTrackedClient] with no option, or with [WithTracker]; and at
 // the holder's PTTL deadline in every case) and takes it with one atomic script that also issues the
 // next fencing token. The winner starts a [Term]: its
 // [OnElected] callback runs with the term's context and fencing token while Run renews the lease at half
 // the lease duration.
 //
-//	el, _ := leader.New(client, "{scheduler}:leader", "{scheduler}:fence",
+//	el, _ := leader.New(client, "scheduler", // keys {scheduler}:lease and {scheduler}:fence
 //		leader.WithLeaseDuration(15*time.Second),
 //		leader.OnElected(func(ctx context.Context, term leader.Term) error {
 //			return schedule(ctx, term.FencingToken) // the resource rejects lower tokens
 //		}))
 //	err := el.Run(ctx) // blocks until ctx ends or a terminal error
 //
-// A term is revoked (its context cancelled, [OnRevoked] called once) when a renewal is refused, when
-// no renewal was confirmed before the lease's local deadline minus a safety margin (self-fencing: the
-// leader steps down before the server can expire its lease and elect another), when the elected callback
-// returns (relinquishing leadership), or when Run's context ends. Both callbacks must finish before the
-// lease is released and the candidate campaigns again, so within one process terms never overlap.
+// A term is revoked (its context cancelled, [OnRevoked] called once) when a renewal is refused (cause
+// [ErrLost]), when no renewal was confirmed before the lease's local deadline minus a safety margin
+// ([ErrExpired]; self-fencing: the leader steps down before the server can expire its lease and elect
+// another), when the elected callback returns (relinquishing leadership: [ErrReleased]), or when Run's
+// context ends (its cause). The causes are luakit's, the same that end every Coordkit handle. Both
+// callbacks must finish before the lease is released and the candidate campaigns again, so within one
+// process terms never overlap.
 //
 // # Guarantees
 //
@@ -66,8 +68,22 @@
 //
 // # Key layout
 //
-// The lease key and the fence key given to [New], each with the [WithKeyPrefix] prefix. They must
-// differ and share a Cluster slot (a common hash tag such as "{scheduler}").
+// By default the keys are derived from the election's name as the lock module derives a named lock's
+// ([github.com/coordkit/coordkit/lock.Keys]): the lease key "{name}:lease" and the fence key
+// "{name}:fence", each after the [WithKeyPrefix] prefix, so they share a hash tag and one Cluster slot
+// on every deployment (the lock package documentation states the rule exactly, braces in names
+// included; the only names it cannot tag start with '}', and New rejects them). An election and a
+// lock with the same name and prefix share the same keys: they are the same lock.
+//
+// [WithKeys] keeps an existing layout's two keys. They must differ, and [New] checks that they share a
+// slot on a Cluster client and, with [WithStrictSlots], on every client.
+//
+// # Lifecycle
+//
+// An Election runs background work but has no Close, the one exception the shared vocabulary makes:
+// [Election.Run] blocks for the election's life and ends with its ctx; [Election.Start] runs it in the background until
+// [Election.Stop], and [Election.Stopped] is closed when that run has returned. A term's end is told
+// by its own [Term.Context], as a handle's by its Done.
 //
 // # Servers
 //

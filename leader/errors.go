@@ -1,16 +1,29 @@
 package leader
 
-import "errors"
+import (
+	"errors"
 
-// Sentinel errors. Compare with errors.Is: most are returned wrapped with detail.
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// The causes that end a term (context.Cause of [Term.Context], [Term.Err], [Change].Cause) other than
+// Run's context ending. They are luakit's shared values, the causes of every Coordkit handle
+// (leader.ErrLost == lock.ErrLost == luakit.ErrLost), so one errors.Is check reads a term's end and a
+// lock's alike.
 var (
-	// ErrNilClient is returned by [New] for a nil rueidis.Client.
-	ErrNilClient = errors.New("leader: nil rueidis client")
+	ErrLost     = luakit.ErrLost     // the server refused a renewal: the lease expired or was deleted, so another candidate may lead (also: the client was closed under the term)
+	ErrExpired  = luakit.ErrExpired  // no renewal was confirmed before the lease's local deadline minus the safety margin: the leader fenced itself off before the server lease could expire
+	ErrReleased = luakit.ErrReleased // the elected callback returned: leadership was relinquished and the lease released
+)
 
-	// ErrInvalidConfig is wrapped by every configuration error [New] returns (bad option, bad key, keys
-	// in different Cluster slots). Nothing was sent to the server.
-	ErrInvalidConfig = errors.New("leader: invalid configuration")
+// The other conditions every Coordkit module shares, as the election returns them.
+var (
+	ErrInvalidConfig = luakit.ErrInvalidConfig // every error New returns for a bad name, key pair or option; nothing was sent to the server
+	ErrNilClient     = luakit.ErrNilClient     // New was given a nil rueidis.Client
+)
 
+// The election's own errors. Compare with errors.Is: most are returned wrapped with detail.
+var (
 	// ErrRunning is returned by [Election.Run] and [Election.Start] when the election already runs:
 	// one Election campaigns at most once at a time.
 	ErrRunning = errors.New("leader: election already running")
@@ -20,15 +33,13 @@ var (
 
 	// ErrCallbackPanic is wrapped by the error Run returns when the elected or revoked callback panicked.
 	ErrCallbackPanic = errors.New("leader: callback panicked")
-
-	// ErrLeaseLost is the term cause (context.Cause of [Term.Context]) when the server refused a renewal:
-	// the lease expired or was deleted, so another candidate may lead.
-	ErrLeaseLost = errors.New("leader: lease lost")
-
-	// ErrDeadline is the term cause when no renewal was confirmed before the lease's local deadline minus
-	// the safety margin: the leader fenced itself off before the server lease could expire.
-	ErrDeadline = errors.New("leader: renewal not confirmed before the local deadline")
-
-	// ErrRelinquished is the term cause when the elected callback returned.
-	ErrRelinquished = errors.New("leader: leadership relinquished")
 )
+
+// layoutError is a key error found by [New] before any I/O (an empty name or key, keys in different
+// Cluster slots): "leader: " and the cause's message. It matches [ErrInvalidConfig] and unwraps to the
+// cause, so errors.Is(err, luakit.ErrEmptyKey) and errors.As(err, **luakit.CrossSlotError) work.
+type layoutError struct{ err error }
+
+func (e *layoutError) Error() string        { return "leader: " + e.err.Error() }
+func (e *layoutError) Unwrap() error        { return e.err }
+func (e *layoutError) Is(target error) bool { return target == luakit.ErrInvalidConfig }

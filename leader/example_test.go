@@ -23,7 +23,8 @@ func Example() {
 	defer client.Close()
 
 	var record lock.Fence[string] // stands in for the protected resource
-	el, err := leader.New(client, "{scheduler}:leader", "{scheduler}:fence",
+	// Every replica campaigns under one name; its keys are {scheduler}:lease and {scheduler}:fence.
+	el, err := leader.New(client, "scheduler",
 		leader.WithLeaseDuration(15*time.Second),
 		leader.WithRetryDelay(time.Second),
 		leader.OnElected(func(ctx context.Context, term leader.Term) error {
@@ -58,7 +59,7 @@ func ExampleElection_Start() {
 		return
 	}
 	defer client.Close()
-	el, err := leader.New(client, "{jobs}:leader", "{jobs}:fence", leader.OnChange(func(c leader.Change) {
+	el, err := leader.New(client, "jobs", leader.OnChange(func(c leader.Change) {
 		fmt.Println(c.State, c.Term.FencingToken)
 	}))
 	if err != nil {
@@ -69,6 +70,24 @@ func ExampleElection_Start() {
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = el.Stop(stopCtx) // revokes a held term, releases the lease, waits for the callbacks
+}
+
+// An election that already runs on its own keys keeps them; WithStrictSlots makes a standalone client
+// reject, in New, a pair a Cluster would reject.
+func ExampleWithKeys() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	el, err := leader.New(client, "scheduler",
+		leader.WithKeys("{scheduler}:leader", "{scheduler}:fence"), leader.WithStrictSlots())
+	if err != nil {
+		return // errors.Is(err, leader.ErrInvalidConfig)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = el.Run(ctx)
 }
 
 // The zero Term is not current: its context is already cancelled.

@@ -42,7 +42,9 @@ var (
 // An Election never closes or reconfigures the caller's client.
 type Election struct {
 	locker             *lock.Locker
-	leaseKey, fenceKey string
+	name               string
+	named              bool   // the keys are derived from name (no WithKeys)
+	leaseKey, fenceKey string // without the prefix
 	cfg                config
 	changes            metric.Int64Counter
 	failures           metric.Int64Counter
@@ -58,18 +60,22 @@ type Election struct {
 	runErr error
 }
 
-// New returns an Election for the lease at leaseKey, with fencing tokens from the counter at fenceKey.
-// Every candidate of one election must use the same two keys (and prefix). Both keys are binary-safe,
-// must differ, and on Cluster must hash to the same slot (use a common hash tag, such as
-// "{scheduler}:leader" / "{scheduler}:fence"). Reserve both for this election: never delete or expire
-// the counter.
+// New returns an Election named name. Every candidate of one election uses the same name (and key
+// prefix). The election's two keys are derived from name as the lock module derives a named lock's
+// ([github.com/coordkit/coordkit/lock.Keys]): the lease key "{name}:lease" and the fence key
+// "{name}:fence", each after the [WithKeyPrefix] prefix, in one Cluster slot on every deployment.
+// [WithKeys] sets other keys for an existing layout (name then only names the election). name is
+// binary-safe and must not be empty. Reserve both keys for this election: never delete or expire the
+// counter.
 //
-// New does no I/O. It fails with [ErrNilClient] for a nil client and with an error wrapping
-// [ErrInvalidConfig] for an invalid key pair or option (including a safety margin not under half the
-// lease duration).
-func New(client rueidis.Client, leaseKey, fenceKey string, opts ...Option) (*Election, error) {
+// New does no I/O. It fails with an error wrapping [ErrNilClient] for a nil client and with an error
+// matching [ErrInvalidConfig] for an empty name, an invalid key pair (empty or equal keys, keys in
+// different Cluster slots: see [WithKeys] and [WithStrictSlots]; a derived pair in two slots, which
+// only a name starting with '}' or a prefix whose first braces are empty can give) or an invalid
+// option (including a safety margin not under half the lease duration).
+func New(client rueidis.Client, name string, opts ...Option) (*Election, error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, fmt.Errorf("leader: %w", ErrNilClient)
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -81,33 +87,38 @@ func New(client rueidis.Client, leaseKey, fenceKey string, opts ...Option) (*Ele
 		}
 	}
 	if m := cfg.safetyMargin(); m >= cfg.lease/2 {
-		return nil, fmt.Errorf("%w: safety margin %v must be under half the lease duration %v", ErrInvalidConfig, m, cfg.lease)
+		return nil, luakit.InvalidConfig("leader", "safety margin %v must be under half the lease duration %v", m, cfg.lease)
 	}
-	if err := luakit.ValidateKey("lease key", leaseKey); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	if err := luakit.ValidateKey("name", name); err != nil {
+		return nil, &layoutError{err}
 	}
-	if err := luakit.ValidateKey("fence key", fenceKey); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	named := cfg.leaseKey == ""
+	leaseKey, fenceKey := cfg.leaseKey, cfg.fenceKey
+	if named {
+		leaseKey, fenceKey = lock.Keys(name)
 	}
 	ks := luakit.NewKeyspace(cfg.prefix)
 	pl, pf := ks.Key(leaseKey), ks.Key(fenceKey)
 	if pl == pf {
-		return nil, fmt.Errorf("%w: lease key and fence key must differ", ErrInvalidConfig)
+		return nil, fmt.Errorf("leader: %w", lock.ErrSameKey)
 	}
-	if client.Mode() == rueidis.ClientModeCluster {
+	if named || cfg.strictSlots || client.Mode() == rueidis.ClientModeCluster {
 		if err := luakit.CheckSameSlot(
 			luakit.NamedKey{Role: "lease key", Key: pl},
 			luakit.NamedKey{Role: "fence key", Key: pf},
 		); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+			return nil, &layoutError{err}
 		}
 	}
-	e := &Election{leaseKey: leaseKey, fenceKey: fenceKey, cfg: cfg}
+	e := &Election{name: name, named: named, leaseKey: leaseKey, fenceKey: fenceKey, cfg: cfg}
 	lopts := []lock.Option{
 		lock.WithKeyPrefix(cfg.prefix),
 		lock.WithRetryDelay(cfg.retryDelay),
 		lock.WithCleanupTimeout(cfg.cleanupTimeout),
 		lock.WithLogger(cfg.logger),
+	}
+	if cfg.strictSlots {
+		lopts = append(lopts, lock.WithStrictSlots())
 	}
 	// The Locker sees the client through countingClient, which hides the tracker of a client made by
 	// luakit.NewTrackedClient from lock's own lookup: look it up on the caller's client instead.
@@ -120,7 +131,7 @@ func New(client rueidis.Client, leaseKey, fenceKey string, opts ...Option) (*Ele
 	}
 	lk, err := lock.New(countingClient{Client: client, e: e}, lopts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("leader: %w", err) // lock's option errors match ErrInvalidConfig
 	}
 	e.locker = lk
 	meter := cfg.provider().Meter(meterName)
@@ -149,6 +160,17 @@ func (c countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.R
 	}
 	return r
 }
+
+// Name returns the election's name as given to [New].
+func (e *Election) Name() string { return e.name }
+
+// LeaseKey returns the lease key without the key prefix: derived from the name ("{name}:lease") or
+// given with [WithKeys].
+func (e *Election) LeaseKey() string { return e.leaseKey }
+
+// FenceKey returns the fence (counter) key without the key prefix: derived from the name
+// ("{name}:fence") or given with [WithKeys].
+func (e *Election) FenceKey() string { return e.fenceKey }
 
 // Current returns the current term and true while this process leads, else the zero Term and false.
 // It is a local observation (the term's context is not yet cancelled), not a check with the server.
@@ -223,7 +245,7 @@ func (e *Election) Run(ctx context.Context) error {
 			return nil
 		}
 		e.campaigning.Store(true)
-		lease, err := e.locker.Acquire(ctx, e.leaseKey, e.fenceKey, e.cfg.lease)
+		lease, err := e.acquire(ctx)
 		e.campaigning.Store(false)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -249,6 +271,15 @@ func (e *Election) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// acquire campaigns once through the lock: by name, so the lock derives the keys, or with the keys
+// given with WithKeys.
+func (e *Election) acquire(ctx context.Context) (*lock.Lease, error) {
+	if e.named {
+		return e.locker.Acquire(ctx, e.name, e.cfg.lease)
+	}
+	return e.locker.AcquireKeys(ctx, e.leaseKey, e.fenceKey, e.cfg.lease)
 }
 
 // retryable reports whether a campaign error is worth another attempt.
@@ -333,38 +364,38 @@ func (e *Election) hold(ctx context.Context, lease *lock.Lease, cbDone <-chan er
 		case <-ctx.Done():
 			return context.Cause(ctx), nil, false
 		case err := <-cbDone:
-			return ErrRelinquished, err, true
+			return ErrReleased, err, true
 		case <-lease.Done():
 			if errors.Is(lease.Err(), lock.ErrLost) {
-				return ErrLeaseLost, nil, false
+				return ErrLost, nil, false
 			}
-			return ErrDeadline, nil, false
+			return ErrExpired, nil, false
 		case <-timer.C:
 		}
 		now := time.Now()
 		if !now.Before(fenceAt) {
-			return ErrDeadline, nil, false
+			return ErrExpired, nil, false
 		}
 		if now.Before(next) {
 			continue
 		}
 		fenced, ok, err := e.renew(ctx, lease, fenceAt)
 		if fenced {
-			return ErrDeadline, nil, false
+			return ErrExpired, nil, false
 		}
 		switch {
 		case ok:
 			next = lease.Deadline().Add(-ttl / 2)
 		case err == nil && errors.Is(lease.Err(), lock.ErrLost):
-			return ErrLeaseLost, nil, false
+			return ErrLost, nil, false
 		case err == nil:
 			// The renewal's reply came after the local estimate elapsed (the lease surrendered it), or
 			// the estimate elapsed before it was sent.
-			return ErrDeadline, nil, false
+			return ErrExpired, nil, false
 		case ctx.Err() != nil:
 			return context.Cause(ctx), nil, false
 		case errors.Is(err, rueidis.ErrClosing):
-			return fmt.Errorf("%w: %w", ErrLeaseLost, err), nil, false
+			return fmt.Errorf("leader: %w: %w", ErrLost, err), nil, false
 		default:
 			e.cfg.logger.Warn("leader: renewal failed, retrying", "err", err, "retry_delay", e.cfg.retryDelay)
 			next = time.Now().Add(e.cfg.retryDelay)
@@ -437,7 +468,7 @@ func (e *Election) callRevoked(term Term) (err error) {
 
 // Start runs [Election.Run] in a new goroutine with a context derived from ctx (its values and
 // cancellation), and returns at once: [ErrRunning] if the election already runs, else nil. Stop it with
-// [Election.Stop]; [Election.Done] is closed when that run returns.
+// [Election.Stop]; [Election.Stopped] is closed when that run returns.
 func (e *Election) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -457,9 +488,10 @@ func (e *Election) Start(ctx context.Context) error {
 	return nil
 }
 
-// Done returns a channel closed when the run started by [Election.Start] has returned, or nil when none
-// was started.
-func (e *Election) Done() <-chan struct{} {
+// Stopped returns a channel closed when the run started by [Election.Start] has returned (ctx ended,
+// Stop, or a terminal error that Stop then reports), or nil when none was started or Stop already
+// returned its result. It says nothing about a term: a term's end is its [Term.Context].
+func (e *Election) Stopped() <-chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.done

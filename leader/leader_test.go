@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/goleak"
 
+	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
 )
 
@@ -29,7 +31,8 @@ type noIO struct {
 func (c noIO) Mode() rueidis.ClientMode { return c.mode }
 
 // failing is a client whose Do answers every command with the next error of errs (the last repeats).
-// Its zero-value builder checks that keys are in slot 0, so tests use the hash tag {k596} (slot 0).
+// Its zero-value builder checks that keys are in slot 0, so tests use the name k596 (its keys
+// {k596}:lease and {k596}:fence are in slot 0).
 type failing struct {
 	rueidis.Client
 	mu    sync.Mutex
@@ -83,15 +86,17 @@ func TestNewOptions(t *testing.T) {
 		{"nil elected", []Option{OnElected(nil)}, false},
 		{"nil revoked", []Option{OnRevoked(nil)}, false},
 		{"nil observer", []Option{OnChange(nil)}, false},
+		{"keys", []Option{WithKeys("l", "f")}, true},
+		{"strict", []Option{WithStrictSlots()}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, err := New(noIO{}, "l", "f", tt.opts...)
+			e, err := New(noIO{}, "job", tt.opts...)
 			if tt.ok != (err == nil) {
 				t.Fatalf("New error = %v, want ok=%v", err, tt.ok)
 			}
-			if !tt.ok && !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
+			if !tt.ok && (!errors.Is(err, luakit.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "leader: ")) {
+				t.Fatalf("error %v does not match luakit.ErrInvalidConfig with the leader: prefix", err)
 			}
 			if tt.ok && e == nil {
 				t.Fatal("nil Election without error")
@@ -101,36 +106,91 @@ func TestNewOptions(t *testing.T) {
 }
 
 func TestNewValidationBeforeIO(t *testing.T) {
-	if _, err := New(nil, "l", "f"); !errors.Is(err, ErrNilClient) {
-		t.Fatalf("New(nil) = %v, want ErrNilClient", err)
+	if _, err := New(nil, "job"); !errors.Is(err, ErrNilClient) || !errors.Is(err, luakit.ErrNilClient) || !strings.HasPrefix(err.Error(), "leader: ") {
+		t.Fatalf("New(nil) = %v, want luakit.ErrNilClient with the leader: prefix", err)
 	}
 	tests := []struct {
-		name         string
-		mode         rueidis.ClientMode
-		prefix       string
-		lease, fence string
-		ok           bool
+		name   string
+		mode   rueidis.ClientMode
+		prefix string
+		elect  string
+		opts   []Option
+		want   error // nil: accepted
 	}{
-		{"ok", rueidis.ClientModeStandalone, "", "l", "f", true},
-		{"empty lease key", rueidis.ClientModeStandalone, "", "", "f", false},
-		{"empty fence key", rueidis.ClientModeStandalone, "", "l", "", false},
-		{"same key", rueidis.ClientModeStandalone, "", "k", "k", false},
-		{"same key after prefix", rueidis.ClientModeStandalone, "p:", "k", "k", false},
-		{"cross slot on cluster", rueidis.ClientModeCluster, "", "a", "b", false},
-		{"cross slot on standalone", rueidis.ClientModeStandalone, "", "a", "b", true},
-		{"hash tag on cluster", rueidis.ClientModeCluster, "", "{s}:leader", "{s}:fence", true},
-		{"prefix tag on cluster", rueidis.ClientModeCluster, "{app}:", "a", "b", true},
+		{"name", rueidis.ClientModeStandalone, "", "job", nil, nil},
+		{"name on cluster", rueidis.ClientModeCluster, "", "job", nil, nil},
+		{"empty name", rueidis.ClientModeStandalone, "", "", nil, luakit.ErrEmptyKey},
+		{"empty name with keys", rueidis.ClientModeStandalone, "", "", []Option{WithKeys("l", "f")}, luakit.ErrEmptyKey},
+		{"name the tag cannot cover", rueidis.ClientModeStandalone, "", "}job", nil, luakit.ErrCrossSlot},
+		{"prefix with empty braces", rueidis.ClientModeStandalone, "a{}", "job", nil, luakit.ErrCrossSlot},
+		{"keys", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("l", "f")}, nil},
+		{"empty lease key", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("", "f")}, luakit.ErrEmptyKey},
+		{"empty fence key", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("l", "")}, luakit.ErrEmptyKey},
+		{"same key", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("k", "k")}, lock.ErrSameKey},
+		{"same key after prefix", rueidis.ClientModeStandalone, "p:", "job", []Option{WithKeys("k", "k")}, lock.ErrSameKey},
+		{"cross slot on cluster", rueidis.ClientModeCluster, "", "job", []Option{WithKeys("a", "b")}, luakit.ErrCrossSlot},
+		{"cross slot on standalone", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("a", "b")}, nil},
+		{"cross slot on standalone, strict", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("a", "b"), WithStrictSlots()}, luakit.ErrCrossSlot},
+		{"hash tag on cluster", rueidis.ClientModeCluster, "", "job", []Option{WithKeys("{s}:leader", "{s}:fence")}, nil},
+		{"hash tag, strict", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("{s}:leader", "{s}:fence"), WithStrictSlots()}, nil},
+		{"prefix tag on cluster", rueidis.ClientModeCluster, "{app}:", "job", []Option{WithKeys("a", "b")}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(noIO{mode: tt.mode}, tt.lease, tt.fence, WithKeyPrefix(tt.prefix))
-			if tt.ok != (err == nil) {
-				t.Fatalf("New error = %v, want ok=%v", err, tt.ok)
+			_, err := New(noIO{mode: tt.mode}, tt.elect, append([]Option{WithKeyPrefix(tt.prefix)}, tt.opts...)...)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("New error = %v, want nil", err)
+				}
+				return
 			}
-			if !tt.ok && !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
+			if !errors.Is(err, tt.want) || !errors.Is(err, ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "leader: ") {
+				t.Fatalf("New error = %v, want %v matching ErrInvalidConfig with the leader: prefix", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestKeys: the election's keys are the lock module's derivation of its name, or those of WithKeys,
+// without the prefix; both derived keys share one Cluster slot.
+func TestKeys(t *testing.T) {
+	e, err := New(noIO{}, "scheduler", WithKeyPrefix("app:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl, wf := lock.Keys("scheduler")
+	if e.Name() != "scheduler" || e.LeaseKey() != wl || e.FenceKey() != wf || wl != "{scheduler}:lease" || wf != "{scheduler}:fence" {
+		t.Fatalf("keys %q, %q, %q", e.Name(), e.LeaseKey(), e.FenceKey())
+	}
+	if luakit.Slot("app:"+e.LeaseKey()) != luakit.Slot("app:"+e.FenceKey()) {
+		t.Fatal("derived keys in two slots")
+	}
+	e, err = New(noIO{}, "scheduler", WithKeys("sched:leader", "sched:fence"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Name() != "scheduler" || e.LeaseKey() != "sched:leader" || e.FenceKey() != "sched:fence" {
+		t.Fatalf("keys %q, %q, %q", e.Name(), e.LeaseKey(), e.FenceKey())
+	}
+}
+
+// TestSharedErrors: the term's causes and the shared conditions are luakit's values.
+func TestSharedErrors(t *testing.T) {
+	for _, p := range []struct{ leader, shared error }{
+		{ErrLost, luakit.ErrLost},
+		{ErrExpired, luakit.ErrExpired},
+		{ErrReleased, luakit.ErrReleased},
+		{ErrInvalidConfig, luakit.ErrInvalidConfig},
+		{ErrNilClient, luakit.ErrNilClient},
+	} {
+		if p.leader != p.shared {
+			t.Errorf("%v is not luakit's %v", p.leader, p.shared)
+		}
+	}
+	for _, err := range []error{ErrRunning, ErrNotRunning, ErrCallbackPanic} {
+		if !strings.HasPrefix(err.Error(), "leader: ") {
+			t.Errorf("%q lacks the package prefix", err)
+		}
 	}
 }
 
@@ -171,7 +231,7 @@ func TestRunErrorClasses(t *testing.T) {
 			reader := sdkmetric.NewManualReader()
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 			c := &failing{errs: tt.errs}
-			e, err := New(c, "{k596}l", "{k596}f", WithRetryDelay(time.Millisecond), WithMeterProvider(mp))
+			e, err := New(c, "k596", WithRetryDelay(time.Millisecond), WithMeterProvider(mp))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +256,7 @@ func TestRunErrorClasses(t *testing.T) {
 
 func TestRunReturnsNilWhenCtxEnds(t *testing.T) {
 	c := &failing{errs: []error{rueidis.ErrNoSlot}}
-	e, err := New(c, "{k596}l", "{k596}f", WithRetryDelay(5*time.Millisecond))
+	e, err := New(c, "k596", WithRetryDelay(5*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,15 +277,15 @@ func TestRunReturnsNilWhenCtxEnds(t *testing.T) {
 
 func TestStartStop(t *testing.T) {
 	c := &failing{errs: []error{rueidis.ErrNoSlot}}
-	e, err := New(c, "{k596}l", "{k596}f", WithRetryDelay(5*time.Millisecond))
+	e, err := New(c, "k596", WithRetryDelay(5*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Stop(context.Background()); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("Stop before Start = %v", err)
 	}
-	if e.Done() != nil {
-		t.Fatal("Done before Start must be nil")
+	if e.Stopped() != nil {
+		t.Fatal("Stopped before Start must be nil")
 	}
 	for range 2 { // restartable
 		if err := e.Start(context.Background()); err != nil {
@@ -240,11 +300,11 @@ func TestStartStop(t *testing.T) {
 	}
 	// A terminal error ends the started run; Stop reports it.
 	c2 := &failing{errs: []error{errors.New("terminal")}}
-	e2, _ := New(c2, "{k596}l", "{k596}f")
+	e2, _ := New(c2, "k596")
 	if err := e2.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	<-e2.Done()
+	<-e2.Stopped()
 	if err := e2.Stop(context.Background()); err == nil {
 		t.Fatal("Stop after a terminal error returned nil")
 	}
@@ -258,8 +318,10 @@ func TestTermZeroValue(t *testing.T) {
 	if term.Err() == nil {
 		t.Fatal("zero Term Err must be non-nil")
 	}
-	if Elected.String() != "elected" || Revoked.String() != "revoked" || State(0).String() != "unknown" {
-		t.Fatal("State.String")
+	for s, want := range map[State]string{Elected: "elected", Revoked: "revoked", 0: "State(0)", 7: "State(7)"} {
+		if got := s.String(); got != want {
+			t.Errorf("State(%d).String() = %q, want %q", int(s), got, want)
+		}
 	}
 }
 

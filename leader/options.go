@@ -2,7 +2,6 @@ package leader
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -33,6 +32,9 @@ const (
 
 type config struct {
 	prefix         string
+	leaseKey       string // WithKeys; "" for the keys derived from the name
+	fenceKey       string
+	strictSlots    bool
 	tracker        *luakit.Tracker
 	lease          time.Duration
 	retryDelay     time.Duration
@@ -77,7 +79,7 @@ func (c *config) safetyMargin() time.Duration {
 func WithLeaseDuration(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 10*time.Millisecond {
-			return fmt.Errorf("%w: lease duration %v is under 10ms", ErrInvalidConfig, d)
+			return luakit.InvalidConfig("leader", "lease duration %v is under 10ms", d)
 		}
 		c.lease = d.Truncate(time.Millisecond)
 		return nil
@@ -91,7 +93,7 @@ func WithLeaseDuration(d time.Duration) Option {
 func WithRetryDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: retry delay %v must be positive", ErrInvalidConfig, d)
+			return luakit.InvalidConfig("leader", "retry delay %v must be positive", d)
 		}
 		c.retryDelay = d
 		return nil
@@ -105,7 +107,7 @@ func WithRetryDelay(d time.Duration) Option {
 func WithSafetyMargin(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
-			return fmt.Errorf("%w: safety margin %v is negative", ErrInvalidConfig, d)
+			return luakit.InvalidConfig("leader", "safety margin %v is negative", d)
 		}
 		c.margin = d
 		return nil
@@ -119,7 +121,7 @@ func WithSafetyMargin(d time.Duration) Option {
 func WithCleanupTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: cleanup timeout %v must be positive", ErrInvalidConfig, d)
+			return luakit.InvalidConfig("leader", "cleanup timeout %v must be positive", d)
 		}
 		c.cleanupTimeout = d
 		return nil
@@ -131,6 +133,39 @@ func WithCleanupTimeout(d time.Duration) Option {
 func WithKeyPrefix(prefix string) Option {
 	return optionFunc(func(c *config) error {
 		c.prefix = prefix
+		return nil
+	})
+}
+
+// WithKeys sets the election's two keys for an existing layout: the lease at leaseKey, with fencing
+// tokens from the counter at fenceKey, each after the [WithKeyPrefix] prefix. Without it the keys are
+// derived from the election's name as the lock module derives a named lock's keys
+// ([github.com/coordkit/coordkit/lock.Keys]: "{name}:lease" and "{name}:fence"), so they share one
+// Cluster slot. Both keys are binary-safe, must be non-empty and must differ; on a Cluster client, or
+// with [WithStrictSlots], they must hash to one slot (a common hash tag, such as "{scheduler}:leader" /
+// "{scheduler}:fence"). [New] checks all of it, before any I/O. Every candidate of one election must
+// use the same keys (and prefix).
+func WithKeys(leaseKey, fenceKey string) Option {
+	return optionFunc(func(c *config) error {
+		if err := luakit.ValidateKey("lease key", leaseKey); err != nil {
+			return &layoutError{err}
+		}
+		if err := luakit.ValidateKey("fence key", fenceKey); err != nil {
+			return &layoutError{err}
+		}
+		c.leaseKey, c.fenceKey = leaseKey, fenceKey
+		return nil
+	})
+}
+
+// WithStrictSlots makes [New] check on every client that the keys given with [WithKeys] hash to one
+// Cluster slot, as it always does on a Cluster client (it is lock.WithStrictSlots for the election's
+// lock): a pair a Cluster would reject then fails with a [*luakit.CrossSlotError] on a standalone or
+// Sentinel client too, so the layout fails in development instead of after a move to Cluster. The
+// keys derived from the name are checked on every client anyway. Default: off.
+func WithStrictSlots() Option {
+	return optionFunc(func(c *config) error {
+		c.strictSlots = true
 		return nil
 	})
 }
@@ -154,7 +189,7 @@ func WithTracker(t *luakit.Tracker) Option {
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidConfig)
+			return luakit.InvalidConfig("leader", "nil logger")
 		}
 		c.logger = l
 		return nil
@@ -166,7 +201,7 @@ func WithLogger(l *slog.Logger) Option {
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
 		if mp == nil {
-			return fmt.Errorf("%w: nil meter provider", ErrInvalidConfig)
+			return luakit.InvalidConfig("leader", "nil meter provider")
 		}
 		c.meterProvider = mp
 		return nil
@@ -183,7 +218,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 func OnElected(fn func(ctx context.Context, term Term) error) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return fmt.Errorf("%w: nil OnElected callback", ErrInvalidConfig)
+			return luakit.InvalidConfig("leader", "nil OnElected callback")
 		}
 		c.onElected = fn
 		return nil
@@ -197,7 +232,7 @@ func OnElected(fn func(ctx context.Context, term Term) error) Option {
 func OnRevoked(fn func(term Term)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return fmt.Errorf("%w: nil OnRevoked callback", ErrInvalidConfig)
+			return luakit.InvalidConfig("leader", "nil OnRevoked callback")
 		}
 		c.onRevoked = fn
 		return nil
@@ -211,7 +246,7 @@ func OnRevoked(fn func(term Term)) Option {
 func OnChange(fn func(Change)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return fmt.Errorf("%w: nil OnChange observer", ErrInvalidConfig)
+			return luakit.InvalidConfig("leader", "nil OnChange observer")
 		}
 		c.observers = append(c.observers, fn)
 		return nil

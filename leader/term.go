@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -22,10 +23,10 @@ type Term struct {
 	ctx   context.Context
 }
 
-// Context returns the term's context, cancelled when the term is revoked (renewal refused or not
-// confirmed in time, the elected callback returned, or Run's context ended); context.Cause gives the
-// reason ([ErrLeaseLost], [ErrDeadline], [ErrRelinquished] or the cause of Run's context). Derive the
-// leader's work from it.
+// Context returns the term's context, cancelled when the term is revoked; context.Cause gives the
+// reason, luakit's shared handle causes: [ErrLost] (a renewal was refused), [ErrExpired] (no renewal
+// confirmed in time: self-fencing), [ErrReleased] (the elected callback returned), or else the cause
+// of Run's context. Derive the leader's work from it.
 func (t Term) Context() context.Context {
 	if t.ctx == nil {
 		return cancelledCtx
@@ -60,7 +61,7 @@ const (
 	Revoked
 )
 
-// String returns "elected" or "revoked".
+// String returns "elected" or "revoked", and "State(n)" for any other value.
 func (s State) String() string {
 	switch s {
 	case Elected:
@@ -68,7 +69,7 @@ func (s State) String() string {
 	case Revoked:
 		return "revoked"
 	}
-	return "unknown"
+	return "State(" + strconv.Itoa(int(s)) + ")"
 }
 
 // Change is one leadership change of this candidate, as reported to [OnChange] observers.

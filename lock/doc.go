@@ -3,14 +3,14 @@
 //
 // # Model
 //
-// A lock is two keys in one Cluster slot: the lease key, a string holding a random 128-bit owner token
-// with a PX expiry, and the fence key, a persistent integer counter. Acquiring runs one Lua script that,
-// when the lease is free, increments the counter and writes the lease; the new counter value is the
-// fencing token. Renewal (Extend, KeepAlive), verification and release are one script each and check the
+// A lock is two keys in one Cluster slot (see # Keys): the lease key, a string holding a random
+// 128-bit owner token with a PX expiry, and the fence key, a persistent integer counter. Acquiring
+// runs one Lua script that, when the lease is free, increments the counter and writes the lease; the
+// new counter value is the fencing token. Renewal (Extend, KeepAlive), verification and release are one script each and check the
 // owner token, so an expired owner can never touch a replacement lease. Expiry uses the server's clock.
 //
 //	lk, _ := lock.New(client)
-//	lease, err := lk.TryAcquire(ctx, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
+//	lease, err := lk.TryAcquire(ctx, "invoice:42", 30*time.Second) // {invoice:42}:lease, {invoice:42}:fence
 //	if errors.Is(err, lock.ErrNotAcquired) { return }
 //	defer lease.Release(context.Background())
 //	write(lease.Context(), lease.FencingToken()) // the resource rejects lower tokens
@@ -20,6 +20,25 @@
 // default) it wakes when the lease key is invalidated, with no option; in every case it wakes at the
 // holder's PTTL deadline. On a client without working tracking it logs one warning per [Locker] and a
 // release is noticed only at that deadline. Redis needs no notify-keyspace-events configuration.
+//
+// # Keys
+//
+// A lock is named: [Locker.TryAcquire] and [Locker.Acquire] take a name and derive both keys with a
+// shared hash tag ([Keys]): the lease key "{" + name + "}:lease" and the fence key "{" + name +
+// "}:fence", each after the [WithKeyPrefix] prefix, byte for byte. Redis Cluster hashes the bytes
+// between a key's first '{' and the first '}' after it, when there is at least one, so both keys hash
+// to one slot on every deployment: the tag is the name, or the name up to its first '}' when it holds
+// one ("a{b}c" is tagged "a{b"), or the prefix's own tag when the prefix holds one ("{tenant}:" tags
+// every key "tenant"). Two cases cannot be tagged this way: a name whose first byte is '}' ("{}" is no
+// tag) and a prefix whose first braces are empty ("a{}"); their keys would land in two slots, so
+// they are rejected on every client with a
+// [*github.com/coordkit/coordkit/luakit.CrossSlotError], before any I/O.
+//
+// An existing layout keeps its own keys: [Locker.TryAcquireKeys] and [Locker.AcquireKeys] take the
+// lease key and the fence key. Their slots are checked on a Cluster client only (a standalone server
+// accepts any two keys), unless the Locker has [WithStrictSlots]: then a pair that a Cluster would
+// reject with CROSSSLOT fails the same way on every client, so it shows in development, not after a
+// move to Cluster. Every key error matches [ErrInvalidConfig].
 //
 // A [Lease] is Coordkit's shared owner-token handle: see the contract in package
 // github.com/coordkit/coordkit/luakit/ownership for Extend, KeepAlive, Verify, Release, Done, Context
@@ -32,8 +51,9 @@
 //     across renewals of one lease, exact above 2^53 (they cross the Lua boundary as decimal strings).
 //     Tokens can have gaps when a reply is lost.
 //   - A failed acquisition writes nothing: an expiring, negative, malformed or overflowing counter is
-//     reported as a [*CounterError] with no lease created; a cross-slot pair on Cluster, equal keys, an
-//     empty key or a TTL under 1ms is rejected before any I/O.
+//     reported as a [*CounterError] with no lease created; an empty name or key, equal keys, keys in two
+//     slots (see # Keys) or a TTL under 1ms is rejected before any I/O, with an error matching
+//     [ErrInvalidConfig].
 //   - The handle's local estimate (Remaining, Deadline) is measured from before the request was sent,
 //     so on a sane clock it ends no later than the server's lease. A reply that arrives after the
 //     estimate elapsed is not reported as acquired ([ErrLateReply]); Extend after it returns false
@@ -57,8 +77,8 @@
 //
 // # Servers
 //
-// Redis 7.0 and later, Valkey 8 and later, standalone or Cluster (both keys in one slot; a key prefix
-// containing a hash tag moves every key). RESP2 clients work; waiting then relies on the PTTL deadline.
+// Redis 7.0 and later, Valkey 8 and later, standalone or Cluster (both keys in one slot: the one-name
+// form sees to it; a key prefix containing a hash tag moves every key). RESP2 clients work; waiting then relies on the PTTL deadline.
 //
 // # Concurrency
 //

@@ -22,18 +22,32 @@ var (
 	ErrInvalidTTL       = luakit.ErrInvalidTTL       // a lease TTL under 1ms (acquisition or ExtendTTL), before any I/O
 )
 
+// The other conditions every Coordkit module shares, as the lock returns them.
+var (
+	ErrInvalidConfig = luakit.ErrInvalidConfig // every bad option or argument (empty name or key, TTL, equal keys, keys in two slots), before any I/O
+	ErrForeignData   = luakit.ErrForeignData   // a *CounterError whose fence key holds another type or a value the lock never writes
+	ErrNilClient     = luakit.ErrNilClient     // New was given a nil rueidis.Client
+)
+
 // The lock's own errors.
 var (
 	// ErrCounter is wrapped by every [*CounterError]: the fence key cannot issue a fencing token.
 	ErrCounter = errors.New("lock: fence counter cannot issue a token")
 
-	// ErrSameKey is returned, before any I/O, when the lease key and the fence key are equal (after the
-	// key prefix is applied): the counter must outlive every lease.
-	ErrSameKey = errors.New("lock: lease key and fence key must differ")
-
-	// ErrNilClient is returned by [New] for a nil rueidis.Client.
-	ErrNilClient = errors.New("lock: nil rueidis client")
+	// ErrSameKey is returned, before any I/O, when the lease key and the fence key given to
+	// [Locker.TryAcquireKeys] or [Locker.AcquireKeys] are equal (after the key prefix is applied): the
+	// counter must outlive every lease. It matches [ErrInvalidConfig].
+	ErrSameKey = luakit.ConfigSentinel("lock: lease key and fence key must differ")
 )
+
+// layoutError is a key error found before any I/O (an empty name or key, keys in different Cluster
+// slots): "lock: " and luakit's message. It matches [ErrInvalidConfig] and unwraps to luakit's error,
+// so errors.Is(err, luakit.ErrEmptyKey) and errors.As(err, **luakit.CrossSlotError) work.
+type layoutError struct{ err error }
+
+func (e *layoutError) Error() string        { return "lock: " + e.err.Error() }
+func (e *layoutError) Unwrap() error        { return e.err }
+func (e *layoutError) Is(target error) bool { return target == luakit.ErrInvalidConfig }
 
 // CounterReason says why a fence counter cannot issue a token.
 type CounterReason string
@@ -54,6 +68,11 @@ const (
 
 // CounterError reports a fence counter that cannot issue a fencing token. It wraps [ErrCounter].
 // The acquisition that returned it wrote nothing: no lease, and the counter is unchanged.
+//
+// With reason [CounterWrongType], [CounterMalformed] or [CounterNegative] it also matches
+// [ErrForeignData]: the fence key holds data the lock never writes (its counter starts at 1 and only
+// grows). [CounterExpiring] and [CounterOverflow] do not: an expiry is a setting of the key, and the
+// int64 maximum is a counter value the lock could have reached; neither is foreign data.
 type CounterError struct {
 	Reason CounterReason
 }
@@ -77,3 +96,15 @@ func (e *CounterError) Error() string {
 
 // Unwrap returns [ErrCounter].
 func (e *CounterError) Unwrap() error { return ErrCounter }
+
+// Is reports whether target is [ErrForeignData] and the reason says the fence key holds foreign data.
+func (e *CounterError) Is(target error) bool {
+	if target != luakit.ErrForeignData {
+		return false
+	}
+	switch e.Reason {
+	case CounterWrongType, CounterMalformed, CounterNegative:
+		return true
+	}
+	return false
+}

@@ -12,7 +12,8 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// Take a fenced lock once and send its fencing token with the protected write.
+// Take a fenced lock once and send its fencing token with the protected write. The lock's two keys
+// are derived from its name: {invoice:42}:lease and {invoice:42}:fence, in one Cluster slot.
 func ExampleLocker_TryAcquire() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
@@ -24,7 +25,7 @@ func ExampleLocker_TryAcquire() {
 		return
 	}
 	ctx := context.Background()
-	lease, err := lk.TryAcquire(ctx, "{invoice:42}:lease", "{invoice:42}:fence", 30*time.Second)
+	lease, err := lk.TryAcquire(ctx, "invoice:42", 30*time.Second)
 	if errors.Is(err, lock.ErrNotAcquired) {
 		return // someone else holds it
 	} else if err != nil {
@@ -48,7 +49,7 @@ func ExampleLocker_Acquire() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lease, err := lk.Acquire(ctx, "{invoice:42}:lease", "{invoice:42}:fence", 10*time.Second)
+	lease, err := lk.Acquire(ctx, "invoice:42", 10*time.Second)
 	if err != nil {
 		return
 	}
@@ -65,6 +66,36 @@ func ExampleLocker_Acquire() {
 	case <-time.After(time.Second):
 		fmt.Println("work done with token", lease.FencingToken())
 	}
+}
+
+// An existing layout keeps its own two keys. With WithStrictSlots a pair that a Cluster would reject
+// fails on a standalone server too, before any I/O, so the layout is fixed before it reaches a Cluster.
+func ExampleLocker_TryAcquireKeys() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	lk, err := lock.New(client, lock.WithStrictSlots())
+	if err != nil {
+		return
+	}
+	ctx := context.Background()
+	lease, err := lk.TryAcquireKeys(ctx, "{jobs:nightly}.lease", "{jobs:nightly}.fence", 30*time.Second)
+	if errors.Is(err, luakit.ErrCrossSlot) {
+		return // a layout such as "jobs:nightly:lease" / "jobs:nightly:fence" ends here
+	} else if err != nil {
+		return
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+	fmt.Println("fencing token", lease.FencingToken())
+}
+
+// The keys a name stands for, for inspection or ACL key patterns.
+func ExampleKeys() {
+	leaseKey, fenceKey := lock.Keys("invoice:42")
+	fmt.Println(leaseKey, fenceKey, luakit.Slot(leaseKey) == luakit.Slot(fenceKey))
+	// Output: {invoice:42}:lease {invoice:42}:fence true
 }
 
 // The protected resource enforces fencing: it rejects tokens lower than the highest it accepted.

@@ -34,12 +34,13 @@ const (
 // What is particular to a lock: renewals never change the fencing token, Release never touches the
 // fence counter, and every lease has an expiry (ExtendTTL takes whole milliseconds, at least 1ms, and
 // fails with [ErrInvalidTTL] before any I/O otherwise). Its methods are safe for concurrent use. Leases
-// are made by [Locker.TryAcquire] and [Locker.Acquire]; the zero value is not usable.
+// are made by [Locker.TryAcquire], [Locker.Acquire] and their two-key forms; the zero value is not
+// usable.
 type Lease struct {
 	ownership.Handle
-	b                  backend
-	leaseKey, fenceKey string
-	token              int64
+	b                        backend
+	name, leaseKey, fenceKey string
+	token                    int64
 }
 
 // backend sends a lease's owner-checked scripts for the Handle. Its key and owner are one-element
@@ -124,18 +125,24 @@ func (h *Lease) FencingToken() int64 { return h.token }
 // Keep it private: never log it or use it as a metric attribute.
 func (h *Lease) OwnerToken() string { return h.b.owner[0] }
 
-// LeaseKey returns the lease key as given to the Locker (without the key prefix).
+// Name returns the lock's name as given to [Locker.TryAcquire] or [Locker.Acquire], or "" for a lease
+// taken with [Locker.TryAcquireKeys] or [Locker.AcquireKeys].
+func (h *Lease) Name() string { return h.name }
+
+// LeaseKey returns the lease key without the key prefix: as derived from the name ("{name}:lease", see
+// [Keys]) or as given to TryAcquireKeys / AcquireKeys.
 func (h *Lease) LeaseKey() string { return h.leaseKey }
 
-// FenceKey returns the fence (counter) key as given to the Locker (without the key prefix).
+// FenceKey returns the fence (counter) key without the key prefix: as derived from the name
+// ("{name}:fence") or as given to TryAcquireKeys / AcquireKeys.
 func (h *Lease) FenceKey() string { return h.fenceKey }
 
 // grant makes the Lease of an acquisition of owner that the server granted, sent at start with ttl
 // (whole milliseconds). It returns [ErrLateReply] (after the owner-checked cleanup) when the reply came
 // after the local estimate elapsed.
-func (l *Locker) grant(ctx context.Context, k keys, leaseKey, fenceKey, owner string, token int64, start time.Time, ttl time.Duration) (*Lease, error) {
-	h := &Lease{leaseKey: leaseKey, fenceKey: fenceKey, token: token}
-	h.b.client, h.b.key[0], h.b.owner[0] = l.client, k.lease, owner
+func (l *Locker) grant(ctx context.Context, r *request, owner string, token int64, start time.Time, ttl time.Duration) (*Lease, error) {
+	h := &Lease{name: r.name, leaseKey: r.leaseKey, fenceKey: r.fenceKey, token: token}
+	h.b.client, h.b.key[0], h.b.owner[0] = l.client, r.lease, owner
 	if err := h.Handle.Grant(ctx, &h.b, &l.own, start, ttl); err != nil {
 		return nil, err
 	}

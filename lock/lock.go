@@ -18,17 +18,18 @@ import (
 //
 // A Locker never closes or reconfigures the caller's client.
 type Locker struct {
-	client rueidis.Client
-	keys   luakit.Keyspace
-	own    ownership.Config // shared by every Lease of this Locker
-	waiter ownership.Waiter // Acquire's waiting loop; warns once per Locker without working tracking
+	client     rueidis.Client
+	keys       luakit.Keyspace
+	checkSlots bool             // the two-key form checks slots: a Cluster client, or WithStrictSlots
+	own        ownership.Config // shared by every Lease of this Locker
+	waiter     ownership.Waiter // Acquire's waiting loop; warns once per Locker without working tracking
 }
 
-// New returns a Locker over client. It does no I/O. It fails with [ErrNilClient] for a nil client and
-// with a descriptive error for an invalid option.
+// New returns a Locker over client. It does no I/O. It fails with an error wrapping [ErrNilClient] for
+// a nil client and with an error matching [ErrInvalidConfig] for an invalid option.
 func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, fmt.Errorf("lock: %w", ErrNilClient)
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -39,55 +40,94 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 			return nil, err
 		}
 	}
-	l := &Locker{client: client, keys: cfg.keys, own: cfg.own}
+	l := &Locker{
+		client:     client,
+		keys:       cfg.keys,
+		checkSlots: cfg.strictSlots || client.Mode() == rueidis.ClientModeCluster,
+		own:        cfg.own,
+	}
 	l.waiter = ownership.Waiter{Client: client, Tracker: cfg.tracker, Config: &l.own} // re-checks every 1s without expiry or tracking
 	return l, nil
 }
 
-// keys is the validated, prefixed pair of physical keys of one lock.
-type keys struct {
-	lease, fence string
+// Keys returns the lease key and the fence key of the lock named name, as [Locker.TryAcquire] and
+// [Locker.Acquire] derive them, before the key prefix: "{" + name + "}:lease" and
+// "{" + name + "}:fence". The braces are a Cluster hash tag, so both keys hash to one slot; see the
+// package documentation (# Keys) for a name that contains braces. Keys does no validation: use it to
+// find a lock's keys (inspection, ACL key patterns) or to move a named lock to [Locker.TryAcquireKeys].
+func Keys(name string) (leaseKey, fenceKey string) {
+	return "{" + name + "}:lease", "{" + name + "}:fence"
 }
 
-// prepare validates the request before any I/O and returns the physical keys and the TTL in ms.
-func (l *Locker) prepare(leaseKey, fenceKey string, ttl time.Duration) (keys, int64, error) {
+// request is one validated acquisition: the keys as the caller gave or the Locker derived them, the
+// physical keys, and the TTL in whole milliseconds.
+type request struct {
+	name               string // the one-name form's name; "" for the two-key form
+	leaseKey, fenceKey string // without the key prefix
+	lease, fence       string // physical keys
+	ms                 int64
+}
+
+// named validates a one-name acquisition before any I/O. The derived keys are checked for one slot on
+// every client: the derivation promises it, and only a name starting with '}' (or a prefix whose first
+// braces are empty) can break it.
+func (l *Locker) named(name string, ttl time.Duration) (request, error) {
+	if err := luakit.ValidateKey("name", name); err != nil {
+		return request{}, &layoutError{err}
+	}
+	leaseKey, fenceKey := Keys(name)
+	return l.prepare(request{name: name, leaseKey: leaseKey, fenceKey: fenceKey}, ttl, true)
+}
+
+// explicit validates a two-key acquisition before any I/O; slots are checked on a Cluster client or
+// with WithStrictSlots.
+func (l *Locker) explicit(leaseKey, fenceKey string, ttl time.Duration) (request, error) {
 	if err := luakit.ValidateKey("lease key", leaseKey); err != nil {
-		return keys{}, 0, fmt.Errorf("lock: %w", err)
+		return request{}, &layoutError{err}
 	}
 	if err := luakit.ValidateKey("fence key", fenceKey); err != nil {
-		return keys{}, 0, fmt.Errorf("lock: %w", err)
+		return request{}, &layoutError{err}
 	}
-	ms := ttl.Milliseconds()
-	if ms < 1 {
-		return keys{}, 0, fmt.Errorf("lock: %w: a lease needs at least 1ms (got %v)", ErrInvalidTTL, ttl)
-	}
-	k := keys{lease: l.keys.Key(leaseKey), fence: l.keys.Key(fenceKey)}
-	if k.lease == k.fence {
-		return keys{}, 0, ErrSameKey
-	}
-	if l.client.Mode() == rueidis.ClientModeCluster {
-		if err := luakit.CheckSameSlot(
-			luakit.NamedKey{Role: "lease key", Key: k.lease},
-			luakit.NamedKey{Role: "fence key", Key: k.fence},
-		); err != nil {
-			return keys{}, 0, fmt.Errorf("lock: %w", err)
-		}
-	}
-	return k, ms, nil
+	return l.prepare(request{leaseKey: leaseKey, fenceKey: fenceKey}, ttl, l.checkSlots)
 }
 
-// TryAcquire makes one attempt to take the lease at leaseKey, issuing the next fencing token from the
-// counter at fenceKey, and returns at once.
+// prepare checks the TTL and the physical keys of r (whose keys are non-empty) before any I/O.
+func (l *Locker) prepare(r request, ttl time.Duration, checkSlots bool) (request, error) {
+	r.ms = ttl.Milliseconds()
+	if r.ms < 1 {
+		return request{}, fmt.Errorf("lock: %w: a lease needs at least 1ms (got %v)", ErrInvalidTTL, ttl)
+	}
+	r.lease, r.fence = l.keys.Key(r.leaseKey), l.keys.Key(r.fenceKey)
+	if r.lease == r.fence {
+		return request{}, ErrSameKey
+	}
+	if checkSlots {
+		if err := luakit.CheckSameSlot(
+			luakit.NamedKey{Role: "lease key", Key: r.lease},
+			luakit.NamedKey{Role: "fence key", Key: r.fence},
+		); err != nil {
+			return request{}, &layoutError{err}
+		}
+	}
+	return r, nil
+}
+
+// TryAcquire makes one attempt to take the lock named name, issuing the next fencing token from its
+// counter, and returns at once.
 //
-// ttl is the lease duration, truncated to whole milliseconds; it must be at least 1ms. Both keys are
-// binary-safe, get the Locker's prefix, must differ, and on Cluster must hash to the same slot (use a
-// common hash tag such as "{invoice:42}:lease" / "{invoice:42}:fence"). Invalid input fails before any
-// I/O.
+// The lock's two keys are derived from name with a shared hash tag ([Keys]): the lease key
+// "{name}:lease" and the fence key "{name}:fence", each after the Locker's key prefix, so both are in
+// one Cluster slot on every deployment. name is binary-safe and must not be empty; keys whose slots
+// would still differ (a name starting with '}', see the package documentation) are rejected on every
+// client. For an existing layout with other keys, use [Locker.TryAcquireKeys].
+//
+// ttl is the lease duration, truncated to whole milliseconds; it must be at least 1ms. Invalid input
+// fails before any I/O with an error matching [ErrInvalidConfig].
 //
 // It returns the held [*Lease] on success. Otherwise it returns a nil Lease and:
 //   - [ErrNotAcquired] when another owner holds the lease (nothing written);
 //   - a [*CounterError] (wrapping [ErrCounter]) when the counter is expiring, negative, malformed,
-//     overflowing or of the wrong type (nothing written);
+//     overflowing or of the wrong type (nothing written; the last three match [ErrForeignData]);
 //   - [ErrLateReply] when the grant arrived after the local estimate elapsed (an owner-checked release
 //     was sent; the counter advanced, so tokens have a gap);
 //   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
@@ -96,31 +136,45 @@ func (l *Locker) prepare(leaseKey, fenceKey string, ttl time.Duration) (keys, in
 //   - a server or connection error, classified by [luakit.Classify].
 //
 // ctx bounds the round trip. Cancellation does not undo an acquisition the server already applied.
-func (l *Locker) TryAcquire(ctx context.Context, leaseKey, fenceKey string, ttl time.Duration) (*Lease, error) {
-	k, ms, err := l.prepare(leaseKey, fenceKey, ttl)
+func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	r, err := l.named(name, ttl)
 	if err != nil {
 		return nil, err
 	}
-	lease, _, err := l.attempt(ctx, k, leaseKey, fenceKey, ms)
+	lease, _, err := l.attempt(ctx, &r)
+	return lease, err
+}
+
+// TryAcquireKeys is [Locker.TryAcquire] for a lock whose two keys are given: the lease at leaseKey,
+// with fencing tokens from the counter at fenceKey. Use it for an existing key layout.
+//
+// Both keys are binary-safe, get the Locker's prefix, must be non-empty and must differ ([ErrSameKey]).
+// A Cluster server rejects two keys in different slots, so on a Cluster client, and on every client
+// with [WithStrictSlots], they must hash to one slot (a common hash tag, "{invoice:42}:lease" /
+// "{invoice:42}:fence") or the call fails with a [*luakit.CrossSlotError]. All of it is checked before
+// any I/O, with errors matching [ErrInvalidConfig]. Results are as for TryAcquire.
+func (l *Locker) TryAcquireKeys(ctx context.Context, leaseKey, fenceKey string, ttl time.Duration) (*Lease, error) {
+	r, err := l.explicit(leaseKey, fenceKey, ttl)
+	if err != nil {
+		return nil, err
+	}
+	lease, _, err := l.attempt(ctx, &r)
 	return lease, err
 }
 
 // attempt runs the acquire script once. On ErrNotAcquired it also returns the holder's remaining
 // lease time (-1 for a lease without expiry).
-func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string, ms int64) (*Lease, time.Duration, error) {
+func (l *Locker) attempt(ctx context.Context, r *request) (*Lease, time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		// Nothing was sent: not uncertain.
 		return nil, 0, fmt.Errorf("lock: acquire: %w", err)
 	}
-	owner, err := luakit.NewOwnerToken()
-	if err != nil {
-		return nil, 0, fmt.Errorf("lock: owner token: %w", err)
-	}
-	start, resp := ownership.Send(ctx, acquireScript, l.client, []string{k.lease, k.fence}, []string{owner, strconv.FormatInt(ms, 10)})
+	owner := luakit.OwnerToken()
+	start, resp := ownership.Send(ctx, acquireScript, l.client, []string{r.lease, r.fence}, []string{owner, strconv.FormatInt(r.ms, 10)})
 	arr, err := resp.ToArray()
 	if err != nil {
 		if luakit.IsUncertain(err) {
-			if l.cleanup(ctx, k, owner) {
+			if l.cleanup(ctx, r.lease, owner) {
 				return nil, 0, &settledError{err: fmt.Errorf("lock: acquire: %w: %w (cleanup confirmed this owner holds no lease)", ErrUncertain, err)}
 			}
 			return nil, 0, fmt.Errorf("lock: acquire: %w: %w", ErrUncertain, err)
@@ -139,10 +193,10 @@ func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string,
 		token, err := luakit.Int64(arr[1])
 		if err != nil || token <= 0 {
 			// Cannot happen with a validated counter; refuse to hand out a bad token.
-			l.cleanup(ctx, k, owner)
+			l.cleanup(ctx, r.lease, owner)
 			return nil, 0, fmt.Errorf("lock: acquire: fencing token: %w", errors.Join(ErrCounter, err))
 		}
-		lease, err := l.grant(ctx, k, leaseKey, fenceKey, owner, token, start, time.Duration(ms)*time.Millisecond)
+		lease, err := l.grant(ctx, r, owner, token, start, time.Duration(r.ms)*time.Millisecond)
 		return lease, 0, err
 	case 0:
 		pttl, err := arr[1].AsInt64()
@@ -166,8 +220,8 @@ func (l *Locker) attempt(ctx context.Context, k keys, leaseKey, fenceKey string,
 // cleanup sends the owner-checked release after an acquisition that gave no usable lease (see
 // [ownership.Cleanup]: ordered behind it, bounded by the cleanup timeout, surviving ctx) and reports
 // whether the server answered, which settles that this owner holds no lease.
-func (l *Locker) cleanup(ctx context.Context, k keys, owner string) bool {
-	b := &backend{client: l.client, key: [1]string{k.lease}, owner: [1]string{owner}}
+func (l *Locker) cleanup(ctx context.Context, lease, owner string) bool {
+	b := &backend{client: l.client, key: [1]string{lease}, owner: [1]string{owner}}
 	return ownership.Cleanup(ctx, &l.own, b.Release)
 }
 
@@ -183,7 +237,8 @@ func isSettled(err error) bool {
 	return errors.As(err, &s)
 }
 
-// Acquire takes the lease at leaseKey like [Locker.TryAcquire], waiting while another owner holds it.
+// Acquire takes the lock named name like [Locker.TryAcquire] (same keys, same validation), waiting
+// while another owner holds it.
 //
 // It waits as every Coordkit acquisition does (the contract's waiting rows, in package
 // github.com/coordkit/coordkit/luakit/ownership): it sleeps until the lease key is invalidated or the
@@ -198,14 +253,29 @@ func isSettled(err error) bool {
 // other errors end the wait. It blocks until the lease is acquired, ctx ends, or a non-retryable error
 // occurs. When ctx ends it returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in
 // flight; its cleanup is sent). Cancellation does not undo an acquisition the server already applied.
-func (l *Locker) Acquire(ctx context.Context, leaseKey, fenceKey string, ttl time.Duration) (*Lease, error) {
-	k, ms, err := l.prepare(leaseKey, fenceKey, ttl)
+func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	r, err := l.named(name, ttl)
 	if err != nil {
 		return nil, err
 	}
+	return l.wait(ctx, &r)
+}
+
+// AcquireKeys is [Locker.Acquire] for a lock whose two keys are given, validated as by
+// [Locker.TryAcquireKeys].
+func (l *Locker) AcquireKeys(ctx context.Context, leaseKey, fenceKey string, ttl time.Duration) (*Lease, error) {
+	r, err := l.explicit(leaseKey, fenceKey, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return l.wait(ctx, &r)
+}
+
+// wait is Acquire's loop for a validated request.
+func (l *Locker) wait(ctx context.Context, r *request) (*Lease, error) {
 	var lease *Lease
-	err = l.waiter.Wait(ctx, k.lease, func(ctx context.Context) ownership.Attempt {
-		h, pttl, err := l.attempt(ctx, k, leaseKey, fenceKey, ms)
+	err := l.waiter.Wait(ctx, r.lease, func(ctx context.Context) ownership.Attempt {
+		h, pttl, err := l.attempt(ctx, r)
 		switch {
 		case err == nil:
 			lease = h

@@ -90,11 +90,11 @@ func TestValidationBeforeIO(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			if _, err := l.TryAcquire(ctx, tt.lease, tt.fence, tt.ttl); !errors.Is(err, tt.want) {
-				t.Errorf("TryAcquire error = %v, want %v", err, tt.want)
+			if _, err := l.TryAcquireKeys(ctx, tt.lease, tt.fence, tt.ttl); !errors.Is(err, tt.want) || !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("TryAcquireKeys error = %v, want %v", err, tt.want)
 			}
-			if _, err := l.Acquire(ctx, tt.lease, tt.fence, tt.ttl); !errors.Is(err, tt.want) {
-				t.Errorf("Acquire error = %v, want %v", err, tt.want)
+			if _, err := l.AcquireKeys(ctx, tt.lease, tt.fence, tt.ttl); !errors.Is(err, tt.want) || !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("AcquireKeys error = %v, want %v", err, tt.want)
 			}
 		})
 	}
@@ -106,12 +106,128 @@ func TestPrepareSameSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A prefix with a hash tag puts every key in its slot, so these distinct keys are accepted.
-	k, ms, err := l.prepare("a:lease", "b:fence", 1500*time.Microsecond)
+	r, err := l.explicit("a:lease", "b:fence", 1500*time.Microsecond)
 	if err != nil {
-		t.Fatalf("prepare: %v", err)
+		t.Fatalf("explicit: %v", err)
 	}
-	if k.lease != "{tenant}a:lease" || k.fence != "{tenant}b:fence" || ms != 1 {
-		t.Fatalf("prepare = %+v, %d; want prefixed keys and 1ms (truncated)", k, ms)
+	if r.lease != "{tenant}a:lease" || r.fence != "{tenant}b:fence" || r.ms != 1 || r.name != "" ||
+		r.leaseKey != "a:lease" || r.fenceKey != "b:fence" {
+		t.Fatalf("explicit = %+v; want prefixed keys and 1ms (truncated)", r)
+	}
+}
+
+// TestKeys: the one-name form derives "{name}:lease" and "{name}:fence", after the prefix, and the two
+// land in one Cluster slot whatever braces the name or the prefix hold, except where Redis's hash-tag
+// rule cannot tag them (a name starting with '}', a prefix whose first braces are empty): those are
+// rejected before any I/O on every client.
+func TestKeys(t *testing.T) {
+	lk, fk := Keys("invoice:42")
+	if lk != "{invoice:42}:lease" || fk != "{invoice:42}:fence" {
+		t.Fatalf("Keys = %q, %q", lk, fk)
+	}
+	tests := []struct {
+		name, prefix string
+		tag          string // the hash tag both physical keys share; "" when they cannot share one
+	}{
+		{"invoice:42", "", "invoice:42"},
+		{"invoice:42", "app:", "invoice:42"},
+		{"invoice:42", "{tenant}:", "tenant"}, // the prefix's tag comes first and wins
+		{"a{b}c", "", "a{b"},                  // tag: up to the name's first '}'
+		{"{x}", "", "{x"},                     // "{{x}}:lease": the first '}' ends the tag
+		{"a}b", "", "a"},                      // "{a}b}:lease"
+		{"\x00\xff", "", "\x00\xff"},          // binary-safe
+		{"x", "pre{", "{x"},                   // an unclosed brace in the prefix: "pre{{x}:lease"
+		{"}x", "", ""},                        // "{}x}:lease": an empty tag is no tag
+		{"x", "a{}", ""},                      // "a{}{x}:lease": the prefix's empty braces come first
+	}
+	for _, tt := range tests {
+		for _, mode := range []rueidis.ClientMode{rueidis.ClientModeStandalone, rueidis.ClientModeCluster} {
+			l, err := New(noIO{mode: mode}, WithKeyPrefix(tt.prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := l.named(tt.name, time.Second)
+			if tt.tag == "" {
+				var cse *luakit.CrossSlotError
+				if !errors.As(err, &cse) || !errors.Is(err, ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "lock: ") {
+					t.Errorf("name %q, prefix %q, mode %v: %v, want a CrossSlotError matching ErrInvalidConfig", tt.name, tt.prefix, mode, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("name %q, prefix %q, mode %v: %v", tt.name, tt.prefix, mode, err)
+				continue
+			}
+			wantL, wantF := Keys(tt.name)
+			if r.name != tt.name || r.leaseKey != wantL || r.fenceKey != wantF ||
+				r.lease != tt.prefix+wantL || r.fence != tt.prefix+wantF {
+				t.Errorf("name %q, prefix %q: request %+v", tt.name, tt.prefix, r)
+			}
+			if luakit.HashTag(r.lease) != tt.tag || luakit.HashTag(r.fence) != tt.tag {
+				t.Errorf("name %q, prefix %q: tags %q, %q; want %q", tt.name, tt.prefix, luakit.HashTag(r.lease), luakit.HashTag(r.fence), tt.tag)
+			}
+			if luakit.Slot(r.lease) != luakit.Slot(r.fence) {
+				t.Errorf("name %q, prefix %q: slots %d, %d", tt.name, tt.prefix, luakit.Slot(r.lease), luakit.Slot(r.fence))
+			}
+		}
+	}
+}
+
+// TestNamedValidationBeforeIO: an empty name and a bad TTL fail before any I/O (noIO panics on I/O),
+// matching ErrInvalidConfig.
+func TestNamedValidationBeforeIO(t *testing.T) {
+	l, err := New(noIO{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name string
+		ttl  time.Duration
+		want error
+	}{
+		{"", time.Second, luakit.ErrEmptyKey},
+		{"n", 0, ErrInvalidTTL},
+		{"n", 999 * time.Microsecond, ErrInvalidTTL},
+		{"}n", time.Second, luakit.ErrCrossSlot},
+	} {
+		if _, err := l.TryAcquire(ctx, tt.name, tt.ttl); !errors.Is(err, tt.want) || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("TryAcquire(%q, %v) = %v, want %v", tt.name, tt.ttl, err, tt.want)
+		}
+		if _, err := l.Acquire(ctx, tt.name, tt.ttl); !errors.Is(err, tt.want) || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("Acquire(%q, %v) = %v, want %v", tt.name, tt.ttl, err, tt.want)
+		}
+	}
+}
+
+// TestStrictSlots: without the option a standalone client takes any two keys (the slot check is the
+// Cluster's); with it the two-key form fails before any I/O with the CrossSlotError a Cluster client
+// gets, and accepts a tagged pair.
+func TestStrictSlots(t *testing.T) {
+	ctx := context.Background()
+	loose, err := New(noIO{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := loose.explicit("a:lease", "b:fence", time.Second); err != nil || r.lease != "a:lease" {
+		t.Fatalf("standalone without WithStrictSlots: %+v, %v", r, err)
+	}
+	strict, err := New(noIO{}, WithStrictSlots())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cse *luakit.CrossSlotError
+	if _, err := strict.TryAcquireKeys(ctx, "a:lease", "b:fence", time.Second); !errors.As(err, &cse) || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("TryAcquireKeys with WithStrictSlots = %v, want a CrossSlotError", err)
+	}
+	if len(cse.Roles) != 2 || cse.Roles[0] != "lease key" || cse.Roles[1] != "fence key" || cse.Slots[0] != luakit.Slot("a:lease") {
+		t.Fatalf("CrossSlotError = %+v", cse)
+	}
+	if _, err := strict.AcquireKeys(ctx, "a:lease", "b:fence", time.Second); !errors.Is(err, luakit.ErrCrossSlot) {
+		t.Fatalf("AcquireKeys with WithStrictSlots = %v, want ErrCrossSlot", err)
+	}
+	if _, err := strict.explicit("{a}:lease", "{a}:fence", time.Second); err != nil {
+		t.Fatalf("a tagged pair with WithStrictSlots: %v", err)
 	}
 }
 
@@ -196,6 +312,10 @@ func TestSharedErrors(t *testing.T) {
 		{ErrExpired, luakit.ErrExpired},
 		{ErrReleased, luakit.ErrReleased},
 		{ErrKeepAliveRunning, luakit.ErrKeepAliveRunning},
+		{ErrInvalidTTL, luakit.ErrInvalidTTL},
+		{ErrInvalidConfig, luakit.ErrInvalidConfig},
+		{ErrForeignData, luakit.ErrForeignData},
+		{ErrNilClient, luakit.ErrNilClient},
 	} {
 		if p.lock != p.shared {
 			t.Errorf("%v is not luakit's %v", p.lock, p.shared)
@@ -269,7 +389,7 @@ func TestLateGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := l.grant(context.Background(), keys{lease: "l", fence: "f"}, "l", "f", "owner", 3, time.Now().Add(-time.Second), 10*time.Millisecond)
+	h, err := l.grant(context.Background(), &request{leaseKey: "l", fenceKey: "f", lease: "l", fence: "f"}, "owner", 3, time.Now().Add(-time.Second), 10*time.Millisecond)
 	if h != nil || !errors.Is(err, ErrLateReply) {
 		t.Fatalf("late grant = %v, %v; want nil, ErrLateReply", h, err)
 	}
@@ -287,7 +407,7 @@ func TestExtendTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := l.grant(context.Background(), keys{lease: "l", fence: "f"}, "l", "f", "owner", 3, time.Now(), time.Minute)
+	h, err := l.grant(context.Background(), &request{leaseKey: "l", fenceKey: "f", lease: "l", fence: "f"}, "owner", 3, time.Now(), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,12 +439,23 @@ func TestLeaseLocalState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := l.grant(context.Background(), keys{lease: "l", fence: "f"}, "l", "f", "owner", 7, time.Now(), 20*time.Millisecond)
+	h, err := l.grant(context.Background(), &request{leaseKey: "l", fenceKey: "f", lease: "l", fence: "f"}, "owner", 7, time.Now(), 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.FencingToken() != 7 || h.OwnerToken() != "owner" || h.LeaseKey() != "l" || h.FenceKey() != "f" || h.TTL() != 20*time.Millisecond {
+	if h.FencingToken() != 7 || h.OwnerToken() != "owner" || h.Name() != "" || h.LeaseKey() != "l" || h.FenceKey() != "f" || h.TTL() != 20*time.Millisecond {
 		t.Fatal("accessors disagree with construction")
+	}
+	r, err := l.named("job", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, err := l.grant(context.Background(), &r, "owner2", 8, time.Now(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if named.Name() != "job" || named.LeaseKey() != "{job}:lease" || named.FenceKey() != "{job}:fence" {
+		t.Fatalf("named lease: %q, %q, %q", named.Name(), named.LeaseKey(), named.FenceKey())
 	}
 	if h.Err() != nil || h.Remaining() <= 0 {
 		t.Fatalf("fresh lease: Err=%v Remaining=%v", h.Err(), h.Remaining())

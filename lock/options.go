@@ -18,9 +18,10 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	keys    luakit.Keyspace
-	tracker *luakit.Tracker
-	own     ownership.Config // renew fraction, retry delay, cleanup timeout, logger; zero: the defaults
+	keys        luakit.Keyspace
+	strictSlots bool
+	tracker     *luakit.Tracker
+	own         ownership.Config // renew fraction, retry delay, cleanup timeout, logger; zero: the defaults
 }
 
 func defaultConfig() config {
@@ -32,6 +33,16 @@ func defaultConfig() config {
 // every key. Default: no prefix.
 func WithKeyPrefix(prefix string) Option {
 	return optionFunc(func(c *config) error { c.keys = luakit.NewKeyspace(prefix); return nil })
+}
+
+// WithStrictSlots makes [Locker.TryAcquireKeys] and [Locker.AcquireKeys] check on every client that
+// the two keys (after the prefix) hash to one Cluster slot, as they always do on a Cluster client: a
+// pair a Cluster would reject then fails with a [*luakit.CrossSlotError] before any I/O on a standalone
+// or Sentinel client too, so a layout that cannot move to a Cluster fails in development instead of
+// in production. The one-name form (TryAcquire, Acquire) checks its derived keys on every client
+// anyway. Default: off, so a standalone deployment may use any two keys.
+func WithStrictSlots() Option {
+	return optionFunc(func(c *config) error { c.strictSlots = true; return nil })
 }
 
 // WithTracker sets the tracker [Locker.Acquire] wakes on; it must be wired into the client's

@@ -69,14 +69,14 @@ func runHandoff(b *testing.B, s *testkit.Server, waiterClient rueidis.Client) {
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {
-		key := "bench:{handoff:" + run + ":" + strconv.Itoa(i) + "}"
-		h, err := holder.TryAcquire(ctx, key+":lease", key+":fence", handoffTTL)
+		name := "bench:handoff:" + run + ":" + strconv.Itoa(i) // keys {name}:lease, {name}:fence
+		h, err := holder.TryAcquire(ctx, name, handoffTTL)
 		if err != nil {
 			b.Fatal(err)
 		}
 		done := make(chan acquired, 1)
 		go func() {
-			l, err := waiter.Acquire(ctx, key+":lease", key+":fence", handoffTTL)
+			l, err := waiter.Acquire(ctx, name, handoffTTL)
 			done <- acquired{l, err, time.Now()}
 		}()
 		time.Sleep(handoffSettle)

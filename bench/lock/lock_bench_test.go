@@ -20,9 +20,9 @@ import (
 // mid-operation, and every key gets a fresh lease.
 const benchTTL = 10 * time.Second
 
-// contender is one lock implementation under test: it takes and releases a lock on key once. key is
-// distinct per call; an implementation derives the keys it needs from it (same hash tag). A contender
-// is safe for concurrent use.
+// contender is one lock implementation under test: it takes and releases a lock named key once. key is
+// distinct per call; an implementation derives the keys it needs from it as lock.Keys does
+// ({key}:lease, {key}:fence: one hash tag). A contender is safe for concurrent use.
 type contender interface {
 	Name() string
 	TryAcquireRelease(ctx context.Context, key string) error
@@ -82,7 +82,7 @@ func runContender(b *testing.B, c contender) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			n := seq.Add(1)
-			key := "bench:{" + strconv.FormatInt(run, 10) + ":" + strconv.FormatInt(n, 10) + "}"
+			key := "bench:" + strconv.FormatInt(run, 10) + ":" + strconv.FormatInt(n, 10)
 			if err := c.TryAcquireRelease(ctx, key); err != nil {
 				b.Errorf("%s: %v", c.Name(), err)
 				return
@@ -111,7 +111,7 @@ func newCoordkit(b *testing.B, s *testkit.Server) contender {
 func (coordkitContender) Name() string { return "coordkit" }
 
 func (c coordkitContender) TryAcquireRelease(ctx context.Context, key string) error {
-	lease, err := c.lk.TryAcquire(ctx, key+":lease", key+":fence", benchTTL)
+	lease, err := c.lk.TryAcquire(ctx, key, benchTTL) // {key}:lease, {key}:fence
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ var errRawNotAcquired = errors.New("raw: not acquired")
 
 func (r *rawContender) TryAcquireRelease(ctx context.Context, key string) error {
 	owner := strconv.FormatInt(r.owner.Add(1), 10)
-	lease, fence := key+":lease", key+":fence"
+	lease, fence := lock.Keys(key)
 	token, err := rawAcquire.Exec(ctx, r.c, []string{lease, fence}, []string{owner, r.ttl}).AsInt64()
 	if err != nil {
 		return err

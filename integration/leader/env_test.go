@@ -14,6 +14,7 @@ import (
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/leader"
+	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
 )
 
@@ -83,8 +84,12 @@ func (e *env) requireReleased(t *testing.T, leaseKey, fenceKey string, maxToken 
 	}
 }
 
-func keyPair(name string) (leaseKey, fenceKey string) {
-	return "{ck:leader:" + name + "}:lease", "{ck:leader:" + name + "}:fence"
+// election returns the name of one scenario's election ("ck:leader:" + scenario) and the two keys the
+// election derives from it (lock.Keys: one hash tag), for inspecting the server state.
+func election(scenario string) (name, leaseKey, fenceKey string) {
+	name = "ck:leader:" + scenario
+	leaseKey, fenceKey = lock.Keys(name)
+	return name, leaseKey, fenceKey
 }
 
 // event is one term change observed by a candidate's callbacks, timed on this process's monotonic clock.
@@ -186,16 +191,16 @@ func hold(ctx context.Context, _ leader.Term) error {
 
 // newCandidate builds a candidate whose callbacks report to rec; work is the elected callback body
 // (hold when nil).
-func newCandidate(t *testing.T, e *env, id int, leaseKey, fenceKey string, rec *recorder,
+func newCandidate(t *testing.T, e *env, id int, name string, rec *recorder,
 	work func(ctx context.Context, term leader.Term) error, opts ...leader.Option) *candidate {
 	t.Helper()
 	c, tr := e.trackedClient(t)
-	return newCandidateWith(t, c, tr, id, leaseKey, fenceKey, rec, work, opts...)
+	return newCandidateWith(t, c, tr, id, name, rec, work, opts...)
 }
 
 // newCandidateWith builds a candidate over a given tracker-wired client, passing leader.WithTracker(tr)
 // unless tr is nil (then the election finds the tracker of a NewTrackedClient client itself).
-func newCandidateWith(t *testing.T, c rueidis.Client, tr *luakit.Tracker, id int, leaseKey, fenceKey string, rec *recorder,
+func newCandidateWith(t *testing.T, c rueidis.Client, tr *luakit.Tracker, id int, name string, rec *recorder,
 	work func(ctx context.Context, term leader.Term) error, opts ...leader.Option) *candidate {
 	t.Helper()
 	if work == nil {
@@ -221,8 +226,9 @@ func newCandidateWith(t *testing.T, c rueidis.Client, tr *luakit.Tracker, id int
 		leader.OnRevoked(rec.revoked),
 	}...)
 	all = append(all, opts...)
-	el, err := leader.New(c, leaseKey, fenceKey, all...)
+	el, err := leader.New(c, name, all...)
 	require.NoError(t, err)
+	require.Equal(t, name, el.Name())
 	return &candidate{id: id, client: c, el: el, reader: reader}
 }
 

@@ -38,6 +38,7 @@ func TestLeader(t *testing.T) {
 			t.Run("callback_failure_ends_run", func(t *testing.T) { testCallbackFailure(t, e) })
 			t.Run("start_stop_releases", func(t *testing.T) { testStartStop(t, e) })
 			t.Run("tracked_client_takes_over_on_release", func(t *testing.T) { testTrackedClientTakeover(t, e) })
+			t.Run("explicit_keys_and_strict_slots", func(t *testing.T) { testExplicitKeys(t, e) })
 		})
 	}
 }
@@ -46,7 +47,7 @@ func TestLeader(t *testing.T) {
 // seconds. At no sample are two callbacks active or two candidates' Current set; terms alternate with
 // strictly increasing tokens, each revoked before the next began.
 func testExactlyOne(t *testing.T, e *env) {
-	leaseKey, fenceKey := keyPair("one")
+	name, leaseKey, fenceKey := election("one")
 	rec := &recorder{}
 	work := func(ctx context.Context, _ leader.Term) error {
 		select {
@@ -57,7 +58,7 @@ func testExactlyOne(t *testing.T, e *env) {
 	}
 	cs := make([]*candidate, 3)
 	for i := range cs {
-		cs[i] = newCandidate(t, e, i, leaseKey, fenceKey, rec, work)
+		cs[i] = newCandidate(t, e, i, name, rec, work)
 	}
 	var (
 		samples, withLeader, overlaps atomic.Int64
@@ -155,11 +156,11 @@ func termOf(rec *recorder, token int64) event {
 // wins within LeaseDuration + RetryDelay + slack with a larger token, after the old term was revoked;
 // the old candidate's Run ends with the closed client's error.
 func testKilledLeader(t *testing.T, e *env) {
-	leaseKey, fenceKey := keyPair("kill")
+	name, leaseKey, fenceKey := election("kill")
 	rec := &recorder{}
 	cs := make([]*candidate, 3)
 	for i := range cs {
-		cs[i] = newCandidate(t, e, i, leaseKey, fenceKey, rec, nil)
+		cs[i] = newCandidate(t, e, i, name, rec, nil)
 		cs[i].start()
 	}
 	var li int
@@ -213,11 +214,11 @@ func testKilledLeader(t *testing.T, e *env) {
 // at its local deadline, and after the server resumes a new term (larger token) begins within
 // LeaseDuration + RetryDelay + slack, after the old term was revoked.
 func testPausedServer(t *testing.T, e *env) {
-	leaseKey, fenceKey := keyPair("pause")
+	name, leaseKey, fenceKey := election("pause")
 	rec := &recorder{}
 	cs := make([]*candidate, 3)
 	for i := range cs {
-		cs[i] = newCandidate(t, e, i, leaseKey, fenceKey, rec, nil)
+		cs[i] = newCandidate(t, e, i, name, rec, nil)
 		cs[i].start()
 	}
 	var old leader.Term
@@ -231,7 +232,7 @@ func testPausedServer(t *testing.T, e *env) {
 	time.Sleep(leaseDuration + 300*time.Millisecond)
 	prev := termOf(rec, old.FencingToken)
 	require.False(t, prev.revoked.IsZero(), "the leader revoked its term while the server was paused")
-	require.ErrorIs(t, prev.cause, leader.ErrDeadline, "self-fenced at the local deadline")
+	require.ErrorIs(t, prev.cause, leader.ErrExpired, "self-fenced at the local deadline")
 	require.Less(t, prev.revoked.Sub(pausedAt), leaseDuration, "revoked before the server lease could expire")
 	require.NoError(t, e.Srv.Resume())
 	resumedAt := time.Now()
@@ -252,9 +253,9 @@ func testReadonlyRetried(t *testing.T, target testkit.Target) {
 	c, err := luakit.NewTrackedClient(rep.Replica.ClientOption(), tr)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	leaseKey, fenceKey := keyPair("readonly")
+	name, leaseKey, _ := election("readonly")
 	rec := &recorder{}
-	cand := newCandidateWith(t, c, tr, 0, leaseKey, fenceKey, rec, nil)
+	cand := newCandidateWith(t, c, tr, 0, name, rec, nil)
 	cand.start()
 	waitFor(t, 10*time.Second, "READONLY failures", func() bool {
 		return cand.metric(t, leader.MetricAcquireFailures, "") >= 3
@@ -293,9 +294,9 @@ func testNopermTerminal(t *testing.T, e *env) {
 		}
 	})
 	c, tr := e.trackedClient(t, func(o *rueidis.ClientOption) { o.Username, o.Password = user, "pw" })
-	leaseKey, fenceKey := keyPair("noperm")
+	name, leaseKey, fenceKey := election("noperm")
 	rec := &recorder{}
-	cand := newCandidateWith(t, c, tr, 0, leaseKey, fenceKey, rec, nil)
+	cand := newCandidateWith(t, c, tr, 0, name, rec, nil)
 	rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	err := cand.el.Run(rctx)
@@ -323,9 +324,9 @@ func testCallbackFailure(t *testing.T, e *env) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			leaseKey, fenceKey := keyPair("callback-" + tt.name)
+			name, leaseKey, fenceKey := election("callback-" + tt.name)
 			rec := &recorder{}
-			cand := newCandidate(t, e, 0, leaseKey, fenceKey, rec, tt.work)
+			cand := newCandidate(t, e, 0, name, rec, tt.work)
 			rctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			err := cand.el.Run(rctx)
@@ -334,7 +335,7 @@ func testCallbackFailure(t *testing.T, e *env) {
 			terms := rec.snapshot()
 			require.Len(t, terms, 1)
 			require.False(t, terms[0].revoked.IsZero(), "OnRevoked ran")
-			require.ErrorIs(t, terms[0].cause, leader.ErrRelinquished)
+			require.ErrorIs(t, terms[0].cause, leader.ErrReleased)
 			_, ok := cand.el.Current()
 			require.False(t, ok)
 			require.EqualValues(t, 1, cand.metric(t, leader.MetricChanges, "revoked"))
@@ -346,9 +347,9 @@ func testCallbackFailure(t *testing.T, e *env) {
 // testStartStop: Start campaigns in the background; Stop revokes the term (its context ends with Run's
 // cause), waits for the callbacks, releases the lease and returns nil.
 func testStartStop(t *testing.T, e *env) {
-	leaseKey, fenceKey := keyPair("start-stop")
+	name, leaseKey, fenceKey := election("start-stop")
 	rec := &recorder{}
-	cand := newCandidate(t, e, 0, leaseKey, fenceKey, rec, nil)
+	cand := newCandidate(t, e, 0, name, rec, nil)
 	require.NoError(t, cand.el.Start(context.Background()))
 	require.ErrorIs(t, cand.el.Start(context.Background()), leader.ErrRunning)
 	var term leader.Term
@@ -363,8 +364,8 @@ func testStartStop(t *testing.T, e *env) {
 	require.NoError(t, cand.el.Stop(sctx))
 	require.ErrorIs(t, term.Err(), context.Canceled, "the term ended with Run's context")
 	select {
-	case <-cand.el.Done():
-		t.Fatal("Done must be reset after Stop returned Run's result")
+	case <-cand.el.Stopped():
+		t.Fatal("Stopped must be reset after Stop returned Run's result")
 	default:
 	}
 	require.EqualValues(t, 1, cand.metric(t, leader.MetricChanges, "elected"))
@@ -376,13 +377,13 @@ func testStartStop(t *testing.T, e *env) {
 // connections, so the term's release fails at once); the release is sent again within the cleanup
 // timeout, and the lease is gone when Run returns instead of expiring after the lease duration.
 func testReleaseSentAgain(t *testing.T, e *env) {
-	leaseKey, fenceKey := keyPair("release-again")
+	name, leaseKey, _ := election("release-again")
 	proxy := testkit.NewProxy(t, e.Srv.Addr)
 	tr := luakit.NewTracker()
 	c, err := luakit.NewTrackedClient(proxy.ClientOption(), tr)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	cand := newCandidateWith(t, c, tr, 0, leaseKey, fenceKey, &recorder{}, nil)
+	cand := newCandidateWith(t, c, tr, 0, name, &recorder{}, nil)
 	cand.start()
 	waitFor(t, 10*time.Second, "a term", func() bool { _, ok := cand.el.Current(); return ok })
 
@@ -404,10 +405,10 @@ func testReleaseSentAgain(t *testing.T, e *env) {
 // invalidation can wake it that early.
 func testTrackedClientTakeover(t *testing.T, e *env) {
 	const long = 30 * time.Second
-	leaseKey, fenceKey := keyPair("tracked-takeover")
+	name, leaseKey, fenceKey := election("tracked-takeover")
 	rec := &recorder{}
 	c0, _ := e.trackedClient(t)
-	first := newCandidateWith(t, c0, nil, 0, leaseKey, fenceKey, rec, nil, leader.WithLeaseDuration(long))
+	first := newCandidateWith(t, c0, nil, 0, name, rec, nil, leader.WithLeaseDuration(long))
 	first.start()
 	var old leader.Term
 	waitFor(t, 10*time.Second, "the first leader", func() bool {
@@ -419,7 +420,7 @@ func testTrackedClientTakeover(t *testing.T, e *env) {
 	pttlReads := func() int64 { return e.CommandStats(t)["pttl"] }
 	before := pttlReads()
 	c1, _ := e.trackedClient(t)
-	second := newCandidateWith(t, c1, nil, 1, leaseKey, fenceKey, rec, nil, leader.WithLeaseDuration(long))
+	second := newCandidateWith(t, c1, nil, 1, name, rec, nil, leader.WithLeaseDuration(long))
 	second.start()
 	// The acquire script reads the lease's PTTL (commandstats count commands run by scripts): once it
 	// grew, the second candidate has found the lease held and waits.
@@ -436,4 +437,50 @@ func testTrackedClientTakeover(t *testing.T, e *env) {
 	require.Less(t, took, 2*time.Second, "woken by the release, not by the lease's TTL")
 	require.NoError(t, second.stop(t))
 	e.requireReleased(t, leaseKey, fenceKey, next.token)
+}
+
+// testExplicitKeys: an election on an existing layout (WithKeys) leads on exactly those keys, not on
+// the ones its name would derive; a pair in two slots fails in New, before any I/O, on Cluster and,
+// with WithStrictSlots, on standalone too, while a standalone election without it accepts the pair.
+func testExplicitKeys(t *testing.T, e *env) {
+	name, derivedLease, _ := election("explicit")
+	leaseKey, fenceKey := "{ck:leader:explicit}:leader", "{ck:leader:explicit}.fence"
+	rec := &recorder{}
+	cs := make([]*candidate, 2)
+	for i := range cs {
+		cs[i] = newCandidate(t, e, i, name, rec, nil, leader.WithKeys(leaseKey, fenceKey), leader.WithStrictSlots())
+		require.Equal(t, leaseKey, cs[i].el.LeaseKey())
+		require.Equal(t, fenceKey, cs[i].el.FenceKey())
+		cs[i].start()
+	}
+	var term leader.Term
+	waitFor(t, 10*time.Second, "a leader", func() bool {
+		var li int
+		li, term = currentLeader(cs)
+		return li >= 0
+	})
+	require.Positive(t, e.pttl(t, leaseKey), "the lease is held at the given key")
+	require.EqualValues(t, -2, e.pttl(t, derivedLease), "nothing at the key the name would derive")
+	for _, c := range cs {
+		require.NoError(t, c.stop(t))
+	}
+	e.requireReleased(t, leaseKey, fenceKey, term.FencingToken)
+
+	c, _ := e.trackedClient(t)
+	before := e.CommandStats(t)
+	split := leader.WithKeys("ck:leader:explicit:a", "ck:leader:explicit:b")
+	require.NotEqual(t, luakit.Slot("ck:leader:explicit:a"), luakit.Slot("ck:leader:explicit:b"))
+	_, err := leader.New(c, name, split, leader.WithStrictSlots())
+	require.ErrorIs(t, err, luakit.ErrCrossSlot)
+	require.ErrorIs(t, err, leader.ErrInvalidConfig)
+	_, err = leader.New(c, name, split)
+	if e.IsCluster() {
+		require.ErrorIs(t, err, luakit.ErrCrossSlot, "a Cluster client checks the slots without the option")
+	} else {
+		require.NoError(t, err, "a standalone election accepts two slots without WithStrictSlots")
+	}
+	after := e.CommandStats(t)
+	for _, cmd := range []string{"eval", "evalsha", "set", "incr", "pttl"} {
+		require.Equal(t, before[cmd], after[cmd], "New sent %s", cmd)
+	}
 }

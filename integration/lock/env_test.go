@@ -126,9 +126,12 @@ func (e *env) requireCounter(t *testing.T, key, want string) {
 	require.EqualValues(t, -1, e.pttl(t, key), "fence counter must not expire")
 }
 
-// keyPair returns a lease key and a fence key for one scenario, sharing a hash tag (same Cluster slot).
-func keyPair(name string) (leaseKey, fenceKey string) {
-	return "{ck:" + name + "}:lease", "{ck:" + name + "}:fence"
+// named returns the name of one scenario's lock ("ck:" + scenario) and the two keys the Locker derives
+// from it (lock.Keys), which share the hash tag {ck:<scenario>} (one Cluster slot).
+func named(scenario string) (name, leaseKey, fenceKey string) {
+	name = "ck:" + scenario
+	leaseKey, fenceKey = lock.Keys(name)
+	return name, leaseKey, fenceKey
 }
 
 // release releases l and asserts the outcome.

@@ -44,10 +44,10 @@ func testUncertainAcquire(t *testing.T, target testkit.Target) {
 	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
 	lk, err := lock.New(c, lock.WithCleanupTimeout(300*time.Millisecond))
 	require.NoError(t, err)
-	leaseKey, fenceKey := keyPair("uncertain-acquire")
+	name, leaseKey, fenceKey := named("uncertain-acquire")
 
 	// Warm the connection and load the script, so the dropped reply is the script's.
-	l, err := lk.TryAcquire(ctx(t), leaseKey, fenceKey, 10*time.Second)
+	l, err := lk.TryAcquire(ctx(t), name, 10*time.Second)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, l.FencingToken())
 	out, err := l.Release(ctx(t))
@@ -56,7 +56,7 @@ func testUncertainAcquire(t *testing.T, target testkit.Target) {
 
 	require.NoError(t, proxy.DropReplies())
 	actx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	l, err = lk.TryAcquire(actx, leaseKey, fenceKey, 10*time.Second)
+	l, err = lk.TryAcquire(actx, name, 10*time.Second)
 	cancel()
 	require.Nil(t, l)
 	require.ErrorIs(t, err, lock.ErrUncertain, "a lost reply must be uncertain, got %v", err)
@@ -83,8 +83,8 @@ func testUncertainExtend(t *testing.T, target testkit.Target) {
 	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
 	lk, err := lock.New(c)
 	require.NoError(t, err)
-	leaseKey, fenceKey := keyPair("uncertain-extend")
-	l, err := lk.TryAcquire(ctx(t), leaseKey, fenceKey, 10*time.Second)
+	name, leaseKey, _ := named("uncertain-extend")
+	l, err := lk.TryAcquire(ctx(t), name, 10*time.Second)
 	require.NoError(t, err)
 	deadline := l.Deadline()
 
@@ -114,9 +114,9 @@ func testFailoverReissue(t *testing.T, target testkit.Target) {
 	primary := rep.Primary.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
 	lk, err := lock.New(primary)
 	require.NoError(t, err)
-	leaseKey, fenceKey := keyPair("failover")
+	name, _, _ := named("failover")
 	for want := int64(1); want <= 3; want++ {
-		l, err := lk.TryAcquire(ctx(t), leaseKey, fenceKey, 10*time.Second)
+		l, err := lk.TryAcquire(ctx(t), name, 10*time.Second)
 		require.NoError(t, err)
 		require.Equal(t, want, l.FencingToken())
 		_, err = l.Release(ctx(t))
@@ -124,7 +124,7 @@ func testFailoverReissue(t *testing.T, target testkit.Target) {
 	}
 	require.NoError(t, rep.WaitSync(ctx(t)))
 	require.NoError(t, rep.HoldReplication())
-	lost, err := lk.TryAcquire(ctx(t), leaseKey, fenceKey, 10*time.Second)
+	lost, err := lk.TryAcquire(ctx(t), name, 10*time.Second)
 	require.NoError(t, err)
 	require.EqualValues(t, 4, lost.FencingToken())
 
@@ -132,7 +132,7 @@ func testFailoverReissue(t *testing.T, target testkit.Target) {
 	promoted := rep.Primary.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
 	lk2, err := lock.New(promoted)
 	require.NoError(t, err)
-	l, err := lk2.TryAcquire(ctx(t), leaseKey, fenceKey, 10*time.Second)
+	l, err := lk2.TryAcquire(ctx(t), name, 10*time.Second)
 	require.NoError(t, err, "the lost lease is gone with the old primary")
 	require.EqualValues(t, 4, l.FencingToken(), "token 4 is issued a second time after the failover")
 	if _, err := l.Release(ctx(t)); err != nil && !errors.Is(err, lock.ErrUncertain) {

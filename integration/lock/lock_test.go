@@ -29,7 +29,7 @@ var scenarios = []scenario{
 	{name: "02_token_exact_above_2_53", run: testTokenAbove2p53},
 	{name: "03_counter_overflow", run: testCounterOverflow},
 	{name: "04_counter_unusable", run: testCounterUnusable},
-	{name: "05_cluster_cross_slot", run: testClusterCrossSlot},
+	{name: "05_cross_slot", run: testCrossSlot},
 	{name: "06_prefix_binary_keys", run: testPrefixBinaryKeys},
 	{name: "07_handoff_release", run: testHandoffRelease},
 	{name: "08_handoff_expiry", run: testHandoffExpiry},

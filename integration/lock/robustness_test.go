@@ -16,12 +16,12 @@ import (
 // instead of sleeping forever.
 func testUntrackedNoExpiry(t *testing.T, e *env) {
 	c := ctx(t)
-	lk, fk := keyPair("s14")
+	ln, lk, _ := named("s14")
 	tr := luakit.NewTracker()
 	waiter := newLocker(t, e.newClient(t, tr, nil, func(o *rueidis.ClientOption) { o.DisableCache = true }), lock.WithTracker(tr))
 	e.do(t, "SET", lk, "foreign-holder-without-expiry")
 
-	ch := acquireAsync(c, waiter, lk, fk, 5*time.Second)
+	ch := acquireAsync(c, waiter, ln, 5*time.Second)
 	time.Sleep(200 * time.Millisecond)
 	e.do(t, "DEL", lk)
 	deleted := time.Now()
@@ -38,8 +38,8 @@ func testUntrackedNoExpiry(t *testing.T, e *env) {
 // before any I/O and leaves the lease as it was (PEXPIRE 0 would delete it).
 func testExtendTTL(t *testing.T, e *env) {
 	c := ctx(t)
-	lk, fk := keyPair("s18")
-	h, err := e.locker(t).TryAcquire(c, lk, fk, 2*time.Second)
+	ln, lk, _ := named("s18")
+	h, err := e.locker(t).TryAcquire(c, ln, 2*time.Second)
 	require.NoError(t, err)
 	token := h.FencingToken()
 

@@ -20,7 +20,7 @@ import (
 // keeps the token.
 func testContention(t *testing.T, e *env) {
 	c := ctx(t)
-	lk, fk := keyPair("s1")
+	ln, lk, fk := named("s1")
 	lockers := []*lock.Locker{e.locker(t), e.locker(t)}
 	var last int64
 	for round := 0; round < 20; round++ {
@@ -35,7 +35,7 @@ func testContention(t *testing.T, e *env) {
 			go func() {
 				defer wg.Done()
 				<-start
-				leases[i], errs[i] = lockers[i].TryAcquire(c, lk, fk, 10*time.Second)
+				leases[i], errs[i] = lockers[i].TryAcquire(c, ln, 10*time.Second)
 			}()
 		}
 		close(start)
@@ -80,17 +80,17 @@ func testContention(t *testing.T, e *env) {
 // 9007199254740996: odd values above 2^53 are not doubles).
 func testTokenAbove2p53(t *testing.T, e *env) {
 	c := ctx(t)
-	lk, fk := keyPair("s2")
+	ln, lk, fk := named("s2")
 	e.do(t, "SET", fk, "9007199254740994")
 	l := e.locker(t)
-	lease, err := l.TryAcquire(c, lk, fk, 10*time.Second)
+	lease, err := l.TryAcquire(c, ln, 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, int64(9007199254740995), lease.FencingToken())
 	e.requireCounter(t, fk, "9007199254740995")
 	e.requireLease(t, lk, lease.OwnerToken())
 	release(t, lease, lock.Released)
 
-	lease, err = l.TryAcquire(c, lk, fk, 10*time.Second)
+	lease, err = l.TryAcquire(c, ln, 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, int64(9007199254740996), lease.FencingToken())
 	release(t, lease, lock.Released)
@@ -101,17 +101,17 @@ func testTokenAbove2p53(t *testing.T, e *env) {
 // 3. A counter at the int64 maximum fails with an overflow error and writes nothing.
 func testCounterOverflow(t *testing.T, e *env) {
 	c := ctx(t)
-	lk, fk := keyPair("s3")
+	ln, lk, fk := named("s3")
 	e.do(t, "SET", fk, "9223372036854775807")
 	l := e.locker(t)
-	lease, err := l.TryAcquire(c, lk, fk, 10*time.Second)
+	lease, err := l.TryAcquire(c, ln, 10*time.Second)
 	require.Nil(t, lease)
 	requireCounterError(t, err, lock.CounterOverflow)
 	e.requireAbsent(t, lk, "lease key")
 	e.requireCounter(t, fk, "9223372036854775807")
 
 	// Acquire does not wait on a counter error either.
-	lease, err = l.Acquire(c, lk, fk, 10*time.Second)
+	lease, err = l.Acquire(c, ln, 10*time.Second)
 	require.Nil(t, lease)
 	requireCounterError(t, err, lock.CounterOverflow)
 	e.requireAbsent(t, lk, "lease key")
@@ -147,13 +147,13 @@ func testCounterUnusable(t *testing.T, e *env) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			lk, fk := keyPair("s4:" + tc.name)
+			ln, lk, fk := named("s4:" + tc.name)
 			if tc.setup != nil {
 				e.do(t, append([]string{"SET", fk}, tc.setup...)...)
 			} else {
 				e.do(t, "HSET", fk, "f", "1")
 			}
-			lease, err := l.TryAcquire(c, lk, fk, 10*time.Second)
+			lease, err := l.TryAcquire(c, ln, 10*time.Second)
 			require.Nil(t, lease)
 			requireCounterError(t, err, tc.reason)
 			e.requireAbsent(t, lk, "lease key")
@@ -175,21 +175,13 @@ func testCounterUnusable(t *testing.T, e *env) {
 	}
 }
 
-// 5. Cluster: a cross-slot pair fails before any I/O (nothing sent, nothing written on any node); a
-// hash-tagged pair works. Standalone: the slot check does not apply, so the same pair is accepted.
-func testClusterCrossSlot(t *testing.T, e *env) {
+// 5. Keys in two slots. The two-key form: on Cluster a cross-slot pair fails before any I/O (nothing
+// sent, nothing written on any node) and a hash-tagged pair works; on standalone the pair is accepted,
+// unless the Locker has WithStrictSlots, which rejects it as a Cluster does. The one-name form: the
+// derived keys share a slot on every target (a name holding braces too), and a name the hash tag
+// cannot cover fails before any I/O on every target.
+func testCrossSlot(t *testing.T, e *env) {
 	c := ctx(t)
-	if !e.IsCluster() {
-		l := e.locker(t)
-		h, err := l.TryAcquire(c, "s5:a:lease", "s5:b:fence", 10*time.Second)
-		require.NoError(t, err, "a standalone server accepts keys of any slots")
-		e.requireLease(t, "s5:a:lease", h.OwnerToken())
-		e.requireCounter(t, "s5:b:fence", "1")
-		release(t, h, lock.Released)
-		e.requireAbsent(t, "s5:a:lease", "lease key")
-		return
-	}
-	l := e.locker(t)
 	lk, fk := "ck:s5:a:lease", "ck:s5:b:fence"
 	require.NotEqual(t, luakit.Slot(lk), luakit.Slot(fk), "test keys must be in different slots")
 
@@ -204,39 +196,88 @@ func testClusterCrossSlot(t *testing.T, e *env) {
 		}
 		return out
 	}
-	sizesBefore, statsBefore := sizes(), e.CommandStats(t)
-	for _, try := range []func() (*lock.Lease, error){
-		func() (*lock.Lease, error) { return l.TryAcquire(c, lk, fk, 10*time.Second) },
-		func() (*lock.Lease, error) { return l.Acquire(c, lk, fk, 10*time.Second) },
-	} {
-		lease, err := try()
-		require.Nil(t, lease)
-		require.ErrorIs(t, err, luakit.ErrCrossSlot)
-		var cse *luakit.CrossSlotError
-		require.ErrorAs(t, err, &cse)
-		require.Equal(t, []uint16{luakit.Slot(lk), luakit.Slot(fk)}, cse.Slots)
+	// rejected asserts that every try fails with a CrossSlotError for slots, before any I/O.
+	rejected := func(slots []uint16, tries ...func() (*lock.Lease, error)) {
+		t.Helper()
+		sizesBefore, statsBefore := sizes(), e.CommandStats(t)
+		for _, try := range tries {
+			lease, err := try()
+			require.Nil(t, lease)
+			require.ErrorIs(t, err, luakit.ErrCrossSlot)
+			require.ErrorIs(t, err, luakit.ErrInvalidConfig)
+			var cse *luakit.CrossSlotError
+			require.ErrorAs(t, err, &cse)
+			require.Equal(t, slots, cse.Slots)
+		}
+		sizesAfter, statsAfter := sizes(), e.CommandStats(t)
+		require.Equal(t, sizesBefore, sizesAfter, "DBSIZE per node must not change")
+		d, _ := delta(statsBefore, statsAfter)
+		for _, cmd := range []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "set", "incr", "get", "pttl"} {
+			require.Zero(t, d[cmd], "%s sent for a cross-slot pair (deltas %v)", cmd, d)
+		}
 	}
-	sizesAfter, statsAfter := sizes(), e.CommandStats(t)
-	require.Equal(t, sizesBefore, sizesAfter, "DBSIZE per node must not change")
-	d, _ := delta(statsBefore, statsAfter)
-	for _, cmd := range []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "set", "incr", "get", "pttl"} {
-		require.Zero(t, d[cmd], "%s sent for a cross-slot pair (deltas %v)", cmd, d)
+	twoKeys := func(l *lock.Locker) []func() (*lock.Lease, error) {
+		return []func() (*lock.Lease, error){
+			func() (*lock.Lease, error) { return l.TryAcquireKeys(c, lk, fk, 10*time.Second) },
+			func() (*lock.Lease, error) { return l.AcquireKeys(c, lk, fk, 10*time.Second) },
+		}
+	}
+
+	if e.IsCluster() {
+		rejected([]uint16{luakit.Slot(lk), luakit.Slot(fk)}, twoKeys(e.locker(t))...)
+	} else {
+		h, err := e.locker(t).TryAcquireKeys(c, lk, fk, 10*time.Second)
+		require.NoError(t, err, "a standalone server accepts keys of any slots")
+		e.requireLease(t, lk, h.OwnerToken())
+		e.requireCounter(t, fk, "1")
+		release(t, h, lock.Released)
+		e.do(t, "DEL", fk)
+		// WithStrictSlots: the pair fails as it would on Cluster.
+		rejected([]uint16{luakit.Slot(lk), luakit.Slot(fk)}, twoKeys(e.locker(t, lock.WithStrictSlots()))...)
 	}
 	e.requireAbsent(t, lk, "lease key")
 	e.requireAbsent(t, fk, "fence key")
 
-	// The same names under one hash tag work.
+	// The same names under one hash tag work, strict or not.
 	lk, fk = "{ck:s5}:a:lease", "{ck:s5}:b:fence"
-	lease, err := l.TryAcquire(c, lk, fk, 10*time.Second)
-	require.NoError(t, err)
-	require.Equal(t, int64(1), lease.FencingToken())
-	e.requireLease(t, lk, lease.OwnerToken())
-	release(t, lease, lock.Released)
-	e.requireAbsent(t, lk, "lease key")
-	e.requireCounter(t, fk, "1")
+	for i, l := range []*lock.Locker{e.locker(t), e.locker(t, lock.WithStrictSlots())} {
+		lease, err := l.TryAcquireKeys(c, lk, fk, 10*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, int64(i+1), lease.FencingToken())
+		require.Equal(t, "", lease.Name())
+		e.requireLease(t, lk, lease.OwnerToken())
+		release(t, lease, lock.Released)
+		e.requireAbsent(t, lk, "lease key")
+		e.requireCounter(t, fk, strconv.Itoa(i+1))
+	}
+
+	// The one-name form: the derived keys share one slot, whatever braces the name holds.
+	for _, name := range []string{"ck:s5:named", "ck:s5{x}y", "{ck:s5:z}", "ck:s5}w"} {
+		l := e.locker(t)
+		lease, err := l.Acquire(c, name, 10*time.Second)
+		require.NoError(t, err, "name %q", name)
+		wl, wf := lock.Keys(name)
+		require.Equal(t, name, lease.Name())
+		require.Equal(t, wl, lease.LeaseKey())
+		require.Equal(t, wf, lease.FenceKey())
+		require.Equal(t, luakit.Slot(wl), luakit.Slot(wf), "name %q", name)
+		e.requireLease(t, wl, lease.OwnerToken())
+		e.requireCounter(t, wf, "1")
+		release(t, lease, lock.Released)
+		e.requireAbsent(t, wl, "lease key")
+	}
+	// A name starting with '}' cannot be tagged ("{}" is no tag): rejected on every target.
+	l := e.locker(t)
+	bl, bf := lock.Keys("}ck:s5")
+	require.NotEqual(t, luakit.Slot(bl), luakit.Slot(bf), "the untaggable name's keys must be in different slots")
+	rejected([]uint16{luakit.Slot(bl), luakit.Slot(bf)},
+		func() (*lock.Lease, error) { return l.TryAcquire(c, "}ck:s5", 10*time.Second) },
+		func() (*lock.Lease, error) { return l.Acquire(c, "}ck:s5", 10*time.Second) },
+	)
 }
 
-// 6. A key prefix applies to both keys, and binary keys (NUL bytes, invalid UTF-8) round-trip.
+// 6. A key prefix applies to both keys, and binary keys (NUL bytes, invalid UTF-8) round-trip, in the
+// two-key form and in the one-name form (whose physical keys are prefix + "{name}:lease" / ":fence").
 func testPrefixBinaryKeys(t *testing.T, e *env) {
 	c := ctx(t)
 	cases := []struct {
@@ -254,7 +295,7 @@ func testPrefixBinaryKeys(t *testing.T, e *env) {
 				opts = append(opts, lock.WithKeyPrefix(tc.prefix))
 			}
 			l := e.locker(t, opts...)
-			lease, err := l.TryAcquire(c, tc.lease, tc.fence, 10*time.Second)
+			lease, err := l.TryAcquireKeys(c, tc.lease, tc.fence, 10*time.Second)
 			require.NoError(t, err)
 			require.Equal(t, int64(1), lease.FencingToken())
 			require.Equal(t, tc.lease, lease.LeaseKey())
@@ -269,9 +310,9 @@ func testPrefixBinaryKeys(t *testing.T, e *env) {
 			}
 
 			// The same lock seen through the same prefix, and through the physical names without prefix.
-			_, err = e.locker(t, opts...).TryAcquire(c, tc.lease, tc.fence, 10*time.Second)
+			_, err = e.locker(t, opts...).TryAcquireKeys(c, tc.lease, tc.fence, 10*time.Second)
 			require.ErrorIs(t, err, lock.ErrNotAcquired)
-			_, err = e.locker(t).TryAcquire(c, pl, pf, 10*time.Second)
+			_, err = e.locker(t).TryAcquireKeys(c, pl, pf, 10*time.Second)
 			require.ErrorIs(t, err, lock.ErrNotAcquired)
 
 			ok, err := lease.Extend(c)
@@ -284,12 +325,34 @@ func testPrefixBinaryKeys(t *testing.T, e *env) {
 			e.requireAbsent(t, pl, "lease key")
 			e.requireCounter(t, pf, "1")
 
-			lease, err = l.TryAcquire(c, tc.lease, tc.fence, 10*time.Second)
+			lease, err = l.TryAcquireKeys(c, tc.lease, tc.fence, 10*time.Second)
 			require.NoError(t, err)
 			require.Equal(t, int64(2), lease.FencingToken())
 			release(t, lease, lock.Released)
 			e.requireAbsent(t, pl, "lease key")
 			e.requireCounter(t, pf, "2")
+		})
+	}
+
+	// The one-name form: binary names under a binary prefix.
+	for _, tc := range []struct{ name, prefix, lockName string }{
+		{"named_binary_prefix", "ck\x00pfx\xff:", "s6n\x00\xfe"},
+		{"named_binary_name", "", "ck:s6m\xff\x00{\xfe}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := e.locker(t, lock.WithKeyPrefix(tc.prefix))
+			lease, err := l.TryAcquire(c, tc.lockName, 10*time.Second)
+			require.NoError(t, err)
+			wl, wf := lock.Keys(tc.lockName)
+			require.Equal(t, wl, lease.LeaseKey())
+			require.Equal(t, wf, lease.FenceKey())
+			e.requireLease(t, tc.prefix+wl, lease.OwnerToken())
+			e.requireCounter(t, tc.prefix+wf, "1")
+			// The same lock through the two-key form with the derived keys.
+			_, err = e.locker(t, lock.WithKeyPrefix(tc.prefix)).TryAcquireKeys(c, wl, wf, 10*time.Second)
+			require.ErrorIs(t, err, lock.ErrNotAcquired)
+			release(t, lease, lock.Released)
+			e.requireAbsent(t, tc.prefix+wl, "lease key")
 		})
 	}
 }
@@ -300,10 +363,10 @@ type acquired struct {
 	at    time.Time
 }
 
-func acquireAsync(c context.Context, l *lock.Locker, lk, fk string, ttl time.Duration) <-chan acquired {
+func acquireAsync(c context.Context, l *lock.Locker, name string, ttl time.Duration) <-chan acquired {
 	ch := make(chan acquired, 1)
 	go func() {
-		lease, err := l.Acquire(c, lk, fk, ttl)
+		lease, err := l.Acquire(c, name, ttl)
 		ch <- acquired{lease, err, time.Now()}
 	}()
 	return ch
@@ -336,7 +399,7 @@ func testHandoffRelease(t *testing.T, e *env) {
 		ttl          = 30 * time.Second
 	)
 	c := ctx(t)
-	lk, fk := keyPair("s7")
+	ln, lk, fk := named("s7")
 	holder := e.locker(t)
 	counter := newCmdCounter()
 	waiter := e.trackedLocker(t, counter)
@@ -346,12 +409,12 @@ func testHandoffRelease(t *testing.T, e *env) {
 		last int64
 	)
 	for round := 0; round < rounds; round++ {
-		h, err := holder.TryAcquire(c, lk, fk, ttl)
+		h, err := holder.TryAcquire(c, ln, ttl)
 		require.NoError(t, err, "round %d", round)
 		require.Greater(t, h.FencingToken(), last)
 
 		before := counter.snapshot()
-		ch := acquireAsync(c, waiter, lk, fk, ttl)
+		ch := acquireAsync(c, waiter, ln, ttl)
 		// The waiter is asleep once it has armed tracking (its PTTL read) and then gone quiet.
 		armed := counter.waitQuiet(t, before, "PTTL", 20*time.Millisecond, 3*time.Second)
 		if round < idleRounds {
@@ -406,16 +469,16 @@ func testHandoffExpiry(t *testing.T, e *env) {
 		name := map[bool]string{false: "pttl_only", true: "tracked"}[tracked]
 		t.Run(name, func(t *testing.T) {
 			c := ctx(t)
-			lk, fk := keyPair("s8:" + name)
+			ln, lk, fk := named("s8:" + name)
 			holder := e.locker(t)
 			waiter := e.locker(t)
 			if tracked {
 				waiter = e.trackedLocker(t, nil)
 			}
-			h, err := holder.TryAcquire(c, lk, fk, ttl)
+			h, err := holder.TryAcquire(c, ln, ttl)
 			require.NoError(t, err)
 			granted := time.Now() // the server set the expiry before this
-			r := await(t, acquireAsync(c, waiter, lk, fk, 10*time.Second), 10*time.Second)
+			r := await(t, acquireAsync(c, waiter, ln, 10*time.Second), 10*time.Second)
 			require.NoError(t, r.err)
 			took := r.at.Sub(granted)
 			t.Logf("expiry hand-off after %v (ttl %v)", took, ttl)
@@ -447,7 +510,7 @@ func testCancelWaiting(t *testing.T, e *env) {
 		name := map[bool]string{false: "pttl_only", true: "tracked"}[tracked]
 		t.Run(name, func(t *testing.T) {
 			c := ctx(t)
-			lk, fk := keyPair("s9:" + name)
+			ln, lk, fk := named("s9:" + name)
 			holder := e.locker(t)
 			counter := newCmdCounter()
 			var waiter *lock.Locker
@@ -456,13 +519,13 @@ func testCancelWaiting(t *testing.T, e *env) {
 			} else {
 				waiter = newLocker(t, e.newClient(t, nil, counter))
 			}
-			h, err := holder.TryAcquire(c, lk, fk, 30*time.Second)
+			h, err := holder.TryAcquire(c, ln, 30*time.Second)
 			require.NoError(t, err)
 
 			wctx, cancel := context.WithCancel(c)
 			defer cancel()
 			before := counter.snapshot()
-			ch := acquireAsync(wctx, waiter, lk, fk, 30*time.Second)
+			ch := acquireAsync(wctx, waiter, ln, 30*time.Second)
 			need := "EVALSHA" // the attempt; then it sleeps on the PTTL deadline
 			if tracked {
 				need = "PTTL" // the arming read after the attempt
@@ -490,19 +553,19 @@ func testCancelWaiting(t *testing.T, e *env) {
 // owner's lease is intact.
 func testReleaseOutcomes(t *testing.T, e *env) {
 	c := ctx(t)
-	lk, fk := keyPair("s10")
+	ln, lk, fk := named("s10")
 	a, b := e.locker(t), e.locker(t)
 
-	la, err := a.TryAcquire(c, lk, fk, 10*time.Second)
+	la, err := a.TryAcquire(c, ln, 10*time.Second)
 	require.NoError(t, err)
 	release(t, la, lock.Released)
 	release(t, la, lock.AlreadyReleased)
 	require.ErrorIs(t, la.Err(), lock.ErrReleased)
 	e.requireAbsent(t, lk, "lease key")
 
-	la, err = a.TryAcquire(c, lk, fk, 200*time.Millisecond)
+	la, err = a.TryAcquire(c, ln, 200*time.Millisecond)
 	require.NoError(t, err)
-	r := await(t, acquireAsync(c, b, lk, fk, 10*time.Second), 10*time.Second)
+	r := await(t, acquireAsync(c, b, ln, 10*time.Second), 10*time.Second)
 	require.NoError(t, r.err)
 	lb := r.lease
 	require.Greater(t, lb.FencingToken(), la.FencingToken())
@@ -538,11 +601,11 @@ func testKeepAlive(t *testing.T, e *env) {
 		slack    = time.Second
 	)
 	c := ctx(t)
-	lk, fk := keyPair("s11")
+	ln, lk, fk := named("s11")
 	l := e.locker(t)
 
 	t.Run("holds_3x_ttl_then_external_delete", func(t *testing.T) {
-		lease, err := l.TryAcquire(c, lk, fk, ttl)
+		lease, err := l.TryAcquire(c, ln, ttl)
 		require.NoError(t, err)
 		token := lease.FencingToken()
 		require.NoError(t, lease.KeepAlive(c))
@@ -575,7 +638,7 @@ func testKeepAlive(t *testing.T, e *env) {
 		return // pausing drives one server process: standalone targets only
 	}
 	t.Run("server_paused_past_ttl", func(t *testing.T) {
-		lease, err := l.TryAcquire(c, lk, fk, ttl)
+		lease, err := l.TryAcquire(c, ln, ttl)
 		require.NoError(t, err)
 		require.NoError(t, lease.KeepAlive(c))
 		time.Sleep(interval / 2)
@@ -614,10 +677,10 @@ func testKeepAlive(t *testing.T, e *env) {
 // (EVALSHA answers NOSCRIPT, EVAL runs the script).
 func testServerRestart(t *testing.T, e *env) {
 	c := ctx(t)
-	lk, fk := keyPair("s12")
+	ln, lk, fk := named("s12")
 	client := e.newClient(t, nil, nil)
 	l := newLocker(t, client)
-	lease, err := l.TryAcquire(c, lk, fk, 10*time.Second)
+	lease, err := l.TryAcquire(c, ln, 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), lease.FencingToken())
 	release(t, lease, lock.Released)
@@ -632,7 +695,7 @@ func testServerRestart(t *testing.T, e *env) {
 	// never reached the new server. The first attempt that reaches it must succeed: EVALSHA answers
 	// NOSCRIPT and the EVAL fallback runs the script.
 	for stale := 0; ; stale++ {
-		lease, err = l.TryAcquire(c, lk, fk, 10*time.Second)
+		lease, err = l.TryAcquire(c, ln, 10*time.Second)
 		if err == nil {
 			t.Logf("acquired after the restart; %d attempt(s) met a connection to the old process", stale)
 			break
@@ -674,7 +737,7 @@ func testFencedStress(t *testing.T, e *env) {
 		ttl      = 10 * time.Second // long enough that no lease can expire while its holder works
 	)
 	c := ctx(t)
-	lk, fk := keyPair("s13")
+	ln, lk, fk := named("s13")
 	lockers := make([]*lock.Locker, clients)
 	for i := range lockers {
 		lockers[i] = e.locker(t)
@@ -696,7 +759,7 @@ func testFencedStress(t *testing.T, e *env) {
 			defer wg.Done()
 			l := lockers[w%clients]
 			for i := 0; i < attempts; i++ {
-				lease, err := l.TryAcquire(c, lk, fk, ttl)
+				lease, err := l.TryAcquire(c, ln, ttl)
 				if errors.Is(err, lock.ErrNotAcquired) {
 					continue
 				}
@@ -748,11 +811,11 @@ func testFencedStress(t *testing.T, e *env) {
 	e.requireCounter(t, fk, strconv.FormatInt(n, 10))
 
 	// A deliberately stale write: the token of a released lease, after a newer holder wrote.
-	old, err := lockers[0].TryAcquire(c, lk, fk, ttl)
+	old, err := lockers[0].TryAcquire(c, ln, ttl)
 	require.NoError(t, err)
 	require.True(t, fence.TryWrite(old.FencingToken(), -1))
 	release(t, old, lock.Released)
-	cur, err := lockers[1].TryAcquire(c, lk, fk, ttl)
+	cur, err := lockers[1].TryAcquire(c, ln, ttl)
 	require.NoError(t, err)
 	require.True(t, fence.TryWrite(cur.FencingToken(), -2))
 	require.False(t, fence.TryWrite(old.FencingToken(), -1), "stale write accepted")

@@ -26,18 +26,18 @@ func testHandoffTrackedClient(t *testing.T, e *env) {
 		ttl    = 30 * time.Second
 	)
 	c := ctx(t)
-	lk, fk := keyPair("s16")
+	ln, lk, fk := named("s16")
 	holder := e.locker(t)
 	counter := newCmdCounter()
 	logs := &logRecorder{}
 	waiter := newLocker(t, e.newClient(t, luakit.NewTracker(), counter), lock.WithLogger(slog.New(logs)))
 	for round := range rounds {
-		h, err := holder.TryAcquire(c, lk, fk, ttl)
+		h, err := holder.TryAcquire(c, ln, ttl)
 		require.NoError(t, err, "round %d", round)
 
 		before := counter.snapshot()
 		wctx, cancel := context.WithTimeout(c, 5*time.Second)
-		ch := acquireAsync(wctx, waiter, lk, fk, ttl)
+		ch := acquireAsync(wctx, waiter, ln, ttl)
 		// Only a waiter that found the client's tracker arms tracking with a PTTL read.
 		counter.waitQuiet(t, before, "PTTL", 20*time.Millisecond, 3*time.Second)
 
@@ -80,14 +80,14 @@ func testUntrackedWarnsOnce(t *testing.T, e *env) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ctx(t)
-			lk, fk := keyPair("s17:" + tc.name)
+			ln, lk, _ := named("s17:" + tc.name)
 			holder := e.locker(t)
 			client := tc.client(t)
 			wait := func(waiter *lock.Locker) {
 				t.Helper()
-				h, err := holder.TryAcquire(c, lk, fk, ttl)
+				h, err := holder.TryAcquire(c, ln, ttl)
 				require.NoError(t, err)
-				r := await(t, acquireAsync(c, waiter, lk, fk, 10*time.Second), 10*time.Second)
+				r := await(t, acquireAsync(c, waiter, ln, 10*time.Second), 10*time.Second)
 				require.NoError(t, r.err)
 				require.True(t, r.at.After(h.Deadline()), "nothing can wake the waiter before the holder's TTL")
 				release(t, h, lock.NotOwned)
