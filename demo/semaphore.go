@@ -43,7 +43,7 @@ func semaphoreStep(ctx context.Context, e *env) (stepResult, error) {
 		defer scancel()
 		for _, s := range sems {
 			if s != nil {
-				_ = s.Shutdown(sctx)
+				_ = s.Close(sctx)
 			}
 		}
 	}()

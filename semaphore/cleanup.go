@@ -2,6 +2,7 @@ package semaphore
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -16,6 +17,9 @@ const (
 	stageAcquire = "acquire"
 	stageClose   = "close"
 )
+
+// reasonClosed is the "reason" attribute of a cleanup abandoned because the Semaphore was closed.
+const reasonClosed = "closed"
 
 const (
 	firstBackoff = 100 * time.Millisecond
@@ -33,9 +37,9 @@ func (s *Semaphore) retryLater(stage string, err error, release func(context.Con
 		return
 	}
 	s.mu.Lock()
-	if s.shut {
+	if s.closed {
 		s.mu.Unlock()
-		s.abandon(stage, "shutdown")
+		s.abandon(stage, reasonClosed)
 		return
 	}
 	s.wg.Add(1)
@@ -61,11 +65,11 @@ func (s *Semaphore) retryLoop(stage string, release func(context.Context) error)
 		timer.Reset(wait)
 		select {
 		case <-s.bgCtx.Done():
-			s.abandon(stage, "shutdown")
+			s.abandon(stage, reasonClosed)
 			return
 		case <-timer.C:
 		}
-		// An attempt in flight when Shutdown stops the retries still ends by the cleanup timeout.
+		// An attempt in flight when Close stops the retries still ends by the cleanup timeout.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(s.bgCtx), s.cfg.own.CleanupTimeout)
 		err := release(cctx)
 		cancel()
@@ -73,7 +77,7 @@ func (s *Semaphore) retryLoop(stage string, release func(context.Context) error)
 			return
 		}
 		if s.bgCtx.Err() != nil {
-			s.abandon(stage, "shutdown")
+			s.abandon(stage, reasonClosed)
 			return
 		}
 		if luakit.IsTerminal(err) || !time.Now().Before(deadline) {
@@ -93,15 +97,17 @@ func (s *Semaphore) abandon(stage, reason string) {
 		"stage", stage, "reason", reason)
 }
 
-// Shutdown stops the Semaphore's background work: it waits for background cleanup retries to finish
-// and, when ctx ends first, stops the remaining ones (each counted as abandoned with reason "shutdown")
-// and returns ctx.Err() once they have exited. After Shutdown, [Semaphore.TryAcquire] fails with
-// [ErrShutdown] (and a waiting [Semaphore.Acquire] at its next attempt), and an unconfirmed cleanup is
-// abandoned instead of retried; permits already held can still be extended, verified and released. Shutdown never closes the client. It is idempotent; call
-// it before closing the client (and in tests, before goleak checks).
-func (s *Semaphore) Shutdown(ctx context.Context) error {
+// Close stops the Semaphore's background work. It makes later [Semaphore.TryAcquire] calls fail with
+// [ErrClosed] before any I/O (and a waiting [Semaphore.Acquire] at its next attempt), and an
+// unconfirmed cleanup is abandoned from then on instead of retried. It waits for the background
+// cleanup retries already running to finish; when ctx ends first it stops them (each counted as
+// abandoned with reason "closed"), waits for their goroutines to exit and returns an error wrapping
+// ctx.Err(). Permits already held can still be extended, verified and released. Close is idempotent
+// (a second call waits for what is left, usually nothing) and never closes the client; call it before
+// closing the client (and in tests, before goleak checks).
+func (s *Semaphore) Close(ctx context.Context) error {
 	s.mu.Lock()
-	s.shut = true
+	s.closed = true
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
@@ -115,6 +121,6 @@ func (s *Semaphore) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		s.bgCancel()
 		<-done
-		return ctx.Err()
+		return fmt.Errorf("semaphore: close: %w", ctx.Err())
 	}
 }

@@ -15,7 +15,7 @@
 //	sem, _ := semaphore.New(client, "batch:42:permits", 4)
 //	permit, err := sem.Acquire(ctx, 30*time.Second) // or TryAcquire: one attempt, ErrNotAcquired
 //	if err != nil { return err }
-//	defer permit.Close()
+//	defer permit.Close()   // and, when done with the semaphore: sem.Close(ctx)
 //	run(permit.Context())
 //
 // [Semaphore.TryAcquire] returns at once. [Semaphore.Acquire] waits while the semaphore is full: it
@@ -33,12 +33,19 @@
 //     [Permit.ExtendTTL] changes a permit's lifetime, to or from [NoExpiry].
 //   - Extend, Verify and Release never check the capacity; Verify prunes, so it runs on the primary and
 //     needs write permission.
-//   - [Permit.Close] is a best-effort Release (always nil) whose unanswered release is retried in the
-//     background; so is the cleanup after an uncertain, failed or late acquisition. A background
-//     cleanup that cannot be confirmed within the retry window ([WithCleanupRetryWindow], default one
-//     minute), that meets a terminal error, or that [Semaphore.Shutdown] stops, is abandoned: the
-//     OpenTelemetry counter [MetricCleanupAbandoned] is incremented and a warning is logged. Call
-//     Shutdown before exiting (or closing the client) to wait for, or stop, those goroutines.
+//   - [Permit.Close] is a best-effort Release that returns its first attempt's error (nil when
+//     answered) and whose unanswered release is also retried in the background; so is the cleanup
+//     after an uncertain, failed or late acquisition. A background cleanup that cannot be confirmed
+//     within the retry window ([WithCleanupRetryWindow], default one minute), that meets a terminal
+//     error, or that [Semaphore.Close] stops, is abandoned: the OpenTelemetry counter
+//     [MetricCleanupAbandoned] is incremented and a warning is logged.
+//
+// # Lifecycle
+//
+// A Semaphore runs background work (those cleanup retries), so it has [Semaphore.Close]: later
+// acquisitions fail with [ErrClosed] (luakit's value), and Close waits for the retries until its ctx
+// ends, then stops them and returns an error wrapping ctx.Err(). It is idempotent and never closes
+// the client. Call it before exiting (or closing the client); held permits stay usable after it.
 //
 // # Capacity
 //
@@ -81,5 +88,5 @@
 //
 // [Semaphore] and [Permit] are safe for concurrent use. A Permit owns at most one goroutine (a running
 // KeepAlive); a Semaphore runs goroutines only for background cleanup retries, which
-// [Semaphore.Shutdown] waits for or stops.
+// [Semaphore.Close] waits for or stops.
 package semaphore

@@ -22,6 +22,13 @@ var (
 	ErrInvalidTTL       = luakit.ErrInvalidTTL       // a negative or sub-millisecond TTL (0 is NoExpiry), before any I/O
 )
 
+// The other conditions every Coordkit module shares, as the semaphore returns them.
+var (
+	ErrInvalidConfig = luakit.ErrInvalidConfig // every bad option or argument (empty key, capacity, TTL), before any I/O
+	ErrNilClient     = luakit.ErrNilClient     // New was given a nil rueidis.Client
+	ErrClosed        = luakit.ErrClosed        // TryAcquire or Acquire after Semaphore.Close
+)
+
 // The semaphore's own errors.
 var (
 	// ErrCapacityMismatch is wrapped by every [*CapacityMismatchError]: permits are active under a
@@ -29,15 +36,12 @@ var (
 	ErrCapacityMismatch = errors.New("semaphore: capacity differs from the active permits' capacity")
 
 	// ErrInvalidCapacity is returned by [New] for a capacity below 1 or above 2^53 (scores are doubles).
-	ErrInvalidCapacity = errors.New("semaphore: capacity must be between 1 and 2^53")
-
-	// ErrNilClient is returned by [New] for a nil rueidis.Client.
-	ErrNilClient = errors.New("semaphore: nil rueidis client")
-
-	// ErrShutdown is returned by [Semaphore.TryAcquire] and [Semaphore.Acquire] after
-	// [Semaphore.Shutdown].
-	ErrShutdown = errors.New("semaphore: shut down")
+	// It matches [ErrInvalidConfig].
+	ErrInvalidCapacity = luakit.ConfigSentinel("semaphore: capacity must be between 1 and 2^53")
 )
+
+// errClosed is ErrClosed as the semaphore returns it: with the module's prefix.
+var errClosed = fmt.Errorf("semaphore: %w", ErrClosed)
 
 // CapacityMismatchError reports that permits are active under a different capacity than the one this
 // [Semaphore] was built with. It wraps [ErrCapacityMismatch]. Every contender must use the same

@@ -23,7 +23,7 @@ func ExampleSemaphore_TryAcquire() {
 	if err != nil {
 		return
 	}
-	defer sem.Shutdown(context.Background()) // waits for background cleanups of closed permits
+	defer sem.Close(context.Background()) // waits for background cleanups of closed permits
 
 	ctx := context.Background()
 	permit, err := sem.TryAcquire(ctx, 30*time.Second)
@@ -53,7 +53,7 @@ func ExampleSemaphore_Acquire() {
 	if err != nil {
 		return
 	}
-	defer sem.Shutdown(context.Background())
+	defer sem.Close(context.Background())
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -1,7 +1,6 @@
 package semaphore
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -66,7 +65,7 @@ func WithRetryDelay(d time.Duration) Option {
 }
 
 // WithCleanupTimeout bounds each owner-checked release the Semaphore sends on its own (after an uncertain or
-// late acquisition, a late renewal's surrender, Close); positive. Default 1s ([ownership.Config]).
+// late acquisition, a late renewal's surrender, Permit.Close); positive. Default 1s ([ownership.Config]).
 func WithCleanupTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error { return c.own.SetCleanupTimeout(d) })
 }
@@ -77,7 +76,7 @@ func WithCleanupTimeout(d time.Duration) Option {
 func WithCleanupRetryWindow(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("semaphore: cleanup retry window %v must be positive", d)
+			return luakit.InvalidConfig("semaphore", "cleanup retry window %v must be positive", d)
 		}
 		c.retryWindow = d
 		return nil
@@ -95,7 +94,7 @@ func WithLogger(l *slog.Logger) Option {
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
 		if mp == nil {
-			return fmt.Errorf("semaphore: nil meter provider")
+			return luakit.InvalidConfig("semaphore", "nil meter provider")
 		}
 		c.meterProvider = mp
 		return nil

@@ -32,8 +32,8 @@ const (
 //   - [Permit.ExtendTTL] validates its ttl (0 allowed) and changes the permit's lifetime; neither it
 //     nor Verify nor Release checks the capacity.
 //   - Verify prunes expired permits, so it needs the primary and write permission.
-//   - [Permit.Close] is a best-effort Release that always returns nil and retries an unanswered release
-//     in the background (ownership.Handle.Close makes one attempt and returns its error).
+//   - [Permit.Close] is a best-effort Release that returns its first attempt's error, like
+//     ownership.Handle.Close, and also retries an unanswered release in the background.
 //
 // Its methods are safe for concurrent use.
 type Permit struct {
@@ -122,13 +122,16 @@ func (p *Permit) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error)
 	return p.Handle.ExtendTTL(ctx, d)
 }
 
-// Close releases the permit on a best-effort basis and always returns nil (it exists so that a Permit is
-// an io.Closer). It is Permit.Release bounded by the cleanup timeout (default 1s) instead of a ctx;
-// if that release is unanswered (or cannot be sent in time: a concurrent Extend holds the handle), it is
-// retried in the background with jittered backoff for up to the retry window (default 1 minute), then
-// given up, counted in [MetricCleanupAbandoned] and logged. A retry that is answered settles the handle.
-// [Semaphore.Shutdown] waits for or stops those retries. Close after an answered release does no I/O.
-// Close is also how to finish the surrender of a permit whose late renewal's release went unanswered.
+// Close releases the permit on a best-effort basis, so that a Permit is an io.Closer. It is
+// Permit.Release bounded by the cleanup timeout (default 1s) instead of a ctx, and returns that first
+// attempt's error: nil when the server answered (whatever the outcome), an error wrapping
+// [ErrUncertain] when no reply was read, or the server's or the context's error. An attempt that was
+// not answered (or could not be sent in time: a concurrent Extend holds the handle) is also retried in
+// the background with jittered backoff for up to the retry window (default 1 minute), then given up,
+// counted in [MetricCleanupAbandoned] and logged; a retry that is answered settles the handle.
+// [Semaphore.Close] waits for or stops those retries. Close after an answered release does no I/O and
+// returns nil. Close is also how to finish the surrender of a permit whose late renewal's release went
+// unanswered.
 func (p *Permit) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), p.b.s.cfg.own.CleanupTimeout)
 	err := p.release(ctx)
@@ -136,7 +139,7 @@ func (p *Permit) Close() error {
 	if err != nil {
 		p.b.s.retryLater(stageClose, err, p.release)
 	}
-	return nil
+	return err
 }
 
 // release is Release without its outcome: Close's attempt and its background retries.

@@ -23,10 +23,10 @@ const NoExpiry time.Duration = 0
 const Forever = ownership.Forever
 
 // MetricCleanupAbandoned is the name of the Int64Counter incremented each time a cleanup release is given
-// up (its background retries ran out of time, the server rejected it terminally, or
-// [Semaphore.Shutdown] stopped it). Attributes: "stage" ("acquire" after an uncertain, failed or late
-// acquisition, "close" after [Permit.Close]) and "reason" (the [luakit.Class] of the last error:
-// "uncertain", "transient", "terminal", "unknown"; or "shutdown"). Keys and tokens are never attributes.
+// up (its background retries ran out of time, the server rejected it terminally, or [Semaphore.Close]
+// stopped it). Attributes: "stage" ("acquire" after an uncertain, failed or late acquisition, "close"
+// after [Permit.Close]) and "reason" (the [luakit.Class] of the last error: "uncertain", "transient",
+// "terminal", "unknown"; or "closed"). Keys and tokens are never attributes.
 const MetricCleanupAbandoned = "coordkit.coordination.cleanup.abandoned"
 
 // meterName is the instrumentation scope of the package's instruments.
@@ -39,7 +39,7 @@ const maxCapacity = 1 << 53
 // Create it with [New]; it is safe for concurrent use by many goroutines. The zero value is not usable.
 //
 // A Semaphore never closes or reconfigures the caller's client. It starts goroutines only to retry
-// unconfirmed cleanup releases in the background; [Semaphore.Shutdown] waits for them (and stops them
+// unconfirmed cleanup releases in the background; [Semaphore.Close] waits for them (and stops them
 // when its ctx ends).
 type Semaphore struct {
 	client    rueidis.Client
@@ -57,7 +57,7 @@ type Semaphore struct {
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	mu       sync.Mutex
-	shut     bool
+	closed   bool
 	wg       sync.WaitGroup
 }
 
@@ -67,11 +67,12 @@ type Semaphore struct {
 // Cluster (one key per semaphore). Use a dedicated key. capacity must be in [1, 2^53]; every contender
 // on the key must use the same capacity (see [ErrCapacityMismatch]).
 //
-// New fails with [ErrNilClient], an error wrapping [luakit.ErrEmptyKey], [ErrInvalidCapacity], or a
+// New fails with an error wrapping [ErrNilClient] for a nil client, and otherwise with an error
+// matching [ErrInvalidConfig]: one wrapping [luakit.ErrEmptyKey], [ErrInvalidCapacity], or a
 // descriptive error for an invalid option.
 func New(client rueidis.Client, key string, capacity int64, opts ...Option) (*Semaphore, error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, fmt.Errorf("semaphore: %w", ErrNilClient)
 	}
 	if err := luakit.ValidateKey("semaphore key", key); err != nil {
 		return nil, fmt.Errorf("semaphore: %w", err)
@@ -129,10 +130,10 @@ func ttlArg(ttl time.Duration) (string, time.Duration, error) {
 	return strconv.FormatInt(ms, 10), time.Duration(ms) * time.Millisecond, nil
 }
 
-func (s *Semaphore) isShut() bool {
+func (s *Semaphore) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.shut
+	return s.closed
 }
 
 // TryAcquire makes one attempt to take a permit and returns at once: it does not queue, wait or promise
@@ -149,7 +150,7 @@ func (s *Semaphore) isShut() bool {
 //   - an error wrapping [ErrLateReply] when the grant arrived after the permit's local estimate elapsed;
 //   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
 //     but no reply was read;
-//   - [ErrShutdown] after [Semaphore.Shutdown];
+//   - an error wrapping [ErrClosed] after [Semaphore.Close] (nothing sent);
 //   - any other server or connection error, classified by [luakit.Classify].
 //
 // After a late or uncertain acquisition, or an error reply other than a transient one (which comes
@@ -161,8 +162,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 	if err != nil {
 		return nil, err
 	}
-	if s.isShut() {
-		return nil, ErrShutdown
+	if s.isClosed() {
+		return nil, errClosed
 	}
 	p, _, _, err := s.try(ctx, ms, ttl)
 	return p, err
@@ -180,8 +181,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 //
 // It blocks until a permit is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
 // returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is
-// sent). After [Semaphore.Shutdown] it returns [ErrShutdown] at its next attempt. ttl is validated as
-// for TryAcquire, before any I/O.
+// sent). After [Semaphore.Close] it returns an error wrapping [ErrClosed] at once, or at its next
+// attempt when it was already waiting. ttl is validated as for TryAcquire, before any I/O.
 func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, error) {
 	ms, ttl, err := ttlArg(ttl)
 	if err != nil {
@@ -199,8 +200,8 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, er
 
 // attempt is one try of a waiting acquisition; a granted permit is stored in *out.
 func (s *Semaphore) attempt(ctx context.Context, ms string, ttl time.Duration, out **Permit) ownership.Attempt {
-	if s.isShut() {
-		return ownership.Attempt{Err: ErrShutdown}
+	if s.isClosed() {
+		return ownership.Attempt{Err: errClosed}
 	}
 	p, wait, settled, err := s.try(ctx, ms, ttl)
 	switch {
@@ -225,10 +226,7 @@ func (s *Semaphore) try(ctx context.Context, ms string, ttl time.Duration) (p *P
 	if err := ctx.Err(); err != nil {
 		return nil, 0, false, fmt.Errorf("semaphore: acquire: %w", err)
 	}
-	owner, err := luakit.NewOwnerToken()
-	if err != nil {
-		return nil, 0, false, fmt.Errorf("semaphore: owner token: %w", err)
-	}
+	owner := luakit.OwnerToken()
 	start, resp := ownership.Send(ctx, acquireScript, s.client, s.keys, []string{owner, ms, s.capArg})
 	arr, err := resp.ToArray()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,14 +158,14 @@ func slot0Key(t *testing.T) string {
 var quiet = WithLogger(slog.New(slog.DiscardHandler))
 
 func TestNew(t *testing.T) {
-	if _, err := New(nil, "k", 1); !errors.Is(err, ErrNilClient) {
+	if _, err := New(nil, "k", 1); !errors.Is(err, ErrNilClient) || !strings.HasPrefix(err.Error(), "semaphore: ") {
 		t.Fatalf("New(nil) = %v, want ErrNilClient", err)
 	}
-	if _, err := New(noIO{}, "", 1); !errors.Is(err, luakit.ErrEmptyKey) {
+	if _, err := New(noIO{}, "", 1); !errors.Is(err, luakit.ErrEmptyKey) || !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("New(empty key) = %v, want ErrEmptyKey", err)
 	}
 	for _, c := range []int64{0, -1, 1<<53 + 1} {
-		if _, err := New(noIO{}, "k", c); !errors.Is(err, ErrInvalidCapacity) {
+		if _, err := New(noIO{}, "k", c); !errors.Is(err, ErrInvalidCapacity) || !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("New(capacity %d) = %v, want ErrInvalidCapacity", c, err)
 		}
 	}
@@ -203,6 +204,9 @@ func TestNew(t *testing.T) {
 			s, err := New(noIO{}, "k", 3, tt.opt)
 			if tt.ok != (err == nil) {
 				t.Fatalf("New(%s) error = %v, want ok=%v", tt.name, err, tt.ok)
+			}
+			if !tt.ok && (!errors.Is(err, ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "semaphore: ")) {
+				t.Fatalf("New(%s) error = %v, want ErrInvalidConfig with the semaphore: prefix", tt.name, err)
 			}
 			if tt.ok && (s == nil || s.Capacity() != 3 || s.Key() != "k") {
 				t.Fatalf("New(%s) = %+v", tt.name, s)
@@ -247,6 +251,10 @@ func TestSharedErrors(t *testing.T) {
 		{ErrExpired, luakit.ErrExpired},
 		{ErrReleased, luakit.ErrReleased},
 		{ErrKeepAliveRunning, luakit.ErrKeepAliveRunning},
+		{ErrInvalidTTL, luakit.ErrInvalidTTL},
+		{ErrInvalidConfig, luakit.ErrInvalidConfig},
+		{ErrNilClient, luakit.ErrNilClient},
+		{ErrClosed, luakit.ErrClosed},
 	} {
 		if p.own != p.shared {
 			t.Errorf("%v is not luakit's %v", p.own, p.shared)
@@ -554,13 +562,13 @@ func TestCloseAbandonsAfterRetryWindow(t *testing.T) {
 	s, c, reader := newFailing(t, io.EOF, WithCleanupRetryWindow(150*time.Millisecond))
 	p := grantNow(t, s, "owner", time.Minute)
 	start := time.Now()
-	if err := p.Close(); err != nil {
-		t.Fatalf("Close = %v, want nil", err)
+	if err := p.Close(); !errors.Is(err, ErrUncertain) || !errors.Is(err, io.EOF) {
+		t.Fatalf("Close = %v, want the first attempt's uncertain error", err)
 	}
 	if !errors.Is(p.Err(), ErrReleased) || p.Remaining() != 0 {
 		t.Fatalf("after Close: err %v remaining %v", p.Err(), p.Remaining())
 	}
-	if err := s.Shutdown(context.Background()); err != nil { // waits for the retries to give up
+	if err := s.Close(context.Background()); err != nil { // waits for the retries to give up
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d < 150*time.Millisecond {
@@ -598,7 +606,7 @@ func TestCloseRetrySettles(t *testing.T) {
 		t.Fatal("settled after an unanswered release")
 	}
 	fail.Store(false)
-	if err := s.Shutdown(context.Background()); err != nil { // waits for the retry to land
+	if err := s.Close(context.Background()); err != nil { // waits for the retry to land
 		t.Fatal(err)
 	}
 	if !p.Settled() {
@@ -614,28 +622,74 @@ func TestCloseRetrySettles(t *testing.T) {
 	}
 }
 
-func TestShutdownStopsRetries(t *testing.T) {
-	s, _, reader := newFailing(t, io.EOF) // default 1 minute window
+// TestCloseStopsRetries: Semaphore.Close waits for the background retries until ctx ends, then stops
+// them and returns ctx's error; later acquisitions fail with ErrClosed before any I/O; an unconfirmed
+// cleanup after it is abandoned at once; a second Close returns nil.
+func TestCloseStopsRetries(t *testing.T) {
+	s, c, reader := newFailing(t, io.EOF) // default 1 minute window
 	p := grantNow(t, s, "owner", NoExpiry)
 	_ = p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Shutdown = %v, want DeadlineExceeded", err)
+	if err := s.Close(ctx); !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "semaphore: ") {
+		t.Fatalf("Close = %v, want DeadlineExceeded", err)
 	}
-	if got := abandonedPoints(t, reader); got[attrs(stageClose, "shutdown")] != 1 {
-		t.Fatalf("abandoned = %v, want one close/shutdown", got)
+	if got := abandonedPoints(t, reader); got[attrs(stageClose, reasonClosed)] != 1 {
+		t.Fatalf("abandoned = %v, want one close/closed", got)
 	}
-	if _, err := s.TryAcquire(context.Background(), time.Second); !errors.Is(err, ErrShutdown) {
-		t.Fatalf("TryAcquire after Shutdown = %v", err)
+	calls := c.calls.Load()
+	if _, err := s.TryAcquire(context.Background(), time.Second); !errors.Is(err, ErrClosed) || !errors.Is(err, luakit.ErrClosed) || !strings.HasPrefix(err.Error(), "semaphore: ") {
+		t.Fatalf("TryAcquire after Close = %v, want ErrClosed", err)
 	}
-	if _, err := s.Acquire(context.Background(), time.Second); !errors.Is(err, ErrShutdown) {
-		t.Fatalf("Acquire after Shutdown = %v", err)
+	if _, err := s.Acquire(context.Background(), time.Second); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Acquire after Close = %v, want ErrClosed", err)
 	}
-	// After Shutdown an unconfirmed cleanup is abandoned at once.
+	if n := c.calls.Load(); n != calls {
+		t.Fatalf("acquisitions after Close sent %d commands", n-calls)
+	}
+	// After Close an unconfirmed cleanup is abandoned at once.
 	_ = grantNow(t, s, "other", NoExpiry).Close()
-	if got := abandonedPoints(t, reader); got[attrs(stageClose, "shutdown")] != 2 {
-		t.Fatalf("abandoned = %v, want two close/shutdown", got)
+	if got := abandonedPoints(t, reader); got[attrs(stageClose, reasonClosed)] != 2 {
+		t.Fatalf("abandoned = %v, want two close/closed", got)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("second Close = %v, want nil", err)
+	}
+}
+
+// TestPermitCloseReturnsFirstAttempt: Permit.Close returns nil when its release is answered (whatever
+// the outcome) and after the handle was settled, and the attempt's error otherwise.
+func TestPermitCloseReturnsFirstAttempt(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		reply int
+	}{{"released", 1}, {"not owned", 0}} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &scripted{answer: func([]string) rueidis.RedisResult { return result(t, tt.reply) }}
+			s, err := New(c, slot0Key(t), 2, quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := grantNow(t, s, "owner", time.Minute)
+			if err := p.Close(); err != nil {
+				t.Fatalf("Close = %v, want nil", err)
+			}
+			if err := p.Close(); err != nil || len(c.sent()) != 1 {
+				t.Fatalf("second Close = %v after %d commands, want nil and no I/O", err, len(c.sent()))
+			}
+			if err := s.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	refused := errors.New("ERR refused")
+	s, _, _ := newFailing(t, refused, WithCleanupRetryWindow(20*time.Millisecond))
+	p := grantNow(t, s, "owner", time.Minute)
+	if err := p.Close(); !errors.Is(err, refused) || errors.Is(err, ErrUncertain) || !strings.HasPrefix(err.Error(), "semaphore: ") {
+		t.Fatalf("Close on a refusing server = %v, want its error", err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -652,9 +706,9 @@ func TestFailedAcquireReleases(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	_ = s.Shutdown(ctx)
-	if got := abandonedPoints(t, reader); got[attrs(stageAcquire, "shutdown")] != 1 {
-		t.Fatalf("abandoned = %v, want one acquire/shutdown", got)
+	_ = s.Close(ctx)
+	if got := abandonedPoints(t, reader); got[attrs(stageAcquire, reasonClosed)] != 1 {
+		t.Fatalf("abandoned = %v, want one acquire/closed", got)
 	}
 }
 
@@ -669,7 +723,7 @@ func TestTransientAcquireSendsNoCleanup(t *testing.T) {
 	if n := c.calls.Load(); n != 1 {
 		t.Fatalf("%d calls, want the acquisition only", n)
 	}
-	if err := s.Shutdown(context.Background()); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -683,7 +737,7 @@ func TestUncertainAcquire(t *testing.T) {
 	if c.calls.Load() < 2 {
 		t.Fatal("no cleanup release after an uncertain acquisition")
 	}
-	if err := s.Shutdown(context.Background()); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -701,12 +755,12 @@ func TestLateGrant(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_ = s.Shutdown(ctx)
+	_ = s.Close(ctx)
 	if c.calls.Load() < 2 {
 		t.Fatal("the unanswered cleanup of a late grant was not retried")
 	}
-	if got := abandonedPoints(t, reader); got[attrs(stageAcquire, "shutdown")] != 1 {
-		t.Fatalf("abandoned = %v, want one acquire/shutdown", got)
+	if got := abandonedPoints(t, reader); got[attrs(stageAcquire, reasonClosed)] != 1 {
+		t.Fatalf("abandoned = %v, want one acquire/closed", got)
 	}
 }
 
@@ -727,7 +781,7 @@ func TestUncertainExtendKeepsPermit(t *testing.T) {
 	if n := c.calls.Load(); n != 1 {
 		t.Fatalf("%d calls, want the renewal only", n)
 	}
-	if err := s.Shutdown(context.Background()); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := abandonedPoints(t, reader); len(got) != 0 {
@@ -763,7 +817,7 @@ func TestReleaseUnconfirmed(t *testing.T) {
 	if n := c.calls.Load(); n != 2 {
 		t.Fatalf("%d calls, want one per Release and no background retry", n)
 	}
-	if err := s.Shutdown(context.Background()); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -59,7 +59,7 @@ func newSem(t *testing.T, c rueidis.Client, key string, capacity int64, opts ...
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		require.NoError(t, s.Shutdown(sctx))
+		require.NoError(t, s.Close(sctx))
 	})
 	return s
 }

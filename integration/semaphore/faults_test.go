@@ -72,7 +72,7 @@ func testUncertainAcquire(t *testing.T, e *env) {
 	// permit); either way the server ends clean, at the latest when the 2 s permit expires.
 	sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer scancel()
-	require.NoError(t, s.Shutdown(sctx))
+	require.NoError(t, s.Close(sctx))
 	require.Empty(t, abandoned(t, reader), "the cleanup must have landed")
 	e.requireGone(t, key, 3*time.Second, "key after the uncertain acquisition")
 }
@@ -108,7 +108,7 @@ func testUncertainExtend(t *testing.T, e *env) {
 	release(t, p, semaphore.Released)
 	sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer scancel()
-	require.NoError(t, s.Shutdown(sctx))
+	require.NoError(t, s.Close(sctx))
 	require.Empty(t, abandoned(t, reader), "no cleanup was needed")
 	e.requireAbsent(t, key, "key after the release")
 }
@@ -139,7 +139,7 @@ func testLateExtendReply(t *testing.T, e *env) {
 
 	sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer scancel()
-	require.NoError(t, s.Shutdown(sctx))
+	require.NoError(t, s.Close(sctx))
 	require.Empty(t, abandoned(t, reader), "the cleanup must have landed")
 	require.True(t, p.Settled())
 	e.requireAbsent(t, key, "key after the late-renewed permit's cleanup")
