@@ -92,10 +92,9 @@ func asHandle[H handle](h H, err error) (handle, error) {
 
 // Key layouts (no key prefix: the physical keys are these). Every key of one resource shares the
 // hash tag {o:<res>}.
-func lockKeys(res string) (leaseKey, fenceKey string) {
-	return "{o:" + res + "}:lease", "{o:" + res + "}:fence"
-}
-func leaseHash(res string) string { return "{o:" + res + "}:leases" }
+func lockKeys(res string) (leaseKey, fenceKey string) { return lock.Keys(lockName(res)) }
+func lockName(res string) string                      { return "o:" + res }
+func leaseHash(res string) string                     { return "{o:" + res + "}:leases" }
 
 const leaseField = "holder"
 
@@ -186,12 +185,12 @@ var kinds = []*kind{
 			}
 			l, err := lock.New(cs[0], opts...)
 			require.NoError(t, err)
-			lk, fk := lockKeys(res)
+			name := lockName(res) // keys {o:<res>}:lease, {o:<res>}:fence
 			try := func(ctx context.Context, ttl time.Duration) (handle, error) {
-				return asHandle(l.TryAcquire(ctx, lk, fk, ttl))
+				return asHandle(l.TryAcquire(ctx, name, ttl))
 			}
 			acq := func(ctx context.Context, ttl time.Duration) (handle, error) {
-				return asHandle(l.Acquire(ctx, lk, fk, ttl))
+				return asHandle(l.Acquire(ctx, name, ttl))
 			}
 			return &factory{try: try, acquire: acq, tryRival: try, acquireRival: acq}
 		},
@@ -244,8 +243,8 @@ var kinds = []*kind{
 			t.Cleanup(func() {
 				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				if err := s.Shutdown(sctx); err != nil {
-					t.Errorf("semaphore shutdown: %v", err)
+				if err := s.Close(sctx); err != nil {
+					t.Errorf("semaphore close: %v", err)
 				}
 			})
 			try := func(ctx context.Context, ttl time.Duration) (handle, error) { return asHandle(s.TryAcquire(ctx, ttl)) }
