@@ -1,10 +1,6 @@
 package rwlock
 
-import (
-	"errors"
-
-	"github.com/coordkit/coordkit/luakit"
-)
+import "github.com/coordkit/coordkit/luakit"
 
 // The ownership errors are luakit's shared values (rwlock.ErrLost == luakit.ErrLost), so one errors.Is
 // check works whichever Coordkit primitive returned the error. What each means for every handle is
@@ -21,8 +17,8 @@ var (
 	ErrInvalidTTL       = luakit.ErrInvalidTTL       // a lease TTL under 1ms (acquisition or ExtendTTL), before any I/O
 )
 
-// The rwlock package's own errors. Compare with errors.Is.
+// The other conditions every Coordkit module shares, as the rwlock returns them.
 var (
-	// ErrNilClient is returned by [New] for a nil rueidis.Client.
-	ErrNilClient = errors.New("rwlock: nil rueidis client")
+	ErrInvalidConfig = luakit.ErrInvalidConfig // every bad option or argument (empty key, TTL), before any I/O
+	ErrNilClient     = luakit.ErrNilClient     // New was given a nil rueidis.Client
 )

@@ -119,7 +119,11 @@ func (h *Lease) Close() error {
 	}
 	err := h.Handle.Close()
 	if err != nil {
-		h.l.cfg.own.Logger.LogAttrs(context.Background(), slog.LevelWarn,
+		lg := h.l.cfg.own.Logger // nil without WithLogger: the default, as the Handle's own warnings
+		if lg == nil {
+			lg = slog.Default()
+		}
+		lg.LogAttrs(context.Background(), slog.LevelWarn,
 			"coordkit/rwlock: best-effort release in Close failed; the entry expires after its TTL",
 			slog.String("mode", h.mode.String()), slog.String("error", err.Error()))
 	}

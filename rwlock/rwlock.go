@@ -52,11 +52,11 @@ type Locker struct {
 	waiter ownership.Waiter
 }
 
-// New returns a Locker over client. It does no I/O. It fails with [ErrNilClient] for a nil client and
-// with a descriptive error for an invalid option.
+// New returns a Locker over client. It does no I/O. It fails with an error wrapping [ErrNilClient]
+// for a nil client and with an error matching [ErrInvalidConfig] for an invalid option.
 func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, fmt.Errorf("rwlock: %w", ErrNilClient)
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -179,10 +179,7 @@ func (l *Locker) attempt(ctx context.Context, mode Mode, key, physical string, m
 		// Nothing was sent: not uncertain.
 		return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: %w", mode, err)}
 	}
-	owner, err := luakit.NewOwnerToken()
-	if err != nil {
-		return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: owner token: %w", err)}
-	}
+	owner := luakit.OwnerToken()
 	b := backend{client: l.client, key: physical, entry: mode.tag() + ":" + owner}
 	start, resp := ownership.Send(ctx, acquireScript, l.client, []string{physical},
 		[]string{mode.tag(), owner, strconv.FormatInt(ms, 10)})

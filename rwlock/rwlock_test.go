@@ -152,14 +152,34 @@ func TestErrors(t *testing.T) {
 		ErrNotAcquired: luakit.ErrNotAcquired, ErrLateReply: luakit.ErrLateReply, ErrUncertain: luakit.ErrUncertain,
 		ErrLost: luakit.ErrLost, ErrExpired: luakit.ErrExpired, ErrReleased: luakit.ErrReleased,
 		ErrKeepAliveRunning: luakit.ErrKeepAliveRunning, ErrInvalidTTL: luakit.ErrInvalidTTL,
+		ErrNilClient: luakit.ErrNilClient, ErrInvalidConfig: luakit.ErrInvalidConfig,
 	}
 	for ours, theirs := range shared {
 		if ours != theirs {
 			t.Errorf("%q is not luakit's value", ours)
 		}
 	}
-	if !strings.HasPrefix(ErrNilClient.Error(), "rwlock: ") {
-		t.Errorf("%q lacks the package prefix", ErrNilClient)
+	if _, err := New(nil); !errors.Is(err, luakit.ErrNilClient) || !strings.HasPrefix(err.Error(), "rwlock: ") {
+		t.Errorf("New(nil) = %v, want luakit.ErrNilClient with the rwlock: prefix", err)
+	}
+	// Every bad argument or option matches ErrInvalidConfig, before any I/O.
+	l, err := New(noIO{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tt := range []struct {
+		key string
+		ttl time.Duration
+	}{{"", time.Second}, {"k", 0}, {"k", time.Microsecond}} {
+		if _, err := l.TryAcquireWrite(ctx, tt.key, tt.ttl); !errors.Is(err, luakit.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "rwlock: ") {
+			t.Errorf("TryAcquireWrite(%q, %v) = %v, want ErrInvalidConfig", tt.key, tt.ttl, err)
+		}
+	}
+	for _, o := range []Option{WithRenewFraction(0), WithRetryDelay(0), WithCleanupTimeout(0), WithLogger(nil)} {
+		if _, err := New(noIO{}, o); !errors.Is(err, luakit.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "rwlock: ") {
+			t.Errorf("New with a bad option = %v, want ErrInvalidConfig", err)
+		}
 	}
 }
 
@@ -242,5 +262,34 @@ func TestExtendTTLValidation(t *testing.T) {
 	}
 	if h.Err() != nil || h.TTL() != time.Minute {
 		t.Fatalf("after invalid ExtendTTL: Err %v, TTL %v", h.Err(), h.TTL())
+	}
+}
+
+// refusing is a standalone client whose every command fails with err.
+type refusing struct {
+	rueidis.Client
+	err error
+}
+
+func (c refusing) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
+func (c refusing) B() rueidis.Builder       { return rueidis.Builder{} }
+func (c refusing) Do(context.Context, rueidis.Completed) rueidis.RedisResult {
+	return rueidis.NewErrorResult(c.err)
+}
+
+// A Close whose release fails returns the error and logs it, also without WithLogger (the default
+// logger, not a nil one).
+func TestCloseFailureDefaultLogger(t *testing.T) {
+	boom := errors.New("ERR refused")
+	l, err := New(refusing{err: boom})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := grant(t, l, Read, time.Minute)
+	if err := h.Close(); !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "rwlock: ") {
+		t.Fatalf("Close = %v, want the release's error", err)
+	}
+	if !errors.Is(h.Err(), ErrReleased) {
+		t.Fatalf("Err = %v, want ErrReleased", h.Err())
 	}
 }
