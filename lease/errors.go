@@ -31,11 +31,19 @@ var (
 	// ErrExpiringHash is returned by [Leases.TryAcquire] and [Leases.Acquire] when the hash key has a
 	// key-level expiry (PTTL other than -1): it would delete every lease in the hash at once. Nothing was
 	// written. Remove the key's TTL (PERSIST) or use another hash key.
+	//
+	// It matches neither [luakit.ErrForeignData] nor [ErrInvalidConfig]: the hash may well hold only this
+	// package's leases (the expiry is a setting of the key, applied by someone's EXPIRE, not data that
+	// does not decode), and it is found on the server, not in the arguments before any I/O.
 	ErrExpiringHash = errors.New("lease: hash key has a key-level expiry; named leases need a persistent hash")
 
-	// ErrEmptyField is returned, before any I/O, for an empty field (lease name).
-	ErrEmptyField = errors.New("lease: field is empty")
+	// ErrEmptyField is returned, before any I/O, for an empty field (lease name). It matches
+	// [ErrInvalidConfig].
+	ErrEmptyField = luakit.ConfigSentinel("lease: field is empty")
+)
 
-	// ErrNilClient is returned by [New] for a nil rueidis.Client.
-	ErrNilClient = errors.New("lease: nil rueidis client")
+// The other conditions every Coordkit module shares, as the lease package returns them.
+var (
+	ErrInvalidConfig = luakit.ErrInvalidConfig // every bad option or argument (empty hash key or field, TTL), before any I/O
+	ErrNilClient     = luakit.ErrNilClient     // New was given a nil rueidis.Client
 )

@@ -130,7 +130,7 @@ func TestValidationBeforeIO(t *testing.T) {
 				}
 				ctx := context.Background()
 				l, err := ls.TryAcquire(ctx, tt.hash, tt.field, tt.ttl)
-				if !errors.Is(err, tt.want) || l != nil {
+				if !errors.Is(err, tt.want) || !errors.Is(err, luakit.ErrInvalidConfig) || l != nil {
 					t.Errorf("TryAcquire = %v, %v; want nil, %v", l, err, tt.want)
 				}
 				if err != nil && !strings.Contains(err.Error(), tt.wantInString) {
@@ -177,15 +177,28 @@ func TestReleaseOutcome(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	for _, err := range []error{ErrExpiringHash, ErrEmptyField, ErrNilClient, errHeld} {
+	_, nilErr := New(nil)
+	for _, err := range []error{ErrExpiringHash, ErrEmptyField, nilErr, errHeld} {
 		if !strings.HasPrefix(err.Error(), "lease: ") {
 			t.Errorf("%q lacks the package prefix", err)
 		}
+	}
+	if !errors.Is(nilErr, luakit.ErrNilClient) {
+		t.Errorf("New(nil) = %v, want luakit.ErrNilClient", nilErr)
+	}
+	if !errors.Is(ErrEmptyField, luakit.ErrInvalidConfig) {
+		t.Errorf("ErrEmptyField does not match ErrInvalidConfig")
+	}
+	// A key-level expiry on the hash is a setting of the key found on the server: neither foreign data
+	// nor a bad argument.
+	if errors.Is(ErrExpiringHash, luakit.ErrForeignData) || errors.Is(ErrExpiringHash, luakit.ErrInvalidConfig) {
+		t.Errorf("ErrExpiringHash matches ErrForeignData or ErrInvalidConfig")
 	}
 	shared := map[error]error{
 		ErrNotAcquired: luakit.ErrNotAcquired, ErrLateReply: luakit.ErrLateReply, ErrUncertain: luakit.ErrUncertain,
 		ErrLost: luakit.ErrLost, ErrExpired: luakit.ErrExpired, ErrReleased: luakit.ErrReleased,
 		ErrKeepAliveRunning: luakit.ErrKeepAliveRunning, ErrInvalidTTL: luakit.ErrInvalidTTL,
+		ErrNilClient: luakit.ErrNilClient,
 	}
 	for ours, theirs := range shared {
 		if ours != theirs {
@@ -249,10 +262,7 @@ func TestDecodeHolders(t *testing.T) {
 // granted returns a Lease of ls started by Grant as if the acquisition was sent at start, without I/O.
 func granted(t *testing.T, ls *Leases, ttl time.Duration, start time.Time) *Lease {
 	t.Helper()
-	l, err := ls.newLease("p:h", "h", "f", ttl.Milliseconds())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := ls.newLease("p:h", "h", "f", ttl.Milliseconds())
 	if err := l.Grant(context.Background(), &l.b, &ls.cfg.own, start, ttl); err != nil {
 		t.Fatal(err)
 	}

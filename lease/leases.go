@@ -29,11 +29,12 @@ type Leases struct {
 	features luakit.FeatureCache
 }
 
-// New returns a Leases over client. It does no I/O. It fails with [ErrNilClient] for a nil client and
-// with a descriptive error for an invalid option; nil options are ignored.
+// New returns a Leases over client. It does no I/O. It fails with an error wrapping [ErrNilClient] for
+// a nil client and with an error matching [ErrInvalidConfig] for an invalid option; nil options are
+// ignored.
 func New(client rueidis.Client, opts ...Option) (*Leases, error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, fmt.Errorf("lease: %w", ErrNilClient)
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -83,11 +84,8 @@ func (ls *Leases) require(ctx context.Context) error {
 }
 
 // newLease returns an unstarted Lease with a fresh owner token, for one or more attempts.
-func (ls *Leases) newLease(key, hashKey, field string, ms int64) (*Lease, error) {
-	owner, err := luakit.NewOwnerToken()
-	if err != nil {
-		return nil, fmt.Errorf("lease: %w", err)
-	}
+func (ls *Leases) newLease(key, hashKey, field string, ms int64) *Lease {
+	owner := luakit.OwnerToken()
 	return &Lease{
 		b: backend{
 			client: ls.client,
@@ -96,7 +94,7 @@ func (ls *Leases) newLease(key, hashKey, field string, ms int64) (*Lease, error)
 			ms:     ms,
 		},
 		hashKey: hashKey,
-	}, nil
+	}
 }
 
 // errHeld is TryAcquire's error for a held field (prebuilt: contention is the common failure).
@@ -133,10 +131,7 @@ func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl tim
 	if err := ls.require(ctx); err != nil {
 		return nil, err
 	}
-	l, err := ls.newLease(key, hashKey, field, ms)
-	if err != nil {
-		return nil, err
-	}
+	l := ls.newLease(key, hashKey, field, ms)
 	if _, err := ls.try(ctx, l); err != nil {
 		return nil, err
 	}
@@ -227,10 +222,7 @@ func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.D
 	var l, got *Lease
 	err = ls.waiter.Wait(ctx, key, func(ctx context.Context) ownership.Attempt {
 		if l == nil {
-			var err error
-			if l, err = ls.newLease(key, hashKey, field, ms); err != nil {
-				return ownership.Attempt{Err: err}
-			}
+			l = ls.newLease(key, hashKey, field, ms)
 		}
 		holderTTL, err := ls.try(ctx, l)
 		switch {
