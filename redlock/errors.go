@@ -24,6 +24,13 @@ var (
 	ErrInvalidTTL       = luakit.ErrInvalidTTL       // a TTL under 1ms or not above the drift allowance, before any I/O
 )
 
+// The other conditions every Coordkit module shares, as redlock returns them.
+var (
+	ErrInvalidConfig = luakit.ErrInvalidConfig // every bad option or argument (clients, keys, TTL), before any I/O
+	ErrForeignData   = luakit.ErrForeignData   // a node's *CounterError whose fence key holds another type or a value redlock never writes
+	ErrNilClient     = luakit.ErrNilClient     // NewGroup was given a nil client
+)
+
 // Sentinel errors of this package. Compare with errors.Is: most are returned wrapped with detail.
 var (
 	// ErrNoQuorum is wrapped by every [*QuorumError]: fewer than a majority of nodes confirmed the step.
@@ -39,21 +46,21 @@ var (
 	// ErrCounter is wrapped by every [*CounterError]: a node's fence counter cannot issue a token.
 	ErrCounter = errors.New("redlock: fence counter cannot issue a token")
 
-	// ErrSameKey is returned, before any I/O, when a lock key equals the fence key.
-	ErrSameKey = errors.New("redlock: lock key and fence key must differ")
+	// ErrSameKey is returned, before any I/O, when a lock key equals the fence key. It matches
+	// [ErrInvalidConfig].
+	ErrSameKey = luakit.ConfigSentinel("redlock: lock key and fence key must differ")
 
-	// ErrNodeCount is returned by [NewGroup] unless the number of clients is odd and at least 3.
-	ErrNodeCount = errors.New("redlock: need an odd number of at least 3 clients")
-
-	// ErrNilClient is returned by [NewGroup] for a nil client.
-	ErrNilClient = errors.New("redlock: nil rueidis client")
+	// ErrNodeCount is returned by [NewGroup] unless the number of clients is odd and at least 3. It
+	// matches [ErrInvalidConfig].
+	ErrNodeCount = luakit.ConfigSentinel("redlock: need an odd number of at least 3 clients")
 
 	// ErrClusterClient is returned by [NewGroup] for a Redis Cluster client: each node must be an
-	// independent standalone deployment.
-	ErrClusterClient = errors.New("redlock: cluster clients are not supported; use one standalone client per deployment")
+	// independent standalone deployment. It matches [ErrInvalidConfig].
+	ErrClusterClient = luakit.ConfigSentinel("redlock: cluster clients are not supported; use one standalone client per deployment")
 
-	// ErrDuplicateClient is returned by [NewGroup] when the same client value appears twice.
-	ErrDuplicateClient = errors.New("redlock: the same client appears twice")
+	// ErrDuplicateClient is returned by [NewGroup] when the same client value appears twice. It matches
+	// [ErrInvalidConfig].
+	ErrDuplicateClient = luakit.ConfigSentinel("redlock: the same client appears twice")
 )
 
 // lateError is a [Group.TryAcquire] attempt that a majority granted too late (see [ErrLateReply]).
@@ -167,6 +174,10 @@ const (
 )
 
 // CounterError reports a fence counter that cannot issue a fencing token. It wraps [ErrCounter].
+//
+// With reason [CounterWrongType], [CounterMalformed] or [CounterNegative] it also matches
+// [ErrForeignData]: the node's fence key holds data redlock never writes. [CounterExpiring] (a setting
+// of the key) and [CounterOverflow] (a counter value redlock could have reached) do not.
 type CounterError struct {
 	Reason CounterReason
 }
@@ -178,3 +189,15 @@ func (e *CounterError) Error() string {
 
 // Unwrap returns [ErrCounter].
 func (e *CounterError) Unwrap() error { return ErrCounter }
+
+// Is reports whether target is [ErrForeignData] and the reason says the fence key holds foreign data.
+func (e *CounterError) Is(target error) bool {
+	if target != luakit.ErrForeignData {
+		return false
+	}
+	switch e.Reason {
+	case CounterWrongType, CounterMalformed, CounterNegative:
+		return true
+	}
+	return false
+}

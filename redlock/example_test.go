@@ -115,8 +115,9 @@ func ExampleLock_Verify() {
 }
 
 // NewGroup validates the group before any I/O: an odd number of at least three independent clients.
+// Like every bad argument, a wrong count also matches ErrInvalidConfig.
 func ExampleNewGroup() {
 	_, err := redlock.NewGroup(nil)
-	fmt.Println(errors.Is(err, redlock.ErrNodeCount))
-	// Output: true
+	fmt.Println(errors.Is(err, redlock.ErrNodeCount), errors.Is(err, redlock.ErrInvalidConfig))
+	// Output: true true
 }

@@ -65,7 +65,7 @@ func defaultConfig() config {
 func WithNodeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("redlock: node timeout %v must be positive", d)
+			return luakit.InvalidConfig("redlock", "node timeout %v must be positive", d)
 		}
 		c.nodeTimeout = d
 		return nil
@@ -77,7 +77,7 @@ func WithNodeTimeout(d time.Duration) Option {
 func WithDriftFactor(f float64) Option {
 	return optionFunc(func(c *config) error {
 		if !(f >= 0 && f < 0.5) {
-			return fmt.Errorf("redlock: drift factor %v outside [0, 0.5)", f)
+			return luakit.InvalidConfig("redlock", "drift factor %v outside [0, 0.5)", f)
 		}
 		c.driftFactor = f
 		return nil
@@ -91,7 +91,7 @@ func WithDriftFactor(f float64) Option {
 func WithRetryDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("redlock: retry delay %v must be positive", d)
+			return luakit.InvalidConfig("redlock", "retry delay %v must be positive", d)
 		}
 		c.retryDelay = d
 		return nil
@@ -103,7 +103,7 @@ func WithRetryDelay(d time.Duration) Option {
 func WithRenewFraction(fraction float64) Option {
 	return optionFunc(func(c *config) error {
 		if !(fraction > 0 && fraction <= 0.9) {
-			return fmt.Errorf("redlock: renew fraction %v outside (0, 0.9]", fraction)
+			return luakit.InvalidConfig("redlock", "renew fraction %v outside (0, 0.9]", fraction)
 		}
 		c.renewFraction = fraction
 		return nil
@@ -127,7 +127,7 @@ func WithKeyPrefix(prefix string) Option {
 func WithFencing(fenceKey string) Option {
 	return optionFunc(func(c *config) error {
 		if err := luakit.ValidateKey("fence key", fenceKey); err != nil {
-			return err
+			return fmt.Errorf("redlock: %w", err) // matches ErrInvalidConfig and luakit.ErrEmptyKey
 		}
 		c.fenceKey = fenceKey
 		c.fenced = true
@@ -144,7 +144,7 @@ func WithFencing(fenceKey string) Option {
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("redlock: nil logger")
+			return luakit.InvalidConfig("redlock", "nil logger")
 		}
 		c.logger = l
 		return nil

@@ -44,7 +44,7 @@ func NewGroup(clients []rueidis.Client, opts ...Option) (*Group, error) {
 	}
 	for i, c := range clients {
 		if c == nil {
-			return nil, fmt.Errorf("%w (client %d)", ErrNilClient, i)
+			return nil, fmt.Errorf("redlock: %w (client %d)", ErrNilClient, i)
 		}
 		if c.Mode() == rueidis.ClientModeCluster {
 			return nil, fmt.Errorf("%w (client %d)", ErrClusterClient, i)
@@ -133,7 +133,7 @@ func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) 
 // TryAcquire blocks for at most about two node timeouts (three in fenced mode).
 func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := luakit.ValidateKey("lock key", key); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("redlock: %w", err)
 	}
 	ttl, drift, err := g.timing(ttl)
 	if err != nil {
@@ -150,10 +150,7 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redlock: acquire: %w", err)
 	}
-	token, err := luakit.NewOwnerToken()
-	if err != nil {
-		return nil, fmt.Errorf("redlock: owner token: %w", err)
-	}
+	token := luakit.OwnerToken()
 
 	keys := []string{pkey}
 	if g.cfg.fenced {

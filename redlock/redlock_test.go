@@ -76,8 +76,12 @@ func TestNewGroup(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g, err := NewGroup(tt.clients, tt.opts...)
 			if tt.want != nil {
-				if !errors.Is(err, tt.want) {
+				if !errors.Is(err, tt.want) || !strings.HasPrefix(err.Error(), "redlock: ") {
 					t.Fatalf("NewGroup error = %v, want %v", err, tt.want)
+				}
+				// Every bad argument matches ErrInvalidConfig; a nil client is ErrNilClient.
+				if tt.want != ErrNilClient && !errors.Is(err, luakit.ErrInvalidConfig) {
+					t.Fatalf("NewGroup error = %v does not match ErrInvalidConfig", err)
 				}
 				return
 			}
@@ -112,8 +116,8 @@ func TestOptionsInvalid(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := NewGroup(stubs(3), tt.opt); err == nil {
 				t.Fatal("NewGroup accepted an invalid option")
-			} else if !strings.HasPrefix(err.Error(), "redlock: ") && !strings.HasPrefix(err.Error(), "luakit: ") {
-				t.Fatalf("error %q lacks a package prefix", err)
+			} else if !strings.HasPrefix(err.Error(), "redlock: ") || !errors.Is(err, luakit.ErrInvalidConfig) {
+				t.Fatalf("error %q lacks the redlock: prefix or does not match ErrInvalidConfig", err)
 			}
 		})
 	}
@@ -148,8 +152,11 @@ func TestValidationBeforeIO(t *testing.T) {
 				t.Fatal(err)
 			}
 			l, err := g.TryAcquire(tt.ctx, tt.key, tt.ttl)
-			if l != nil || !errors.Is(err, tt.want) {
+			if l != nil || !errors.Is(err, tt.want) || !strings.HasPrefix(err.Error(), "redlock: ") {
 				t.Fatalf("TryAcquire = %v, %v; want %v", l, err, tt.want)
+			}
+			if tt.want != context.Canceled && !errors.Is(err, luakit.ErrInvalidConfig) {
+				t.Fatalf("TryAcquire error %v does not match ErrInvalidConfig", err)
 			}
 			if _, err := g.Acquire(tt.ctx, tt.key, tt.ttl); !errors.Is(err, tt.want) {
 				t.Fatalf("Acquire error = %v; want %v", err, tt.want)
@@ -213,7 +220,7 @@ func TestLateError(t *testing.T) {
 
 func TestErrorsPrefixed(t *testing.T) {
 	for _, err := range []error{
-		ErrNoQuorum, ErrHeld, ErrNotOwner, ErrCounter, ErrSameKey, ErrNodeCount, ErrNilClient,
+		ErrNoQuorum, ErrHeld, ErrNotOwner, ErrCounter, ErrSameKey, ErrNodeCount,
 		ErrClusterClient, ErrDuplicateClient, &CounterError{Reason: CounterNegative},
 	} {
 		if !strings.HasPrefix(err.Error(), "redlock: ") {
@@ -228,9 +235,25 @@ func TestSharedErrors(t *testing.T) {
 		{ErrNotAcquired, luakit.ErrNotAcquired}, {ErrLateReply, luakit.ErrLateReply},
 		{ErrUncertain, luakit.ErrUncertain}, {ErrLost, luakit.ErrLost}, {ErrExpired, luakit.ErrExpired},
 		{ErrReleased, luakit.ErrReleased}, {ErrKeepAliveRunning, luakit.ErrKeepAliveRunning},
+		{ErrNilClient, luakit.ErrNilClient},
 	} {
 		if tt.ours != tt.shared {
 			t.Errorf("%v is not luakit's value", tt.ours)
+		}
+	}
+	for _, err := range []error{ErrSameKey, ErrNodeCount, ErrClusterClient, ErrDuplicateClient} {
+		if !errors.Is(err, luakit.ErrInvalidConfig) {
+			t.Errorf("%v does not match ErrInvalidConfig", err)
+		}
+	}
+	// A node's fence key holding data redlock never writes is foreign data.
+	for _, tt := range []struct {
+		reason  CounterReason
+		foreign bool
+	}{{CounterWrongType, true}, {CounterMalformed, true}, {CounterNegative, true}, {CounterExpiring, false}, {CounterOverflow, false}} {
+		err := error(&CounterError{Reason: tt.reason})
+		if errors.Is(err, luakit.ErrForeignData) != tt.foreign || !errors.Is(err, ErrCounter) {
+			t.Errorf("CounterError{%s}: ErrForeignData %v, want %v", tt.reason, errors.Is(err, luakit.ErrForeignData), tt.foreign)
 		}
 	}
 	if Released != ownership.Released || AlreadyReleased != ownership.AlreadyReleased || NotOwned != ownership.NotOwned {
