@@ -120,8 +120,10 @@ func (e *CrossSlotError) Error() string {
 // Unwrap returns ErrCrossSlot.
 func (e *CrossSlotError) Unwrap() error { return ErrCrossSlot }
 
-// Is reports whether target is ErrCrossSlot.
-func (e *CrossSlotError) Is(target error) bool { return target == ErrCrossSlot }
+// Is reports whether target is ErrCrossSlot or ErrInvalidConfig (a key layout is configuration).
+func (e *CrossSlotError) Is(target error) bool {
+	return target == ErrCrossSlot || target == ErrInvalidConfig
+}
 
 // CheckSameSlot returns nil when every key hashes to the same Cluster slot
 // (trivially so for zero or one key), and otherwise a *CrossSlotError

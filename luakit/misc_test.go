@@ -107,3 +107,10 @@ func TestConfigSentinels(t *testing.T) {
 		}
 	}
 }
+
+func TestCrossSlotIsConfig(t *testing.T) {
+	err := CheckSameSlot(NamedKey{Role: "a", Key: "a"}, NamedKey{Role: "b", Key: "b"})
+	if !errors.Is(err, ErrCrossSlot) || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("%v: want ErrCrossSlot and ErrInvalidConfig", err)
+	}
+}
