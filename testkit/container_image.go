@@ -95,7 +95,8 @@ func ensureImage(ctx context.Context, cli *client.Client, spec targetSpec) (imag
 	return image{ref: ref, local: true}, nil
 }
 
-// Pulls and builds happen once per image and process; parallel tests wait for the first.
+// Pulls and builds happen once per engine, image and process; parallel tests wait for the first. (Keyed
+// by engine too: a test against a second engine, such as a fake one, must not see the first one's image.)
 var (
 	imageOpsMu sync.Mutex
 	imageOps   = map[string]*imageOp{}
@@ -137,7 +138,7 @@ func ensurePulled(ctx context.Context, cli *client.Client, ref string) error {
 	if imagePresent(ctx, cli, ref) {
 		return nil
 	}
-	return imageOnce(ctx, "pull "+ref, func() error {
+	return imageOnce(ctx, cli.DaemonHost()+" pull "+ref, func() error {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pullTimeout)
 		defer cancel()
 		resp, err := cli.ImagePull(pctx, ref, client.ImagePullOptions{})
@@ -164,7 +165,7 @@ func ensureLocalImage(ctx context.Context, cli *client.Client, spec targetSpec) 
 	if imagePresent(ctx, cli, tag) {
 		return tag, nil
 	}
-	err = imageOnce(ctx, "build "+tag, func() error {
+	err = imageOnce(ctx, cli.DaemonHost()+" build "+tag, func() error {
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), buildTimeout)
 		defer cancel()
 		return buildImage(bctx, cli, tag, bin, spec.flavor)
