@@ -156,7 +156,7 @@ func (ls *Leases) try(ctx context.Context, l *Lease) (time.Duration, error) {
 			}
 			return 0, err
 		}
-		return 0, fmt.Errorf("lease: acquire: %w", err)
+		return 0, fmt.Errorf("lease: acquire: %w", luakit.MarkForeign(err))
 	}
 	if len(arr) != 2 {
 		return 0, fmt.Errorf("lease: acquire: unexpected reply of %d elements", len(arr))
@@ -260,7 +260,7 @@ func (ls *Leases) Holders(ctx context.Context, hashKey string) ([]Holder, error)
 	}
 	arr, err := holdersScript.Exec(ctx, ls.client, []string{ls.cfg.keys.Key(hashKey)}, nil).ToArray()
 	if err != nil {
-		return nil, fmt.Errorf("lease: holders: %w", err)
+		return nil, fmt.Errorf("lease: holders: %w", luakit.MarkForeign(err))
 	}
 	return decodeHolders(arr)
 }

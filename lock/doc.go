@@ -63,6 +63,10 @@
 //
 // # Non-guarantees
 //
+//   - A lease is a plain string, so any value a foreign writer left at the lease key reads as another
+//     owner's lease: TryAcquire returns [ErrNotAcquired] and Acquire waits until that key expires or
+//     is deleted (telling it apart would cost a TYPE and GET per acquisition). Keep the lock's keys to
+//     the lock. A foreign fence counter is reported ([CounterError], matching [ErrForeignData]).
 //   - A fencing token does not stop a paused or partitioned process. The protected resource must
 //     atomically reject writes whose token is lower than the highest it has accepted ([Fence] shows the
 //     check); only that makes the lock safe.

@@ -114,3 +114,10 @@ func TestCrossSlotIsConfig(t *testing.T) {
 		t.Fatalf("%v: want ErrCrossSlot and ErrInvalidConfig", err)
 	}
 }
+
+func TestMarkForeign(t *testing.T) {
+	plain := errors.New("x")
+	if MarkForeign(plain) != plain || MarkForeign(nil) != nil {
+		t.Fatal("MarkForeign changed an error that is not WRONGTYPE")
+	}
+}

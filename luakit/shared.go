@@ -5,6 +5,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/redis/rueidis"
 )
 
 // Errors that mean the same in every Coordkit module. Each module re-exports the ones it returns
@@ -50,6 +53,23 @@ type configSentinel struct{ msg string }
 
 func (e *configSentinel) Error() string        { return e.msg }
 func (e *configSentinel) Is(target error) bool { return target == ErrInvalidConfig }
+
+// MarkForeign returns err marked so that it also matches [ErrForeignData] when it is the server's
+// WRONGTYPE reply (the key holds another Redis type), and err unchanged otherwise. The message and the
+// *rueidis.RedisError in the chain stay as they were.
+func MarkForeign(err error) error {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "WRONGTYPE") {
+		return &foreignError{err: err}
+	}
+	return err
+}
+
+type foreignError struct{ err error }
+
+func (e *foreignError) Error() string        { return e.err.Error() }
+func (e *foreignError) Unwrap() error        { return e.err }
+func (e *foreignError) Is(target error) bool { return target == ErrForeignData }
 
 // InvalidConfig returns a [*ConfigError] for module with a formatted message.
 func InvalidConfig(module, format string, args ...any) error {

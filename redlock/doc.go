@@ -103,6 +103,9 @@
 //
 // # Non-guarantees (no consensus)
 //
+// A lock key holding any value another writer left reads, on that node, as another owner's lock
+// ([ErrHeld]); keep the lock's keys to the lock.
+//
 // Redlock is not a consensus algorithm; as Martin Kleppmann's critique ("How to do distributed locking",
 // 2016) points out, its mutual exclusion rests on timing assumptions:
 //

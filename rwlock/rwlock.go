@@ -191,7 +191,7 @@ func (l *Locker) attempt(ctx context.Context, mode Mode, key, physical string, m
 			// A settled attempt (for example on a connection that broke) left nothing: try again.
 			return nil, ownership.Attempt{Retry: settled && ctx.Err() == nil, Err: err}
 		}
-		return nil, ownership.Attempt{Retry: luakit.IsTransient(err), Err: fmt.Errorf("rwlock: acquire %s: %w", mode, err)}
+		return nil, ownership.Attempt{Retry: luakit.IsTransient(err), Err: fmt.Errorf("rwlock: acquire %s: %w", mode, luakit.MarkForeign(err))}
 	}
 	if len(arr) != 2 {
 		return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: unexpected reply of %d elements", mode, len(arr))}

@@ -239,7 +239,7 @@ func (s *Semaphore) try(ctx context.Context, ms string, ttl time.Duration) (p *P
 		if luakit.IsUncertain(err) {
 			return nil, 0, settled, fmt.Errorf("semaphore: acquire: %w: %w", ErrUncertain, err)
 		}
-		return nil, 0, settled, fmt.Errorf("semaphore: acquire: %w", err)
+		return nil, 0, settled, fmt.Errorf("semaphore: acquire: %w", luakit.MarkForeign(err))
 	}
 	status, v, wait, err := decodeAcquire(arr)
 	if err != nil {

@@ -74,8 +74,12 @@ type kind struct {
 	retriesEvery time.Duration
 	// newFactory builds a factory of the kind over cs (one client, or one per quorum server) for res.
 	newFactory func(t *testing.T, cs []rueidis.Client, res string, o factoryOptions) *factory
-	// slotKey is the key whose slot holds res (on a cluster).
+	// slotKey is the key whose slot holds res (on a cluster); for every kind it is also the key of
+	// the hold itself.
 	slotKey func(res string) string
+	// foreignIsHeld: the hold is a plain string, so another string at its key reads as another
+	// owner's hold (lock, redlock) instead of foreign data.
+	foreignIsHeld bool
 	// holds reports whether some owner holds res on the server c reaches; remove deletes that hold,
 	// as an operator (or a data loss) would. Both go through an assertion client.
 	holds  func(ctx context.Context, c rueidis.Client, res string) (bool, error)
@@ -194,9 +198,10 @@ var kinds = []*kind{
 			}
 			return &factory{try: try, acquire: acq, tryRival: try, acquireRival: acq}
 		},
-		slotKey: lockKey,
-		holds:   keyExists(lockKey),
-		remove:  delKey(lockKey),
+		slotKey:       lockKey,
+		foreignIsHeld: true,
+		holds:         keyExists(lockKey),
+		remove:        delKey(lockKey),
 	},
 	{
 		name:        "lease",
@@ -283,8 +288,9 @@ var kinds = []*kind{
 			}
 			return &factory{try: try, acquire: acq, tryRival: try, acquireRival: acq}
 		},
-		slotKey: redKey,
-		holds:   keyExists(redKey),
-		remove:  delKey(redKey),
+		slotKey:       redKey,
+		foreignIsHeld: true,
+		holds:         keyExists(redKey),
+		remove:        delKey(redKey),
 	},
 }

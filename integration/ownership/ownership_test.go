@@ -30,6 +30,7 @@ var scenarios = []scenario{
 	{name: "11_wait_does_not_poll", run: testWaitNoPoll},
 	{name: "12_uncertain_extend_keeps_handle", run: testUncertainExtend},
 	{name: "13_errors_shared", run: testErrorsShared, unsupported: true},
+	{name: "14_foreign_data", run: testForeignData},
 }
 
 // TestOwnership runs every scenario for every kind on every target: TestOwnership/<target>/<scenario>/

@@ -488,3 +488,30 @@ func testErrorsShared(t *testing.T, e *env, k *kind) {
 	require.False(t, errors.Is(err, luakit.ErrUncertain), "a refusal is certain")
 	release(t, holder, ownership.Released)
 }
+
+// 14. A key holding another Redis type is foreign data: the try-acquisition fails with an error that
+// matches luakit.ErrForeignData and leaves the value alone. A lock's and a redlock's hold is a plain
+// string, so there a foreign string reads as another owner's hold (ErrNotAcquired), as their package
+// docs say; the value is left alone too.
+func testForeignData(t *testing.T, e *env, k *kind) {
+	res := "foreign-" + k.name
+	c := ctx(t)
+	for _, raw := range e.raws(k) {
+		require.NoError(t, raw.Do(c, raw.B().Set().Key(k.slotKey(res)).Value("not-ours").Build()).Error())
+	}
+	f := k.newFactory(t, e.clients(t, k, plain), res, factoryOptions{})
+	h, err := f.try(c, 10*time.Second)
+	require.Nil(t, h)
+	if k.foreignIsHeld {
+		require.ErrorIs(t, err, luakit.ErrNotAcquired)
+	} else {
+		require.ErrorIs(t, err, luakit.ErrForeignData)
+		require.False(t, errors.Is(err, luakit.ErrUncertain), "a WRONGTYPE reply is certain")
+	}
+	for _, raw := range e.raws(k) {
+		v, err := raw.Do(c, raw.B().Get().Key(k.slotKey(res)).Build()).ToString()
+		require.NoError(t, err)
+		require.Equal(t, "not-ours", v, "the foreign value is left alone")
+		require.NoError(t, raw.Do(c, raw.B().Del().Key(k.slotKey(res)).Build()).Error())
+	}
+}

@@ -242,8 +242,10 @@ func (h *Handle) lockOp(ctx context.Context, op string) error {
 
 func (h *Handle) unlockOp() { <-h.op }
 
-// wrap returns err prefixed with the module's name and op, marked uncertain when no reply was read.
+// wrap returns err prefixed with the module's name and op, marked uncertain when no reply was read and
+// as foreign data for a WRONGTYPE reply.
 func (h *Handle) wrap(op string, err error) error {
+	err = luakit.MarkForeign(err)
 	if errors.Is(err, luakit.ErrUncertain) {
 		return fmt.Errorf("%s: %s: %w", h.cfg.name(), op, err)
 	}
