@@ -8,8 +8,11 @@
 //
 // An acquisition sends one script with a fresh random owner token (128 bits) and a TTL. The handle's
 // local estimate of the hold's life is measured from just before that send: deadline = send time + TTL
-// (− the primitive's margin: redlock's clock-drift allowance). The server's expiry starts when the
-// script runs, which is later, so on a correct clock the estimate never outlives the server's hold.
+// − 1ms, or − the primitive's larger margin (redlock's clock-drift allowance). The server's expiry starts when the
+// script runs, which is later, so on a correct clock the estimate never outlives the server's hold. The
+// estimate is also shortened by [ServerClockStep] (1ms, at most half the TTL): servers count expiry in
+// whole milliseconds of a truncated clock, and Redis 8 expires a key within the very millisecond of its
+// expiry time, so a hold can end up to just under 1ms before run time + TTL.
 // Every renewal restarts the estimate from its own send time.
 //
 // # Contract

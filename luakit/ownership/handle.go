@@ -104,6 +104,21 @@ func (c *Config) margin(ttl time.Duration) time.Duration {
 	return c.Margin(ttl)
 }
 
+// ServerClockStep is how much earlier than send time + TTL a server may end a hold: servers keep
+// expiry times in whole milliseconds, taken from a clock read truncated to the millisecond, and Redis
+// 8's active expiry removes a key in the very millisecond of its expiry time, so a hold can end up to
+// just under 1ms before the command's run time + TTL. Every local estimate is shortened by it (by half
+// the TTL at most, for TTLs under 2ms; a primitive's larger margin replaces it), so it never outlives
+// the server's hold.
+const ServerClockStep = time.Millisecond
+
+// estimate is the local deadline of a hold sent at start with ttl: start + ttl − the larger of the
+// primitive's margin (redlock's drift allowance already counts 2ms for clock precision) and the server
+// clock's step.
+func (c *Config) estimate(start time.Time, ttl time.Duration) time.Time {
+	return start.Add(ttl - max(c.margin(ttl), min(ServerClockStep, ttl/2)))
+}
+
 func (c *Config) renewFraction() float64 {
 	if c.RenewFraction <= 0 {
 		return 1.0 / 3
@@ -165,7 +180,7 @@ func (h *Handle) Grant(ctx context.Context, b Backend, cfg *Config, start time.T
 	}
 	var deadline time.Time
 	if ttl > 0 {
-		deadline = start.Add(ttl - cfg.margin(ttl))
+		deadline = cfg.estimate(start, ttl)
 		if !time.Now().Before(deadline) {
 			Cleanup(ctx, cfg, b.Release)
 			return luakit.ErrLateReply
@@ -264,8 +279,9 @@ func (h *Handle) TTL() time.Duration {
 }
 
 // Deadline returns the local estimate of when the hold ends: the send time of the acquiring or last
-// confirmed renewing command plus the TTL (minus the primitive's margin, such as redlock's drift
-// allowance); the zero time for a hold without expiry. It does not change when the handle ends.
+// confirmed renewing command plus the TTL, minus the larger of [ServerClockStep] and the primitive's
+// margin (such as redlock's drift allowance); the zero time for a hold without expiry. It does not
+// change when the handle ends.
 func (h *Handle) Deadline() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -355,7 +371,7 @@ func (h *Handle) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error)
 		if errors.Is(err, luakit.ErrUncertain) || luakit.IsUncertain(err) {
 			// The renewal may run later: keep the estimate, lowered if the new TTL is shorter.
 			if ttl > 0 && h.ctx.Err() == nil {
-				if d := start.Add(ttl - h.cfg.margin(ttl)); h.deadline.IsZero() || d.Before(h.deadline) {
+				if d := h.cfg.estimate(start, ttl); h.deadline.IsZero() || d.Before(h.deadline) {
 					h.setDeadlineLocked(d)
 				}
 			}
@@ -388,7 +404,7 @@ func (h *Handle) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error)
 			h.timer.Stop()
 		}
 	} else {
-		h.setDeadlineLocked(start.Add(ttl - h.cfg.margin(ttl)))
+		h.setDeadlineLocked(h.cfg.estimate(start, ttl))
 	}
 	h.mu.Unlock()
 	return true, nil
