@@ -171,9 +171,10 @@ type Handle struct {
 
 // Grant starts h for a hold the server granted to an acquisition sent at start with ttl (0: no
 // expiry). h is the caller's zero Handle (usually embedded in the primitive's handle type); b and cfg
-// are kept. When the local estimate start + ttl − margin already elapsed, the grant is a late reply: h
-// is left unused, an owner-checked release bounded by cfg.CleanupTimeout is sent through b (surviving
-// ctx's cancellation), and Grant returns [luakit.ErrLateReply]. Grant must be called once per Handle.
+// are kept. When the local estimate (start + ttl, shortened as [Handle.Deadline] says) already elapsed,
+// the grant is a late reply: h is left unused, an owner-checked release bounded by cfg.CleanupTimeout
+// is sent through b (surviving ctx's cancellation), and Grant returns [luakit.ErrLateReply]. Grant
+// must be called once per Handle.
 func (h *Handle) Grant(ctx context.Context, b Backend, cfg *Config, start time.Time, ttl time.Duration) error {
 	if h.b != nil {
 		panic("ownership: Grant called twice on one Handle")
