@@ -46,12 +46,14 @@ func TestOwnership(t *testing.T) {
 			for _, sc := range scenarios {
 				t.Run(sc.name, func(t *testing.T) {
 					for _, k := range kinds {
-						t.Run(k.name, func(t *testing.T) {
-							if why := k.needs(e); why != "" && !(sc.unsupported && k.unsupported != nil) {
-								t.Skip(why)
-							}
-							sc.run(t, e, k)
-						})
+						// A kind the target does not offer (lease without hash-field expiry, redlock on
+						// a cluster) is not part of that target's matrix: no subtest, except for the
+						// scenario that asserts what its acquisition returns there.
+						if why := k.needs(e); why != "" && !(sc.unsupported && k.unsupported != nil) {
+							t.Logf("%s: not on this target (%s)", k.name, why)
+							continue
+						}
+						t.Run(k.name, func(t *testing.T) { sc.run(t, e, k) })
 					}
 				})
 			}
