@@ -333,10 +333,10 @@ func (l *Limiter) enter(ctx context.Context, w *waiter) (*compiled, error) {
 		}
 		if !l.updating {
 			l.active++
-			if w != nil {
-				w.sent = true
-			}
 			c := l.cur
+			if w != nil {
+				w.sent, w.used = true, c
+			}
 			l.mu.Unlock()
 			return c, nil
 		}
@@ -378,7 +378,9 @@ func (l *Limiter) openGateLocked() {
 // published together. With [Adopt] nothing is sent: use it on every other instance after one has
 // migrated. Updates of one instance are serialized. A successful Update wakes the wait queue at once:
 // waiting requests retry with the new settings, and those larger than the new capacity are rejected
-// without RetryAfter.
+// without RetryAfter. A queued request whose attempt is in flight during the Update keeps that
+// attempt's admission; if the attempt was rejected, the request retries at once with the new settings
+// (or is rejected without RetryAfter when larger than the new capacity).
 //
 // ctx is honoured while waiting to start (for another Update or for attempts in progress), and then
 // the old settings stay usable. Once the migration script is sent, Update waits for its reply even if

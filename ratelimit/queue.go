@@ -29,6 +29,10 @@ type waiter struct {
 	// sent: the pump's current attempt passed the update barrier and may have sent its script, so
 	// ending the waiter now leaves an uncertain outcome (set by Limiter.enter, guarded by Limiter.mu).
 	sent bool
+	// used: the settings the pump's current attempt decides with (set when the attempt starts and
+	// again by Limiter.enter). A rejection decided with settings an Update has since replaced is
+	// stale: the waiter retries at once instead of sleeping on its RetryAfter.
+	used *compiled
 }
 
 type outcome struct {
@@ -226,7 +230,7 @@ func (l *Limiter) pump() {
 			timer.Stop()
 			continue
 		}
-		w.inflight, w.sent = true, false
+		w.inflight, w.sent, w.used = true, false, l.cur
 		l.mu.Unlock()
 
 		// The attempt ends with the waiter's context or with Close, whichever comes first.
@@ -239,25 +243,50 @@ func (l *Limiter) pump() {
 		l.mu.Lock()
 		w.inflight = false
 		if w.queued { // not cancelled, evicted or failed by Close meanwhile
-			if err != nil || res.Allowed || res.RetryAfter <= 0 {
-				l.removeLocked(w)
-				w.done <- outcome{res: res, err: err}
-			} else {
-				w.due, w.last = time.Now().Add(res.RetryAfter), res
-			}
+			l.settleLocked(w, res, err)
 		}
 		l.mu.Unlock()
 	}
 }
 
+// settleLocked applies the outcome of the pump's attempt for w, still queued: an error, an admission,
+// a deny-list rejection or a rejection without RetryAfter ends the wait. A rejection decided with
+// settings that an Update replaced while the attempt ran (its wake-up found the waiter in flight and
+// left it alone) is handled as that wake-up would have: the waiter leaves without RetryAfter when it is
+// larger than the new capacity and otherwise retries at once. Any other rejection sleeps until its
+// RetryAfter.
+func (l *Limiter) settleLocked(w *waiter, res Result, err error) {
+	now := time.Now()
+	switch {
+	case err != nil || res.Allowed || res.Reason == ReasonDenyList:
+	case w.used != l.cur:
+		if capacity := l.cur.capacity(); w.n > capacity {
+			res = Result{Reason: ReasonCapacity, Limit: capacity}
+			break
+		}
+		w.due, w.last = now, res
+		return
+	case res.RetryAfter > 0:
+		w.due, w.last = now.Add(res.RetryAfter), res
+		return
+	}
+	l.removeLocked(w)
+	w.done <- outcome{res: res, err: err}
+}
+
 // wakeQueueLocked runs after an Update published settings of the given capacity: requests larger
-// than it are rejected without RetryAfter, and every other one may retry now, in order.
+// than it are rejected without RetryAfter, and every other one may retry now, in order. A waiter the
+// pump is attempting is left to the pump (see settleLocked): its attempt may already have been
+// admitted under the old settings.
 func (l *Limiter) wakeQueueLocked(capacity int64) {
 	if len(l.q.ws) == 0 {
 		return
 	}
 	now := time.Now()
 	for _, w := range append([]*waiter(nil), l.q.ws...) {
+		if w.inflight {
+			continue
+		}
 		if w.n > capacity {
 			l.removeLocked(w)
 			w.done <- outcome{res: Result{Reason: ReasonCapacity, Limit: capacity}}

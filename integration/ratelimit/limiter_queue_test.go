@@ -2,9 +2,11 @@ package ratelimit_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/ratelimit"
@@ -18,6 +20,7 @@ func init() {
 		scenario{name: "limiter_queue_eviction", run: testLimiterQueueEviction},
 		scenario{name: "limiter_queue_cancel_and_close", run: testLimiterQueueCancelClose},
 		scenario{name: "limiter_queue_wake_on_update", run: testLimiterQueueWakeOnUpdate},
+		scenario{name: "limiter_queue_update_during_attempt", run: testLimiterQueueUpdateDuringAttempt},
 		scenario{name: "limiter_queue_deny_list_recheck", run: testLimiterQueueDenyRecheck},
 	)
 }
@@ -210,6 +213,93 @@ func testLimiterQueueWakeOnUpdate(t *testing.T, e *env) {
 		"admitted at %v, within the window that started at %v", os.res.At, first.At)
 	require.Zero(t, os.res.Remaining)
 	require.Zero(t, l.Stats().Queued)
+}
+
+// heldClient forwards every command to the real server. Once armed, the reply of the next command is
+// held, after the server ran it, until release is closed: an attempt stays in flight as long as the
+// test wants, with its outcome already decided on the server.
+type heldClient struct {
+	rueidis.Client
+	armed   atomic.Bool
+	held    chan struct{} // closed when a reply is held
+	release chan struct{}
+}
+
+func newHeldClient(c rueidis.Client) *heldClient {
+	return &heldClient{Client: c, held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (c *heldClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	res := c.Client.Do(ctx, cmd)
+	if c.armed.CompareAndSwap(true, false) {
+		close(c.held)
+		<-c.release
+	}
+	return res
+}
+
+// An Update published while the queue's attempt for a waiter is in flight: the attempt's outcome is
+// applied with the settings it was decided with, and the wake-up is not lost. A fixed window of 4
+// per minute has used permits; one waiter queues (RetryAfter about a minute). A first Update (Adopt,
+// no I/O) wakes the queue and the attempt's reply is held; a second Update is published while it is
+// held; then the reply arrives.
+//   - stale rejection: rejected under the first settings, the waiter retries at once under the
+//     second ones and is admitted, instead of sleeping on the rejection's RetryAfter.
+//   - admission kept: admitted under the first settings, the waiter keeps its admission although it
+//     is larger than the second capacity (the server holds the permits).
+//   - above the new capacity: rejected under the first settings and larger than the second
+//     capacity, the waiter leaves without RetryAfter.
+func testLimiterQueueUpdateDuringAttempt(t *testing.T, e *env) {
+	fw := func(limit int64) ratelimit.FixedWindow {
+		return ratelimit.FixedWindow{Limit: limit, Window: time.Minute}
+	}
+	for _, tc := range []struct {
+		name          string
+		used, n       int64
+		first, second int64 // limits of the two updates
+		allowed       bool
+	}{
+		{name: "stale rejection", used: 4, n: 1, first: 3, second: 5, allowed: true},
+		{name: "admission kept", used: 2, n: 3, first: 5, second: 2, allowed: true},
+		{name: "above the new capacity", used: 4, n: 3, first: 3, second: 2, allowed: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hc := newHeldClient(e.newClient(t))
+			l := e.limiter(t, hc, e.key(t), fw(4), ratelimit.WithQueue(10, ratelimit.OldestFirst))
+			limExhaust(t, l, tc.used)
+			w := limWaitAsync(ctx(t), l, "w", tc.n)
+			limWaitQueued(t, l, tc.n)
+
+			hc.armed.Store(true)
+			require.NoError(t, l.Update(ctx(t), fw(tc.first), ratelimit.Adopt))
+			select {
+			case <-hc.held:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the woken queue made no attempt")
+			}
+			updated := make(chan error, 1)
+			go func() { updated <- l.Update(ctx(t), fw(tc.second), ratelimit.Adopt) }()
+			close(hc.release)
+			require.NoError(t, <-updated)
+
+			o := limRecv(t, w)
+			require.NoError(t, o.err)
+			require.Equal(t, tc.allowed, o.res.Allowed, "%+v", o.res)
+			if !tc.allowed {
+				require.Equal(t, ratelimit.ReasonCapacity, o.res.Reason)
+				require.Zero(t, o.res.RetryAfter, "above the capacity: no retry can succeed")
+			}
+			require.Zero(t, l.Stats().Queued)
+			// The server holds what the admissions took.
+			probe, err := l.AllowN(ctx(t), 0)
+			require.NoError(t, err)
+			want := tc.used
+			if tc.allowed {
+				want += tc.n
+			}
+			require.Equal(t, max(tc.second-want, 0), probe.Remaining, "%+v", probe)
+		})
+	}
 }
 
 // A queued request rechecks the deny list before its retry: denied while waiting, it leaves the
