@@ -45,12 +45,6 @@ func connectionLost(ctx context.Context, err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, rueidis.ErrClosing)
 }
 
-// notSent reports whether err is a dial failure: the command was never written.
-func notSent(err error) bool {
-	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "dial"
-}
-
 // fail converts the transport, context or server error of a call into the package's vocabulary,
 // always with the "counter: " prefix, and, when the connection is lost, marks the store disconnected
 // and starts the probe. key is a physical key of the call, used by the probe so that on Cluster it
@@ -59,7 +53,7 @@ func notSent(err error) bool {
 func (s *Store) fail(ctx context.Context, key string, write bool, err error) error {
 	if connectionLost(ctx, err) {
 		s.markDown(key)
-		if !write || notSent(err) {
+		if !write || luakit.NotSent(err) {
 			return fmt.Errorf("%w: %w", ErrDisconnected, err)
 		}
 		return &kindError{

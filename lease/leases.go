@@ -204,8 +204,9 @@ func isSettled(err error) bool {
 // invalidated (on a client built by [luakit.NewTrackedClient], or with [WithTracker]) and at the held
 // field's HPTTL deadline, then retries the atomic script; only the script grants ownership. Waiters
 // watch the whole hash, so a change to any field wakes every waiter on that hash for another attempt.
-// While waiting it sends no commands. Transient server errors, late replies and uncertain attempts
-// whose owner-checked cleanup was answered are retried after the retry delay; other errors (including
+// While waiting it sends no commands. Transient server errors, connections that could not be made
+// (nothing sent, [luakit.NotSent]), late replies and uncertain attempts whose owner-checked cleanup was
+// answered are retried after the retry delay; other errors (including
 // [ErrExpiringHash] and the unsupported-server error) end the wait.
 //
 // It blocks until the lease is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
@@ -216,11 +217,13 @@ func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.D
 	if err != nil {
 		return nil, err
 	}
-	if err := ls.require(ctx); err != nil {
-		return nil, err
-	}
 	var l, got *Lease
 	err = ls.waiter.Wait(ctx, key, func(ctx context.Context) ownership.Attempt {
+		// The probe answer is cached once definite; a probe that could not reach the server (a
+		// refused connection) is retried like any transient failure.
+		if err := ls.require(ctx); err != nil {
+			return ownership.Attempt{Retry: luakit.IsTransient(err), Err: err}
+		}
 		if l == nil {
 			l = ls.newLease(key, hashKey, field, ms)
 		}

@@ -248,10 +248,10 @@ func isSettled(err error) bool {
 // RESP2, DisableCache) it logs one warning per Locker and wakes only at the holder's PTTL (every
 // second for a lease without expiry), so a release is noticed late.
 //
-// Transient server errors, late grants ([ErrLateReply]) and an attempt whose outcome was uncertain (a
-// broken connection) once its owner-checked cleanup was answered are retried after the retry delay;
-// other errors end the wait. It blocks until the lease is acquired, ctx ends, or a non-retryable error
-// occurs. When ctx ends it returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in
+// Transient server errors, refused connections ([luakit.NotSent]), late grants ([ErrLateReply]) and
+// an attempt whose outcome was uncertain (a broken connection) once its owner-checked cleanup was
+// answered are retried after the retry delay; other errors end the wait. It blocks until the lease is
+// acquired, ctx ends, or a non-retryable error occurs. When ctx ends it returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in
 // flight; its cleanup is sent). Cancellation does not undo an acquisition the server already applied.
 func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	r, err := l.named(name, ttl)

@@ -20,7 +20,8 @@ const (
 	ClassNone Class = iota
 	// ClassTransient means the server answered that it cannot run the command
 	// now (LOADING, BUSY, CLUSTERDOWN, TRYAGAIN, MASTERDOWN, READONLY,
-	// NOREPLICAS, OOM, MOVED, ASK) or the Cluster has no node for the slot.
+	// NOREPLICAS, OOM, MOVED, ASK), the Cluster has no node for the slot, or
+	// the client could not connect to send it (see [NotSent]).
 	// The command did not run; retrying later with backoff may succeed.
 	ClassTransient
 	// ClassTerminal means the server rejected the command for a reason a retry
@@ -85,6 +86,9 @@ func Classify(err error) Class {
 		}
 		return classifyReply(re.Error())
 	}
+	if NotSent(err) {
+		return ClassTransient
+	}
 	switch {
 	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrCrossSlot),
 		errors.Is(err, ErrEmptyKey), errors.Is(err, ErrMalformedInt),
@@ -105,6 +109,19 @@ func Classify(err error) Class {
 		return ClassUncertain
 	}
 	return ClassUnknown
+}
+
+// NotSent reports whether err proves that the command never reached the
+// server: a failed dial (a *net.OpError with Op "dial", anywhere in the chain:
+// connection refused, host unreachable, connect timeout), which rueidis
+// returns when it has no connection to write the command on. [Classify]
+// returns [ClassTransient] for such an error, before looking at any context
+// error it wraps. An error after the connection was established (EOF, reset,
+// a read timeout) is not NotSent: the command may have been written. It never
+// blocks and is safe for concurrent use.
+func NotSent(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
 // classifyReply classifies the text of a server error reply by its first

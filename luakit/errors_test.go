@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -54,6 +55,9 @@ func TestClassify(t *testing.T) {
 		{"closing", rueidis.ErrClosing, ClassUncertain},
 		{"docache aborted", rueidis.ErrDoCacheAborted, ClassUncertain},
 		{"net op", opErr, ClassUncertain},
+		{"refused dial", fmt.Errorf("x: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), ClassTransient},
+		{"dial ended by ctx", &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}, ClassTransient},
+		{"reset after dial", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, ClassUncertain},
 		{"net closed", net.ErrClosed, ClassUncertain},
 		{"redis nil", rueidis.Nil, ClassUnknown},
 		{"other", errors.New("boom"), ClassUnknown},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -148,7 +147,7 @@ func engineError(err error) error {
 		}
 		return fmt.Errorf("ratelimit: server error: %w", err)
 	}
-	if notSent(err) {
+	if luakit.NotSent(err) {
 		return fmt.Errorf("ratelimit: %w", err)
 	}
 	switch luakit.Classify(err) {
@@ -156,10 +155,4 @@ func engineError(err error) error {
 		return fmt.Errorf("ratelimit: %w: %w", ErrUncertain, err)
 	}
 	return fmt.Errorf("ratelimit: %w", err)
-}
-
-// notSent reports whether err is a dial failure: the command was never written.
-func notSent(err error) bool {
-	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "dial"
 }

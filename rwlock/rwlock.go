@@ -119,8 +119,8 @@ func (l *Locker) AcquireRead(ctx context.Context, key string, ttl time.Duration)
 // holders' entries expire if nobody renews them, then retries the atomic script; only the script
 // grants a lease. A change of the key (a release, a renewal, a new reader) wakes every waiter of the
 // key to try again. Without working tracking it wakes only at that expiry, and the Locker logs one
-// warning. Transient server errors, late grants and uncertain attempts whose cleanup was answered are
-// retried after the retry delay ([WithRetryDelay]); other errors end the wait and are returned as
+// warning. Transient server errors, refused connections, late grants and uncertain attempts whose
+// cleanup was answered are retried after the retry delay ([WithRetryDelay]); other errors end the wait and are returned as
 // TryAcquireWrite returns them.
 //
 // There is no queue and no fairness: readers keep being admitted while a writer waits, so overlapping

@@ -174,9 +174,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 // it sleeps until the semaphore key is invalidated (any permit released, added, renewed or pruned
 // changes the sorted set; see [WithTracker]) or the earliest active permit expires, then tries again;
 // only the script grants a permit. While a full semaphore holds only permits without expiry on a
-// client without working tracking, it re-checks once a second. Transient server errors and late grants
-// are retried after the retry delay, and so is an uncertain attempt once its owner-token cleanup was
-// answered; a capacity mismatch and other errors end the wait. It does not queue: waiters are not
+// client without working tracking, it re-checks once a second. Transient server errors, refused
+// connections and late grants are retried after the retry delay, and so is an uncertain attempt once
+// its owner-token cleanup was answered; a capacity mismatch and other errors end the wait. It does not queue: waiters are not
 // served in arrival order.
 //
 // It blocks until a permit is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it

@@ -31,6 +31,7 @@ var scenarios = []scenario{
 	{name: "12_uncertain_extend_keeps_handle", run: testUncertainExtend},
 	{name: "13_errors_shared", run: testErrorsShared, unsupported: true},
 	{name: "14_foreign_data", run: testForeignData},
+	{name: "15_refused_connection_is_not_uncertain", run: testRefusedConnection},
 }
 
 // TestOwnership runs every scenario for every kind on every target: TestOwnership/<target>/<scenario>/

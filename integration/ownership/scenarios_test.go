@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -514,4 +515,79 @@ func testForeignData(t *testing.T, e *env, k *kind) {
 		require.Equal(t, "not-ours", v, "the foreign value is left alone")
 		require.NoError(t, raw.Do(c, raw.B().Del().Key(k.slotKey(res)).Build()).Error())
 	}
+}
+
+// refusalCounter forwards to a real client and counts the commands that failed because no connection
+// could be made (luakit.NotSent): the way a scenario knows an acquisition met a refused dial.
+type refusalCounter struct {
+	rueidis.Client
+	refused atomic.Int64
+}
+
+func (c *refusalCounter) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	r := c.Client.Do(ctx, cmd)
+	if luakit.NotSent(r.Error()) {
+		c.refused.Add(1)
+	}
+	return r
+}
+
+// 15. A connection that cannot be made is a failure, not an uncertain outcome: nothing was sent. Every
+// proxy refuses connections (and each client has already met a refused dial: the first command after
+// the cut may have been written to the closing connection, and that one is uncertain). A
+// try-acquisition then fails with a transient error that does not match luakit.ErrUncertain and
+// leaves no hold; a waiting acquisition retries it within its ctx (it met at least one more refused
+// dial) and gets the hold once the proxies accept again.
+func testRefusedConnection(t *testing.T, e *env, k *kind) {
+	res := "refused-" + k.name
+	ps, raw := e.proxied(t, k, res)
+	var counters []*refusalCounter
+	cs := make([]rueidis.Client, len(raw))
+	for i, c := range raw {
+		counters = append(counters, &refusalCounter{Client: c})
+		cs[i] = counters[i]
+	}
+	f := k.newFactory(t, cs, res, factoryOptions{})
+	for _, p := range ps {
+		require.NoError(t, p.Refuse())
+	}
+	t.Cleanup(func() {
+		for _, p := range ps {
+			_ = p.Accept()
+		}
+	})
+	for _, c := range cs {
+		require.Eventually(t, func() bool {
+			return luakit.NotSent(c.Do(ctx(t), c.B().Ping().Build()).Error())
+		}, 10*time.Second, 10*time.Millisecond, "the client never met a refused dial")
+	}
+
+	h, err := f.try(ctx(t), 10*time.Second)
+	require.Nil(t, h)
+	require.Error(t, err)
+	require.False(t, errors.Is(err, luakit.ErrUncertain), "nothing was sent: %v", err)
+	require.True(t, luakit.IsTransient(err), "a refused connection is worth a retry: %v", err)
+	e.requireGone(t, k, res, "after the refused try-acquisition")
+
+	type acquired struct {
+		h   handle
+		err error
+	}
+	before := counters[0].refused.Load()
+	got := make(chan acquired, 1)
+	go func() {
+		h, err := f.acquire(ctxFor(t, 30*time.Second), 10*time.Second)
+		got <- acquired{h, err}
+	}()
+	require.Eventually(t, func() bool { return counters[0].refused.Load() > before }, 10*time.Second,
+		time.Millisecond, "the waiting acquisition never met the refused connection")
+	for _, p := range ps {
+		require.NoError(t, p.Accept())
+	}
+	a := <-got
+	require.NoError(t, a.err, "the waiting acquisition retries a refused connection")
+	require.NotNil(t, a.h)
+	e.requireHeld(t, k, res, "after the retried acquisition")
+	release(t, a.h, ownership.Released)
+	e.requireGone(t, k, res, "after the release")
 }

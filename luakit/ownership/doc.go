@@ -22,6 +22,8 @@
 //	situation                                      answer
 //	acquisition granted after the estimate elapsed  not acquired: ErrLateReply; an owner-checked release is sent
 //	acquisition outcome unknown (no reply)          ErrUncertain; an owner-checked release is sent, ordered behind it
+//	no connection could be made (refused dial)      not uncertain: nothing was sent; a transient error
+//	                                                (luakit.NotSent), retried by a waiting acquisition within ctx
 //	cleanup after an uncertain or late acquisition  one release on the same connection (ExecOrdered), no socket
 //	                                                deadline, bounded by the cleanup timeout, surviving ctx
 //	Extend confirmed in time                        (true, nil); estimate = send time + TTL
