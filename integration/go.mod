@@ -3,6 +3,7 @@ module github.com/coordkit/coordkit/integration
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/coordkit/coordkit/counter v0.1.0
 	github.com/coordkit/coordkit/idempotency v0.1.0
 	github.com/coordkit/coordkit/latch v0.1.0
