@@ -1,19 +1,36 @@
 -- acquire: take the lock on this node when it is free (SET NX PX) and, in fenced mode, read the node's
--- fence counter in the same atomic step.
+-- fence counter in the same atomic step; with the restart quarantine on, also report which server
+-- process ran the script and for how long it has been up.
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  fence key (fenced mode only; absent otherwise)
 -- ARGV[1]  owner token
 -- ARGV[2]  lock TTL in milliseconds (positive integer)
+-- ARGV[3]  "1": report the server's run_id and uptime (restart quarantine on); "0" or absent: do not
 --
 -- Returns:
 --   {1}                   acquired (unfenced)
 --   {1, counter}          acquired (fenced); counter is the fence key's value as a decimal string,
 --                         "0" when the fence key is absent
+--   ... , run_id, uptime  with ARGV[3] = "1", every acquired reply above ends with INFO server's
+--                         run_id (40 hex characters) and uptime_in_seconds (a decimal string)
 --   {0}                   another owner (or this owner, from an earlier attempt) holds the lock; nothing written
 --   {-1, reason}          fenced mode: the fence key is unusable ("wrongtype", "expiring", "malformed",
 --                         "negative"); nothing written
--- Complexity: O(1).
+--
+-- INFO runs before any write, so a user whose ACL forbids it gets the NOPERM error with nothing
+-- written. Redis 7.0+ and Valkey 8+ allow INFO in scripts (it is not flagged noscript), also before
+-- writes (scripts replicate their effects).
+-- Complexity: O(1) (INFO server formats a fixed set of fields).
+local run, up
+if ARGV[3] == '1' then
+  local info = redis.call('INFO', 'server')
+  run = string.match(info, 'run_id:(%x+)')
+  up = string.match(info, 'uptime_in_seconds:(%d+)')
+  if not run or not up then
+    return redis.error_reply('ERR redlock: INFO server lacks run_id or uptime_in_seconds')
+  end
+end
 local fence = '0'
 if #KEYS > 1 then
   local t = redis.call('TYPE', KEYS[2])
@@ -31,7 +48,12 @@ end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0}
 end
+local out = {1}
 if #KEYS > 1 then
-  return {1, fence}
+  out[#out + 1] = fence
 end
-return {1}
+if run then
+  out[#out + 1] = run
+  out[#out + 1] = up
+end
+return out

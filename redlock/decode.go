@@ -12,47 +12,76 @@ import (
 // errMalformedReply reports a script reply of an unexpected shape (a bug or a foreign script).
 var errMalformedReply = errors.New("redlock: malformed script reply")
 
+// acquireReply is one node's decoded acquire.lua reply.
+type acquireReply struct {
+	granted bool
+	counter int64  // fenced mode: the node's fence counter when it granted
+	runID   string // quarantine on: the server's INFO run_id when it granted
+	uptime  int64  // quarantine on: its uptime_in_seconds when it granted
+}
+
 // decodeAcquire decodes acquire.lua's reply: whether this node granted the lock and, in fenced mode,
-// its counter.
-func decodeAcquire(msg rueidis.RedisMessage, err error, fenced bool) (bool, int64, error) {
+// its counter; with probe (the restart quarantine on), the server's run_id and uptime.
+func decodeAcquire(msg rueidis.RedisMessage, err error, fenced, probe bool) (acquireReply, error) {
 	if err != nil {
-		return false, 0, err
+		return acquireReply{}, err
 	}
 	arr, err := msg.ToArray()
 	if err != nil || len(arr) == 0 {
-		return false, 0, fmt.Errorf("%w: acquire", errMalformedReply)
+		return acquireReply{}, fmt.Errorf("%w: acquire", errMalformedReply)
 	}
 	code, err := arr[0].AsInt64()
 	if err != nil {
-		return false, 0, fmt.Errorf("%w: acquire", errMalformedReply)
+		return acquireReply{}, fmt.Errorf("%w: acquire", errMalformedReply)
 	}
-	var second string
-	if len(arr) > 1 {
-		if second, err = arr[1].ToString(); err != nil {
-			return false, 0, fmt.Errorf("%w: acquire", errMalformedReply)
+	rest := make([]string, 0, len(arr)-1)
+	for _, m := range arr[1:] {
+		s, err := m.ToString()
+		if err != nil {
+			return acquireReply{}, fmt.Errorf("%w: acquire", errMalformedReply)
 		}
+		rest = append(rest, s)
 	}
-	return interpretAcquire(code, second, len(arr), fenced)
+	return interpretAcquire(code, rest, fenced, probe)
 }
 
-// interpretAcquire is the pure part of decodeAcquire: code and second are the reply's elements, n its
-// length.
-func interpretAcquire(code int64, second string, n int, fenced bool) (bool, int64, error) {
+// interpretAcquire is the pure part of decodeAcquire: code is the reply's first element, rest the
+// others as strings.
+func interpretAcquire(code int64, rest []string, fenced, probe bool) (acquireReply, error) {
 	switch {
-	case code == 0 && n == 1:
-		return false, 0, nil
-	case code == 1 && n == 1 && !fenced:
-		return true, 0, nil
-	case code == 1 && n == 2 && fenced:
-		v, err := luakit.ParseInt64(second)
-		if err != nil || v < 0 {
-			return false, 0, &CounterError{Reason: CounterMalformed}
-		}
-		return true, v, nil
-	case code == -1 && n == 2:
-		return false, 0, counterReason(second)
+	case code == 0 && len(rest) == 0:
+		return acquireReply{}, nil
+	case code == -1 && len(rest) == 1:
+		return acquireReply{}, counterReason(rest[0])
+	case code != 1:
+		return acquireReply{}, fmt.Errorf("%w: acquire", errMalformedReply)
 	}
-	return false, 0, fmt.Errorf("%w: acquire", errMalformedReply)
+	want := 0
+	if fenced {
+		want++
+	}
+	if probe {
+		want += 2
+	}
+	if len(rest) != want {
+		return acquireReply{}, fmt.Errorf("%w: acquire", errMalformedReply)
+	}
+	r := acquireReply{granted: true}
+	if fenced {
+		v, err := luakit.ParseInt64(rest[0])
+		if err != nil || v < 0 {
+			return acquireReply{}, &CounterError{Reason: CounterMalformed}
+		}
+		r.counter, rest = v, rest[1:]
+	}
+	if probe {
+		up, err := luakit.ParseInt64(rest[1])
+		if rest[0] == "" || err != nil || up < 0 {
+			return acquireReply{}, fmt.Errorf("%w: acquire: run_id or uptime", errMalformedReply)
+		}
+		r.runID, r.uptime = rest[0], up
+	}
+	return r, nil
 }
 
 func counterReason(s string) error {

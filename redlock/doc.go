@@ -19,8 +19,8 @@
 //
 // Acquisition takes the time, sends SET key token NX PX ttl to every node in parallel, each bounded by
 // the node timeout (default 1s), and waits for all replies or timeouts. It succeeds only when a majority
-// granted the lock and validity = TTL − elapsed − (TTL × drift factor + 2ms) is positive (drift factor
-// default 0.01). Otherwise an owner-checked delete goes to every node, including the ones that failed
+// granted the lock (not counting nodes in restart quarantine, see below) and validity = TTL − elapsed −
+// (TTL × drift factor + 2ms) is positive (drift factor default 0.01). Otherwise an owner-checked delete goes to every node, including the ones that failed
 // or timed out. Per-node failures are reported as a [*QuorumError] listing each [NodeError] (index,
 // address, cause).
 //
@@ -51,26 +51,73 @@
 // acquisition script reads the counter atomically with the SET NX on each node; the token is the highest
 // counter among the nodes that granted the lock, plus one. The token is then written back with a
 // set-if-greater script that runs only while this owner's token is still the lock's value on that node,
-// to every granting node, and a majority must confirm before TryAcquire returns (otherwise the attempt
-// fails with a [*QuorumError], Op "fence", and is cleaned up). [Lock.FencingToken] returns it.
+// to every granting node. A fenced acquisition needs more than a quorum: w = [Group.FencedQuorum] =
+// N/2 + 2 nodes (4 of 5, 5 of 7, all 3 of 3) must both grant the lock and confirm the token, besides
+// the usual quorum of grants outside restart quarantine. With fewer grants no token is sent; with fewer
+// confirmations the attempt fails too; both are a [*QuorumError] with Op "fence", cleaned up by
+// owner-checked deletes on every node (a counter already raised stays raised, which only makes later
+// tokens larger). [Lock.FencingToken] returns the token.
 //
-// What this guarantees: as long as no majority of the nodes loses data (restart without persistence,
-// restore of an older snapshot, failover to a lagging replica, deletion of the counter), every fencing
-// token is strictly greater than the token of every lock on the same group (any key) whose holder had
-// released it, or whose lock had expired or been deleted on the nodes involved, before the new holder's
-// acquisition reached them. The argument needs no clocks: the earlier holder wrote its token to a
-// majority W while holding the lock on each node of W; the later holder acquired on a majority M, and on
-// a node of M ∩ W it could set the lock only after the earlier holder's lock was gone there, hence after
-// the write, so it read a counter at least that token. Tokens are exact int64 values (above 2^53 too:
-// they cross Lua as decimal strings and compare as strings); the counter never expires; tokens can skip
-// values; different keys of one group can receive equal tokens (one counter serves the group).
+// What this guarantees, with f = 2 for every N: as long as at most two nodes lose data (restart
+// without persistence, restore of an older snapshot, failover to a lagging replica, deletion of the
+// counter) between two successive fenced acquisitions of the group, every fencing token is strictly
+// greater than the token of every lock on the same group (any key) whose holder had released it, or
+// whose lock had expired or been deleted on the nodes involved, before the new holder's acquisition
+// reached them; whichever nodes granted either lock. The argument needs no clocks: the earlier holder
+// wrote its token to a set W of w nodes while holding the lock on each; the later holder was granted
+// on a set M of at least w nodes and read each one's counter in the granting script, and on a node of
+// M ∩ W it could set the lock only after the earlier holder's lock was gone there, hence after the
+// write. Two sets of w = N/2 + 2 of N nodes share at least 2w − N = 3 nodes, so after f = 2 of them
+// lost their data one still holds the earlier token and the later one is greater. (With w = N/2 + 1, the
+// quorum, the sets may share a single node, and one lost node can reissue a token: the design before
+// issue 14.) Tokens are exact int64 values (above 2^53 too: they cross Lua as decimal strings and
+// compare as strings); the counter never expires; tokens can skip values; different keys of one group
+// can receive equal tokens (one counter serves the group).
 //
-// What it does not guarantee: it does not make Redlock a consensus protocol. Tokens stay monotonic
-// through restarts of a minority of nodes, but if a majority loses its counters (even a different
-// minority at a time, unless every token was written to enough survivors before the next loss) tokens
-// can repeat or go down. Two holders can still overlap in time (see below); the token only lets the
-// protected resource reject the older one, and only if the resource itself atomically refuses a token
-// lower than the highest it has accepted. A fencing token is not a capability.
+// What it costs: a fenced acquisition fails while more than N − w = N/2 − 1 nodes are unreachable,
+// held by another owner or unusable (one of 5, two of 7, none of 3: with three nodes every one must
+// answer; use five or more).
+//
+// What it does not guarantee: it does not make Redlock a consensus protocol. If three or more nodes
+// lose their data between two successive fenced acquisitions (f + 1; for N = 5 that is a majority),
+// the later holder may read no node that saw the earlier token and receive it again, or a lower one.
+// Two holders can still overlap in time (see below); the token only lets the protected resource reject
+// the older one, and only if the resource itself atomically refuses a token lower than the highest it
+// has accepted. A fencing token is not a capability.
+//
+// # Restart quarantine
+//
+// A node whose server restarted without its data has forgotten the locks it held, so a second client
+// could assemble a majority with it while the first still holds. The Redis document's remedy is to
+// keep a restarted node out of service for at least the longest TTL ("delayed restarts"); the group
+// enforces it, by default ([WithRestartQuarantine]):
+//
+//   - Every acquisition script also runs INFO server and returns the server's run_id and
+//     uptime_in_seconds: no extra round trip. (Redis 7.0+ and Valkey 8+ allow INFO in scripts; it is
+//     not flagged noscript. A separate INFO per acquisition would cost a round trip, and a cache of it
+//     refreshed only on reconnects misses a restart whose broken connection another caller of the
+//     same client met first.) Renewals, Verify and Release send no INFO.
+//   - A grant counts towards the quorum only from a node whose server has been up for at least the
+//     quarantine Q; otherwise its [NodeError] wraps [ErrQuarantined]. The group remembers, per node,
+//     the run_id it last saw and the latest instant that process can have started, on the local
+//     monotonic clock: reply time − (uptime − 1s), the second covering the server's whole-second
+//     rounding. A new run_id (a restart, or a failover to another server) starts it again; later
+//     replies of the same run_id do not move it. It logs each quarantine once per run_id (the node's
+//     address, Q and what is left; never keys or tokens).
+//   - Q is the longest TTL the group has requested (TryAcquire, Acquire, ExtendTTL), or
+//     [WithLongestTTL] if longer. A group cannot learn the TTLs of other processes: set WithLongestTTL
+//     to the longest TTL any client uses on the nodes.
+//
+// The cost: after each restart a node counts in no acquisition for Q, and a group that first sees a
+// node less than Q after its start counts it only from then on, so groups over freshly started servers
+// acquire nothing until the servers have been up for Q; while quarantined and unreachable nodes
+// together leave fewer than a quorum, acquisitions fail. Renewals, Verify and Release are not
+// affected: they count nodes holding this owner's token, which a restarted empty node does not (a lock
+// left without a quorum finds that out at its next renewal, and its estimate ends within a TTL of its
+// last confirmed one, so before Q has passed). Not covered: a node that loses data without restarting
+// (FLUSHALL, a deleted key), locks with a TTL longer than Q, and a server wall clock that jumped
+// forward before the group first saw the node (uptime is wall-clock based). A user whose ACL forbids INFO gets NOPERM on every acquisition (nothing
+// written): grant INFO or turn the quarantine off.
 //
 // # Guarantees
 //
@@ -115,10 +162,11 @@
 //     acting on a lock others now hold. The validity is a local estimate that cannot detect this; only a
 //     resource that checks fencing tokens can.
 //   - Persistence and restarts: a node that restarts without its data (no AOF with fsync=always, or a
-//     restart before the last write reached disk) forgets the lock, so a second client can assemble a
-//     majority. The Redis document's remedy is to keep a restarted node out of service for at least the
-//     longest TTL (delayed restarts); this package cannot enforce that. Replication and failover behind a
-//     node (Sentinel) have the same effect: a promoted replica may lack the key and the counter.
+//     restart before the last write reached disk) forgets the lock. The restart quarantine (above) keeps
+//     it out of acquisitions' quorums for the longest TTL the group knows of; with the quarantine off,
+//     or for locks with a longer TTL, a second client can assemble a majority with it. Replication and
+//     failover behind a node (Sentinel) have the same effect: a promoted replica may lack the key and
+//     the counter (its run_id differs, so it is quarantined like a restart).
 //   - Unreachable nodes: a node that cannot be reached keeps the lock until its TTL ends. After a node
 //     restarts, each of the client's connections to it fails its next command once (rueidis then
 //     reconnects), so that node counts as failed for one step. A node that exceeded the node timeout

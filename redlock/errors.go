@@ -43,6 +43,13 @@ var (
 	// the node (it expired, was deleted, or the node restarted empty).
 	ErrNotOwner = errors.New("redlock: owner token not present on this node")
 
+	// ErrQuarantined is a per-node error of an acquisition ([NodeError].Err): the node granted the lock,
+	// but its server has been up for less than the restart quarantine ([WithRestartQuarantine]), so the
+	// grant does not count towards the quorum. The node holds the attempt's token (a failed attempt
+	// deletes it; a successful one keeps it there). The error's message says how much of the
+	// quarantine is left.
+	ErrQuarantined = errors.New("redlock: node in restart quarantine; its grant does not count")
+
 	// ErrCounter is wrapped by every [*CounterError]: a node's fence counter cannot issue a token.
 	ErrCounter = errors.New("redlock: fence counter cannot issue a token")
 
@@ -76,14 +83,25 @@ func (e *lateError) Error() string {
 // Unwrap returns [ErrNotAcquired] and [ErrLateReply].
 func (e *lateError) Unwrap() []error { return []error{ErrNotAcquired, ErrLateReply} }
 
+// quarantinedError is a node's [ErrQuarantined] with what is left of its quarantine.
+type quarantinedError struct{ left time.Duration }
+
+func (e *quarantinedError) Error() string {
+	return fmt.Sprintf("%v (%v left)", ErrQuarantined, e.left.Round(time.Millisecond))
+}
+
+// Unwrap returns [ErrQuarantined].
+func (e *quarantinedError) Unwrap() error { return ErrQuarantined }
+
 // NodeError is the failure of one node in one step.
 type NodeError struct {
 	// Index is the node's position in the clients given to [NewGroup].
 	Index int
 	// Addr is the node's address as the client reports it (host:port), or "" when unknown.
 	Addr string
-	// Err is what failed: [ErrHeld], [ErrNotOwner], a [*CounterError], a server error reply, or a
-	// transport error wrapped with [ErrUncertain] (context.DeadlineExceeded after the node timeout).
+	// Err is what failed: [ErrHeld], [ErrQuarantined], [ErrNotOwner], a [*CounterError], a server
+	// error reply, or a transport error wrapped with [ErrUncertain] (context.DeadlineExceeded after the
+	// node timeout).
 	Err error
 }
 
@@ -98,8 +116,9 @@ func (e NodeError) Error() string {
 // Unwrap returns Err.
 func (e NodeError) Unwrap() error { return e.Err }
 
-// QuorumError reports a step that no quorum settled. For "acquire" and "fence" fewer than a majority
-// of nodes confirmed (it then wraps [ErrNotAcquired]); for "extend" and "verify" neither a majority
+// QuorumError reports a step that no quorum settled. For "acquire" fewer than a majority of nodes
+// granted the lock outside restart quarantine, and for "fence" fewer than [Group.FencedQuorum] nodes
+// both granted it and stored the new fencing token (both then wrap [ErrNotAcquired]); for "extend" and "verify" neither a majority
 // confirmed nor enough nodes refused to rule a majority out; for "release" fewer than a majority
 // replied. The last three leave the lock's state unknown, so they wrap [ErrUncertain]. Every
 // QuorumError wraps [ErrNoQuorum] and each node's error, so errors.Is finds, for example, [ErrHeld] or
@@ -107,10 +126,11 @@ func (e NodeError) Unwrap() error { return e.Err }
 type QuorumError struct {
 	// Op is the step: "acquire", "fence" (fenced mode's token write), "extend", "verify" or "release".
 	Op string
-	// Needed is the quorum: len(clients)/2 + 1.
+	// Needed is the quorum, len(clients)/2 + 1, or for "fence" the fenced quorum, len(clients)/2 + 2.
 	Needed int
-	// Got is how many nodes confirmed the step (acquired, fenced, extended, still held the token, or
-	// replied to the release).
+	// Got is how many nodes confirmed the step (granted the lock outside quarantine; for "fence",
+	// granted it and stored the token, or only granted it when too few did for the token to be sent;
+	// extended; still held the token; or replied to the release).
 	Got int
 	// Nodes lists every node that did not confirm, in index order.
 	Nodes []NodeError

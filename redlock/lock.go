@@ -117,10 +117,11 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	if t, _, err := b.g.timing(ttl); err != nil || t != ttl {
 		return false, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
 	}
+	b.g.q.learn(ttl)
 	res := b.send(ctx, extendScript, []string{b.token, luakit.FormatInt64(ttl.Milliseconds())})
-	held, err := b.tally("extend", res, decodeExtend)
+	held, mayHold, err := b.tally("extend", res, decodeExtend)
 	if err == nil && !held {
-		b.settle(b.g.cleanup(ctx, "extend", b.pkey, b.token, b.after()))
+		b.settle(b.g.cleanup(ctx, "extend", b.pkey, b.token, b.after(), mayHold))
 	}
 	return held, err
 }
@@ -128,30 +129,34 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 // Verify asks every node whether it holds the token (see [Group.verdict]). The nodes answer at slightly
 // different instants: the result is not a snapshot of one moment.
 func (b *backend) Verify(ctx context.Context) (bool, error) {
-	return b.tally("verify", b.send(ctx, verifyScript, []string{b.token}), decodeVerify)
+	held, _, err := b.tally("verify", b.send(ctx, verifyScript, []string{b.token}), decodeVerify)
+	return held, err
 }
 
 // tally settles an extend or verify step from each node's decoded reply: nil confirms, ErrNotOwner
-// refuses, anything else leaves that node unknown.
-func (b *backend) tally(op string, res []nodeResult, decode func(rueidis.RedisMessage, error) error) (bool, error) {
+// refuses, anything else leaves that node unknown. mayHold marks, per node, whether it may still hold
+// the token (it did not refuse).
+func (b *backend) tally(op string, res []nodeResult, decode func(rueidis.RedisMessage, error) error) (held bool, mayHold []bool, err error) {
 	g := b.g
 	confirmed, refused := 0, 0
+	mayHold = make([]bool, len(res))
 	var fails []NodeError
 	for i, r := range res {
 		err := decode(r.msg, r.err)
+		mayHold[i] = !errors.Is(err, ErrNotOwner)
 		if err == nil {
 			confirmed++
 			continue
 		}
-		if errors.Is(err, ErrNotOwner) {
+		if !mayHold[i] {
 			refused++
 		}
 		fails = append(fails, g.nodeError(i, err))
 	}
 	if held, known := g.verdict(confirmed, refused); known {
-		return held, nil
+		return held, mayHold, nil
 	}
-	return false, &QuorumError{Op: op, Needed: g.quorum, Got: confirmed, Nodes: fails}
+	return false, mayHold, &QuorumError{Op: op, Needed: g.quorum, Got: confirmed, Nodes: fails}
 }
 
 // Release deletes the token on every node. Once sent, the deletes run to the node timeout even when ctx

@@ -27,6 +27,8 @@ type config struct {
 	fenceKey      string // logical name; "" when fencing is off
 	fenced        bool
 	logger        *slog.Logger
+	quarantine    bool          // restart quarantine on (the default)
+	longestTTL    time.Duration // WithLongestTTL: floor of the quarantine period; 0 = learned only
 }
 
 // Defaults. The drift allowance and the retry delay follow the Redis distributed-locks document.
@@ -53,6 +55,7 @@ func defaultConfig() config {
 		retryDelay:    DefaultRetryDelay,
 		renewFraction: DefaultRenewFraction,
 		logger:        slog.Default(),
+		quarantine:    true,
 	}
 }
 
@@ -136,17 +139,52 @@ func WithFencing(fenceKey string) Option {
 }
 
 // WithLogger sets the logger for warnings: an owner-checked cleanup (after a failed acquire or fence
-// step, or a renewal that found the lock lost) that not every node confirmed carries op, replied and
-// nodes (counts) and failed (every unconfirmed node's index, address and error, "; "-separated); a
-// cleanup after a late acquisition or renewal that no quorum answered, and a failed background
-// renewal of [Lock.KeepAlive], carry the error. Keys, owner tokens and fencing tokens are never
-// logged. Default: slog.Default().
+// step, or a renewal that found the lock lost) left unconfirmed on a node that may hold the token
+// (one that granted it, or whose earlier reply never came) carries op, replied and nodes (counts) and
+// failed (each such node's index, address and error, "; "-separated); a cleanup after a late
+// acquisition or renewal that no quorum answered, and a failed background renewal of
+// [Lock.KeepAlive], carry the error; a node put in restart quarantine is logged once per restart
+// (per server run_id) with its address, the quarantine and how much of it is left. Keys, owner tokens
+// and fencing tokens are never logged. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
 			return luakit.InvalidConfig("redlock", "nil logger")
 		}
 		c.logger = l
+		return nil
+	})
+}
+
+// WithRestartQuarantine turns the restart quarantine on (the default) or off.
+//
+// While it is on, every acquisition script also reads the node's INFO server section (run_id and
+// uptime_in_seconds, inside the same script: no extra round trip), and a node whose server has been
+// up for less than the quarantine period grants locks that do not count towards the quorum (its
+// [NodeError] wraps [ErrQuarantined]). The period is the longest TTL this group has requested
+// (TryAcquire, Acquire, ExtendTTL), raised to [WithLongestTTL]'s value if that is longer: a restarted
+// node may have forgotten a lock of any holder, which lasts at most that long. See the package
+// documentation ("Restart quarantine") for the cost. Turn it off only when every node persists every
+// write before replying (AOF with appendfsync always) or the user the clients log in as may not run
+// INFO (the acquisition then fails on that node with the server's NOPERM error).
+func WithRestartQuarantine(on bool) Option {
+	return optionFunc(func(c *config) error {
+		c.quarantine = on
+		return nil
+	})
+}
+
+// WithLongestTTL sets the shortest restart quarantine ([WithRestartQuarantine]): the longest TTL that
+// any client, in any process, uses for locks on these nodes. A group learns only the TTLs it requests
+// itself, so set it when other groups or processes use longer TTLs than this one. d must be at least
+// 0; 0 (the default) means the group's own longest requested TTL alone decides. It has no effect
+// while the quarantine is off.
+func WithLongestTTL(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 {
+			return luakit.InvalidConfig("redlock", "longest TTL %v must not be negative", d)
+		}
+		c.longestTTL = d
 		return nil
 	})
 }

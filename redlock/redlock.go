@@ -28,6 +28,7 @@ type Group struct {
 	quorum  int
 	cfg     config
 	own     ownership.Config // shared by every Lock of the group
+	q       *quarantine      // what the group knows of each node's server process
 }
 
 // NewGroup returns a Group over clients, in the given order (a node's index in errors is its position
@@ -70,6 +71,7 @@ func NewGroup(clients []rueidis.Client, opts ...Option) (*Group, error) {
 		clients: append([]rueidis.Client(nil), clients...),
 		quorum:  len(clients)/2 + 1,
 		cfg:     cfg,
+		q:       &quarantine{nodes: make([]nodeRun, len(clients))},
 	}
 	g.own = ownership.Config{
 		Name:           "redlock",
@@ -87,6 +89,13 @@ func (g *Group) Nodes() int { return len(g.clients) }
 
 // Quorum returns the number of nodes that must confirm a step: Nodes()/2 + 1.
 func (g *Group) Quorum() int { return g.quorum }
+
+// FencedQuorum returns the number of nodes that must hold the lock and confirm the new fencing token
+// for an acquisition in fenced mode ([WithFencing]) to succeed: Quorum()+1 (4 of 5 nodes; all 3 of
+// 3). Any two such sets share at least three nodes, so a token written to one survives on the next
+// holder's set when up to two nodes lose their data in between (see the package documentation,
+// "Fenced mode"). Without fencing it is not used.
+func (g *Group) FencedQuorum() int { return g.quorum + 1 }
 
 // drift returns the drift allowance of a TTL: TTL × drift factor + [DriftConstant].
 func (g *Group) drift(ttl time.Duration) time.Duration {
@@ -115,21 +124,28 @@ func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) 
 // (one script, see acquire.lua) to every node in parallel, each bounded by the node timeout and by ctx,
 // and wait for every reply or timeout. The attempt succeeds only when a majority granted the lock and the
 // validity, TTL − elapsed − (TTL × drift factor + 2ms), is positive; the lock's local estimate then ends
-// at start + TTL − drift allowance. TTL is truncated to whole milliseconds.
+// at start + TTL − drift allowance. TTL is truncated to whole milliseconds. With the restart quarantine
+// on (the default, [WithRestartQuarantine]) the same script reports the node's run_id and uptime, and
+// grants of nodes up for less than the quarantine do not count towards the majority ([ErrQuarantined]);
+// ttl becomes the group's longest requested TTL if it is longer.
 //
 // In fenced mode ([WithFencing]) the same script reads each node's fence counter; the token is the
 // highest counter among the nodes that granted the lock, plus one, and it is written back (set-if-
 // greater, only while this owner still holds the lock on that node) to every granting node in a second
-// parallel step, which a majority must confirm. The validity is measured after that step.
+// parallel step. [Group.FencedQuorum] nodes must grant the lock and confirm the token (with fewer grants
+// the second step is not sent). The validity is measured after that step.
+//
+// Round trips: one per node in parallel (two in fenced mode), whatever the quarantine setting.
 //
 // On failure nothing is left behind on purpose: an owner-checked delete is sent to every node,
 // including those that failed or timed out (a late SET is deleted after it runs: the cleanup is queued
 // behind it on the node's same connection), bounded by the node timeout even when ctx is cancelled;
 // TryAcquire returns after it.
 // Errors: one wrapping a [*QuorumError] (errors.As finds it; Op "acquire", or "fence" in fenced mode)
-// when no majority confirmed, with each failing node's error ([ErrHeld], [ErrUncertain], [*CounterError], server errors); an error
-// wrapping [ErrNotAcquired] and [ErrLateReply] when the majority came too late; [ErrInvalidTTL],
-// [ErrSameKey] or luakit.ErrEmptyKey before any I/O; ctx's error before any I/O when ctx is already done.
+// when too few nodes confirmed, with each failing node's error ([ErrHeld], [ErrQuarantined],
+// [ErrUncertain], [*CounterError], server errors); an error wrapping [ErrNotAcquired] and
+// [ErrLateReply] when the majority came too late; [ErrInvalidTTL], [ErrSameKey] or luakit.ErrEmptyKey
+// before any I/O; ctx's error before any I/O when ctx is already done.
 // TryAcquire blocks for at most about two node timeouts (three in fenced mode).
 func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := luakit.ValidateKey("lock key", key); err != nil {
@@ -151,51 +167,78 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 		return nil, fmt.Errorf("redlock: acquire: %w", err)
 	}
 	token := luakit.OwnerToken()
-
 	keys := []string{pkey}
 	if g.cfg.fenced {
 		keys = append(keys, pfence)
 	}
-	args := []string{token, luakit.FormatInt64(ttl.Milliseconds())}
+	probe := g.cfg.quarantine
+	args := []string{token, luakit.FormatInt64(ttl.Milliseconds()), "0"}
+	if probe {
+		args[2] = "1"
+	}
+	g.q.learn(ttl)
 	start := time.Now()
 	res, settled := g.fanout(ctx, nil, nil, func(ctx context.Context, i int) rueidis.RedisResult {
 		return acquireScript.ExecOrdered(ctx, g.clients[i], keys, args)
 	})
 	prior := inflight(nil).with(settled) // the goroutines of nodes that timed out may still be running
-	acquired := make([]int, 0, len(g.clients))
-	fails := make([]NodeError, 0, len(g.clients))
+	at := time.Now()
+	period := g.q.period(g.cfg.longestTTL)
+	granted := make([]int, 0, len(g.clients)) // every node that holds this attempt's token
+	counted := 0                              // granted and not in quarantine
+	mayHold := make([]bool, len(g.clients))   // granted, or its outcome is unknown
+	refused := make([]NodeError, 0, len(g.clients))
+	var quarantined []NodeError
 	var fence int64
 	for i, r := range res {
-		got, counter, err := decodeAcquire(r.msg, r.err, g.cfg.fenced)
+		rep, err := decodeAcquire(r.msg, r.err, g.cfg.fenced, probe)
 		if err != nil {
-			fails = append(fails, g.nodeError(i, err))
+			mayHold[i] = mayHaveRun(err)
+			refused = append(refused, g.nodeError(i, err))
 			continue
 		}
-		if !got {
-			fails = append(fails, g.nodeError(i, ErrHeld))
+		if !rep.granted {
+			refused = append(refused, g.nodeError(i, ErrHeld))
 			continue
 		}
-		acquired = append(acquired, i)
-		fence = max(fence, counter)
+		mayHold[i] = true
+		granted = append(granted, i)
+		fence = max(fence, rep.counter)
+		if probe {
+			addr := nodeAddr(g.clients[i])
+			if left := g.q.observe(i, addr, rep.runID, rep.uptime, at, period, g.cfg.logger); left > 0 {
+				quarantined = append(quarantined, NodeError{Index: i, Addr: addr, Err: &quarantinedError{left: left}})
+				continue
+			}
+		}
+		counted++
 	}
-	if len(acquired) < g.quorum {
-		g.cleanup(ctx, "acquire", pkey, token, prior)
-		return nil, fmt.Errorf("redlock: acquire: %w", &QuorumError{Op: "acquire", Needed: g.quorum, Got: len(acquired), Nodes: fails})
+	if counted < g.quorum {
+		g.cleanup(ctx, "acquire", pkey, token, prior, mayHold)
+		fails := append(refused, quarantined...)
+		sortNodeErrors(fails)
+		return nil, fmt.Errorf("redlock: acquire: %w", &QuorumError{Op: "acquire", Needed: g.quorum, Got: counted, Nodes: fails})
 	}
 
 	if g.cfg.fenced {
+		need := g.FencedQuorum()
+		if len(granted) < need {
+			g.cleanup(ctx, "fence", pkey, token, prior, mayHold)
+			return nil, fmt.Errorf("redlock: fence: %w", &QuorumError{Op: "fence", Needed: need, Got: len(granted), Nodes: refused})
+		}
 		if fence == math.MaxInt64 {
-			g.cleanup(ctx, "acquire", pkey, token, prior)
+			g.cleanup(ctx, "acquire", pkey, token, prior, mayHold)
 			return nil, fmt.Errorf("redlock: acquire: %w: %w", ErrNotAcquired, &CounterError{Reason: CounterOverflow})
 		}
 		fence++
 		fargs := []string{token, luakit.FormatInt64(fence)}
-		fres, fsettled := g.fanout(ctx, acquired, prior, func(ctx context.Context, i int) rueidis.RedisResult {
+		fres, fsettled := g.fanout(ctx, granted, prior, func(ctx context.Context, i int) rueidis.RedisResult {
 			return fenceScript.ExecOrdered(ctx, g.clients[i], keys, fargs)
 		})
 		prior = prior.with(fsettled)
 		confirmed := 0
-		for _, i := range acquired {
+		fails := refused
+		for _, i := range granted {
 			r := fres[i]
 			err := decodeFence(r.msg, r.err)
 			if err != nil {
@@ -204,10 +247,10 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 			}
 			confirmed++
 		}
-		if confirmed < g.quorum {
-			g.cleanup(ctx, "fence", pkey, token, prior)
+		if confirmed < need {
+			g.cleanup(ctx, "fence", pkey, token, prior, mayHold)
 			sortNodeErrors(fails)
-			return nil, fmt.Errorf("redlock: fence: %w", &QuorumError{Op: "fence", Needed: g.quorum, Got: confirmed, Nodes: fails})
+			return nil, fmt.Errorf("redlock: fence: %w", &QuorumError{Op: "fence", Needed: need, Got: confirmed, Nodes: fails})
 		}
 	}
 
@@ -422,9 +465,11 @@ func (g *Group) nodeContext(ctx context.Context) (context.Context, func()) {
 
 // cleanup sends an owner-checked delete to every node, each queued behind the commands of the earlier
 // steps in after, bounded by the node timeout even when ctx is cancelled. It logs the nodes that did
-// not reply (deleted, absent or held by another owner all count as replies) and returns its own
-// goroutines (indexed by node; see [Group.fanout]).
-func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after inflight) []chan struct{} {
+// not reply (deleted, absent or held by another owner all count as replies) among those that may hold
+// the token: mayHold[i] is false for a node known not to hold it (it refused the lock, or its script
+// failed before writing); nil means every node may. It returns its own goroutines (indexed by node;
+// see [Group.fanout]).
+func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after inflight, mayHold []bool) []chan struct{} {
 	keys, args := []string{pkey}, []string{token}
 	res, settled := g.fanout(context.WithoutCancel(ctx), nil, after, func(ctx context.Context, i int) rueidis.RedisResult {
 		return releaseScript.ExecOrdered(ctx, g.clients[i], keys, args)
@@ -433,19 +478,30 @@ func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after infli
 	var fails []NodeError
 	for i, r := range res {
 		if _, err := decodeRelease(r.msg, r.err); err != nil {
-			fails = append(fails, g.nodeError(i, err))
+			if mayHold == nil || mayHold[i] {
+				fails = append(fails, g.nodeError(i, err))
+			}
 			continue
 		}
 		replied++
 	}
-	if replied < len(g.clients) {
+	if len(fails) > 0 {
 		var b strings.Builder
 		writeNodeErrors(&b, fails)
-		g.cfg.logger.Warn("redlock: cleanup not confirmed by every node; the lock stays there until its TTL",
+		g.cfg.logger.Warn("redlock: cleanup not confirmed by a node that may hold the token; the lock may stay there until its TTL",
 			slog.String("op", op), slog.Int("replied", replied), slog.Int("nodes", len(g.clients)),
 			slog.String("failed", b.String()))
 	}
 	return settled
+}
+
+// mayHaveRun reports whether a node whose step failed with err may still have run the step's script:
+// true unless the server answered with an error reply, or the script answered that it wrote nothing
+// (a *CounterError).
+func mayHaveRun(err error) bool {
+	var re *rueidis.RedisError
+	var ce *CounterError
+	return !errors.As(err, &re) && !errors.As(err, &ce)
 }
 
 // nodeError builds the NodeError of node i, marking transport failures as uncertain.

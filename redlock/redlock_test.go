@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -111,6 +112,7 @@ func TestOptionsInvalid(t *testing.T) {
 		{"zero renew fraction", WithRenewFraction(0)},
 		{"renew fraction too large", WithRenewFraction(0.91)},
 		{"renew fraction NaN", WithRenewFraction(math.NaN())},
+		{"negative longest TTL", WithLongestTTL(-time.Millisecond)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -299,57 +301,69 @@ func TestVerdict(t *testing.T) {
 }
 
 func TestInterpretAcquire(t *testing.T) {
+	const run = "9e8b0a7fef71632a7491fecee9f7f17eec4111cc"
 	tests := []struct {
-		name    string
-		code    int64
-		second  string
-		n       int
-		fenced  bool
-		got     bool
-		counter int64
-		err     error
+		name   string
+		code   int64
+		rest   []string
+		fenced bool
+		probe  bool
+		want   acquireReply
+		err    error
 	}{
-		{"held", 0, "", 1, false, false, 0, nil},
-		{"held fenced", 0, "", 1, true, false, 0, nil},
-		{"acquired", 1, "", 1, false, true, 0, nil},
-		{"acquired fenced zero", 1, "0", 2, true, true, 0, nil},
-		{"acquired fenced above 2^53", 1, "9007199254740995", 2, true, true, 9007199254740995, nil},
-		{"acquired fenced max", 1, "9223372036854775807", 2, true, true, math.MaxInt64, nil},
-		{"fenced beyond int64", 1, "9223372036854775808", 2, true, false, 0, ErrCounter},
-		{"fenced leading zero", 1, "07", 2, true, false, 0, ErrCounter},
-		{"fenced negative", 1, "-1", 2, true, false, 0, ErrCounter},
-		{"unfenced reply with counter", 1, "0", 2, false, false, 0, errMalformedReply},
-		{"fenced reply without counter", 1, "", 1, true, false, 0, errMalformedReply},
-		{"wrongtype", -1, "wrongtype", 2, true, false, 0, ErrCounter},
-		{"expiring", -1, "expiring", 2, true, false, 0, ErrCounter},
-		{"unknown reason", -1, "other", 2, true, false, 0, errMalformedReply},
-		{"unknown code", 2, "", 1, false, false, 0, errMalformedReply},
+		{"held", 0, nil, false, false, acquireReply{}, nil},
+		{"held fenced probed", 0, nil, true, true, acquireReply{}, nil},
+		{"acquired", 1, nil, false, false, acquireReply{granted: true}, nil},
+		{"acquired fenced zero", 1, []string{"0"}, true, false, acquireReply{granted: true}, nil},
+		{"acquired fenced above 2^53", 1, []string{"9007199254740995"}, true, false, acquireReply{granted: true, counter: 9007199254740995}, nil},
+		{"acquired fenced max", 1, []string{"9223372036854775807"}, true, false, acquireReply{granted: true, counter: math.MaxInt64}, nil},
+		{"acquired probed", 1, []string{run, "12"}, false, true, acquireReply{granted: true, runID: run, uptime: 12}, nil},
+		{"acquired fenced probed", 1, []string{"5", run, "0"}, true, true, acquireReply{granted: true, counter: 5, runID: run}, nil},
+		{"probed without run_id", 1, []string{"", "12"}, false, true, acquireReply{}, errMalformedReply},
+		{"probed bad uptime", 1, []string{run, "x"}, false, true, acquireReply{}, errMalformedReply},
+		{"probed negative uptime", 1, []string{run, "-1"}, false, true, acquireReply{}, errMalformedReply},
+		{"probe expected", 1, nil, false, true, acquireReply{}, errMalformedReply},
+		{"probe unexpected", 1, []string{run, "1"}, false, false, acquireReply{}, errMalformedReply},
+		{"fenced beyond int64", 1, []string{"9223372036854775808"}, true, false, acquireReply{}, ErrCounter},
+		{"fenced leading zero", 1, []string{"07"}, true, false, acquireReply{}, ErrCounter},
+		{"fenced negative", 1, []string{"-1"}, true, false, acquireReply{}, ErrCounter},
+		{"unfenced reply with counter", 1, []string{"0"}, false, false, acquireReply{}, errMalformedReply},
+		{"fenced reply without counter", 1, nil, true, false, acquireReply{}, errMalformedReply},
+		{"wrongtype", -1, []string{"wrongtype"}, true, false, acquireReply{}, ErrCounter},
+		{"expiring", -1, []string{"expiring"}, true, true, acquireReply{}, ErrCounter},
+		{"unknown reason", -1, []string{"other"}, true, false, acquireReply{}, errMalformedReply},
+		{"unknown code", 2, nil, false, false, acquireReply{}, errMalformedReply},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, counter, err := interpretAcquire(tt.code, tt.second, tt.n, tt.fenced)
-			if got != tt.got || counter != tt.counter || !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
-				t.Fatalf("= %v, %d, %v; want %v, %d, %v", got, counter, err, tt.got, tt.counter, tt.err)
+			got, err := interpretAcquire(tt.code, tt.rest, tt.fenced, tt.probe)
+			if got != tt.want || !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
+				t.Fatalf("= %+v, %v; want %+v, %v", got, err, tt.want, tt.err)
 			}
 		})
 	}
 }
 
 func FuzzInterpretAcquire(f *testing.F) {
-	f.Add(int64(1), "42", 2, true)
-	f.Add(int64(0), "", 1, false)
-	f.Add(int64(-1), "malformed", 2, true)
-	f.Add(int64(1), "9223372036854775808", 2, true)
-	f.Fuzz(func(t *testing.T, code int64, second string, n int, fenced bool) {
-		got, counter, err := interpretAcquire(code, second, n, fenced)
-		if got && (err != nil || code != 1 || counter < 0) {
-			t.Fatalf("acquired with err=%v code=%d counter=%d", err, code, counter)
+	f.Add(int64(1), "42", "", 2, true, false)
+	f.Add(int64(0), "", "", 0, false, false)
+	f.Add(int64(-1), "malformed", "", 1, true, false)
+	f.Add(int64(1), "9223372036854775808", "", 1, true, false)
+	f.Add(int64(1), "abc", "3", 2, false, true)
+	f.Fuzz(func(t *testing.T, code int64, a, b string, n int, fenced, probe bool) {
+		rest := []string{a, b, "7"}[:min(max(n, 0), 3)]
+		got, err := interpretAcquire(code, rest, fenced, probe)
+		if got.granted && (err != nil || code != 1 || got.counter < 0 || got.uptime < 0) {
+			t.Fatalf("acquired with err=%v code=%d reply=%+v", err, code, got)
 		}
-		if got && fenced && luakit.FormatInt64(counter) != second {
-			t.Fatalf("counter %d does not round-trip %q", counter, second)
+		if got.granted && fenced && luakit.FormatInt64(got.counter) != rest[0] {
+			t.Fatalf("counter %d does not round-trip %q", got.counter, rest[0])
 		}
-		if !got && counter != 0 {
-			t.Fatalf("counter %d without acquisition", counter)
+		if got.granted && probe && got.runID == "" {
+			t.Fatalf("probed grant without run_id: %+v", got)
+		}
+		if !got.granted && got != (acquireReply{}) {
+			t.Fatalf("reply %+v without acquisition", got)
 		}
 	})
 }
@@ -675,5 +689,74 @@ func TestFanoutOrderAndTimeout(t *testing.T) {
 	}
 	if got := prior.with(nil); len(got[2]) != 0 {
 		t.Fatalf("settled goroutines are dropped from the in-flight set, got %d", len(got[2]))
+	}
+}
+
+func TestFencedQuorum(t *testing.T) {
+	for _, n := range []int{3, 5, 7, 9} {
+		g, err := NewGroup(stubs(n), WithFencing("f"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := g.FencedQuorum()
+		if w != n/2+2 || w > n {
+			t.Fatalf("%d nodes: fenced quorum %d", n, w)
+		}
+		// Two fenced sets share at least three nodes: a token survives the loss of any two.
+		if 2*w-n < 3 {
+			t.Fatalf("%d nodes: two sets of %d share only %d nodes", n, w, 2*w-n)
+		}
+	}
+}
+
+func TestQuarantineObserve(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	q := &quarantine{nodes: make([]nodeRun, 2)}
+	q.learn(10 * time.Second)
+	q.learn(3 * time.Second) // the longest stays
+	if p := q.period(0); p != 10*time.Second {
+		t.Fatalf("period %v", p)
+	}
+	if p := q.period(time.Minute); p != time.Minute {
+		t.Fatalf("period with floor %v", p)
+	}
+	t0 := time.Now()
+	p := q.period(0)
+	// A server up for 11 whole seconds (at least 10s, given the one-second slack) counts at once.
+	if left := q.observe(0, "a:1", "run-a", 11, t0, p, log); left != 0 {
+		t.Fatalf("old server: %v left", left)
+	}
+	// Up 4 reported seconds: at least 3s, so 7s are left; the same run_id later does not move its start
+	// (uptime 100 would otherwise end the quarantine), and it is logged once.
+	if left := q.observe(1, "b:2", "run-b", 4, t0, p, log); left != 7*time.Second {
+		t.Fatalf("young server: %v left", left)
+	}
+	if left := q.observe(1, "b:2", "run-b", 100, t0.Add(time.Second), p, log); left != 6*time.Second {
+		t.Fatalf("same run_id: %v left", left)
+	}
+	if left := q.observe(1, "b:2", "run-b", 100, t0.Add(7*time.Second), p, log); left != 0 {
+		t.Fatalf("after the quarantine: %v left", left)
+	}
+	if n := strings.Count(logs.String(), "addr=b:2"); n != 1 {
+		t.Fatalf("logged %d times: %s", n, logs.String())
+	}
+	// A new run_id on node 0 (a restart) quarantines it again, measured from its new uptime; one more
+	// warning.
+	if left := q.observe(0, "a:1", "run-a2", 0, t0.Add(8*time.Second), p, log); left != 10*time.Second {
+		t.Fatalf("restarted server: %v left", left)
+	}
+	if n := strings.Count(logs.String(), "addr=a:1"); n != 1 {
+		t.Fatalf("restart logged %d times: %s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "quarantine=10s") {
+		t.Fatalf("log lacks the quarantine: %s", logs.String())
+	}
+}
+
+func TestQuarantinedError(t *testing.T) {
+	err := NodeError{Index: 2, Addr: "h:1", Err: &quarantinedError{left: 1500 * time.Millisecond}}
+	if !errors.Is(err, ErrQuarantined) || !strings.Contains(err.Error(), "1.5s left") {
+		t.Fatalf("%v", err)
 	}
 }
