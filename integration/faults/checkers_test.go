@@ -176,12 +176,14 @@ func checkLeader(h []event) []violation {
 
 // checkIdem: idempotency executions per key.
 //   - never twice concurrently: two handler runs of one key, each started and ended within its
-//     claim's local Deadline (checked under the run registry's lock), never interleave in Seq order;
-//   - completed once: at most one Complete per key returns true (results are retained longer than the
-//     run), and no claim is Started for a key after a Complete of it returned true;
-//   - replayed exactly: every Completed attempt of a key returns the same bytes, namely the result of
-//     its successful Complete, or of an uncertain one when none is known to have succeeded.
-func checkIdem(h []event) []violation {
+//     claim (checked under the run registry's lock against the claim's send time + lease), never
+//     interleave in Seq order;
+//   - replayed exactly: every Completed attempt returns the bytes some Complete of that key sent
+//     (certain or uncertain) before the attempt returned, and never an older result once a newer
+//     Complete of the key is known to have succeeded before the attempt began;
+//   - completed once (when retained, i.e. results outlive the run): at most one Complete per key
+//     returns true, and no claim of a key is Started after a Complete of it returned true.
+func checkIdem(h []event, retained bool) []violation {
 	var vs []violation
 	type run struct{ start, end event }
 	runs := map[string]*run{}
@@ -215,45 +217,47 @@ func checkIdem(h []event) []violation {
 	for _, k := range keys {
 		vs = append(vs, disjointSpans("idempotency", perKey[k], false, "handler run")...)
 	}
-	done := map[string]event{}
-	possible := map[string]map[string]bool{}
+	completes := map[string][]event{} // per key, certain and uncertain completions in Seq order
+	done := map[string]event{}        // the first certain completion per key
 	for _, e := range filter(h, "idem", "complete") {
-		switch {
-		case e.Out == ok && e.Flag:
-			if p, dup := done[e.Key]; dup {
-				vs = append(vs, violation{"idempotency", fmt.Sprintf("key %s completed twice: %q and %q", e.Key, p.Str, e.Str), []int64{p.Seq, e.Seq}})
-				continue
-			}
+		if e.Out == failed || (e.Out == ok && !e.Flag) {
+			continue
+		}
+		completes[e.Key] = append(completes[e.Key], e)
+		if e.Out != ok {
+			continue
+		}
+		if p, dup := done[e.Key]; dup && retained {
+			vs = append(vs, violation{"idempotency", fmt.Sprintf("key %s completed twice: %q and %q", e.Key, p.Str, e.Str), []int64{p.Seq, e.Seq}})
+		} else if !dup {
 			done[e.Key] = e
-		case e.Out == uncertain:
-			if possible[e.Key] == nil {
-				possible[e.Key] = map[string]bool{}
-			}
-			possible[e.Key][e.Str] = true
 		}
 	}
-	replayed := map[string]event{}
 	for _, e := range filter(h, "idem", "begin") {
 		if e.Out != ok {
 			continue
 		}
-		c, completed := done[e.Key]
 		switch e.Str {
 		case "started":
-			if completed && e.CallSeq > c.Seq {
+			if c, completed := done[e.Key]; retained && completed && e.CallSeq > c.Seq {
 				vs = append(vs, violation{"idempotency", fmt.Sprintf("key %s started again after its completion", e.Key), []int64{c.Seq, e.Seq}})
 			}
 		case "completed":
-			res := e.Res
-			if completed && res != c.Str {
-				vs = append(vs, violation{"idempotency", fmt.Sprintf("key %s replayed %q, completed with %q", e.Key, res, c.Str), []int64{c.Seq, e.Seq}})
-			} else if !completed && !possible[e.Key][res] {
-				vs = append(vs, violation{"idempotency", fmt.Sprintf("key %s replayed %q, which no Complete of it sent", e.Key, res), []int64{e.Seq}})
+			var src *event
+			for i, c := range completes[e.Key] {
+				if c.Str == e.Res && c.CallSeq < e.Seq {
+					src = &completes[e.Key][i]
+				}
 			}
-			if p, seen := replayed[e.Key]; seen && p.Res != res {
-				vs = append(vs, violation{"idempotency", fmt.Sprintf("key %s replayed %q, then %q", e.Key, p.Res, res), []int64{p.Seq, e.Seq}})
-			} else if !seen {
-				replayed[e.Key] = e
+			if src == nil {
+				vs = append(vs, violation{"idempotency", fmt.Sprintf("key %s replayed %q, which no Complete of it sent before", e.Key, e.Res), []int64{e.Seq}})
+				continue
+			}
+			for _, c := range completes[e.Key] {
+				if c.Out == ok && c.Str != e.Res && c.CallSeq > src.Seq && c.Seq < e.CallSeq {
+					vs = append(vs, violation{"idempotency", fmt.Sprintf("key %s replayed %q after a newer completion %q had succeeded", e.Key, e.Res, c.Str), []int64{src.Seq, c.Seq, e.Seq}})
+					break
+				}
 			}
 		}
 	}

@@ -47,11 +47,11 @@
 //     end.
 //   - Idempotency executions per key: two workers claim keys of a sliding window of three with
 //     TryBegin (300ms claim); a Started claim runs a handler whose start and end are recorded under a
-//     lock with whether the claim's Deadline had passed, then completes with the run's id (or
-//     abandons). Two runs of one key that both began and ended within their claims never interleave;
-//     a key is completed at most once and never started again after; every replayed result is the
-//     bytes of the key's successful Complete (or of an uncertain one when none is known to have
-//     succeeded), the same on every replay.
+//     lock with whether the claim could have ended (send time + lease - 2ms), then completes with the
+//     run's id (or abandons). Two runs of one key that both began and ended within their claims never
+//     interleave; every replayed result is bytes some Complete of that key sent, never an older one
+//     after a newer Complete is known to have succeeded; where Complete takes a retention (a minute,
+//     longer than the run) a key is also completed at most once and never started again after.
 //   - Rate-limit admissions replayed against server time: two workers call Allow on one sliding
 //     window (8 per 200ms). Among admissions known to have happened, no set of more than 8 lies
 //     within 200ms of server time (ratelimit.Result.At); uncertain attempts can only have used

@@ -168,7 +168,7 @@ func runTarget(t *testing.T, mt matrix.Target, seed uint64, span time.Duration) 
 
 	vs = append(vs, checkLock(h)...)
 	vs = append(vs, checkLeader(h)...)
-	vs = append(vs, checkIdem(h)...)
+	vs = append(vs, checkIdem(h, idemRetained())...)
 	vs = append(vs, checkRate(h, ratePolicy.Limit, ratePolicy.Window)...)
 	cvs, lin := checkCounter(h, counterLimit, counterFloor, 3*time.Second)
 	vs = append(vs, cvs...)

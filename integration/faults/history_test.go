@@ -139,51 +139,48 @@ type violation struct {
 	Seqs    []int64 // the events that prove it
 }
 
-// excerpt prints the part of h around v: every event of v's workload and of the nemesis whose Seq lies
-// between the first and the last of v.Seqs (widened by 12 events of that workload on each side), at
-// most 80 lines (the middle elided), the proving events marked with '>'.
+// excerpt prints the history around v: for each of v.Seqs (marked '>') the 8 events before and after
+// it among the events of v's workload and of the nemesis (lock attempts that found the lock held are
+// left out), windows merged, gaps shown as "...".
 func excerpt(h []event, workload string, v violation) string {
-	if len(v.Seqs) == 0 {
-		return "  (no events)\n"
-	}
-	lo, hi := v.Seqs[0], v.Seqs[0]
 	mark := map[int64]bool{}
 	for _, s := range v.Seqs {
-		lo, hi = min(lo, s), max(hi, s)
 		mark[s] = true
 	}
 	var sel []event
-	first, last := -1, -1
 	for _, e := range h {
-		if e.W != workload && e.W != "nemesis" && !mark[e.Seq] {
-			continue
+		noise := e.W == "lock" && e.Op == "acquire" && e.Out == ok && !e.Flag
+		if mark[e.Seq] || (e.W == workload || e.W == "nemesis") && !noise {
+			sel = append(sel, e)
 		}
-		if e.Seq >= lo && first < 0 {
-			first = len(sel)
-		}
-		if e.Seq <= hi {
-			last = len(sel)
-		}
-		sel = append(sel, e)
 	}
-	if first < 0 {
-		first = len(sel) - 1
-	}
-	from, to := max(0, first-12), min(len(sel), last+13)
-	sel = sel[from:to]
-	var b strings.Builder
+	show := make([]bool, len(sel))
 	for i, e := range sel {
-		if len(sel) > 80 && i == 40 {
-			fmt.Fprintf(&b, "  ... %d events elided ...\n", len(sel)-80)
+		if mark[e.Seq] {
+			for k := max(0, i-8); k < min(len(sel), i+9); k++ {
+				show[k] = true
+			}
 		}
-		if len(sel) > 80 && i >= 40 && i < len(sel)-40 {
+	}
+	var b strings.Builder
+	gap := false
+	for i, e := range sel {
+		if !show[i] {
+			gap = true
 			continue
 		}
+		if gap && b.Len() > 0 {
+			b.WriteString("    ...\n")
+		}
+		gap = false
 		m := " "
 		if mark[e.Seq] {
 			m = ">"
 		}
 		fmt.Fprintf(&b, "  %s %s\n", m, e)
+	}
+	if b.Len() == 0 {
+		return "  (no events)\n"
 	}
 	return b.String()
 }
