@@ -591,3 +591,54 @@ func testRefusedConnection(t *testing.T, e *env, k *kind) {
 	release(t, a.h, ownership.Released)
 	e.requireGone(t, k, res, "after the release")
 }
+
+// setHz sets every server process's hz (how often active expiry runs) for the test, restoring the
+// previous value at cleanup.
+func (e *env) setHz(t *testing.T, hz string) {
+	t.Helper()
+	for _, s := range e.servers() {
+		c := s.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+		kv, err := c.Do(ctx(t), c.B().ConfigGet().Parameter("hz").Build()).AsStrMap()
+		require.NoError(t, err)
+		require.NoError(t, c.Do(ctx(t), c.B().ConfigSet().ParameterValue().ParameterValue("hz", hz).Build()).Error())
+		t.Cleanup(func() {
+			_ = c.Do(context.Background(), c.B().ConfigSet().ParameterValue().ParameterValue("hz", kv["hz"]).Build()).Error()
+		})
+	}
+}
+
+// 16. The local estimate never outlives the server's hold, at the expiry hand-off: with active expiry
+// at hz 500 (every 2ms), a hold acquired with a 30ms TTL and never renewed is contended from 2ms
+// before its Deadline() by try-acquisitions of a rival; no rival grant whose reply arrived before
+// the holder's Deadline() may exist (such a grant certainly ran before it). Redis 8 expires a key
+// within the millisecond of its expiry time, from a truncated clock: without ServerClockStep the
+// estimate outlived the hold there in some of these hand-offs.
+func testHandOffAfterDeadline(t *testing.T, e *env, k *kind) {
+	const rounds, ttl = 25, 30 * time.Millisecond
+	e.setHz(t, "500")
+	res := "hand-off-" + k.name
+	f := k.newFactory(t, e.clients(t, k, plain), res, factoryOptions{})
+	early, worst := 0, time.Duration(0)
+	for range rounds {
+		holder := mustTry(t, f.try, ttl)
+		dl := holder.Deadline()
+		time.Sleep(time.Until(dl.Add(-2 * time.Millisecond)))
+		for {
+			rival, err := f.tryRival(ctx(t), 10*time.Second)
+			at := time.Now()
+			if err == nil {
+				if at.Before(dl) {
+					early++
+					worst = max(worst, dl.Sub(at))
+				}
+				require.ErrorIs(t, holder.Err(), luakit.ErrExpired, "the holder's estimate elapsed by now")
+				release(t, rival, ownership.Released)
+				break
+			}
+			require.ErrorIs(t, err, luakit.ErrNotAcquired)
+			require.Less(t, time.Since(dl), 5*time.Second, "the hold never expired")
+		}
+	}
+	require.Zero(t, early, "%d of %d rivals were granted before the holder's Deadline() (up to %v early)",
+		early, rounds, worst)
+}

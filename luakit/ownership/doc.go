@@ -55,6 +55,8 @@
 //	Done, Context                                   one channel and one context for the handle's whole life;
 //	                                                never reopened; the cause is ErrExpired, ErrLost or
 //	                                                ErrReleased (the first one wins)
+//	Err, Remaining, Done, Context at one instant    agree: each reads the clock and ends the handle once the
+//	                                                estimate elapsed, even before its timer fires
 //	Remaining, Deadline                             local estimate; Remaining 0 once ended, Forever without
 //	                                                expiry
 //	waiting acquisition                             sleeps on key invalidations and the holders' TTL, never on a

@@ -157,6 +157,7 @@ type Handle struct {
 
 	ctx    context.Context // fixed for the handle's life
 	cancel context.CancelCauseFunc
+	hctx   handleContext // what Context returns: ctx, checking the clock like Err
 	op     chan struct{} // one slot: Extend and Release run one at a time
 
 	mu            sync.Mutex
@@ -189,6 +190,7 @@ func (h *Handle) Grant(ctx context.Context, b Backend, cfg *Config, start time.T
 	}
 	h.b, h.cfg, h.ttl, h.deadline = b, cfg, ttl, deadline
 	h.ctx, h.cancel = context.WithCancelCause(context.Background())
+	h.hctx = handleContext{Context: h.ctx, h: h}
 	h.op = make(chan struct{}, 1)
 	if ttl > 0 {
 		h.mu.Lock() // expire runs on the timer's goroutine and reads h.timer under h.mu
@@ -229,6 +231,44 @@ func (h *Handle) expire() {
 		return
 	}
 	h.endLocked(luakit.ErrExpired)
+}
+
+// vouchingLocked reports whether h still vouches at this instant. The timer that ends h at its
+// deadline runs on a goroutine of its own and can fire late; every accessor (Err, Remaining, Done,
+// Context, and the Extend, Verify and KeepAlive entry checks) also reads the clock and ends h with
+// [luakit.ErrExpired] first when the estimate elapsed, so they agree at every instant. h.mu must be
+// held.
+func (h *Handle) vouchingLocked() bool {
+	if h.ctx.Err() != nil {
+		return false
+	}
+	if !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
+		h.endLocked(luakit.ErrExpired)
+		return false
+	}
+	return true
+}
+
+// vouching is vouchingLocked taking h.mu.
+func (h *Handle) vouching() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.vouchingLocked()
+}
+
+// handleContext is the context [Handle.Context] returns: the handle's own context, whose Done and Err
+// first check the clock like [Handle.Err]. Contexts derived from it are cancelled by the handle's
+// context directly (context.WithCancel finds it through Value), when the handle ends.
+type handleContext struct {
+	context.Context
+	h *Handle
+}
+
+func (c handleContext) Done() <-chan struct{} { return c.h.Done() }
+
+func (c handleContext) Err() error {
+	c.h.vouching()
+	return c.Context.Err()
 }
 
 // endLocked ends the handle with cause (the first cause wins); h.mu must be held.
@@ -294,29 +334,40 @@ func (h *Handle) Deadline() time.Time {
 func (h *Handle) Remaining() time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ctx.Err() != nil {
+	if !h.vouchingLocked() {
 		return 0
 	}
 	if h.deadline.IsZero() {
 		return Forever
 	}
-	return max(0, time.Until(h.deadline))
+	return time.Until(h.deadline)
 }
 
 // Done returns a channel closed when the handle stops vouching for ownership: the local estimate
 // elapsed, the server said the hold is gone, or a release was sent. The channel is the same for the
 // handle's whole life, and once closed the handle never vouches again. [Handle.Err] says why.
-func (h *Handle) Done() <-chan struct{} { return h.ctx.Done() }
+//
+// A timer closes it when the estimate elapses, which the scheduler can run a little late; Done, Err,
+// Remaining and Context also read the clock and close it first when the estimate elapsed, so once
+// Remaining is 0 or Err is not nil the channel is closed, and while it is open Err is nil.
+func (h *Handle) Done() <-chan struct{} {
+	h.vouching()
+	return h.ctx.Done()
+}
 
 // Context returns a context cancelled when [Handle.Done] closes, with [Handle.Err] as its cause
 // (context.Cause): [luakit.ErrExpired], [luakit.ErrLost] or [luakit.ErrReleased]. It is the same
-// context for the handle's whole life. Derive the protected work's context from it.
-func (h *Handle) Context() context.Context { return h.ctx }
+// context for the handle's whole life; its Done and Err check the clock as [Handle.Done] does, and read
+// context.Cause after one of them. Derive the protected work's context from it: a derived context ends
+// when the handle's timer (or any accessor) ends the handle.
+func (h *Handle) Context() context.Context { return h.hctx }
 
 // Err returns nil while the handle vouches for ownership, then its cause: [luakit.ErrExpired],
-// [luakit.ErrLost] or [luakit.ErrReleased]. The first cause is kept.
+// [luakit.ErrLost] or [luakit.ErrReleased]. The first cause is kept. It reads the clock: once the local
+// estimate elapsed it returns [luakit.ErrExpired] (and closes [Handle.Done]) even if the handle's timer
+// has not fired yet.
 func (h *Handle) Err() error {
-	if h.ctx.Err() == nil {
+	if h.vouching() {
 		return nil
 	}
 	return context.Cause(h.ctx)
@@ -357,7 +408,7 @@ func (h *Handle) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error)
 		return false, err
 	}
 	defer h.unlockOp()
-	if h.ctx.Err() != nil {
+	if !h.vouching() {
 		return false, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -433,7 +484,7 @@ func (h *Handle) setDeadlineLocked(d time.Time) {
 //
 // It blocks for one round trip, bounded by ctx, and does not wait for a concurrent Extend or Release.
 func (h *Handle) Verify(ctx context.Context) (bool, error) {
-	if h.ctx.Err() != nil {
+	if !h.vouching() {
 		return false, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -451,7 +502,7 @@ func (h *Handle) Verify(ctx context.Context) (bool, error) {
 		h.endLocked(luakit.ErrLost)
 		return false, nil
 	}
-	return h.ctx.Err() == nil, nil
+	return h.vouchingLocked(), nil
 }
 
 // Release removes the hold if this owner still has it; another owner's hold is never touched. It

@@ -364,3 +364,60 @@ func TestExtendTTLValidation(t *testing.T) {
 		t.Fatalf("ExtendTTL(1.5ms) = (%v, %v), TTL %v; want truncated to 1ms", ok, err, h.TTL())
 	}
 }
+
+// The accessors agree at every instant, even when the expiry timer is late: here it never fires (it is
+// stopped, as a timer that the scheduler has not run yet). Once the estimate elapsed, each accessor on
+// its own, called first, finds the handle ended with ErrExpired, and every other one agrees.
+func TestAccessorsAgreeWhenTimerIsLate(t *testing.T) {
+	first := map[string]func(h *Handle) bool{
+		"Err":         func(h *Handle) bool { return h.Err() != nil },
+		"Remaining":   func(h *Handle) bool { return h.Remaining() == 0 },
+		"Done":        func(h *Handle) bool { return isClosed(h.Done()) },
+		"Context.Err": func(h *Handle) bool { return h.Context().Err() != nil },
+		"Context.Done": func(h *Handle) bool {
+			return isClosed(h.Context().Done())
+		},
+		"Extend": func(h *Handle) bool { ok, err := h.Extend(context.Background()); return !ok && err == nil },
+		"Verify": func(h *Handle) bool { ok, err := h.Verify(context.Background()); return !ok && err == nil },
+		"KeepAlive": func(h *Handle) bool {
+			return errors.Is(h.KeepAlive(context.Background()), luakit.ErrExpired)
+		},
+	}
+	for name, ended := range first {
+		t.Run(name, func(t *testing.T) {
+			b := &fakeBackend{held: true}
+			h := grant(t, b, 20*time.Millisecond)
+			h.mu.Lock()
+			h.timer.Stop()
+			deadline := h.deadline
+			h.mu.Unlock()
+			if h.Err() != nil || h.Remaining() <= 0 || isClosed(h.Done()) {
+				t.Fatal("a new handle vouches")
+			}
+			time.Sleep(time.Until(deadline))
+			for !time.Now().After(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if !ended(h) {
+				t.Fatalf("%s still vouches after the estimate elapsed", name)
+			}
+			if !errors.Is(h.Err(), luakit.ErrExpired) || h.Remaining() != 0 || !isClosed(h.Done()) ||
+				!errors.Is(context.Cause(h.Context()), luakit.ErrExpired) || h.Context().Err() == nil {
+				t.Fatalf("after %s: Err %v, Remaining %v, Done closed %v, Context %v", name, h.Err(),
+					h.Remaining(), isClosed(h.Done()), context.Cause(h.Context()))
+			}
+			if n := b.extends.Load(); n != 0 {
+				t.Fatalf("%d renewals sent for an elapsed estimate", n)
+			}
+		})
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -24,7 +24,7 @@ import (
 func (h *Handle) KeepAlive(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ctx.Err() != nil {
+	if !h.vouchingLocked() {
 		return context.Cause(h.ctx)
 	}
 	if h.keepAliveDone != nil {
