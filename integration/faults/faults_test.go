@@ -117,6 +117,9 @@ func runTarget(t *testing.T, mt matrix.Target, seed uint64, span time.Duration) 
 		spawn("counter", func() error { return counters.worker(r, w, tg.client(1+w)) })
 	}
 	if err := leaders.start(r, []rueidis.Client{tg.client(0), tg.client(1), tg.client(2)}); err != nil {
+		stop()
+		wg.Wait()
+		_ = leaders.stop()
 		t.Fatalf("leader: %v", err)
 	}
 	spawn("leader sampler", func() error { leaders.sample(ctx, r); return nil })
@@ -247,7 +250,8 @@ func report(t *testing.T, name, server string, seed uint64, h []event, nem *neme
 					}
 				}
 			}
-			fmt.Fprintf(&b, "; %d leases, %d holder writes accepted, %d of %d writes after the lease rejected", acq, acc, zombieRejected, zombie)
+			fmt.Fprintf(&b, "; %d leases, %d holder writes accepted, %d of %d writes after the lease rejected; %d writes skipped with Err() nil but Remaining() 0",
+				acq, acc, zombieRejected, zombie, len(filter(h, "lock", "estimate-disagrees")))
 		case "leader":
 			terms := map[int64]bool{}
 			for _, e := range filter(h, "leader", "elected") {
