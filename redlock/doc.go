@@ -69,8 +69,7 @@
 // M ∩ W it could set the lock only after the earlier holder's lock was gone there, hence after the
 // write. Two sets of w = N/2 + 2 of N nodes share at least 2w − N = 3 nodes, so after f = 2 of them
 // lost their data one still holds the earlier token and the later one is greater. (With w = N/2 + 1, the
-// quorum, the sets may share a single node, and one lost node can reissue a token: the design before
-// issue 14.) Tokens are exact int64 values (above 2^53 too: they cross Lua as decimal strings and
+// quorum, two sets may share a single node, and losing it can reissue a token.) Tokens are exact int64 values (above 2^53 too: they cross Lua as decimal strings and
 // compare as strings); the counter never expires; tokens can skip values; different keys of one group
 // can receive equal tokens (one counter serves the group).
 //
@@ -101,8 +100,10 @@
 //     quarantine Q; otherwise its [NodeError] wraps [ErrQuarantined]. The group remembers, per node,
 //     the run_id it last saw and the latest instant that process can have started, on the local
 //     monotonic clock: reply time − (uptime − 1s), the second covering the server's whole-second
-//     rounding. A new run_id (a restart, or a failover to another server) starts it again; later
-//     replies of the same run_id do not move it. It logs each quarantine once per run_id (the node's
+//     rounding. A new run_id starts it again: from that instant for a restart, from the moment the
+//     group sees it for a process that started before the previous one last answered (a replica
+//     promoted by a failover: its uptime says nothing about when it took over); later replies of the
+//     same run_id do not move it. It logs each quarantine once per run_id (the node's
 //     address, Q and what is left; never keys or tokens).
 //   - Q is the longest TTL the group has requested (TryAcquire, Acquire, ExtendTTL), or
 //     [WithLongestTTL] if longer. A group cannot learn the TTLs of other processes: set WithLongestTTL
@@ -115,9 +116,11 @@
 // affected: they count nodes holding this owner's token, which a restarted empty node does not (a lock
 // left without a quorum finds that out at its next renewal, and its estimate ends within a TTL of its
 // last confirmed one, so before Q has passed). Not covered: a node that loses data without restarting
-// (FLUSHALL, a deleted key), locks with a TTL longer than Q, and a server wall clock that jumped
-// forward before the group first saw the node (uptime is wall-clock based). A user whose ACL forbids INFO gets NOPERM on every acquisition (nothing
-// written): grant INFO or turn the quarantine off.
+// (FLUSHALL, a deleted key), locks with a TTL longer than Q, a failover the group first notices after
+// its clients moved (a group that never saw the previous primary takes the replica's uptime at its
+// word), and a server wall clock that jumped forward before the group first saw the node (uptime is
+// wall-clock based). A user whose ACL forbids INFO gets NOPERM on every acquisition (nothing written):
+// grant INFO or turn the quarantine off.
 //
 // # Guarantees
 //
@@ -166,7 +169,7 @@
 //     it out of acquisitions' quorums for the longest TTL the group knows of; with the quarantine off,
 //     or for locks with a longer TTL, a second client can assemble a majority with it. Replication and
 //     failover behind a node (Sentinel) have the same effect: a promoted replica may lack the key and
-//     the counter (its run_id differs, so it is quarantined like a restart).
+//     the counter (its run_id differs, so a group that saw the previous primary quarantines it).
 //   - Unreachable nodes: a node that cannot be reached keeps the lock until its TTL ends. After a node
 //     restarts, each of the client's connections to it fails its next command once (rueidis then
 //     reconnects), so that node counts as failed for one step. A node that exceeded the node timeout

@@ -20,7 +20,8 @@ type quarantine struct {
 // nodeRun is what the group knows about one node's current server process.
 type nodeRun struct {
 	runID   string    // INFO server run_id of the process; "" before the first reply
-	upSince time.Time // local clock (monotonic reading): latest instant the process can have started
+	upSince time.Time // local clock (monotonic reading): when the quarantine of this run_id starts
+	seen    time.Time // local clock: the latest reply of this run_id
 	logged  bool      // the quarantine of this run_id was logged
 }
 
@@ -46,9 +47,11 @@ const uptimeSlack = time.Second
 
 // observe records node i's reply (run_id, uptime in whole seconds) received at or before at, and
 // reports how much of the quarantine period is left for that node (0: its grants count). The first
-// reply of a run_id fixes the node's start on the local monotonic clock: at − (uptime − 1s), the latest
-// instant the process can have started; later replies of the same run_id do not move it, so a jump of
-// the server's wall clock cannot shorten the quarantine. When a node is found in quarantine for the
+// reply of a run_id fixes the start of the node's quarantine on the local monotonic clock: at −
+// (uptime − 1s), the latest instant the process can have started, or at itself when that is before the
+// previous run_id's last reply (a replica promoted in its place, whose uptime says nothing about when
+// it took over); later replies of the same run_id do not move it, so a jump of the server's wall clock
+// cannot shorten the quarantine. When a node is found in quarantine for the
 // first time since its run_id changed, log (when not nil) gets one warning with its address only.
 func (q *quarantine) observe(i int, addr, runID string, uptime int64, at time.Time, period time.Duration, log *slog.Logger) time.Duration {
 	q.mu.Lock()
@@ -59,8 +62,15 @@ func (q *quarantine) observe(i int, addr, runID string, uptime int64, at time.Ti
 	n := &q.nodes[i]
 	if n.runID != runID {
 		up := max(time.Duration(uptime)*time.Second-uptimeSlack, 0)
-		*n = nodeRun{runID: runID, upSince: at.Add(-up)}
+		since := at.Add(-up)
+		if n.runID != "" && since.Before(n.seen) {
+			// A process that started before the previous one last answered took over (a failover to
+			// a replica): it may lack writes since some instant up to now, so quarantine from now.
+			since = at
+		}
+		*n = nodeRun{runID: runID, upSince: since}
 	}
+	n.seen = at
 	left := period - at.Sub(n.upSince)
 	if left <= 0 {
 		return 0

@@ -21,8 +21,10 @@ import (
 //
 // A Group holds no goroutine and no connection of its own: it never closes the clients, and each
 // operation starts one goroutine per node that ends on its own, at the latest when the node's client
-// gives up on the command (the operation itself returns at the node timeout). It is safe for
-// concurrent use by multiple goroutines. The zero value is not usable; use [NewGroup].
+// gives up on the command (the operation itself returns at the node timeout). Its only state is what
+// the restart quarantine learns: each node's last run_id and when that process started, and the
+// longest TTL requested. It is safe for concurrent use by multiple goroutines. The zero value is not
+// usable; use [NewGroup].
 type Group struct {
 	clients []rueidis.Client
 	quorum  int

@@ -749,6 +749,11 @@ func TestQuarantineObserve(t *testing.T) {
 	if n := strings.Count(logs.String(), "addr=a:1"); n != 1 {
 		t.Fatalf("restart logged %d times: %s", n, logs.String())
 	}
+	// A new run_id whose process is older than the previous one's last reply (a promoted replica up for
+	// an hour) is quarantined from the moment it is seen.
+	if left := q.observe(0, "a:1", "run-a3", 3600, t0.Add(9*time.Second), p, log); left != 10*time.Second {
+		t.Fatalf("failover: %v left", left)
+	}
 	if !strings.Contains(logs.String(), "quarantine=10s") {
 		t.Fatalf("log lacks the quarantine: %s", logs.String())
 	}

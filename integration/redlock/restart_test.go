@@ -155,7 +155,7 @@ func testFencedEachPosition(t *testing.T, e *env) {
 // restarts. With the quarantine off, the same situation hands B the lock (the documented hazard).
 // The quarantine lifts once the node has been up for the longest TTL the group requested: B, retrying
 // while another owner holds nodes 0 and 1, succeeds only then, on 2-4, and node 2's server reports at
-// least that uptime.
+// least that uptime. WithLongestTTL lengthens the quarantine beyond the group's own TTLs.
 func testQuarantine(t *testing.T, e *env) {
 	key := keyOf(t)
 	keys := []string{key}
@@ -237,6 +237,16 @@ func testQuarantine(t *testing.T, e *env) {
 	t.Logf("quarantine lifted after %d refused attempts; node 2 uptime %ds", refusals, e.uptime(t, 2))
 	require.NoError(t, b.Close())
 	e.del(t, key, 0, 1)
+	e.requireAbsent(t, key)
+
+	// WithLongestTTL raises the quarantine above the group's own TTLs: with an hour, no node of these
+	// servers (up for seconds) counts.
+	gLong := e.group(t, append(on, redlock.WithLongestTTL(time.Hour))...)
+	_, err = gLong.TryAcquire(ctx(t), key, ttl)
+	qe := e.requireQuorumError(t, err, "acquire", 0, 0, 1, 2, 3, 4)
+	for _, n := range qe.Nodes {
+		require.ErrorIs(t, n.Err, redlock.ErrQuarantined, "node %d", n.Index)
+	}
 	e.requireAbsent(t, key)
 }
 
