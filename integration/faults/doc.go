@@ -62,6 +62,14 @@
 //     sequential counter (uncertain calls stay open until the end of time and accept any reply),
 //     bounded to 3s per key: a timeout is reported as Unknown, never as a failure.
 //
+// # Seeing a checker fail
+//
+// TestCheckers gives every checker a small history that breaks its property. Against real servers,
+// flip one of the switches in the test files and run with COORDKIT_TARGETS=redis8: lockLoad.acceptStale
+// (the store accepts every write), leaderLoad.skipCheck (callbacks report leading without asking
+// their term and ignore revocation), doubleCount (the counter model counts each change twice); each
+// makes the suite fail with its checker's violations and history excerpts.
+//
 // Each run also prints its operations (ok / failed / uncertain per workload), the faults by kind and
 // the violations by checker. goleak (testkit.GoleakOptions) checks that nothing outlives the tests.
 package faults
