@@ -52,7 +52,7 @@ func idempotencyStep(ctx context.Context, e *env) (stepResult, error) {
 			}
 			return tenant, nil
 		}),
-		idemhttp.WithTTL(time.Minute),
+		idemhttp.WithRetention(time.Minute),
 		idemhttp.WithWait(idemWait),
 		idemhttp.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 	)

@@ -2,9 +2,11 @@
 --
 -- KEYS[1]  claim hash. Fields: s = state ('p' pending, 'c' completed), f = encoded fingerprint
 --          ("\0" for none, "\1" .. digest otherwise), g = generation (decimal), t = owner token
---          (pending only), x = TTL in whole milliseconds, r = result bytes (completed only)
+--          (pending only), x = the current state's TTL in whole milliseconds (the claim lease while
+--          pending, the retention once completed; informational, read by inspect.lua only),
+--          r = result bytes (completed only)
 -- ARGV[1]  owner token (opaque bytes, random)
--- ARGV[2]  TTL in whole milliseconds (>= 1)
+-- ARGV[2]  claim lease in whole milliseconds (>= 1): the pending claim's TTL
 -- ARGV[3]  encoded fingerprint (as field f)
 --
 -- Returns one of:

@@ -5,20 +5,28 @@
 //
 // # Model
 //
-// Each key is one Redis hash. [Store.TryBegin] runs one Lua script: when the key is absent it writes a
-// pending claim (a random owner token, the request fingerprint, a generation, the TTL) that expires
-// after the TTL, and returns Started with the owner token; otherwise it returns Completed with the
-// stored result, InProgress for a pending claim, or FingerprintMismatch. [Store.Complete] turns the
-// owner's pending claim into a completed one holding the result bytes and restarts the TTL;
-// [Store.Abandon] deletes the owner's pending claim. [Store.Begin] waits for an in-progress original
-// instead of returning InProgress. Each transition is one script (EVALSHA, with EVAL after NOSCRIPT).
+// Each key is one Redis hash that is first a pending claim, then a completed result, with two
+// separate lifetimes: the claim lease and the result retention. [Store.TryBegin] runs one Lua script:
+// when the key is absent it writes a pending claim (a random owner token, the request fingerprint, a
+// generation) that expires after the claim lease, and returns Started with the owner token; otherwise
+// it returns Completed with the stored result, InProgress for a pending claim, or
+// FingerprintMismatch. While the work runs, the owner renews the lease ([Store.Extend], or
+// [Store.KeepAlive], which renews in the background and ends the work's context if the claim is
+// lost), so a short lease (seconds) covers long work, and a crashed owner's claim frees the key after
+// at most one lease. [Store.Complete] turns the owner's pending claim into a completed one holding the
+// result bytes, kept for the retention (hours) given to it; [Store.Abandon] deletes the owner's
+// pending claim. [Store.Begin] waits for an in-progress original instead of returning InProgress;
+// [Store.Inspect] reads a claim's state for operators without changing it. Each call is one script
+// (EVALSHA, with EVAL after NOSCRIPT).
 //
 //	st, _ := idempotency.New(client)
-//	a, err := st.TryBegin(ctx, "tenant-42:create-invoice:req-123", 10*time.Minute, idempotency.FingerprintOf(digest))
+//	a, err := st.TryBegin(ctx, key, 10*time.Second, idempotency.FingerprintOf(digest)) // claim lease
 //	switch a.State {
 //	case idempotency.Started:
-//		res := doWork()
-//		ok, err := st.Complete(ctx, key, a.OwnerToken, res) // !ok: the claim expired first
+//		work, stop, _ := st.KeepAlive(ctx, key, a) // renews every lease/3
+//		res := doWork(work)                        // stop when work is done: the claim was lost
+//		stop()
+//		ok, err := st.Complete(ctx, key, a.OwnerToken, res, 24*time.Hour) // retention; !ok: lost
 //	case idempotency.Completed:
 //		replay(a.Result)
 //	case idempotency.InProgress, idempotency.FingerprintMismatch:
@@ -26,30 +34,34 @@
 //	}
 //
 // Key layout: the key (with the Store's prefix) is a hash with fields s (state), f (fingerprint),
-// g (generation), x (TTL in ms), t (owner token, pending only) and r (result, completed only). Reserve
-// these keys for this package; do not edit their fields.
+// g (generation), x (the lease last granted while pending, the retention once completed, in ms),
+// t (owner token, pending only) and r (result, completed only). Reserve these keys for this package;
+// do not edit their fields.
 //
 // # Errors
 //
-// [ErrUncertain], [ErrForeignData], [ErrNilClient] and [ErrInvalidTTL] are luakit's shared values, so
-// one errors.Is check serves every Coordkit module. A key holding another Redis type, or a hash this
-// package did not write, is reported as an error wrapping ErrForeignData and is left unchanged. Every
-// bad argument or option (an empty key, a TTL under 1ms, [ErrInvalidToken], a non-positive recheck
-// interval or retry delay) fails before any I/O with an error matching luakit.ErrInvalidConfig.
-// Every error starts with "idempotency: " and never contains a key, a token or a result.
+// [ErrUncertain], [ErrForeignData], [ErrNilClient], [ErrInvalidTTL], [ErrLost] and [ErrExpired] are
+// luakit's shared values, so one errors.Is check serves every Coordkit module. A key holding another
+// Redis type, or a hash this package did not write, is reported as an error wrapping ErrForeignData
+// and is left unchanged. Every bad argument or option (an empty key, a lease or retention under 1ms,
+// [ErrInvalidToken], a KeepAlive of an attempt that is not Started, a non-positive recheck interval or
+// retry delay) fails before any I/O with an error matching luakit.ErrInvalidConfig. Every error starts
+// with "idempotency: " and never contains a key, a token or a result.
 //
 // # Guarantees
 //
 //   - At most one pending or completed claim per key in a retained Redis history: of concurrent
 //     TryBegin calls on a free key exactly one is Started.
 //   - Only Started reveals an owner token; only Completed reveals a result, and only to callers with
-//     the same [Fingerprint]. [NoFingerprint] and FingerprintOf("") differ.
+//     the same [Fingerprint]. [NoFingerprint] and FingerprintOf("") differ. Inspect reveals neither.
 //   - Complete succeeds once, for the current pending owner: the owner token and the claim's generation
-//     are both checked, so after the claim expired and another caller claimed the key, the old token can
-//     neither complete nor abandon, and the newer claim or result stays intact.
-//   - The TTL (at least 1ms, truncated to whole milliseconds, validated before any I/O) bounds the
-//     pending claim and restarts on completion for the result. Lookups, including mismatches and
-//     losing callers, never change an existing claim's expiry.
+//     are both checked, so after the claim's lease ended and another caller claimed the key, the old
+//     token can neither renew, complete nor abandon, and the newer claim or result stays intact.
+//     Renewals never touch a completed result's retention.
+//   - Leases and retentions (at least 1ms, truncated to whole milliseconds, validated before any I/O)
+//     are separate: the lease bounds only the pending claim (restarted by each renewal), the retention
+//     only the result. Lookups, including mismatches, losing callers and Inspect, never change an
+//     existing claim or its expiry.
 //   - Results are arbitrary bytes, empty included, copied on input and returned as fresh slices. The
 //     store imposes no size limit (bound what you store; idemhttp does).
 //   - Outcomes that cannot be known (cancellation, timeout or disconnect after sending) are reported
@@ -57,13 +69,14 @@
 //
 // # Non-guarantees
 //
-//   - Duplicates are suppressed only while Redis retains the claim or result. A handler that outlives
-//     its pending TTL may overlap a new handler; choose a TTL longer than the work plus the clients'
-//     retry window. Eviction, failover data loss or expiry can allow a repeated side effect: payments
-//     and other effects that must survive Redis data loss need durable application transactions or
-//     downstream idempotency (the generation can serve as a fencing value there).
-//   - A lost reply to TryBegin can leave a claim whose token nobody holds; it blocks the key until it
-//     expires.
+//   - Duplicates are suppressed only while Redis retains the claim or result. Work that outlives its
+//     lease without renewal (a paused process, renewals failing for a whole lease) may overlap a new
+//     owner's: KeepAlive then ends the work's context ([ErrExpired] or [ErrLost]), but cannot stop
+//     work that ignores it. Eviction, failover data loss or expiry can allow a repeated side effect:
+//     payments and other effects that must survive Redis data loss need durable application
+//     transactions or downstream idempotency (the generation can serve as a fencing value there).
+//   - A lost reply to TryBegin can leave a claim whose token nobody holds; it blocks the key until its
+//     lease ends.
 //   - Do not abandon automatically after an error if an external side effect may have happened:
 //     abandoning lets a duplicate run the work again.
 //   - Generations come from the server clock (TIME in microseconds); they increase across successive
@@ -74,10 +87,12 @@
 //
 // Redis 7.0 and later, Valkey 8 and later, standalone or Cluster (one key per operation, so any key
 // works), RESP2 or RESP3. Waiting in Begin wakes on invalidations only with RESP3 client-side caching
-// and [WithTracker]; otherwise it re-checks periodically.
+// and [WithTracker] (each renewal of the awaited claim also wakes it, to re-check); otherwise it
+// re-checks periodically.
 //
 // # Concurrency
 //
-// A [Store] is safe for concurrent use. It owns no goroutines and runs no background work (Begin
-// waits in the caller's goroutine), so it has no Close.
+// A [Store] is safe for concurrent use. It runs no background work of its own (Begin waits in the
+// caller's goroutine); each KeepAlive runs one goroutine until its stop function is called, its ctx
+// ends or the claim is lost. So a Store has no Close.
 package idempotency

@@ -29,15 +29,21 @@ func ExampleStore_TryBegin() {
 	fp := idempotency.FingerprintOf(hex.EncodeToString(sum[:]))
 	key := "tenant-42:create-invoice:request-123"
 
-	a, err := st.TryBegin(ctx, key, 10*time.Minute, fp)
+	// A 10s claim lease (kept alive below); the result is replayed for 24h.
+	a, err := st.TryBegin(ctx, key, 10*time.Second, fp)
 	if err != nil {
 		return // ErrUncertain: a claim may exist; retry later, never assume success
 	}
 	switch a.State {
 	case idempotency.Started:
-		result := []byte("invoice-456") // do the work once, serialise its result
-		if ok, err := st.Complete(ctx, key, a.OwnerToken, result); err != nil || !ok {
-			fmt.Println("the claim expired before completion")
+		work, stop, err := st.KeepAlive(ctx, key, a)
+		if err != nil {
+			return
+		}
+		result := createInvoice(work) // do the work once (stopping if work ends), serialise its result
+		stop()
+		if ok, err := st.Complete(ctx, key, a.OwnerToken, result, 24*time.Hour); err != nil || !ok {
+			fmt.Println("the claim was lost before completion")
 		}
 	case idempotency.Completed:
 		fmt.Println(string(a.Result))
@@ -45,6 +51,56 @@ func ExampleStore_TryBegin() {
 		fmt.Println("the original request is still running")
 	case idempotency.FingerprintMismatch:
 		fmt.Println("this key belongs to a different request")
+	}
+}
+
+func createInvoice(ctx context.Context) []byte { return []byte("invoice-456") }
+
+// KeepAlive renews a claim while long work runs; the work's context ends if the claim is lost. It
+// needs a server, so it is compiled but not run.
+func ExampleStore_KeepAlive() {
+	ctx := context.Background()
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	st, _ := idempotency.New(client)
+	a, err := st.TryBegin(ctx, "export-2026-12", 15*time.Second, idempotency.NoFingerprint)
+	if err != nil || a.State != idempotency.Started {
+		return
+	}
+	work, stop, err := st.KeepAlive(ctx, "export-2026-12", a) // renews every 5s
+	if err != nil {
+		return
+	}
+	select {
+	case <-time.After(time.Minute): // the long work, longer than the lease
+	case <-work.Done():
+		fmt.Println("stopped:", context.Cause(work)) // idempotency.ErrLost or ErrExpired
+	}
+	stop()
+	_, _ = st.Complete(ctx, "export-2026-12", a.OwnerToken, []byte("done"), time.Hour)
+}
+
+// Inspect shows an operator a claim's state without changing it (no TTL refresh). It needs a server,
+// so it is compiled but not run.
+func ExampleStore_Inspect() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	st, _ := idempotency.New(client, idempotency.WithKeyPrefix("myapp:"))
+	in, err := st.Inspect(context.Background(), "tenant-42:create-invoice:request-123")
+	switch {
+	case err != nil:
+	case !in.Found:
+		fmt.Println("free")
+	case in.State == idempotency.InProgress:
+		fmt.Printf("pending (generation %d), lease %v, freed in %v unless renewed\n", in.Generation, in.TTL, in.Remaining)
+	default:
+		fmt.Printf("%d-byte result kept for %v more\n", in.ResultSize, in.Remaining)
 	}
 }
 

@@ -11,6 +11,8 @@ var scriptFS embed.FS
 
 var (
 	beginScript    = luakit.MustLoad(scriptFS, "begin")
+	extendScript   = luakit.MustLoad(scriptFS, "extend")
 	completeScript = luakit.MustLoad(scriptFS, "complete")
 	abandonScript  = luakit.MustLoad(scriptFS, "abandon")
+	inspectScript  = luakit.MustLoad(scriptFS, "inspect")
 )

@@ -107,8 +107,9 @@ func (s State) String() string {
 type Attempt struct {
 	// State says which of the fields below are set.
 	State State
-	// OwnerToken is set only for Started: the private proof of ownership to pass to Complete or Abandon.
-	// It is opaque (it encodes a random 128-bit value and the generation); never log it.
+	// OwnerToken is set only for Started: the private proof of ownership to pass to Extend,
+	// KeepAlive, Complete or Abandon. It is opaque (it encodes a random 128-bit value and the
+	// generation); never log it.
 	OwnerToken string
 	// Result is set only for Completed: the stored result, a non-nil slice (empty for an empty
 	// result) that the caller owns; it shares no memory with client buffers.
@@ -118,21 +119,46 @@ type Attempt struct {
 	// Successive claims of one key get increasing generations while the server clock does not step
 	// back; pass it downstream as a fencing value if the side effect can check it.
 	Generation int64
-	// Remaining is set only for InProgress: the pending claim's remaining life, after which another
-	// caller can claim the key.
+	// Remaining is set only for InProgress: the pending claim's remaining lease, after which another
+	// caller can claim the key unless its owner renews it.
 	Remaining time.Duration
+	// Lease is set only for Started: the claim lease granted, truncated to whole milliseconds.
+	Lease time.Duration
+	// Deadline is set only for Started: the local estimate of when the lease ends unless renewed,
+	// measured from just before the script was sent (send time + Lease − 1ms, or − Lease/2 for leases
+	// under 2ms), so on a correct clock it never outlives the server's claim. [Store.KeepAlive] starts
+	// from it.
+	Deadline time.Time
 }
 
-// prepare validates key and ttl before any I/O and returns the physical key and the TTL in whole ms.
-func (s *Store) prepare(key string, ttl time.Duration) (string, int64, error) {
+// prepare validates key and the lease before any I/O and returns the physical key and the lease in
+// whole ms.
+func (s *Store) prepare(key string, lease time.Duration) (string, int64, error) {
 	if err := validateKey(key); err != nil {
 		return "", 0, err
 	}
-	ms := ttl.Milliseconds()
-	if ms < 1 {
-		return "", 0, &argError{msg: fmt.Sprintf("idempotency: TTL must be at least 1ms (got %v)", ttl), kind: ErrInvalidTTL}
+	ms, err := millis("claim lease", lease)
+	if err != nil {
+		return "", 0, err
 	}
 	return s.cfg.keys.Key(key), ms, nil
+}
+
+// millis validates a TTL (at least 1ms) and returns it in whole milliseconds; what names it in the
+// error.
+func millis(what string, d time.Duration) (int64, error) {
+	ms := d.Milliseconds()
+	if ms < 1 {
+		return 0, &argError{msg: fmt.Sprintf("idempotency: %s must be at least 1ms (got %v)", what, d), kind: ErrInvalidTTL}
+	}
+	return ms, nil
+}
+
+// estimate is the local deadline of a lease of ms milliseconds sent at start: start + lease − the
+// server clock's step (1ms, at most half the lease), as luakit/ownership computes it.
+func estimate(start time.Time, ms int64) time.Time {
+	lease := time.Duration(ms) * time.Millisecond
+	return start.Add(lease - min(time.Millisecond, lease/2))
 }
 
 // validateKey rejects an empty key with an error matching luakit.ErrEmptyKey and
@@ -146,24 +172,27 @@ func validateKey(key string) error {
 
 // TryBegin makes one atomic attempt to claim key and returns at once.
 //
-// When key is free it creates a pending claim that expires after ttl and returns Started with the
-// owner token. Otherwise it returns Completed with a copy of the stored result, InProgress while
-// another owner's claim is pending, or FingerprintMismatch when the key was claimed with a different
-// fingerprint (whatever its state; nothing about the claim is revealed). Lookups never change the
-// existing claim or its expiry: a losing caller's ttl is ignored.
+// When key is free it creates a pending claim whose lease ends after lease unless its owner renews it
+// ([Store.Extend], [Store.KeepAlive]), and returns Started with the owner token, the lease and the
+// local Deadline estimate. Otherwise it returns Completed with a copy of the stored result, InProgress
+// while another owner's claim is pending, or FingerprintMismatch when the key was claimed with a
+// different fingerprint (whatever its state; nothing about the claim is revealed). Lookups never
+// change the existing claim or its expiry: a losing caller's lease is ignored.
 //
-// ttl is truncated to whole milliseconds and must be at least 1ms. It bounds the pending claim (so a
-// crashed owner's claim expires) and, after [Store.Complete], the stored result. key is binary-safe,
-// non-empty, and gets the Store's prefix. Invalid input fails before any I/O.
+// lease is truncated to whole milliseconds and must be at least 1ms. It bounds only the pending claim,
+// so a crashed owner's claim frees the key after it; the result's retention is chosen separately by
+// [Store.Complete]. Choose it a few round trips longer than the renewal period, or, without renewal,
+// longer than the work. key is binary-safe, non-empty, and gets the Store's prefix. Invalid input
+// fails before any I/O.
 //
 // Errors: [ErrInvalidTTL] or an empty-key error before I/O (both match luakit.ErrInvalidConfig); an
 // error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run but no
-// reply was read (an unreturned claim then expires after ttl; the script is not retried); an error
+// reply was read (an unreturned claim then expires after lease; the script is not retried); an error
 // wrapping [ErrForeignData] when the key holds another Redis type or a hash this package did not write
 // (nothing written); or a server or connection error (see [luakit.Classify]). It blocks for one round
 // trip, bounded by ctx.
-func (s *Store) TryBegin(ctx context.Context, key string, ttl time.Duration, fp Fingerprint) (Attempt, error) {
-	k, ms, err := s.prepare(key, ttl)
+func (s *Store) TryBegin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (Attempt, error) {
+	k, ms, err := s.prepare(key, lease)
 	if err != nil {
 		return Attempt{}, err
 	}
@@ -172,6 +201,7 @@ func (s *Store) TryBegin(ctx context.Context, key string, ttl time.Duration, fp 
 
 func (s *Store) begin(ctx context.Context, k string, ms int64, fp Fingerprint) (Attempt, error) {
 	secret := luakit.OwnerToken()
+	start := time.Now()
 	arr, err := beginScript.Exec(ctx, s.client, []string{k}, []string{secret, strconv.FormatInt(ms, 10), fp.encode()}).ToArray()
 	if err != nil {
 		return Attempt{}, wrap("begin", err)
@@ -202,7 +232,8 @@ func (s *Store) begin(ctx context.Context, k string, ms int64, fp Fingerprint) (
 	}
 	switch status {
 	case 1:
-		return Attempt{State: Started, OwnerToken: secret + "." + strconv.FormatInt(gen, 10), Generation: gen}, nil
+		return Attempt{State: Started, OwnerToken: secret + "." + strconv.FormatInt(gen, 10), Generation: gen,
+			Lease: time.Duration(ms) * time.Millisecond, Deadline: estimate(start, ms)}, nil
 	case 2:
 		if len(arr) != 3 {
 			return Attempt{}, errors.New("idempotency: begin: completed reply without result")
@@ -262,32 +293,74 @@ func parseToken(token string) (secret, gen string, err error) {
 
 // Complete stores result for key's pending claim if ownerToken (from a Started [Attempt]) still owns
 // it, and reports whether it did. On success the claim becomes completed, later attempts with the same
-// fingerprint get a copy of result, and the key's expiry restarts at the claim's TTL.
+// fingerprint get a copy of result, and the key expires after retention (whatever lease the claim
+// had): the replay window is independent of the claim lease.
 //
-// It returns false, writing nothing, when the claim is no longer this owner's: it expired (and perhaps
-// another caller claimed the key: the owner token and generation are both checked, so a late
+// It returns false, writing nothing, when the claim is no longer this owner's: its lease ended (and
+// perhaps another caller claimed the key: the owner token and generation are both checked, so a late
 // completion never overwrites a newer claim or result), it was abandoned, or it was already completed
-// (a second completion keeps the first result).
+// (a second completion keeps the first result and its expiry).
 //
 // result may be empty or nil (stored as empty) and hold any bytes; it is copied before Complete
-// returns and before any I/O, so the caller may reuse it. The store imposes no size limit.
+// returns and before any I/O, so the caller may reuse it. The store imposes no size limit. retention
+// is truncated to whole milliseconds and must be at least 1ms; choose it longer than the clients'
+// retry window (idemhttp's default is 24h).
 //
-// Errors: [ErrInvalidToken] or an empty-key error before I/O (both match luakit.ErrInvalidConfig); an
-// error wrapping [ErrUncertain] when the script may have run but no reply was read (check with
-// TryBegin; the script is not retried); an error wrapping [ErrForeignData] when the key holds another
-// Redis type, or this owner's pending claim has a TTL field the package did not write (nothing
-// written); or a server or connection error. It blocks for one round trip, bounded by ctx.
-func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []byte) (bool, error) {
+// Errors: [ErrInvalidToken], [ErrInvalidTTL] for the retention, or an empty-key error before I/O (all
+// match luakit.ErrInvalidConfig); an error wrapping [ErrUncertain] when the script may have run but no
+// reply was read (check with TryBegin or Inspect; the script is not retried); an error wrapping
+// [ErrForeignData] when the key holds another Redis type (nothing written); or a server or connection
+// error. It blocks for one round trip, bounded by ctx.
+func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []byte, retention time.Duration) (bool, error) {
 	k, secret, gen, err := s.prepareOwned(key, ownerToken)
 	if err != nil {
 		return false, err
 	}
-	n, err := completeScript.Exec(ctx, s.client, []string{k}, []string{secret, gen, string(result)}).AsInt64()
+	ms, err := millis("retention", retention)
+	if err != nil {
+		return false, err
+	}
+	n, err := completeScript.Exec(ctx, s.client, []string{k}, []string{secret, gen, string(result), strconv.FormatInt(ms, 10)}).AsInt64()
 	if err != nil {
 		return false, wrap("complete", err)
 	}
 	if n == -1 {
 		return false, fmt.Errorf("idempotency: complete: %w", ErrForeignData)
+	}
+	return n == 1, nil
+}
+
+// Extend renews key's pending claim for lease, counted on the server from when the script runs, if
+// ownerToken still owns it, and reports whether it did. Use it (or [Store.KeepAlive], which calls it
+// periodically) while work outlives the lease granted by TryBegin. It returns false, writing nothing,
+// when the claim is no longer this owner's pending claim (its lease ended, it was abandoned, replaced
+// or completed: a stored result's retention is never changed): the work is then no longer protected
+// against a duplicate.
+//
+// lease is truncated to whole milliseconds and must be at least 1ms. Errors: [ErrInvalidToken],
+// [ErrInvalidTTL] or an empty-key error before I/O (all match luakit.ErrInvalidConfig); an error
+// wrapping [ErrUncertain] when no reply was read (the renewal may still run; the claim's expiry is
+// then at least what it was); an error wrapping [ErrForeignData] for another Redis type at the key; or
+// a server or connection error (the claim is unchanged). It blocks for one round trip, bounded by ctx.
+func (s *Store) Extend(ctx context.Context, key, ownerToken string, lease time.Duration) (bool, error) {
+	k, secret, gen, err := s.prepareOwned(key, ownerToken)
+	if err != nil {
+		return false, err
+	}
+	ms, err := millis("claim lease", lease)
+	if err != nil {
+		return false, err
+	}
+	return s.extend(ctx, k, secret, gen, ms)
+}
+
+func (s *Store) extend(ctx context.Context, k, secret, gen string, ms int64) (bool, error) {
+	n, err := extendScript.Exec(ctx, s.client, []string{k}, []string{secret, gen, strconv.FormatInt(ms, 10)}).AsInt64()
+	if err != nil {
+		return false, wrap("extend", err)
+	}
+	if n == -1 {
+		return false, fmt.Errorf("idempotency: extend: %w", ErrForeignData)
 	}
 	return n == 1, nil
 }

@@ -100,12 +100,38 @@ func TestValidationBeforeIO(t *testing.T) {
 	}
 	for _, tt := range owned {
 		t.Run("owned/"+tt.name, func(t *testing.T) {
-			_, err := s.Complete(ctx, tt.key, tt.token, nil)
+			_, err := s.Complete(ctx, tt.key, tt.token, nil, time.Hour)
 			requireInvalid(t, "Complete", err, tt.want)
 			_, err = s.Abandon(ctx, tt.key, tt.token)
 			requireInvalid(t, "Abandon", err, tt.want)
+			_, err = s.Extend(ctx, tt.key, tt.token, time.Second)
+			requireInvalid(t, "Extend", err, tt.want)
+			_, _, err = s.KeepAlive(ctx, tt.key, Attempt{State: Started, OwnerToken: tt.token, Lease: time.Second})
+			requireInvalid(t, "KeepAlive", err, tt.want)
 		})
 	}
+	// TTL-like arguments of the owner's calls.
+	for _, d := range []time.Duration{0, 999 * time.Microsecond, -time.Second} {
+		t.Run("durations/"+d.String(), func(t *testing.T) {
+			_, err := s.Complete(ctx, "k", goodToken, nil, d)
+			requireInvalid(t, "Complete retention", err, luakit.ErrInvalidTTL)
+			_, err = s.Extend(ctx, "k", goodToken, d)
+			requireInvalid(t, "Extend lease", err, luakit.ErrInvalidTTL)
+			_, _, err = s.KeepAlive(ctx, "k", Attempt{State: Started, OwnerToken: goodToken, Lease: d})
+			requireInvalid(t, "KeepAlive lease", err, luakit.ErrInvalidTTL)
+		})
+	}
+	for _, st := range []State{0, Completed, InProgress, FingerprintMismatch} {
+		t.Run("keepalive state/"+st.String(), func(t *testing.T) {
+			kctx, stop, err := s.KeepAlive(ctx, "k", Attempt{State: st, OwnerToken: goodToken, Lease: time.Second})
+			requireInvalid(t, "KeepAlive", err, luakit.ErrInvalidConfig)
+			if kctx != nil || stop != nil {
+				t.Error("KeepAlive returned a context or stop function with an error")
+			}
+		})
+	}
+	_, err = s.Inspect(ctx, "")
+	requireInvalid(t, "Inspect", err, luakit.ErrEmptyKey)
 	if !errors.Is(ErrInvalidToken, luakit.ErrInvalidConfig) {
 		t.Error("ErrInvalidToken does not match luakit.ErrInvalidConfig")
 	}
@@ -189,9 +215,24 @@ func TestStateString(t *testing.T) {
 }
 
 func TestScriptsLoaded(t *testing.T) {
-	for _, s := range []*luakit.Script{beginScript, completeScript, abandonScript} {
+	for _, s := range []*luakit.Script{beginScript, extendScript, completeScript, abandonScript, inspectScript} {
 		if s.Source() == "" || len(s.SHA1()) != 40 {
 			t.Errorf("script %s not loaded", s.Name())
+		}
+	}
+}
+
+func TestEstimate(t *testing.T) {
+	start := time.Unix(1000, 0)
+	tests := []struct {
+		ms   int64
+		want time.Duration
+	}{
+		{1, 500 * time.Microsecond}, {2, time.Millisecond}, {30000, 30*time.Second - time.Millisecond},
+	}
+	for _, tt := range tests {
+		if got := estimate(start, tt.ms).Sub(start); got != tt.want {
+			t.Errorf("estimate(%dms) = start + %v, want + %v", tt.ms, got, tt.want)
 		}
 	}
 }

@@ -20,10 +20,10 @@ import (
 // including uncertain ones, end the wait at once.
 //
 // When ctx ends while waiting it returns an error wrapping ctx.Err() (and [ErrUncertain] if an
-// attempt was in flight; such an unreturned claim expires after ttl). Arguments and other errors as
+// attempt was in flight; such an unreturned claim expires after lease). Arguments and other errors as
 // for TryBegin.
-func (s *Store) Begin(ctx context.Context, key string, ttl time.Duration, fp Fingerprint) (Attempt, error) {
-	k, ms, err := s.prepare(key, ttl)
+func (s *Store) Begin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (Attempt, error) {
+	k, ms, err := s.prepare(key, lease)
 	if err != nil {
 		return Attempt{}, err
 	}

@@ -1,6 +1,10 @@
 package idemhttp_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -29,7 +33,8 @@ func ExampleMiddleware_Handler() {
 			}
 			return tenant, nil
 		}),
-		idemhttp.WithTTL(24*time.Hour),
+		idemhttp.WithClaimLease(30*time.Second), // kept alive while the handler runs
+		idemhttp.WithRetention(24*time.Hour),    // how long a response is replayed
 		idemhttp.WithMaxStoredResponse(64<<10),
 	)
 	if err != nil {
@@ -47,4 +52,74 @@ func ExampleParseKey() {
 	k, err := idemhttp.ParseKey(`"8e03978e-40d5-43e8-bc93-6894a57f9324"`)
 	fmt.Println(k, err)
 	// Output: 8e03978e-40d5-43e8-bc93-6894a57f9324 <nil>
+}
+
+// An operator finds the claim of a request (tenant t-42 sent POST /payments with key k-1) and reads
+// its state without changing it. It needs a server, so it is compiled but not run.
+func ExampleClaimKey() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	st, _ := idempotency.New(client, idempotency.WithKeyPrefix("myapp:")) // the middleware's Store options
+	in, err := st.Inspect(context.Background(), idemhttp.ClaimKey("t-42", http.MethodPost, "/payments", "k-1"))
+	if err != nil {
+		return
+	}
+	fmt.Println(in.Found, in.State, in.Remaining, in.ResultSize)
+}
+
+// The fingerprint is canonical JSON of the fields that matter, so a retry whose JSON has its fields
+// in another order (or extra whitespace) is the same request. It needs a server, so it is compiled but
+// not run.
+func ExampleWithFingerprint() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	st, _ := idempotency.New(client)
+	mw, err := idemhttp.New(st, idemhttp.WithFingerprint(func(r *http.Request, body []byte) (string, error) {
+		var p struct {
+			Amount   int64  `json:"amount"`
+			Currency string `json:"currency"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil {
+			return "", err // answered 400, nothing claimed
+		}
+		canonical, _ := json.Marshal(p) // fields in struct order
+		sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.EscapedPath()+"\n"), canonical...))
+		return hex.EncodeToString(sum[:]), nil
+	}))
+	if err != nil {
+		return
+	}
+	http.Handle("/payments", mw.Handler(http.NotFoundHandler()))
+}
+
+// Store only successful responses, and let a handler refuse storage for a response of its own. It
+// needs a server, so it is compiled but not run.
+func ExampleWithStorePolicy() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	st, _ := idempotency.New(client)
+	mw, err := idemhttp.New(st, idemhttp.WithStorePolicy(func(_ *http.Request, status int, _ http.Header) bool {
+		return status < 500 && idemhttp.DefaultStorePolicy(nil, status, nil)
+	}))
+	if err != nil {
+		return
+	}
+	orders := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Type") != "application/json" {
+			idemhttp.DoNotStore(w) // nothing happened: let the client fix the request and retry
+			http.Error(w, "want JSON", http.StatusUnsupportedMediaType)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	http.Handle("/orders", mw.Handler(orders))
 }

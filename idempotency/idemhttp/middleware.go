@@ -111,8 +111,14 @@ func lp(h io.Writer, s string) {
 	io.WriteString(h, s)
 }
 
-// storeKey is the claim key of one request: a digest of scope, method, path and the client's key.
-func storeKey(scope, method, path, key string) string {
+// ClaimKey returns the [idempotency.Store] key under which the middleware claims a request: "idemhttp:"
+// followed by the hex SHA-256 of the length-prefixed scope (what [WithScope]'s function returned),
+// method, escaped path (r.URL.EscapedPath()) and idempotency key (as [ParseKey] returned it). The
+// Store's key prefix ([idempotency.WithKeyPrefix]) is added by the Store, not here: pass the result to
+// the same Store's [idempotency.Store.Inspect] to find a request's claim, or prepend the prefix to get
+// the physical Redis key. It is a pure function, safe for concurrent use; its output is stable across
+// releases of v0 unless the changelog says otherwise.
+func ClaimKey(scope, method, path, key string) string {
 	h := sha256.New()
 	lp(h, scope)
 	lp(h, method)
@@ -121,14 +127,42 @@ func storeKey(scope, method, path, key string) string {
 	return "idemhttp:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// fingerprint is the digest of what makes two requests "the same": method, path, query and body.
-func fingerprint(method, path, query string, body []byte) idempotency.Fingerprint {
+// DefaultFingerprint is the default of [WithFingerprint]: the hex SHA-256 of the length-prefixed
+// method, escaped path and raw query of r, followed by the body bytes. Two requests are the same only
+// if their bodies are byte for byte equal. It never fails.
+func DefaultFingerprint(r *http.Request, body []byte) (string, error) {
+	return fingerprint(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, body), nil
+}
+
+func fingerprint(method, path, query string, body []byte) string {
 	h := sha256.New()
 	lp(h, method)
 	lp(h, path)
 	lp(h, query)
 	h.Write(body)
-	return idempotency.FingerprintOf(hex.EncodeToString(h.Sum(nil)))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// DoNotStore marks the response being written through w as not to be stored: the middleware serves
+// it, does not store it, and abandons the claim when the handler returns, so a retry with the same key
+// runs the handler again. Call it from the handler (before it returns) only for a response of a
+// request with no side effect, for example a validation error the client may fix, or a temporary
+// refusal. It reports whether w belongs to this package's middleware (directly, or through wrappers
+// with an Unwrap() http.ResponseWriter method); it does nothing otherwise. It must be called from the
+// handler's goroutine.
+func DoNotStore(w http.ResponseWriter) bool {
+	for w != nil {
+		if rc, ok := w.(*recorder); ok {
+			rc.noStore = true
+			return true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		w = u.Unwrap()
+	}
+	return false
 }
 
 // problem writes an RFC 9457 problem response.
@@ -144,10 +178,12 @@ func problem(w http.ResponseWriter, status int, title string) {
 //     otherwise next runs unprotected;
 //   - a malformed or repeated header: 400;
 //   - a body longer than the request limit: 413;
-//   - the key is free: next runs; its status, allow-listed headers and body (if within the stored
-//     response limit) are stored and replayed to duplicates for the TTL;
-//   - the same key with the same method, path, query and body, completed: the stored response with
-//     Idempotent-Replayed: true;
+//   - the fingerprint function ([WithFingerprint]) fails: 400, the key is not claimed;
+//   - the key is free: next runs while the claim is kept alive; when the store policy
+//     ([WithStorePolicy]) accepts its response (by default: all but 429 and 503) and next did not call
+//     [DoNotStore], its status, allow-listed headers and body (if within the stored response limit) are
+//     stored and replayed to duplicates for the retention; otherwise the claim is abandoned;
+//   - the same key and fingerprint, completed: the stored response with Idempotent-Replayed: true;
 //   - the same key while the original is in flight: 409 with Retry-After (after waiting, see [WithWait]);
 //   - the same key with a different request: 422;
 //   - the scope function ([WithScope]) fails: 500, the key is not claimed;
@@ -155,10 +191,13 @@ func problem(w http.ResponseWriter, status int, title string) {
 //     500 (a retry cannot fix it; [WithFailOpen] does not apply);
 //   - the store fails: 503 with Retry-After: 1 (or next runs unprotected with [WithFailOpen]).
 //
-// Keys are scoped by the caller ([WithScope]), the method and the path. Error responses are
-// application/problem+json. Every response of next is stored, 5xx included (a retry gets the same
-// answer); a response too large to store leaves its claim pending until the TTL ends. A panic in next
-// leaves the claim pending (or abandons it, see [WithAbandonOnPanic]) and is re-raised.
+// Keys are scoped by the caller ([WithScope]), the method and the path ([ClaimKey]). Error responses
+// are application/problem+json. next's request context is cancelled, with context.Cause
+// [idempotency.ErrLost] or [idempotency.ErrExpired], if its claim can no longer be kept alive (a
+// duplicate may then run); the claim keeps being renewed while next runs even after the client has
+// gone. A response too large to store leaves its claim pending until its lease ends. A panic in next
+// leaves the claim pending until its lease ends (or abandons it, see [WithAbandonOnPanic]) and is
+// re-raised.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.serve(w, r, next)
@@ -204,20 +243,28 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		problem(w, http.StatusInternalServerError, "request could not be scoped for idempotency")
 		return
 	}
-	path := r.URL.EscapedPath()
-	sk := storeKey(scope, r.Method, path, key)
-	fp := fingerprint(r.Method, path, r.URL.RawQuery, body)
+	digest, err := m.cfg.fingerprint(r, body)
+	if err != nil {
+		m.cfg.logger.Info("idemhttp: fingerprint function failed; request rejected without claiming", "error", err)
+		problem(w, http.StatusBadRequest, "request could not be fingerprinted for idempotency")
+		return
+	}
+	if body != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body)) // the fingerprint function may have read it
+	}
+	sk := ClaimKey(scope, r.Method, r.URL.EscapedPath(), key)
+	fp := idempotency.FingerprintOf(digest)
 
 	var a idempotency.Attempt
 	if m.cfg.wait > 0 {
 		wctx, cancel := context.WithTimeout(r.Context(), m.cfg.wait)
-		a, err = m.store.Begin(wctx, sk, m.cfg.ttl, fp)
+		a, err = m.store.Begin(wctx, sk, m.cfg.lease, fp)
 		cancel()
 		if err != nil && r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, idempotency.ErrUncertain) {
 			a, err = idempotency.Attempt{State: idempotency.InProgress}, nil
 		}
 	} else {
-		a, err = m.store.TryBegin(r.Context(), sk, m.cfg.ttl, fp)
+		a, err = m.store.TryBegin(r.Context(), sk, m.cfg.lease, fp)
 	}
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -259,53 +306,87 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		w.WriteHeader(rec.status)
 		w.Write(rec.body)
 	case idempotency.Started:
-		m.run(w, r, next, sk, a.OwnerToken)
+		m.run(w, r, next, sk, a)
 	default:
 		problem(w, http.StatusInternalServerError, "unexpected idempotency state")
 	}
 }
 
-// run executes next as the claim's owner and stores its response.
-func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, sk, token string) {
+// run executes next as the claim's owner, keeping the claim alive meanwhile, then stores its response
+// or abandons the claim.
+func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handler, sk string, a idempotency.Attempt) {
 	rec := &recorder{w: w, max: m.cfg.maxResponse, allow: m.cfg.replayHeaders, status: http.StatusOK}
+	// Renew while next runs, even after the client has gone (next may go on with its side effect);
+	// next's context ends with the request or when the claim is lost.
+	kctx, stop, err := m.store.KeepAlive(context.WithoutCancel(r.Context()), sk, a)
+	if err != nil { // unreachable for an attempt TryBegin returned as Started
+		m.cfg.logger.Error("idemhttp: keep-alive could not start", "error", err)
+		problem(w, http.StatusInternalServerError, "idempotency claim unusable")
+		return
+	}
+	hctx, hcancel := context.WithCancelCause(r.Context())
+	stopLoss := context.AfterFunc(kctx, func() { hcancel(context.Cause(kctx)) })
+	finish := func() (lost error) {
+		stopLoss()
+		if kctx.Err() != nil {
+			lost = context.Cause(kctx) // lost or expired before the handler returned
+		}
+		stop()
+		hcancel(context.Canceled)
+		return lost
+	}
+	token := a.OwnerToken
 	panicked := true
 	defer func() {
 		if !panicked {
 			return
 		}
+		finish()
 		p := recover()
 		if p == nil {
 			return // runtime.Goexit: leave the claim pending, let the goroutine exit
 		}
 		if m.cfg.abandonOnPanic && !rec.wrote {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
-			if _, err := m.store.Abandon(ctx, sk, token); err != nil {
-				m.cfg.logger.Warn("idemhttp: abandon after panic failed; the claim expires after its TTL", "error", err)
-			}
-			cancel()
+			m.abandon(r, sk, token, "abandon after panic failed; the claim expires after its lease")
 		}
 		panic(p)
 	}()
-	next.ServeHTTP(rec, r)
+	next.ServeHTTP(rec, r.WithContext(hctx))
 	panicked = false
+	if lost := finish(); lost != nil {
+		m.cfg.logger.Warn("idemhttp: the claim could not be kept alive while the handler ran; a duplicate may have run", "cause", lost)
+	}
 
 	if rec.overflow {
-		// Served but not stored; the claim stays pending until the TTL ends (see WithMaxStoredResponse).
+		// Served but not stored; the claim stays pending until its lease ends (see WithMaxStoredResponse).
 		m.cfg.logger.Warn("idemhttp: response too large to store; claim left to expire", "limit", m.cfg.maxResponse)
 		return
 	}
 	if !rec.wrote {
 		rec.snapshot()
 	}
+	if rec.noStore || !m.cfg.storePolicy(r, rec.status, rec.w.Header()) {
+		m.abandon(r, sk, token, "abandoning a response not to be stored failed; duplicates get 409 until the claim's lease ends")
+		return
+	}
 	data := (&record{status: rec.status, header: rec.header, body: rec.body}).encode()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
 	defer cancel()
-	ok, err := m.store.Complete(ctx, sk, token, data)
+	ok, err := m.store.Complete(ctx, sk, token, data, m.cfg.retention)
 	switch {
 	case err != nil:
-		m.cfg.logger.Warn("idemhttp: storing the response failed; duplicates get 409 until the claim expires", "error", err)
+		m.cfg.logger.Warn("idemhttp: storing the response failed; duplicates get 409 until the claim's lease ends", "error", err)
 	case !ok:
-		m.cfg.logger.Warn("idemhttp: the claim expired before the response was stored; raise the TTL")
+		m.cfg.logger.Warn("idemhttp: the claim was lost before the response was stored; it was not stored")
+	}
+}
+
+// abandon deletes this owner's claim, bounded by the store timeout, surviving the request's end.
+func (m *Middleware) abandon(r *http.Request, sk, token, failure string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
+	defer cancel()
+	if _, err := m.store.Abandon(ctx, sk, token); err != nil {
+		m.cfg.logger.Warn("idemhttp: "+failure, "error", err)
 	}
 }
 
@@ -319,6 +400,7 @@ type recorder struct {
 	header   http.Header
 	body     []byte
 	overflow bool
+	noStore  bool // the handler called DoNotStore
 }
 
 func (rc *recorder) Header() http.Header { return rc.w.Header() }

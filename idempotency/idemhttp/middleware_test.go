@@ -2,7 +2,10 @@ package idemhttp
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -53,8 +56,14 @@ func TestNew(t *testing.T) {
 		{"nil required", WithRequired(nil), false},
 		{"scope", WithScope(func(*http.Request) (string, error) { return "t", nil }), true},
 		{"nil scope", WithScope(nil), false},
-		{"ttl", WithTTL(time.Millisecond), true},
-		{"ttl too short", WithTTL(time.Microsecond), false},
+		{"claim lease", WithClaimLease(time.Millisecond), true},
+		{"claim lease too short", WithClaimLease(time.Microsecond), false},
+		{"retention", WithRetention(time.Millisecond), true},
+		{"retention too short", WithRetention(999 * time.Microsecond), false},
+		{"store policy", WithStorePolicy(func(*http.Request, int, http.Header) bool { return true }), true},
+		{"nil store policy", WithStorePolicy(nil), false},
+		{"fingerprint", WithFingerprint(func(*http.Request, []byte) (string, error) { return "", nil }), true},
+		{"nil fingerprint", WithFingerprint(nil), false},
 		{"max request", WithMaxRequestBody(0), true},
 		{"max request negative", WithMaxRequestBody(-1), false},
 		{"max response", WithMaxStoredResponse(10), true},
@@ -185,13 +194,17 @@ func TestScopeError(t *testing.T) {
 }
 
 func TestKeysAndFingerprints(t *testing.T) {
-	base := storeKey("t", "POST", "/a", "k")
+	base := ClaimKey("t", "POST", "/a", "k")
+	// The key layout operators rely on: a change must be listed in the changelog.
+	if want := "idemhttp:" + hexSHA256("\x01t\x04POST\x02/a\x01k"); base != want {
+		t.Errorf("ClaimKey = %q, want %q", base, want)
+	}
 	for _, other := range []string{
-		storeKey("u", "POST", "/a", "k"), storeKey("t", "PUT", "/a", "k"), storeKey("t", "POST", "/b", "k"),
-		storeKey("t", "POST", "/a", "k2"), storeKey("tP", "OST", "/a", "k"),
+		ClaimKey("u", "POST", "/a", "k"), ClaimKey("t", "PUT", "/a", "k"), ClaimKey("t", "POST", "/b", "k"),
+		ClaimKey("t", "POST", "/a", "k2"), ClaimKey("tP", "OST", "/a", "k"),
 	} {
 		if other == base {
-			t.Errorf("store keys collide: %q", other)
+			t.Errorf("claim keys collide: %q", other)
 		}
 	}
 	fp := fingerprint("POST", "/a", "", []byte("x"))
@@ -200,6 +213,78 @@ func TestKeysAndFingerprints(t *testing.T) {
 	}
 	if fp == fingerprint("POST", "/a", "q=1", []byte("x")) || fp == fingerprint("POST", "/a", "", []byte("y")) {
 		t.Error("fingerprint ignores query or body")
+	}
+	d, err := DefaultFingerprint(httptest.NewRequest("POST", "/a", nil), []byte("x"))
+	if err != nil || d != fp {
+		t.Errorf("DefaultFingerprint = %q, %v; want %q", d, err, fp)
+	}
+}
+
+func hexSHA256(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func TestDefaultStorePolicy(t *testing.T) {
+	tests := []struct {
+		status int
+		store  bool
+	}{
+		{200, true}, {201, true}, {204, true}, {302, true}, {400, true}, {404, true}, {409, true},
+		{422, true}, {429, false}, {500, true}, {502, true}, {503, false}, {504, true},
+	}
+	for _, tt := range tests {
+		if got := DefaultStorePolicy(nil, tt.status, http.Header{}); got != tt.store {
+			t.Errorf("DefaultStorePolicy(%d) = %v, want %v", tt.status, got, tt.store)
+		}
+	}
+}
+
+// wrapped is a handler's own ResponseWriter wrapper that exposes Unwrap.
+type wrapped struct{ http.ResponseWriter }
+
+func (w wrapped) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func TestDoNotStore(t *testing.T) {
+	rc := &recorder{w: httptest.NewRecorder()}
+	tests := []struct {
+		name string
+		w    http.ResponseWriter
+		ok   bool
+	}{
+		{"recorder", rc, true},
+		{"wrapped recorder", wrapped{wrapped{rc}}, true},
+		{"other writer", httptest.NewRecorder(), false},
+		{"wrapped other writer", wrapped{httptest.NewRecorder()}, false},
+		{"nil", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc.noStore = false
+			if got := DoNotStore(tt.w); got != tt.ok || rc.noStore != tt.ok {
+				t.Fatalf("DoNotStore = %v (marked %v), want %v", got, rc.noStore, tt.ok)
+			}
+		})
+	}
+}
+
+// A fingerprint function that fails answers 400 before the store is touched (noIO panics on any
+// command): the key is not claimed and the handler does not run.
+func TestFingerprintError(t *testing.T) {
+	handlerRan := false
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handlerRan = true })
+	var seen []byte
+	m := newNoIO(t, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		WithFingerprint(func(r *http.Request, body []byte) (string, error) {
+			seen = body
+			return "", errors.New("not JSON")
+		}))
+	r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader("{"))
+	r.Header.Set(HeaderKey, "k")
+	w := httptest.NewRecorder()
+	m.Handler(next).ServeHTTP(w, r)
+	if w.Code != http.StatusBadRequest || handlerRan || string(seen) != "{" {
+		t.Fatalf("status %d handler %v body seen %q; want 400 without the handler, body \"{\"", w.Code, handlerRan, seen)
 	}
 }
 

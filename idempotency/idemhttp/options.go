@@ -21,7 +21,10 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 type config struct {
 	required       func(*http.Request) bool
 	scope          func(*http.Request) (string, error)
-	ttl            time.Duration
+	fingerprint    func(*http.Request, []byte) (string, error)
+	storePolicy    func(*http.Request, int, http.Header) bool
+	lease          time.Duration
+	retention      time.Duration
 	maxRequest     int64
 	maxResponse    int
 	replayHeaders  map[string]bool
@@ -34,17 +37,27 @@ type config struct {
 
 // DefaultReplayHeaders are the response headers stored and replayed unless [WithReplayHeaders] says
 // otherwise. Headers outside the list (Set-Cookie, Date, per-request tracing headers) are neither
-// stored nor replayed.
+// stored nor replayed. Retry-After is replayed as it was sent (a delay in seconds is not shortened by
+// the time since).
 var DefaultReplayHeaders = []string{
 	"Content-Type", "Content-Language", "Content-Encoding", "Content-Location", "Location",
-	"ETag", "Last-Modified", "Cache-Control",
+	"ETag", "Last-Modified", "Cache-Control", "Retry-After",
 }
+
+// Defaults of [WithClaimLease] and [WithRetention].
+const (
+	DefaultClaimLease = 30 * time.Second
+	DefaultRetention  = 24 * time.Hour
+)
 
 func defaultConfig() config {
 	c := config{
 		required:     func(*http.Request) bool { return false },
 		scope:        func(*http.Request) (string, error) { return "", nil },
-		ttl:          24 * time.Hour,
+		fingerprint:  DefaultFingerprint,
+		storePolicy:  DefaultStorePolicy,
+		lease:        DefaultClaimLease,
+		retention:    DefaultRetention,
 		maxRequest:   1 << 20,
 		maxResponse:  1 << 20,
 		storeTimeout: 5 * time.Second,
@@ -96,15 +109,74 @@ func WithScope(fn func(r *http.Request) (string, error)) Option {
 	})
 }
 
-// WithTTL sets how long a claim may stay pending and how long a stored response is replayed (whole
-// milliseconds, at least 1ms). Choose it longer than the handler's run time plus the clients' retry
-// window. Default: 24h.
-func WithTTL(d time.Duration) Option {
+// WithClaimLease sets the lease of a pending claim (whole milliseconds, at least 1ms): the claim is
+// renewed every lease/3 while the handler runs ([idempotency.Store.KeepAlive]), so a handler may run
+// longer than the lease, and a claim whose instance crashed (or whose handler panicked) frees the key
+// for a retry after at most the lease. Shorter leases free a crashed request sooner and cost more
+// renewals (one round trip per lease/3 per running request). Default: [DefaultClaimLease] (30s: a
+// crashed request is retried within a minute, while a renewal every 10s costs little and tolerates
+// seconds-long server or network hiccups before the claim is lost).
+func WithClaimLease(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < time.Millisecond {
-			return luakit.InvalidConfig("idemhttp", "ttl %v must be at least 1ms", d)
+			return luakit.InvalidConfig("idemhttp", "claim lease %v must be at least 1ms", d)
 		}
-		c.ttl = d
+		c.lease = d
+		return nil
+	})
+}
+
+// WithRetention sets how long a stored response is replayed to duplicates (whole milliseconds, at
+// least 1ms), counted from when it is stored. Choose it longer than the clients' retry window.
+// Default: [DefaultRetention] (24h, the IETF draft's typical window).
+func WithRetention(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < time.Millisecond {
+			return luakit.InvalidConfig("idemhttp", "retention %v must be at least 1ms", d)
+		}
+		c.retention = d
+		return nil
+	})
+}
+
+// WithStorePolicy sets the function that decides, for each final response of the handler, whether it
+// is stored and replayed to duplicates (true) or not (false: the response is served, and the claim is
+// abandoned as soon as the handler returns, so the client's retry runs the handler again). It gets the
+// request, the status code and the response header as the handler sent them. It runs in the
+// handler's goroutine after the handler returns; a response the handler marked with [DoNotStore] is
+// never stored, whatever it returns. Default: [DefaultStorePolicy].
+func WithStorePolicy(fn func(r *http.Request, status int, header http.Header) bool) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return luakit.InvalidConfig("idemhttp", "nil store policy")
+		}
+		c.storePolicy = fn
+		return nil
+	})
+}
+
+// DefaultStorePolicy stores every final response except 429 Too Many Requests and 503 Service
+// Unavailable: those tell the client to retry later, so storing them would replay "retry later" for
+// the whole retention even after the cause has passed. Every other response is stored, 5xx included,
+// as payment APIs do: a request whose outcome the server already decided (a 500 after a partial side
+// effect) must not run again.
+func DefaultStorePolicy(_ *http.Request, status int, _ http.Header) bool {
+	return status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable
+}
+
+// WithFingerprint sets the function that computes the digest of what makes two requests with one key
+// "the same" (a different digest is answered 422). It gets the request (its body already replaced by
+// an in-memory copy) and the body bytes (at most [WithMaxRequestBody]). Return a short deterministic
+// digest, for example the hex SHA-256 of a canonical JSON encoding of the fields that matter, so that
+// a retry with reordered JSON fields is still the same request. When it returns an error the
+// middleware answers 400 without claiming the key or calling the handler (the usual cause is a body
+// the function cannot parse) and logs the error at info level. Default: [DefaultFingerprint].
+func WithFingerprint(fn func(r *http.Request, body []byte) (string, error)) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return luakit.InvalidConfig("idemhttp", "nil fingerprint func")
+		}
+		c.fingerprint = fn
 		return nil
 	})
 }
@@ -123,8 +195,8 @@ func WithMaxRequestBody(n int64) Option {
 }
 
 // WithMaxStoredResponse bounds the response body stored for replay, in bytes (>= 0). A larger response
-// is still served to the original caller but is not stored, and its claim is left pending until the
-// TTL ends (duplicates get 409 meanwhile, then run the handler again). Default: 1 MiB.
+// is still served to the original caller but is not stored, and its claim is left pending until its
+// lease ends (duplicates get 409 meanwhile, then run the handler again). Default: 1 MiB.
 func WithMaxStoredResponse(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 0 {
@@ -172,7 +244,7 @@ func WithWait(d time.Duration) Option {
 // WithAbandonOnPanic declares that the wrapped handlers have no side effect when they panic before
 // writing any part of the response. Then, and only then, a panicking handler's claim is abandoned so
 // a retry can run the handler again. Otherwise (the default) the middleware cannot know whether a side
-// effect happened, so the claim stays pending until the TTL ends and duplicates get 409. In both cases
+// effect happened, so the claim stays pending until its lease ends and duplicates get 409. In both cases
 // the panic is re-raised after the cleanup. Default: false.
 func WithAbandonOnPanic(sideEffectFree bool) Option {
 	return optionFunc(func(c *config) error {

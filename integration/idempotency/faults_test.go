@@ -26,7 +26,7 @@ func proxiedStore(t *testing.T, e *env, name string) (*idempotency.Store, *testk
 	require.NoError(t, err)
 	require.True(t, ok)
 	a = begin(t, s, warm, long, fpA)
-	ok, err = s.Complete(ctx(t), warm, a.OwnerToken, nil)
+	ok, err = s.Complete(ctx(t), warm, a.OwnerToken, nil, long)
 	require.NoError(t, err)
 	require.True(t, ok)
 	return s, proxy
@@ -64,14 +64,14 @@ func testLostReplies(t *testing.T, e *env) {
 	s, p = proxiedStore(t, e, "complete")
 	a := begin(t, s, "idem:lost:complete", long, fpA)
 	lost(t, p, func(c context.Context) error {
-		ok, err := s.Complete(c, "idem:lost:complete", a.OwnerToken, []byte("maybe"))
+		ok, err := s.Complete(c, "idem:lost:complete", a.OwnerToken, []byte("maybe"), long)
 		require.False(t, ok)
 		return err
 	})
 	got := begin(t, direct, "idem:lost:complete", long, fpA)
 	requireState(t, got, idempotency.Completed)
 	require.Equal(t, []byte("maybe"), got.Result)
-	ok, err := direct.Complete(ctx(t), "idem:lost:complete", a.OwnerToken, []byte("again"))
+	ok, err := direct.Complete(ctx(t), "idem:lost:complete", a.OwnerToken, []byte("again"), long)
 	require.NoError(t, err)
 	require.False(t, ok, "a completed claim completes once")
 	e.requireCompleted(t, "idem:lost:complete", []byte("maybe"), long)

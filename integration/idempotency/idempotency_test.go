@@ -42,6 +42,15 @@ var scenarios = []scenario{
 	{name: "13_middleware_panics", run: testMiddlewarePanics},
 	{name: "14_middleware_wait_and_failures", run: testMiddlewareWaitAndFailures},
 	{name: "15_lost_replies", run: testLostReplies, standaloneOnly: true},
+	{name: "16_extend", run: testExtend},
+	{name: "17_retention_outlives_lease", run: testRetentionOutlivesLease},
+	{name: "18_keep_alive", run: testKeepAlive},
+	{name: "19_crashed_owner_frees_after_lease", run: testCrashedOwner},
+	{name: "20_inspect_changes_nothing", run: testInspect},
+	{name: "21_one_script_per_operation", run: testOneRoundTrip},
+	{name: "22_middleware_store_policy", run: testMiddlewareStorePolicy},
+	{name: "23_middleware_slow_handler_kept_alive", run: testMiddlewareLeases},
+	{name: "24_middleware_with_ratelimit_both_orders", run: testMiddlewareOrders},
 }
 
 // TestIdempotency runs every scenario on every target (at most maxParallelTargets targets at once).
@@ -126,22 +135,21 @@ func testTransitions(t *testing.T, e *env) {
 			requireState(t, begin(t, s, key, long, fpB), idempotency.FingerprintMismatch)
 			e.requirePending(t, key, long)
 		}},
-		{"pending + complete by owner = completed, ttl restarted", func(t *testing.T, key string) {
+		{"pending + complete by owner = completed, expiry is the retention", func(t *testing.T, key string) {
 			a := begin(t, s, key, 3*time.Second, fpA)
-			time.Sleep(300 * time.Millisecond)
-			before := e.pttl(t, key)
-			ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("done"))
+			ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("done"), long)
 			require.NoError(t, err)
 			require.True(t, ok)
-			e.requireCompleted(t, key, []byte("done"), 3*time.Second)
-			require.Greater(t, e.pttl(t, key), before, "completion restarts the TTL")
+			e.requireCompleted(t, key, []byte("done"), long)
+			require.Greater(t, e.pttl(t, key), (3 * time.Second).Milliseconds(), "the retention, not the lease, bounds the result")
+			require.Equal(t, "60000", e.hash(t, key)["x"], "x holds the retention")
 		}},
 		{"completed + complete again = false, first result kept", func(t *testing.T, key string) {
 			a := begin(t, s, key, long, fpA)
-			ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("first"))
+			ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("first"), long)
 			require.NoError(t, err)
 			require.True(t, ok)
-			ok, err = s.Complete(ctx(t), key, a.OwnerToken, []byte("second"))
+			ok, err = s.Complete(ctx(t), key, a.OwnerToken, []byte("second"), long)
 			require.NoError(t, err)
 			require.False(t, ok)
 			e.requireCompleted(t, key, []byte("first"), long)
@@ -149,18 +157,18 @@ func testTransitions(t *testing.T, e *env) {
 		{"pending + complete with another token = false", func(t *testing.T, key string) {
 			a := begin(t, s, key, long, fpA)
 			forged := "ffffffffffffffffffffffffffffffff." + strconv.FormatInt(a.Generation, 10)
-			ok, err := s.Complete(ctx(t), key, forged, []byte("x"))
+			ok, err := s.Complete(ctx(t), key, forged, []byte("x"), long)
 			require.NoError(t, err)
 			require.False(t, ok)
 			// The right secret with another generation is rejected too.
-			ok, err = s.Complete(ctx(t), key, a.OwnerToken[:33]+strconv.FormatInt(a.Generation+1, 10), []byte("x"))
+			ok, err = s.Complete(ctx(t), key, a.OwnerToken[:33]+strconv.FormatInt(a.Generation+1, 10), []byte("x"), long)
 			require.NoError(t, err)
 			require.False(t, ok)
 			e.requirePending(t, key, long)
 		}},
 		{"completed + begin same fp = result, expiry unchanged", func(t *testing.T, key string) {
 			a := begin(t, s, key, 10*time.Second, fpA)
-			_, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"))
+			_, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"), 10*time.Second)
 			require.NoError(t, err)
 			got := begin(t, s, key, long, fpA)
 			requireState(t, got, idempotency.Completed)
@@ -170,7 +178,7 @@ func testTransitions(t *testing.T, e *env) {
 		}},
 		{"completed + begin other fp = mismatch without result", func(t *testing.T, key string) {
 			a := begin(t, s, key, long, fpA)
-			_, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("secret result"))
+			_, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("secret result"), long)
 			require.NoError(t, err)
 			requireState(t, begin(t, s, key, long, fpB), idempotency.FingerprintMismatch)
 			e.requireCompleted(t, key, []byte("secret result"), long)
@@ -181,7 +189,7 @@ func testTransitions(t *testing.T, e *env) {
 			require.NoError(t, err)
 			require.True(t, ok)
 			e.requireAbsent(t, key)
-			ok, err = s.Complete(ctx(t), key, a.OwnerToken, []byte("late"))
+			ok, err = s.Complete(ctx(t), key, a.OwnerToken, []byte("late"), long)
 			require.NoError(t, err)
 			require.False(t, ok, "complete after abandon")
 			e.requireAbsent(t, key)
@@ -198,7 +206,7 @@ func testTransitions(t *testing.T, e *env) {
 		}},
 		{"completed + abandon = false, result kept", func(t *testing.T, key string) {
 			a := begin(t, s, key, long, fpA)
-			_, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("kept"))
+			_, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("kept"), long)
 			require.NoError(t, err)
 			ok, err := s.Abandon(ctx(t), key, a.OwnerToken)
 			require.NoError(t, err)
@@ -207,7 +215,7 @@ func testTransitions(t *testing.T, e *env) {
 		}},
 		{"absent + complete or abandon = false, nothing written", func(t *testing.T, key string) {
 			tok := "0123456789abcdef0123456789abcdef.1"
-			ok, err := s.Complete(ctx(t), key, tok, []byte("x"))
+			ok, err := s.Complete(ctx(t), key, tok, []byte("x"), long)
 			require.NoError(t, err)
 			require.False(t, ok)
 			ok, err = s.Abandon(ctx(t), key, tok)
@@ -227,7 +235,7 @@ func testTransitions(t *testing.T, e *env) {
 			requireForeign(t, err)
 			_, err = s.Begin(ctx(t), key, long, fpA)
 			requireForeign(t, err)
-			_, err = s.Complete(ctx(t), key, "0123456789abcdef0123456789abcdef.1", []byte("x"))
+			_, err = s.Complete(ctx(t), key, "0123456789abcdef0123456789abcdef.1", []byte("x"), long)
 			requireForeign(t, err)
 			_, err = s.Abandon(ctx(t), key, "0123456789abcdef0123456789abcdef.1")
 			requireForeign(t, err)
@@ -237,21 +245,12 @@ func testTransitions(t *testing.T, e *env) {
 		}},
 		{"completed claim with a foreign generation = ErrForeignData", func(t *testing.T, key string) {
 			a := begin(t, s, key, long, fpA)
-			ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"))
+			ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"), long)
 			require.NoError(t, err)
 			require.True(t, ok)
 			require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Hset().Key(key).FieldValue().FieldValue("g", "soon").Build()).Error())
 			_, err = s.TryBegin(ctx(t), key, long, fpA)
 			requireForeign(t, err)
-		}},
-		{"pending claim with a foreign TTL field = ErrForeignData, nothing written", func(t *testing.T, key string) {
-			a := begin(t, s, key, long, fpA)
-			require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Hset().Key(key).FieldValue().FieldValue("x", "a minute").Build()).Error())
-			_, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"))
-			requireForeign(t, err)
-			h := e.hash(t, key)
-			require.Equal(t, "p", h["s"], "the claim is still pending")
-			require.NotContains(t, h, "r", "no result was stored")
 		}},
 	}
 	for i, tt := range tests {
@@ -312,7 +311,7 @@ func testStaleOwner(t *testing.T, e *env) {
 	requireState(t, cur, idempotency.Started)
 	require.Greater(t, cur.Generation, old.Generation, "generations increase across takeovers")
 
-	ok, err := s.Complete(ctx(t), key, old.OwnerToken, []byte("stale"))
+	ok, err := s.Complete(ctx(t), key, old.OwnerToken, []byte("stale"), long)
 	require.NoError(t, err)
 	require.False(t, ok, "stale owner completed a replacement claim")
 	ok, err = s.Abandon(ctx(t), key, old.OwnerToken)
@@ -321,10 +320,10 @@ func testStaleOwner(t *testing.T, e *env) {
 	h := e.requirePending(t, key, long)
 	require.Equal(t, strconv.FormatInt(cur.Generation, 10), h["g"])
 
-	ok, err = s.Complete(ctx(t), key, cur.OwnerToken, []byte("fresh"))
+	ok, err = s.Complete(ctx(t), key, cur.OwnerToken, []byte("fresh"), long)
 	require.NoError(t, err)
 	require.True(t, ok)
-	ok, err = s.Complete(ctx(t), key, old.OwnerToken, []byte("stale"))
+	ok, err = s.Complete(ctx(t), key, old.OwnerToken, []byte("stale"), long)
 	require.NoError(t, err)
 	require.False(t, ok)
 	e.requireCompleted(t, key, []byte("fresh"), long)
@@ -359,7 +358,7 @@ func testResults(t *testing.T, e *env) {
 			key := "idem:results:" + strconv.Itoa(i)
 			a := begin(t, s, key, long, fpA)
 			in := bytes.Clone(tt.result)
-			ok, err := s.Complete(ctx(t), key, a.OwnerToken, in)
+			ok, err := s.Complete(ctx(t), key, a.OwnerToken, in, long)
 			require.NoError(t, err)
 			require.True(t, ok)
 			for j := range in {
@@ -414,7 +413,7 @@ func testFingerprints(t *testing.T, e *env) {
 		requireState(t, a, idempotency.Started)
 		requireState(t, begin(t, s, key, long, other), idempotency.FingerprintMismatch)
 		requireState(t, begin(t, s, key, long, first), idempotency.InProgress)
-		ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"))
+		ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"), long)
 		require.NoError(t, err)
 		require.True(t, ok)
 		requireState(t, begin(t, s, key, long, other), idempotency.FingerprintMismatch)
@@ -432,7 +431,7 @@ func testNoScript(t *testing.T, e *env) {
 	a := begin(t, s, key, long, fpA)
 	requireState(t, a, idempotency.Started)
 	e.scriptFlush(t)
-	ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"))
+	ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("r"), long)
 	require.NoError(t, err)
 	require.True(t, ok)
 	e.scriptFlush(t)
@@ -456,7 +455,7 @@ func testRESP2(t *testing.T, e *env) {
 		requireState(t, a, idempotency.Started)
 		requireState(t, begin(t, s, key, long, fpA), idempotency.InProgress)
 		requireState(t, begin(t, s, key, long, idempotency.NoFingerprint), idempotency.FingerprintMismatch)
-		ok, err := s.Complete(ctx(t), key, a.OwnerToken, result)
+		ok, err := s.Complete(ctx(t), key, a.OwnerToken, result, long)
 		require.NoError(t, err)
 		require.True(t, ok)
 		got := begin(t, s, key, long, fpA)
@@ -478,7 +477,7 @@ func testKeyPrefix(t *testing.T, e *env) {
 	requireState(t, a, idempotency.Started)
 	e.requirePending(t, "pfx\x00{app}:k", long)
 	e.requireAbsent(t, "k")
-	ok, err := s.Complete(ctx(t), "k", a.OwnerToken, []byte("r"))
+	ok, err := s.Complete(ctx(t), "k", a.OwnerToken, []byte("r"), long)
 	require.NoError(t, err)
 	require.True(t, ok)
 	e.requireCompleted(t, "pfx\x00{app}:k", []byte("r"), long)
@@ -527,7 +526,7 @@ func testBeginWaits(t *testing.T, e *env) {
 				if abandon {
 					ok, err = orig.Abandon(ctx(t), key, a.OwnerToken)
 				} else {
-					ok, err = orig.Complete(ctx(t), key, a.OwnerToken, []byte("original"))
+					ok, err = orig.Complete(ctx(t), key, a.OwnerToken, []byte("original"), long)
 				}
 				require.NoError(t, err)
 				require.True(t, ok)
@@ -565,7 +564,7 @@ func testUncertain(t *testing.T, e *env) {
 	require.Error(t, err)
 	require.True(t, errors.Is(err, idempotency.ErrUncertain), "got %v", err)
 	require.ErrorIs(t, err, context.Canceled)
-	ok, err := s.Complete(cctx, "idem:uncertain", "0123456789abcdef0123456789abcdef.1", nil)
+	ok, err := s.Complete(cctx, "idem:uncertain", "0123456789abcdef0123456789abcdef.1", nil, long)
 	require.False(t, ok)
 	require.ErrorIs(t, err, idempotency.ErrUncertain)
 }

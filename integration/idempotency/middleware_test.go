@@ -36,6 +36,14 @@ func server(t *testing.T, s *idempotency.Store, handler http.Handler, opts ...id
 	return srv
 }
 
+// rawServer is an httptest server running h as it is (no middleware added).
+func rawServer(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 type reply struct {
 	status int
 	header http.Header
@@ -130,7 +138,7 @@ func testMiddleware(t *testing.T, e *env) {
 			}
 			return r.Header.Get("X-Tenant"), nil
 		}),
-		idemhttp.WithMaxRequestBody(64), idemhttp.WithMaxStoredResponse(50), idemhttp.WithTTL(time.Minute))
+		idemhttp.WithMaxRequestBody(64), idemhttp.WithMaxStoredResponse(50), idemhttp.WithRetention(time.Minute))
 
 	first := send(t, srv, "POST", "/orders", "k1", `{"a":1}`)
 	requireReply(t, first, http.StatusCreated, false)
@@ -245,7 +253,7 @@ func testMiddlewarePanics(t *testing.T, e *env) {
 			} else {
 				requireReply(t, second, http.StatusConflict, false)
 				require.EqualValues(t, 1, calls.Load())
-				e.requirePending(t, e.claimKey(t, prefix), 24*time.Hour)
+				e.requirePending(t, e.claimKey(t, prefix), idemhttp.DefaultClaimLease)
 			}
 
 			// A handler that already wrote part of its response may have had a side effect: never abandoned.
@@ -256,7 +264,7 @@ func testMiddlewarePanics(t *testing.T, e *env) {
 			send(t, srv2, "POST", "/wrote", "p2", "")
 			requireReply(t, send(t, srv2, "POST", "/wrote", "p2", ""), http.StatusConflict, false)
 			require.EqualValues(t, 1, calls.Load())
-			e.requirePending(t, e.claimKey(t, prefix2), 24*time.Hour)
+			e.requirePending(t, e.claimKey(t, prefix2), idemhttp.DefaultClaimLease)
 		})
 	}
 }
