@@ -43,7 +43,7 @@ func testFencedExactQuorum(t *testing.T, e *env) {
 			}
 			ttl := 5 * time.Second
 			if ending == "expired" {
-				ttl = 400 * time.Millisecond
+				ttl = 800 * time.Millisecond // room for a step that waits out a paused node (fastTimeout)
 			}
 			end := func(l *redlock.Lock) {
 				t.Helper()
