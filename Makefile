@@ -71,7 +71,7 @@ bench: setup ## benchmarks (bench module)
 
 lint: ## gofmt -l, go vet, staticcheck per module; doc comments of every exported name in the released ones
 	@$(EACH) gofmt,vet,staticcheck $(call pick,$(MODULES))
-	@$(EACH) doccheck $(call pick,$(RELEASED))
+	$(if $(call pick,$(RELEASED)),@$(EACH) doccheck $(call pick,$(RELEASED)))
 
 tidy-check: ## fail when `GOWORK=off go mod tidy` would change any go.mod/go.sum
 	@$(EACH) tidy $(call pick,$(MODULES))
