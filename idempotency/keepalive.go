@@ -39,8 +39,9 @@ var (
 // client left), pass context.WithoutCancel(ctx) and watch the request separately.
 //
 // Errors, before anything starts (no goroutine, no I/O): an error matching luakit.ErrInvalidConfig
-// when a is not Started, its token is malformed ([ErrInvalidToken]) or its lease is under 1ms, or key
-// is empty. KeepAlive itself does not block; it starts one goroutine, which ends by stop, ctx or loss.
+// when a is not Started, its token is malformed ([ErrInvalidToken]), its lease is under 1ms or its
+// Deadline is zero, or key is empty. A Deadline already in the past ends the context at once
+// ([ErrExpired]). KeepAlive itself does not block; it starts one goroutine, which ends by stop, ctx or loss.
 // Safe for concurrent use.
 func (s *Store) KeepAlive(ctx context.Context, key string, a Attempt) (context.Context, context.CancelFunc, error) {
 	if a.State != Started {
@@ -53,6 +54,9 @@ func (s *Store) KeepAlive(ctx context.Context, key string, a Attempt) (context.C
 	ms, err := millis("claim lease", a.Lease)
 	if err != nil {
 		return nil, nil, err
+	}
+	if a.Deadline.IsZero() {
+		return nil, nil, &argError{msg: "idempotency: keep-alive needs the attempt's Deadline", kind: luakit.ErrInvalidConfig}
 	}
 	kctx, cancel := context.WithCancelCause(ctx)
 	// rctx bounds renewing: it ends with kctx or when stop is called.

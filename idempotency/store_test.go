@@ -123,13 +123,15 @@ func TestValidationBeforeIO(t *testing.T) {
 	}
 	for _, st := range []State{0, Completed, InProgress, FingerprintMismatch} {
 		t.Run("keepalive state/"+st.String(), func(t *testing.T) {
-			kctx, stop, err := s.KeepAlive(ctx, "k", Attempt{State: st, OwnerToken: goodToken, Lease: time.Second})
+			kctx, stop, err := s.KeepAlive(ctx, "k", Attempt{State: st, OwnerToken: goodToken, Lease: time.Second, Deadline: time.Now()})
 			requireInvalid(t, "KeepAlive", err, luakit.ErrInvalidConfig)
 			if kctx != nil || stop != nil {
 				t.Error("KeepAlive returned a context or stop function with an error")
 			}
 		})
 	}
+	_, _, err = s.KeepAlive(ctx, "k", Attempt{State: Started, OwnerToken: goodToken, Lease: time.Second})
+	requireInvalid(t, "KeepAlive without Deadline", err, luakit.ErrInvalidConfig)
 	_, err = s.Inspect(ctx, "")
 	requireInvalid(t, "Inspect", err, luakit.ErrEmptyKey)
 	if !errors.Is(ErrInvalidToken, luakit.ErrInvalidConfig) {

@@ -1,7 +1,6 @@
 package idemhttp_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -54,20 +53,24 @@ func ExampleParseKey() {
 	// Output: 8e03978e-40d5-43e8-bc93-6894a57f9324 <nil>
 }
 
-// An operator finds the claim of a request (tenant t-42 sent POST /payments with key k-1) and reads
-// its state without changing it. It needs a server, so it is compiled but not run.
+// An operator names the claim of a request (tenant t-42 sent POST /payments with key k-1), to read it
+// with the middleware's Store: st.Inspect(ctx, key) reports its state without changing it.
 func ExampleClaimKey() {
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
-	if err != nil {
-		return
+	key := idemhttp.ClaimKey("t-42", http.MethodPost, "/payments", "k-1")
+	fmt.Println(key[:len("idemhttp:")], len(key))
+	// Output: idemhttp: 73
+}
+
+func ExampleDefaultStorePolicy() {
+	for _, status := range []int{200, 422, 429, 500, 503} {
+		fmt.Println(status, idemhttp.DefaultStorePolicy(nil, status, nil))
 	}
-	defer client.Close()
-	st, _ := idempotency.New(client, idempotency.WithKeyPrefix("myapp:")) // the middleware's Store options
-	in, err := st.Inspect(context.Background(), idemhttp.ClaimKey("t-42", http.MethodPost, "/payments", "k-1"))
-	if err != nil {
-		return
-	}
-	fmt.Println(in.Found, in.State, in.Remaining, in.ResultSize)
+	// Output:
+	// 200 true
+	// 422 true
+	// 429 false
+	// 500 true
+	// 503 false
 }
 
 // The fingerprint is canonical JSON of the fields that matter, so a retry whose JSON has its fields
