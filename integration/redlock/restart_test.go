@@ -13,13 +13,13 @@ import (
 	"github.com/coordkit/coordkit/redlock"
 )
 
-// The scenarios of issue 14: fencing tokens that survive lost nodes whatever subset granted the
+// Restart scenarios: fencing tokens that survive lost nodes whatever subset granted the
 // previous holder, the restart quarantine, and the cleanup warning. Fencing scenarios run with the
 // quarantine off (newGroup's default here), so that what they show holds without it: the quarantine
 // lasts one TTL, a fence counter must survive for ever.
 
-// 19: the sequence of issue 14, after a first holder on all five nodes (token t0) that is released or
-// expires. Nodes 3 and 4 hold the key for another owner, so A is granted on exactly a quorum (0-2):
+// 19: a holder granted on exactly a quorum, a node restarted empty, the other side of a partition,
+// after a first holder on all five nodes (token t0) that is released or expires. Nodes 3 and 4 hold the key for another owner, so A is granted on exactly a quorum (0-2):
 // fewer than the fenced quorum, so A is not acquired, no token is sent and A's keys are deleted (the
 // other owner's are untouched). Node 2 restarts empty, the other owner's lock ends, and B, cut off from
 // nodes 0 and 1, is granted on 2-4 only: not acquired either. Once B reaches every node its token
