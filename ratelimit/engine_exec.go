@@ -48,6 +48,11 @@ func (c *compiled) run(ctx context.Context, client rueidis.Client, key string, n
 	ctx, stop := luakit.WithoutDeadline(ctx)
 	res := c.script().Exec(ctx, client, []string{key}, args)
 	stop()
+	return c.decodeResult(res)
+}
+
+// decodeResult decodes the reply of a decide (or read-only inspect) script.
+func (c *compiled) decodeResult(res rueidis.RedisResult) (decision, error) {
 	arr, err := res.ToArray()
 	if err != nil {
 		return decision{}, engineError(err)

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -25,8 +26,8 @@ import (
 // every key in the server; build a new Keyed (on new keys, or after migrating them yourself) instead.
 type Keyed struct {
 	client      rueidis.Client
-	cur         *compiled
-	pol         Policy
+	settings    atomic.Pointer[keyedSettings] // read lock-free on the decision path
+	closedFlag  atomic.Bool                   // mirrors closed, read lock-free
 	cfg         config
 	m           *metrics
 	identityFor func(string) string // nil without WithKeyedDenyList
@@ -39,6 +40,20 @@ type Keyed struct {
 	entries map[string]*keyEntry
 	idle    list.List // *keyEntry without calls in progress, least recently used first
 }
+
+// keyedSettings is one published policy of a Keyed.
+type keyedSettings struct {
+	c *compiled
+	p Policy
+}
+
+// current returns the settings in force now.
+func (k *Keyed) current() (*compiled, Policy) {
+	s := k.settings.Load()
+	return s.c, s.p
+}
+
+func (k *Keyed) isClosed() bool { return k.closedFlag.Load() }
 
 // keyEntry is one key's local state.
 type keyEntry struct {
@@ -75,13 +90,12 @@ func NewKeyed(client rueidis.Client, policy Policy, opts ...KeyedOption) (*Keyed
 	}
 	k := &Keyed{
 		client:  client,
-		cur:     c,
-		pol:     policy,
 		cfg:     cfg,
 		m:       m,
 		stop:    make(chan struct{}),
 		entries: make(map[string]*keyEntry),
 	}
+	k.settings.Store(&keyedSettings{c: c, p: policy})
 	if cfg.denyList != nil {
 		k.identityFor = cfg.identityFor
 	}
@@ -128,12 +142,12 @@ func (k *Keyed) allowStateless(ctx context.Context, key string, n int64) (Result
 			return Result{}, err
 		}
 		if denied {
-			res := Result{Reason: ReasonDenyList, Limit: k.cur.capacity()}
+			res := Result{Reason: ReasonDenyList, Limit: k.settings.Load().c.capacity()}
 			k.m.record(nil, res)
 			return res, nil
 		}
 	}
-	d, err := k.cur.decide(ctx, k.client, k.cfg.keys.Key(key), n)
+	d, err := k.settings.Load().c.decide(ctx, k.client, k.cfg.keys.Key(key), n)
 	if err != nil {
 		return Result{}, err
 	}
@@ -215,9 +229,10 @@ func (k *Keyed) acquire(key string, create bool) (*keyEntry, error) {
 	if k.identityFor != nil {
 		deny = k.cfg.denyList
 	}
+	cur, pol := k.current()
 	e := &keyEntry{
 		key:  key,
-		lim:  newLimiter(k.client, key, k.cur, k.pol, k.cfg, k.m, deny, identity),
+		lim:  newLimiter(k.client, key, cur, pol, k.cfg, k.m, deny, identity),
 		refs: 1,
 	}
 	k.entries[key] = e
@@ -290,7 +305,7 @@ func (k *Keyed) janitor() {
 }
 
 // Policy returns the policy given to NewKeyed, as a copy made of plain values (see [Limiter.Policy]).
-func (k *Keyed) Policy() Policy { return clonePolicy(k.pol) }
+func (k *Keyed) Policy() Policy { _, p := k.current(); return clonePolicy(p) }
 
 // Stats returns the statistics of key's local state: zero counts with Available -1 when it has none
 // (never used with WaitN, or dropped when idle). It does no I/O.
@@ -321,6 +336,7 @@ func (k *Keyed) Close(ctx context.Context) error {
 	k.mu.Lock()
 	if !k.closed {
 		k.closed = true
+		k.closedFlag.Store(true)
 		close(k.stop)
 		// Each key's limiter is closed now (failing its waiters) and its queue goroutine counted
 		// in k.wg, so this Close and every later one wait for all of them.

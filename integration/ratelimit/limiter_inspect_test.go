@@ -1,0 +1,146 @@
+package ratelimit_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/ratelimit"
+)
+
+func init() {
+	register(
+		scenario{name: "limiter_inspect_read_only", run: limInspectReadOnly},
+		scenario{name: "deny_entries_read_only", run: denyEntriesReadOnly},
+	)
+}
+
+// limInspectReadOnly: Inspect reports the state a one-permit request would find, through one
+// EVALSHA_RO (commandstats), and leaves the state, its expiry (PTTL) and the write counters as they
+// were, for every algorithm, on an absent, a partly used and an exhausted key.
+func limInspectReadOnly(t *testing.T, e *env) {
+	policies := map[string]ratelimit.Policy{
+		"fixed":   ratelimit.FixedWindow{Limit: 2, Window: time.Hour},
+		"sliding": ratelimit.SlidingWindow{Limit: 2, Window: time.Hour, Segments: 60},
+		"bucket":  ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Hour},
+		"gcra":    ratelimit.GCRA{Burst: 2, EmissionInterval: time.Hour},
+		"composite": ratelimit.Composite{Components: []ratelimit.Component{
+			ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: time.Hour},
+			ratelimit.SlidingWindow{Limit: 2, Window: time.Hour, Segments: 10},
+		}},
+	}
+	for name, p := range policies {
+		t.Run(name, func(t *testing.T) {
+			key := e.key(t)
+			c := e.newClient(t)
+			l := e.limiter(t, c, key, p)
+			kd, err := ratelimit.NewKeyed(c, p)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, kd.Close(ctx(t))) }()
+
+			inspect := func(wantRemaining int64, wantRetry bool) {
+				t.Helper()
+				state, pttl := e.dump(t, key), e.pttl(t, key)
+				before := e.CommandStats(t)
+				in, err := l.Inspect(ctx(t))
+				require.NoError(t, err)
+				after := e.CommandStats(t)
+				require.Equal(t, int64(1), after["evalsha_ro"]+after["eval_ro"]-before["evalsha_ro"]-before["eval_ro"],
+					"one read-only script")
+				require.Equal(t, before["evalsha"]+before["eval"], after["evalsha"]+after["eval"], "no writable script")
+				require.Equal(t, state, e.dump(t, key), "Inspect changed the state")
+				got := e.pttl(t, key)
+				if pttl < 0 {
+					require.Equal(t, pttl, got, "Inspect changed the expiry")
+				} else {
+					require.InDelta(t, pttl, got, 1000, "Inspect changed the expiry")
+					require.LessOrEqual(t, got, pttl, "Inspect extended the expiry")
+				}
+				require.Equal(t, wantRemaining, in.Remaining)
+				require.Equal(t, int64(2), in.Limit)
+				require.Equal(t, wantRetry, in.RetryAfter > 0, "RetryAfter %v", in.RetryAfter)
+				require.Equal(t, key, in.Key)
+				require.Equal(t, p, in.Policy)
+				require.False(t, in.At.IsZero())
+				require.WithinDuration(t, time.Now(), in.At, time.Minute)
+				if wantRemaining == 2 {
+					require.Zero(t, in.Reset)
+				} else {
+					require.Positive(t, in.Reset)
+				}
+				kin, err := kd.Inspect(ctx(t), key)
+				require.NoError(t, err)
+				require.Equal(t, in.Remaining, kin.Remaining, "Keyed.Inspect sees the same state")
+				require.Zero(t, kd.Keys(), "Keyed.Inspect created local state")
+			}
+			// Load the script first (the first EVALSHA_RO after a restart replies NOSCRIPT and is
+			// followed by EVAL_RO: two calls).
+			_, err = kd.Inspect(ctx(t), e.key(t))
+			require.NoError(t, err)
+			inspect(2, false)
+			require.False(t, e.exists(t, key), "Inspect created the key")
+			_, err = l.Allow(ctx(t))
+			require.NoError(t, err)
+			inspect(1, false)
+			_, err = l.Allow(ctx(t))
+			require.NoError(t, err)
+			inspect(0, true)
+			require.Equal(t, ratelimit.Stats{Granted: 2, Available: 0}, l.Stats(), "Inspect is not counted")
+		})
+	}
+	t.Run("errors", func(t *testing.T) {
+		key := e.key(t)
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value("x").Build()).Error())
+		l := e.limiter(t, nil, key, ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second})
+		_, err := l.Inspect(ctx(t))
+		require.ErrorIs(t, err, ratelimit.ErrForeignData)
+		kd, err := ratelimit.NewKeyed(e.newClient(t), ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second})
+		require.NoError(t, err)
+		_, err = kd.Inspect(ctx(t), "")
+		require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
+		require.NoError(t, kd.Close(ctx(t)))
+		_, err = kd.Inspect(ctx(t), key)
+		require.ErrorIs(t, err, ratelimit.ErrClosed)
+		require.NoError(t, l.Close(ctx(t)))
+		_, err = l.Inspect(ctx(t))
+		require.ErrorIs(t, err, ratelimit.ErrClosed)
+	})
+}
+
+// denyEntriesReadOnly: Entries lists the members sorted with the key's TTL, through one
+// EVALSHA_RO, leaving the set and its TTL unchanged; an absent key is empty; another type is
+// ErrForeignData.
+func denyEntriesReadOnly(t *testing.T, e *env) {
+	key := e.key(t)
+	dl := denyList(t, e.newClient(t), key)
+	got, err := dl.Entries(ctx(t))
+	require.NoError(t, err)
+	require.Empty(t, got)
+	denySet(t, dl, "b", true)
+	denySet(t, dl, "a", true)
+	denySet(t, dl, "c\x00", true)
+	got, err = dl.Entries(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, []ratelimit.DenyListEntry{{Identity: "a"}, {Identity: "b"}, {Identity: "c\x00"}}, got)
+
+	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Pexpire().Key(key).Milliseconds(3_600_000).Build()).Error())
+	pttl := e.pttl(t, key)
+	_, err = dl.Entries(ctx(t)) // the script is loaded now (see limInspectReadOnly)
+	require.NoError(t, err)
+	before := e.CommandStats(t)
+	got, err = dl.Entries(ctx(t))
+	require.NoError(t, err)
+	after := e.CommandStats(t)
+	require.Equal(t, int64(1), after["evalsha_ro"]+after["eval_ro"]-before["evalsha_ro"]-before["eval_ro"])
+	require.Equal(t, before["sadd"]+before["srem"]+before["evalsha"], after["sadd"]+after["srem"]+after["evalsha"])
+	require.Len(t, got, 3)
+	require.InDelta(t, time.Duration(pttl)*time.Millisecond, got[0].TTL, float64(2*time.Second))
+	require.LessOrEqual(t, e.pttl(t, key), pttl, "Entries extended the TTL")
+	require.Positive(t, e.pttl(t, key))
+
+	other := e.key(t)
+	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(other).Value("x").Build()).Error())
+	_, err = denyList(t, e.newClient(t), other).Entries(ctx(t))
+	require.ErrorIs(t, err, ratelimit.ErrForeignData)
+}

@@ -1,0 +1,209 @@
+package ratelimit
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Inspection is a read-only view of one limiter key's shared state in the server, taken by
+// [Limiter.Inspect] or [Keyed.Inspect] with the inspecting instance's policy. It describes the key as
+// a one-permit request would find it at server time At; nothing was consumed or written.
+type Inspection struct {
+	// Policy is the policy the state was evaluated with (the instance's current settings), as a copy
+	// made of plain values (see [Limiter.Policy]).
+	Policy Policy
+	// Key is the key as given to [New] or to the Keyed call, without the [WithKeyPrefix] prefix.
+	Key string
+	// Remaining is the number of permits available now (the minimum over the components of a
+	// composite); Limit when the key holds no state.
+	Remaining int64
+	// Limit is the capacity of the component reported in Component (the policy's capacity for a
+	// standalone policy).
+	Limit int64
+	// Reset is how long until that component is back at full capacity if nothing is admitted; 0 when
+	// it already is.
+	Reset time.Duration
+	// RetryAfter is how long until one permit could be admitted; 0 when one can be now.
+	RetryAfter time.Duration
+	// At is the server clock of the inspection.
+	At time.Time
+	// Component is the index in [Composite.Components] of the component with the lowest Remaining
+	// (the first on ties); 0 for standalone policies.
+	Component int
+}
+
+// ResetAt returns At + Reset: the server time at which the reported component is full again.
+func (i Inspection) ResetAt() time.Time { return i.At.Add(i.Reset) }
+
+// Read-only variants of the engine scripts: the same sources run by EVALSHA_RO / EVAL_RO (Redis 7.0+,
+// Valkey), so the server itself refuses any write. The inspection path of each script (an n = 0
+// probe) calls only GET, HGETALL and TIME.
+var (
+	componentsScriptRO = rueidis.NewLuaScriptReadOnly(componentsScript.Source())
+	gcraScriptRO       = rueidis.NewLuaScriptReadOnly(gcraScript.Source())
+)
+
+// inspect runs c's probe read-only at key.
+func (c *compiled) inspect(ctx context.Context, client rueidis.Client, key string) (decision, error) {
+	if err := ctx.Err(); err != nil {
+		return decision{}, fmt.Errorf("ratelimit: inspect: %w", err)
+	}
+	s := componentsScriptRO
+	if c.algo == algoGCRA {
+		s = gcraScriptRO
+	}
+	ctx, stop := luakit.WithoutDeadline(ctx)
+	res := s.Exec(ctx, client, []string{key}, c.argsProbe)
+	stop()
+	return c.decodeResult(res)
+}
+
+func inspectionOf(p Policy, name string, d decision) Inspection {
+	return Inspection{
+		Policy:     p,
+		Key:        name,
+		Remaining:  d.remaining,
+		Limit:      d.limit,
+		Reset:      d.reset,
+		RetryAfter: d.retryAfter,
+		At:         d.at,
+		Component:  d.component,
+	}
+}
+
+// Inspect reads the limiter's shared state in the server with its current policy, in one read-only
+// script (one round trip, EVALSHA_RO): the permits remaining now, the reset and retry-after times of
+// a one-permit request, and the server time. It consumes nothing, writes nothing and changes no TTL;
+// it ignores the deny list and the local queue, and is not counted in [Stats] or the metrics.
+//
+// It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close; [ErrConfigMismatch]
+// or [ErrForeignData] when the key holds other settings or data; the context's error; a server error
+// (a server without EVAL_RO, older than Redis 7.0, replies with an unknown-command error). Each is
+// wrapped with a "ratelimit: " prefix. Safe for concurrent use, also with Update (it uses the
+// settings current when it starts).
+func (l *Limiter) Inspect(ctx context.Context) (Inspection, error) {
+	if l.closedFlag.Load() {
+		return Inspection{}, l.closedErr()
+	}
+	l.mu.Lock()
+	c, p := l.cur, l.pol
+	l.mu.Unlock()
+	d, err := c.inspect(ctx, l.client, l.key)
+	if err != nil {
+		return Inspection{}, err
+	}
+	return inspectionOf(clonePolicy(p), l.name, d), nil
+}
+
+// Inspect reads key's shared state in the server with the Keyed's current policy; see
+// [Limiter.Inspect]. key must not be empty (an error wrapping luakit.ErrEmptyKey, matching
+// [ErrInvalidConfig], before any I/O). It creates no local state for key. Safe for concurrent use.
+func (k *Keyed) Inspect(ctx context.Context, key string) (Inspection, error) {
+	if key == "" {
+		return Inspection{}, emptyKey("rate limit key")
+	}
+	if k.isClosed() {
+		return Inspection{}, errClosed
+	}
+	c, p := k.current()
+	d, err := c.inspect(ctx, k.client, k.cfg.keys.Key(key))
+	if err != nil {
+		return Inspection{}, err
+	}
+	return inspectionOf(clonePolicy(p), key, d), nil
+}
+
+// DenyListEntry is one member of a deny list, as listed by [DenyList.Entries].
+type DenyListEntry struct {
+	// Identity is the denied identity, byte for byte.
+	Identity string
+	// TTL is how long the membership lasts: the remaining time to live of the deny-list key, the same
+	// for every entry; 0 means no expiry (the package never sets one: membership persists until
+	// removed).
+	TTL time.Duration
+}
+
+// denyEntriesScript lists the set with the key's PTTL, read-only.
+var denyEntriesScript = rueidis.NewLuaScriptReadOnly(mustSource(denyScriptFS, "denylist_entries"))
+
+// Entries lists every identity on the deny list with its time to live, read from the server in one
+// read-only script (one round trip, EVALSHA_RO; SMEMBERS and PTTL, O(N) for N members), in
+// byte-wise ascending order of identity. An absent key is an empty list (nil, no error). It writes
+// nothing, changes no TTL, and neither reads nor fills the cache.
+//
+// It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close; [ErrForeignData] when
+// the key holds another type; the context's error or a server error, wrapped with a "ratelimit: "
+// prefix. Safe for concurrent use.
+func (d *DenyList) Entries(ctx context.Context) ([]DenyListEntry, error) {
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return nil, errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("ratelimit: deny-list entries: %w", err)
+	}
+	rctx, stop := luakit.WithoutDeadline(ctx)
+	arr, err := denyEntriesScript.Exec(rctx, d.client, []string{d.key}, nil).ToArray()
+	stop()
+	if err != nil {
+		if isWrongType(err) {
+			return nil, fmt.Errorf("ratelimit: deny-list entries: %w: %w", ErrForeignData, err)
+		}
+		return nil, fmt.Errorf("ratelimit: deny-list entries: %w", err)
+	}
+	return decodeEntries(arr)
+}
+
+// mustSource reads "<name>.lua" from fsys (package initialisation; panics when missing).
+func mustSource(fsys embed.FS, name string) string {
+	b, err := fsys.ReadFile(name + ".lua")
+	if err != nil {
+		panic("ratelimit: load script " + name + ": " + err.Error())
+	}
+	return string(b)
+}
+
+// decodeEntries decodes the reply of denylist_entries: {pttl, {members}}.
+func decodeEntries(arr []rueidis.RedisMessage) ([]DenyListEntry, error) {
+	if len(arr) != 2 {
+		return nil, fmt.Errorf("ratelimit: deny-list entries: reply has %d elements, want 2", len(arr))
+	}
+	pttl, err := arr[0].AsInt64()
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: deny-list entries: pttl: %w", err)
+	}
+	members, err := arr[1].AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: deny-list entries: members: %w", err)
+	}
+	return entriesOf(pttl, members)
+}
+
+// entriesOf checks the key's PTTL (ms; -1 no expiry, -2 absent) and sorts the members into entries.
+func entriesOf(pttl int64, members []string) ([]DenyListEntry, error) {
+	if pttl < -2 || pttl > maxMillis {
+		return nil, fmt.Errorf("ratelimit: deny-list entries: pttl %d", pttl)
+	}
+	if len(members) == 0 {
+		return nil, nil
+	}
+	var ttl time.Duration
+	if pttl > 0 {
+		ttl = time.Duration(pttl) * time.Millisecond
+	}
+	sort.Strings(members)
+	out := make([]DenyListEntry, len(members))
+	for i, m := range members {
+		out[i] = DenyListEntry{Identity: m, TTL: ttl}
+	}
+	return out, nil
+}

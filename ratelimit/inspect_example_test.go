@@ -1,0 +1,76 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/ratelimit"
+)
+
+// Reading a key's state for an operator without consuming anything: one read-only script.
+func ExampleLimiter_Inspect() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	limiter, err := ratelimit.New(client, "limits:checkout",
+		ratelimit.GCRA{Burst: 20, EmissionInterval: 100 * time.Millisecond})
+	if err != nil {
+		return
+	}
+	defer limiter.Close(context.Background())
+
+	in, err := limiter.Inspect(context.Background())
+	if err != nil {
+		fmt.Println("no answer:", err)
+		return
+	}
+	fmt.Printf("%d of %d left, full at %v, next permit in %v\n",
+		in.Remaining, in.Limit, in.ResetAt(), in.RetryAfter)
+}
+
+// Inspecting one tenant of a Keyed limiter creates no local state for it.
+func ExampleKeyed_Inspect() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	perTenant, err := ratelimit.NewKeyed(client,
+		ratelimit.FixedWindow{Limit: 1000, Window: time.Hour}, ratelimit.WithKeyPrefix("limits:tenant:"))
+	if err != nil {
+		return
+	}
+	defer perTenant.Close(context.Background())
+
+	in, err := perTenant.Inspect(context.Background(), "acme")
+	if err == nil {
+		fmt.Println("acme:", in.Remaining, "left, reset in", in.Reset)
+	}
+}
+
+// Listing the deny list for an operator.
+func ExampleDenyList_Entries() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	dl, err := ratelimit.NewDenyList(client, "limits:denied")
+	if err != nil {
+		return
+	}
+	defer dl.Close(context.Background())
+
+	entries, err := dl.Entries(context.Background())
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		fmt.Printf("%q ttl=%v\n", e.Identity, e.TTL) // TTL 0: no expiry
+	}
+}
