@@ -15,15 +15,51 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// refuse returns the error of a call made while the store is disconnected or closed, or nil.
-func (s *Store) refuse() error {
+// refuse returns the error of a call made while the store is disconnected or closed, or nil. The
+// first call of a store first reaches the server with one EXISTS of key, a physical key of the call
+// (see verify).
+func (s *Store) refuse(ctx context.Context, key string) error {
 	if s.closed.Load() {
 		return errClosed
 	}
 	if !s.healthy.Load() {
 		return fmt.Errorf("%w: waiting for a probe to reach the server", ErrDisconnected)
 	}
+	if !s.verified.Load() {
+		return s.verify(ctx, key)
+	}
 	return nil
+}
+
+// verify sends one EXISTS of key (a read routed like the call's command, so on Cluster it reaches
+// that key's node), bounded by ctx and the probe timeout, unless a reply has already been read through
+// the store: a store created while the server is down (or after its connection broke) then learns it
+// before sending its first command, so that command is refused, not uncertain. An EXISTS that does not
+// get a reply within the probe timeout, or meets a broken connection, marks the store disconnected
+// (the probe takes over) and returns ErrDisconnected; one that ends with ctx returns ctx's error; a
+// server error reply (NOAUTH, for example) still proves the server reachable.
+func (s *Store) verify(ctx context.Context, key string) error {
+	s.verifyMu.Lock()
+	defer s.verifyMu.Unlock()
+	if s.verified.Load() {
+		return nil
+	}
+	if !s.healthy.Load() {
+		return fmt.Errorf("%w: waiting for a probe to reach the server", ErrDisconnected)
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.probeTimeout)
+	defer cancel()
+	err := s.client.Do(pctx, s.client.B().Arbitrary("EXISTS").Keys(key).Build()).Error()
+	var re *rueidis.RedisError
+	if err == nil || errors.As(err, &re) {
+		s.verified.Store(true)
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("counter: %w", ctx.Err())
+	}
+	s.markDown(key)
+	return fmt.Errorf("%w: %w", ErrDisconnected, err)
 }
 
 // connectionLost reports whether err says the connection to the server is broken (as opposed to a
@@ -133,6 +169,7 @@ func (s *Store) endProbe(reached bool) bool {
 	defer s.mu.Unlock()
 	s.probing = false
 	if reached && !s.closed.Load() {
+		s.verified.Store(true)
 		s.healthy.Store(true)
 		return true
 	}

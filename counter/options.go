@@ -55,7 +55,8 @@ func WithProbeInterval(d time.Duration) Option {
 	})
 }
 
-// WithProbeTimeout bounds each background probe. It must be positive. Default: 1s.
+// WithProbeTimeout bounds each background probe and the EXISTS before a store's first call. It must be
+// positive. Default: 1s.
 func WithProbeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {

@@ -17,7 +17,8 @@ import (
 // Store runs atomic counter operations over one rueidis client (standalone, Cluster or Sentinel).
 // Each counter is one string key holding a decimal int64; an absent (or expired) key reads as 0.
 //
-// Every operation is one round trip: one Lua script, one GET, or one pipelined batch. Values are exact
+// Every operation is one round trip: one Lua script, one GET, or one pipelined batch (the store's
+// first call adds one EXISTS before it; see [New]). Values are exact
 // over the whole int64 range (64-bit values cross the Lua boundary as decimal strings).
 //
 // While the server is unreachable every call fails at once with [ErrDisconnected] instead of waiting
@@ -30,8 +31,10 @@ type Store struct {
 	client rueidis.Client
 	cfg    config
 
-	healthy atomic.Bool
-	closed  atomic.Bool
+	healthy  atomic.Bool
+	closed   atomic.Bool
+	verified atomic.Bool // a reply has been read from the server through this store
+	verifyMu sync.Mutex  // one first-contact EXISTS at a time
 
 	probeCtx    context.Context    // parent of every probe's context, cancelled by Close
 	cancelProbe context.CancelFunc // cancels probeCtx
@@ -42,8 +45,11 @@ type Store struct {
 	probeDone chan struct{} // closed when the last probe goroutine started returns; nil before the first
 }
 
-// New returns a Store over client. It does no I/O: the store starts connected and learns otherwise
-// from the first failing call. It fails with an error matching [ErrNilClient] for a nil client, and
+// New returns a Store over client. It does no I/O. The first call of the store sends one EXISTS of
+// its (first) key before its command, a read that reaches that key's node (concurrent first calls
+// share it): a Store created while the server is down
+// thus fails that call with [ErrDisconnected] and nothing sent, never [ErrUncertain], and fails
+// fast from then on until a probe connects. It fails with an error matching [ErrNilClient] for a nil client, and
 // with one matching [ErrInvalidConfig] for an invalid option. nil options are ignored.
 func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	if client == nil {
@@ -88,7 +94,9 @@ func (s *Store) Close(ctx context.Context) error {
 }
 
 // Connected reports whether the store currently considers the server reachable. It is false from the
-// first call that found the connection broken until a background probe succeeds. It does no I/O.
+// first call that found the connection broken (or the first call's EXISTS, for a store created while
+// the server is down) until a background probe succeeds; a new store reports true until then. It
+// does no I/O.
 func (s *Store) Connected() bool { return s.healthy.Load() && !s.closed.Load() }
 
 // Result is the outcome of [Store.IncrementUpTo].
@@ -187,7 +195,7 @@ func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64
 	if err != nil {
 		return 0, err
 	}
-	if err := s.refuse(); err != nil {
+	if err := s.refuse(ctx, k); err != nil {
 		return 0, err
 	}
 	v, err := int64Reply(incrScript.Exec(ctx, s.client, []string{k}, []string{luakit.FormatInt64(delta), ms}))
@@ -220,7 +228,7 @@ func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int6
 	if err != nil {
 		return Result{}, err
 	}
-	if err := s.refuse(); err != nil {
+	if err := s.refuse(ctx, k); err != nil {
 		return Result{}, err
 	}
 	arr, err := limitScript.Exec(ctx, s.client, []string{k},
@@ -295,7 +303,7 @@ func (s *Store) DecrementDownTo(ctx context.Context, key string, delta, floor in
 	if err := checkDelta(delta); err != nil {
 		return DecrementResult{}, err
 	}
-	if err := s.refuse(); err != nil {
+	if err := s.refuse(ctx, k); err != nil {
 		return DecrementResult{}, err
 	}
 	arr, err := floorScript.Exec(ctx, s.client, []string{k},
@@ -346,7 +354,7 @@ func (s *Store) Get(ctx context.Context, key string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := s.refuse(); err != nil {
+	if err := s.refuse(ctx, k); err != nil {
 		return 0, err
 	}
 	v, err := int64Reply(s.client.Do(ctx, s.client.B().Arbitrary("GET").Keys(k).Build()))
@@ -391,7 +399,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]Value, error) {
 	if len(keys) == 0 {
 		return out, nil
 	}
-	if err := s.refuse(); err != nil {
+	if err := s.refuse(ctx, phys[0]); err != nil {
 		return nil, err
 	}
 	// groups[i] lists the input indexes of one MGET.
@@ -453,7 +461,9 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]Value, error) {
 }
 
 // BatchIncrement applies every increment as [Store.IncrementWithExpire] would, pipelined in one round
-// trip (on Cluster, rueidis sends each node its items together). It returns the new values in input
+// trip (one EVALSHA per item; on Cluster, rueidis sends each node its items together). After the
+// server lost its script cache (restart, failover, SCRIPT FLUSH) the items that met NOSCRIPT, which
+// ran nothing, are re-sent with EVAL in a second round trip. It returns the new values in input
 // order. Each item is atomic on its own; the batch as a whole is not (a failure of one item does not
 // undo the others). Items may repeat a key; they then apply in input order.
 //
@@ -481,7 +491,7 @@ func (s *Store) BatchIncrement(ctx context.Context, items []Increment) ([]int64,
 		errs[i], failed = err, true
 	}
 	if len(execs) > 0 {
-		if err := s.refuse(); err != nil {
+		if err := s.refuse(ctx, execs[0].Keys[0]); err != nil {
 			return nil, err
 		}
 		for j, res := range incrScript.ExecMulti(ctx, s.client, execs...) {

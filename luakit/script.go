@@ -89,8 +89,45 @@ func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string
 // returns one result per element in the same order (see [Script.Exec] for
 // errors). Each execution is atomic on its own; the batch as a whole is not.
 // It blocks until every reply arrives or ctx ends. Safe for concurrent use.
+//
+// It costs one round trip when the server has the script cached: one
+// EVALSHA per element sent together with DoMulti (on Cluster, each node gets
+// its elements together), and no SCRIPT LOAD. The elements that fail with
+// NOSCRIPT (a restart, a failover, SCRIPT FLUSH, another Cluster node) ran
+// nothing, and are sent again with EVAL in a second pipelined round trip, so
+// a batch recovers from a flushed script cache as [Script.Exec] does. (It
+// replaces rueidis' Lua.ExecMulti, which sends SCRIPT LOAD to every node
+// before each batch and has no EVAL fallback.) When only some elements met
+// NOSCRIPT (another client loaded the script while the batch was in flight),
+// the re-sent ones run after the others, so elements that touch the same key
+// may then apply out of input order.
 func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, multi ...rueidis.LuaExec) []rueidis.RedisResult {
-	return s.lua.ExecMulti(ctx, c, multi...)
+	if len(multi) == 0 {
+		return nil
+	}
+	cmds := make(rueidis.Commands, len(multi))
+	for i, m := range multi {
+		cmds[i] = c.B().Evalsha().Sha1(s.sha1).Numkeys(int64(len(m.Keys))).Key(m.Keys...).Arg(m.Args...).Build()
+	}
+	res := c.DoMulti(ctx, cmds...)
+	var retry []int
+	for i, r := range res {
+		if err, ok := rueidis.IsRedisErr(r.Error()); ok && err.IsNoScript() {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) == 0 {
+		return res
+	}
+	evals := make(rueidis.Commands, len(retry))
+	for j, i := range retry {
+		m := multi[i]
+		evals[j] = c.B().Eval().Script(s.source).Numkeys(int64(len(m.Keys))).Key(m.Keys...).Arg(m.Args...).Build()
+	}
+	for j, r := range c.DoMulti(ctx, evals...) {
+		res[retry[j]] = r
+	}
+	return res
 }
 
 // ExecOrdered is [Script.Exec] for calls whose order on the server matters even after the caller gave

@@ -95,10 +95,17 @@ func testCloseBoundedByCtx(t *testing.T, e *env) {
 		require.Equal(t, luakit.Slot(bufKey), luakit.Slot(bndKey), "keys of one node")
 	}
 	flushErrs := make(chan error, 10)
-	b, err := counter.NewBuffered(e.store(t), bufKey, counter.WithFlushInterval(10*time.Millisecond),
+	// Warm stores: a store's first call reads its key before writing, and this scenario is about a
+	// write in flight.
+	bufStore, bndStore := e.store(t), e.store(t)
+	_, err := bufStore.Get(ctx(t), bufKey)
+	require.NoError(t, err)
+	_, err = bndStore.Get(ctx(t), bndKey)
+	require.NoError(t, err)
+	b, err := counter.NewBuffered(bufStore, bufKey, counter.WithFlushInterval(10*time.Millisecond),
 		counter.WithFlushTimeout(time.Minute), counter.WithFlushErrorHandler(func(err error) { flushErrs <- err }))
 	require.NoError(t, err)
-	bnd, err := counter.NewBounded(e.store(t), bndKey, 100, counter.WithChunk(10))
+	bnd, err := counter.NewBounded(bndStore, bndKey, 100, counter.WithChunk(10))
 	require.NoError(t, err)
 
 	node.MustPause(t)
