@@ -30,9 +30,12 @@
 //	}
 //
 // The words follow golang.org/x/time/rate where they fit: [Limiter.AllowN] decides now without
-// waiting, [Limiter.WaitN] waits in the local queue ([WithQueue]) for the server-computed
-// availability time. Unlike rate.Limiter.Wait, WaitN does not wait for capacity without a queue:
-// with no [WithQueue] (the default) it decides once, like AllowN, and may return a rejection.
+// waiting and reports a rejection as a Result (Allowed false, no error); [Limiter.WaitN] waits until
+// admitted and, like rate.Limiter.Wait, returns an error whenever it returns without admission
+// ([ErrExceedsCapacity] at once for n above the capacity, [ErrDenied], [ErrQueueFull], or the
+// context's error; a deadline before the server-computed admission time fails at once). Without
+// [WithQueue] WaitN sleeps each rejection's RetryAfter and decides again (never polling); with a
+// queue it waits in the local queue for the same server-computed time.
 // n = 0 is a probe: it reports whether one permit is available and writes nothing. A negative n is
 // [ErrNegativePermits]; n above the policy's capacity is a rejection without RetryAfter, decided
 // locally without a capacity script (no error; a bound deny list is still checked first). Permits
@@ -73,6 +76,12 @@
 // server time of the decision.
 //
 // # Waiting
+//
+// Without a queue, [Limiter.WaitN] sleeps each rejection's server-computed RetryAfter with a timer
+// and decides again, until admitted, ctx ends (an error at once when the admission time is after
+// ctx's deadline) or the request can never be admitted ([ErrExceedsCapacity], [ErrDenied]). A WaitN
+// that returns without admission always returns an error; AllowN never waits and reports the same
+// situations as a rejected Result.
 //
 // With [WithQueue](limit, order), [Limiter.WaitN] queues a request that cannot be admitted now when
 // it fits: up to limit permits wait, served [OldestFirst] (a full queue rejects new requests) or

@@ -32,8 +32,9 @@ type Keyed struct {
 	m           *metrics
 	identityFor func(string) string // nil without WithKeyedDenyList
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stopCtx context.Context // cancelled by Close: ends the janitor and stateless waits
+	stopFn  context.CancelFunc
+	wg      sync.WaitGroup
 
 	mu      sync.Mutex
 	closed  bool
@@ -92,9 +93,9 @@ func NewKeyed(client rueidis.Client, policy Policy, opts ...KeyedOption) (*Keyed
 		client:  client,
 		cfg:     cfg,
 		m:       m,
-		stop:    make(chan struct{}),
 		entries: make(map[string]*keyEntry),
 	}
+	k.stopCtx, k.stopFn = context.WithCancel(context.Background())
 	k.settings.Store(&keyedSettings{c: c, p: policy})
 	if cfg.denyList != nil {
 		k.identityFor = cfg.identityFor
@@ -127,11 +128,15 @@ func (k *Keyed) AllowN(ctx context.Context, key string, n int64) (Result, error)
 		defer k.release(e)
 		return e.lim.AllowN(ctx, n)
 	}
-	return k.allowStateless(ctx, key, n)
+	res, err := k.decideStateless(ctx, key, n)
+	if err == nil {
+		k.m.record(nil, res)
+	}
+	return res, err
 }
 
-// allowStateless decides for a key without local state.
-func (k *Keyed) allowStateless(ctx context.Context, key string, n int64) (Result, error) {
+// decideStateless decides for a key without local state, counting nothing.
+func (k *Keyed) decideStateless(ctx context.Context, key string, n int64) (Result, error) {
 	if k.identityFor != nil {
 		id := k.identityFor(key)
 		if id == "" {
@@ -142,42 +147,58 @@ func (k *Keyed) allowStateless(ctx context.Context, key string, n int64) (Result
 			return Result{}, err
 		}
 		if denied {
-			res := Result{Reason: ReasonDenyList, Limit: k.settings.Load().c.capacity()}
-			k.m.record(nil, res)
-			return res, nil
+			return Result{Reason: ReasonDenyList, Limit: k.settings.Load().c.capacity()}, nil
 		}
 	}
 	d, err := k.settings.Load().c.decide(ctx, k.client, k.cfg.keys.Key(key), n)
 	if err != nil {
 		return Result{}, err
 	}
-	res := resultOf(d)
+	return resultOf(d), nil
+}
+
+// waitStateless is WaitN for a key without local state: the wait loop of [Limiter.WaitN] without a
+// queue.
+func (k *Keyed) waitStateless(ctx context.Context, key string, n int64) (Result, error) {
+	res, err := waitLoop(ctx, k.stopCtx, func() error { return errClosed },
+		func() (Result, error) { return k.decideStateless(ctx, key, n) })
+	if err != nil {
+		return res, err
+	}
+	if !res.Allowed {
+		err = notAdmitted(res, n, k.settings.Load().c.capacity())
+	}
 	k.m.record(nil, res)
-	return res, nil
+	return res, err
 }
 
 // Wait is WaitN(ctx, key, 1).
 func (k *Keyed) Wait(ctx context.Context, key string) (Result, error) { return k.WaitN(ctx, key, 1) }
 
-// WaitN decides n permits for key, waiting in that key's local queue; see [Limiter.WaitN]. The key's
-// local state is created on demand; when [WithMaxKeys] keys already have state and none of them is
-// idle, the request is decided like AllowN, without a queue. Without [WithQueue] WaitN is AllowN.
+// WaitN waits until n permits for key are admitted, ctx ends, or the request can never be admitted;
+// see [Limiter.WaitN] (a WaitN that returns without admission always returns an error). Without
+// [WithQueue] it needs no local state: it sleeps each rejection's RetryAfter and decides again. With
+// a queue, the key's local state is created on demand; when [WithMaxKeys] keys already have state
+// and none of them is idle, the request waits like a Keyed without a queue.
 func (k *Keyed) WaitN(ctx context.Context, key string, n int64) (Result, error) {
-	if k.cfg.queueLimit == 0 {
-		return k.AllowN(ctx, key, n)
-	}
 	if n < 0 {
 		return Result{}, ErrNegativePermits
 	}
 	if key == "" {
 		return Result{}, emptyKey("rate limit key")
 	}
+	if k.cfg.queueLimit == 0 {
+		if k.isClosed() {
+			return Result{}, errClosed
+		}
+		return k.waitStateless(ctx, key, n)
+	}
 	e, err := k.acquire(key, true)
 	if err != nil {
 		return Result{}, err
 	}
 	if e == nil {
-		return k.allowStateless(ctx, key, n)
+		return k.waitStateless(ctx, key, n)
 	}
 	defer k.release(e)
 	return e.lim.WaitN(ctx, n)
@@ -278,7 +299,7 @@ func (k *Keyed) janitor() {
 	defer t.Stop()
 	for {
 		select {
-		case <-k.stop:
+		case <-k.stopCtx.Done():
 			return
 		case <-t.C:
 		}
@@ -337,7 +358,7 @@ func (k *Keyed) Close(ctx context.Context) error {
 	if !k.closed {
 		k.closed = true
 		k.closedFlag.Store(true)
-		close(k.stop)
+		k.stopFn()
 		// Each key's limiter is closed now (failing its waiters) and its queue goroutine counted
 		// in k.wg, so this Close and every later one wait for all of them.
 		for _, e := range k.entries {

@@ -71,7 +71,7 @@ func TestKeyedLocal(t *testing.T) {
 		t.Fatalf("AllowN created local state: %d keys", n)
 	}
 	res, err = k.WaitN(ctx, "a", 11) // creates the key's state; decided locally
-	if err != nil || res.Allowed || res.RetryAfter != 0 {
+	if !errors.Is(err, ErrExceedsCapacity) || res.Allowed || res.RetryAfter != 0 {
 		t.Fatalf("WaitN above the capacity = %+v, %v", res, err)
 	}
 	if st := k.Stats("a"); st != (Stats{Rejected: 1, Available: -1}) || k.Keys() != 1 {
@@ -123,7 +123,7 @@ func TestKeyedMaxKeysLRU(t *testing.T) {
 	defer k.Close(context.Background())
 	ctx := context.Background()
 	for _, key := range []string{"a", "b", "a", "c"} { // b is then the least recently used
-		if _, err := k.WaitN(ctx, key, 11); err != nil {
+		if _, err := k.WaitN(ctx, key, 11); !errors.Is(err, ErrExceedsCapacity) {
 			t.Fatal(err)
 		}
 	}
@@ -155,7 +155,7 @@ func TestKeyedIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.Close(context.Background())
-	if _, err := k.WaitN(context.Background(), "a", 11); err != nil {
+	if _, err := k.WaitN(context.Background(), "a", 11); !errors.Is(err, ErrExceedsCapacity) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

@@ -203,43 +203,119 @@ func (l *Limiter) AllowN(ctx context.Context, n int64) (Result, error) {
 // Wait is WaitN(ctx, 1).
 func (l *Limiter) Wait(ctx context.Context) (Result, error) { return l.WaitN(ctx, 1) }
 
-// WaitN decides n permits, waiting in the local queue when they are not available now.
+// WaitN waits until n permits are admitted, ctx ends, or the request can never be admitted; unlike
+// [Limiter.AllowN], a WaitN that returns without admission always returns an error (so the usual
+// golang.org/x/time/rate pattern "proceed when err is nil" is safe). On such an error the Result is
+// the last decision (Allowed false) when there was one, the zero Result otherwise.
 //
-// Without a queue ([WithQueue] not given, or a limit of 0) WaitN is AllowN. With one, a request that
-// is not admitted, could be admitted later (positive RetryAfter) and fits in the queue (n is at most
-// the queue limit) waits for the server-computed RetryAfter (a timer, never polling) and retries with
-// one atomic attempt, until admitted. Waiting requests are served one at a time in the queue's order
-// (OldestFirst or NewestFirst); while requests wait, a new WaitN joins the queue instead of deciding
-// first. When the queue is full, OldestFirst rejects the new request and NewestFirst evicts the oldest
-// waiting requests to make room; those rejections have [ReasonCapacity]. Requests larger than the
-// capacity are rejected at once without RetryAfter. A queued request rechecks the deny list before
-// every retry and leaves the queue with [ReasonDenyList] when denied. An [Limiter.Update] wakes the
-// queue at once: waiting requests retry with the new settings, and those larger than the new
-// capacity are rejected without RetryAfter.
+// Without a queue ([WithQueue] not given, or a limit of 0) each rejection's server-computed
+// RetryAfter is slept with a timer (never polling) and the request is decided again in one round
+// trip, until admitted. When the sleep would end after ctx's deadline, WaitN returns at once with an
+// error wrapping context.DeadlineExceeded instead of sleeping in vain. Other processes can take the
+// capacity first: each retry is a new decision.
 //
-// The queue is local: other processes, and other local callers between retries, can take permits
-// first. If ctx ends while waiting, the request leaves the queue at once and WaitN returns an error
-// wrapping ctx.Err(), and also [ErrUncertain] when a retry was in flight (its script may still
-// consume the permits).
-// Close fails waiting requests with [ErrClosed] (also wrapping ErrUncertain for a retry in flight).
-// Other errors are those of AllowN.
+// With a queue, a request that is not admitted, could be admitted later (positive RetryAfter) and
+// fits in the queue (n is at most the queue limit) waits for the server-computed RetryAfter (a
+// timer, never polling) and retries with one atomic attempt, until admitted. Waiting requests are
+// served one at a time in the queue's order (OldestFirst or NewestFirst); while requests wait, a new
+// WaitN joins the queue instead of deciding first. When the queue is full, OldestFirst rejects the
+// new request and NewestFirst evicts the oldest waiting requests to make room; those requests fail
+// with [ErrQueueFull] (so does a request larger than the queue limit that is not admitted at once).
+// A queued request rechecks the deny list before every retry and leaves the queue when denied. An
+// [Limiter.Update] wakes the queue at once: waiting requests retry with the new settings, and those
+// larger than the new capacity fail with [ErrExceedsCapacity]. The queue is local: other processes,
+// and other local callers between retries, can take permits first.
+//
+// Errors for a request that is not admitted: [ErrExceedsCapacity] at once when n is above the
+// capacity (no retry can succeed), [ErrDenied] when the identity is on the bound deny list,
+// [ErrQueueFull] as above. If ctx ends while waiting, WaitN returns an error wrapping ctx.Err(), and
+// also [ErrUncertain] when a retry was in flight (its script may still consume the permits). Close
+// fails waiting requests with [ErrClosed] (also wrapping ErrUncertain for a retry in flight). Other
+// errors are those of AllowN. Each call that ends with a decision counts once in [Stats] and the
+// metrics (a rejection when it fails with one of the three errors above), however many retries it
+// took.
 func (l *Limiter) WaitN(ctx context.Context, n int64) (Result, error) {
 	if n < 0 {
 		return Result{}, ErrNegativePermits
-	}
-	if l.queueLimit == 0 {
-		return l.AllowN(ctx, n)
 	}
 	if err := l.begin(); err != nil {
 		return Result{}, err
 	}
 	defer l.end()
-	res, err := l.wait(ctx, n)
+	var res Result
+	var err error
+	if l.queueLimit == 0 {
+		res, err = waitLoop(ctx, l.closeCtx, l.closedErr, func() (Result, error) { return l.attempt(ctx, n, true, nil) })
+	} else {
+		res, err = l.wait(ctx, n)
+	}
 	if err != nil {
-		return Result{}, err
+		return res, err
+	}
+	if !res.Allowed {
+		err = notAdmitted(res, n, l.current().capacity())
 	}
 	l.m.record(l.st, res)
-	return res, nil
+	return res, err
+}
+
+// Errors of a [Limiter.WaitN] or [Keyed.WaitN] that returns without admission. AllowN reports the
+// same situations as rejections (Allowed false, with the Reason), not as errors.
+var (
+	// ErrExceedsCapacity: n is above the policy's capacity (the smallest component limit of a
+	// composite), so no wait can admit it. Returned at once, without waiting.
+	ErrExceedsCapacity = errors.New("ratelimit: request exceeds the capacity")
+	// ErrDenied: the identity is on the bound deny list ([WithDenyList], [WithKeyedDenyList]).
+	ErrDenied = errors.New("ratelimit: identity is on the deny list")
+	// ErrQueueFull: the local wait queue ([WithQueue]) had no room (OldestFirst), evicted the
+	// request (NewestFirst), or the request was larger than the queue limit and not admitted at once.
+	ErrQueueFull = errors.New("ratelimit: wait queue full")
+)
+
+// notAdmitted is the error of a wait that ends with the rejection res of n permits under a policy
+// of the given capacity.
+func notAdmitted(res Result, n, capacity int64) error {
+	switch {
+	case res.Reason == ReasonDenyList:
+		return ErrDenied
+	case n > capacity:
+		return ErrExceedsCapacity
+	}
+	return ErrQueueFull
+}
+
+// waitLoop is the wait without a queue: attempt until admitted, sleeping each rejection's
+// RetryAfter with a timer. It returns a rejection that can never be admitted (deny list, n above the
+// capacity) as it is, for the caller to turn into an error.
+func waitLoop(ctx, closeCtx context.Context, closedErr func() error, attempt func() (Result, error)) (Result, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		res, err := attempt()
+		if err != nil || res.Allowed || res.Reason != ReasonCapacity || res.RetryAfter <= 0 {
+			return res, err
+		}
+		d := res.RetryAfter
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+			return res, fmt.Errorf("ratelimit: wait: admission in %v would be after the context deadline: %w", d, context.DeadlineExceeded)
+		}
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return res, fmt.Errorf("ratelimit: wait: %w", ctx.Err())
+		case <-closeCtx.Done():
+			return res, closedErr()
+		}
+	}
 }
 
 // attempt is one decision: the deny-list check (when bound and checkDeny), then one script under the
@@ -279,6 +355,13 @@ func (l *Limiter) denied(ctx context.Context) (Result, bool, error) {
 		return Result{}, false, nil
 	}
 	return l.deniedResult(), true, nil
+}
+
+// current returns the settings in force now.
+func (l *Limiter) current() *compiled {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cur
 }
 
 func (l *Limiter) deniedResult() Result {

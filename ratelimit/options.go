@@ -84,7 +84,7 @@ func WithKeyPrefix(prefix string) LimiterOption {
 // WithQueue enables the local wait queue used by [Limiter.WaitN] (by [Keyed.WaitN], one queue per
 // key): up to limit permits (summed over waiting requests) may wait, served in order. limit must not
 // be negative and order must be [OldestFirst] or [NewestFirst]. Default: 0, no queue (WaitN then
-// decides once, like AllowN). The queue is local to this instance: other processes, and new local
+// sleeps each rejection's RetryAfter and decides again, with no local state). The queue is local to this instance: other processes, and new local
 // callers between retries, can take permits first.
 func WithQueue(limit int64, order QueueOrder) LimiterOption {
 	return sharedOption(func(c *config) error {

@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -452,7 +453,11 @@ func testDenyLimiterBinding(t *testing.T, e *env) {
 	}
 	for _, tc := range calls {
 		res, err := tc.call()
-		require.NoError(t, err, tc.name)
+		if strings.HasPrefix(tc.name, "WaitN") {
+			require.ErrorIs(t, err, ratelimit.ErrDenied, tc.name) // a Wait without admission is an error
+		} else {
+			require.NoError(t, err, tc.name)
+		}
 		require.False(t, res.Allowed, tc.name)
 		require.Equal(t, ratelimit.ReasonDenyList, res.Reason, tc.name)
 		require.Zero(t, res.RetryAfter, tc.name)
@@ -507,7 +512,7 @@ func testDenyQueueRecheck(t *testing.T, e *env) {
 	reads := dl.Stats().ServerReads
 	require.NoError(t, lim.Update(ctx(t), ratelimit.FixedWindow{Limit: 2, Window: time.Minute}, ratelimit.Adopt))
 	o := limRecv(t, ch)
-	require.NoError(t, o.err)
+	require.ErrorIs(t, o.err, ratelimit.ErrDenied)
 	require.False(t, o.res.Allowed)
 	require.Equal(t, ratelimit.ReasonDenyList, o.res.Reason)
 	require.Zero(t, o.res.RetryAfter)

@@ -120,9 +120,12 @@ func testLimiterKeyedMaxKeys(t *testing.T, e *env) {
 	res, err := k.WaitN(ctx(t), "d", 1)
 	require.NoError(t, err)
 	require.True(t, res.Allowed, "served without local state")
-	res, err = k.WaitN(ctx(t), "d", 1)
-	require.NoError(t, err)
-	require.False(t, res.Allowed, "no queue without local state: decided once")
+	// No local state: it waits like a Keyed without a queue (sleeping RetryAfter) until ctx ends.
+	dctx, dcancel := context.WithTimeout(ctx(t), 100*time.Millisecond)
+	res, err = k.WaitN(dctx, "d", 1)
+	dcancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "no queue without local state: waited without one")
+	require.False(t, res.Allowed)
 	require.Positive(t, res.RetryAfter)
 	require.Equal(t, 2, k.Keys())
 	require.Equal(t, ratelimit.Stats{Available: -1}, k.Stats("d"))
@@ -146,9 +149,13 @@ func testLimiterKeyedDenyList(t *testing.T, e *env) {
 		ratelimit.WithKeyedDenyList(dl, func(key string) string { return "tenant:" + key }))
 	require.NoError(t, dl.SetDenied(ctx(t), "tenant:evil", true))
 
-	for _, call := range []func(context.Context, string, int64) (ratelimit.Result, error){k.AllowN, k.WaitN} {
+	for i, call := range []func(context.Context, string, int64) (ratelimit.Result, error){k.AllowN, k.WaitN} {
 		res, err := call(ctx(t), "evil", 1)
-		require.NoError(t, err)
+		if i == 0 {
+			require.NoError(t, err)
+		} else {
+			require.ErrorIs(t, err, ratelimit.ErrDenied)
+		}
 		require.False(t, res.Allowed)
 		require.Equal(t, ratelimit.ReasonDenyList, res.Reason)
 		res, err = call(ctx(t), "good", 1)

@@ -75,7 +75,7 @@ func testLimiterMetrics(t *testing.T, e *env) {
 	w := limWaitAsync(cctx, l, "w", 1)
 	limWaitQueued(t, l, 1)
 	res, err := l.WaitN(ctx(t), 1) // the queue (1 permit) is full
-	require.NoError(t, err)
+	require.ErrorIs(t, err, ratelimit.ErrQueueFull)
 	require.Equal(t, ratelimit.ReasonCapacity, res.Reason)
 	cancel()
 	require.ErrorIs(t, limRecv(t, w).err, context.Canceled)
@@ -87,7 +87,7 @@ func testLimiterMetrics(t *testing.T, e *env) {
 		require.Equal(t, ratelimit.ReasonDenyList, res.Reason)
 	}
 	res, err = l.WaitN(ctx(t), 1)
-	require.NoError(t, err)
+	require.ErrorIs(t, err, ratelimit.ErrDenied)
 	require.Equal(t, ratelimit.ReasonDenyList, res.Reason)
 
 	require.Equal(t, map[string]int64{

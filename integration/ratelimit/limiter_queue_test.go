@@ -91,12 +91,12 @@ func testLimiterQueueLimit(t *testing.T, e *env) {
 	limWaitQueued(t, l, 2)
 
 	res, err := l.WaitN(ctx(t), 1) // queue full
-	require.NoError(t, err)
+	require.ErrorIs(t, err, ratelimit.ErrQueueFull)
 	require.False(t, res.Allowed)
 	require.Equal(t, ratelimit.ReasonCapacity, res.Reason)
 
 	res, err = l.WaitN(ctx(t), 3) // above the queue limit, within the capacity: one decision
-	require.NoError(t, err)
+	require.ErrorIs(t, err, ratelimit.ErrQueueFull)
 	require.False(t, res.Allowed)
 	require.Equal(t, ratelimit.ReasonCapacity, res.Reason)
 	require.Positive(t, res.RetryAfter, "the decision's RetryAfter is kept")
@@ -104,7 +104,7 @@ func testLimiterQueueLimit(t *testing.T, e *env) {
 
 	before := limScripts(t, e)
 	res, err = l.WaitN(ctx(t), 4) // above the capacity
-	require.NoError(t, err)
+	require.ErrorIs(t, err, ratelimit.ErrExceedsCapacity)
 	require.False(t, res.Allowed)
 	require.Equal(t, ratelimit.ReasonCapacity, res.Reason)
 	require.Zero(t, res.RetryAfter)
@@ -134,7 +134,7 @@ func testLimiterQueueEviction(t *testing.T, e *env) {
 	cc := limWaitAsync(c, l, "c", 1)
 
 	oa := limRecv(t, a)
-	require.NoError(t, oa.err)
+	require.ErrorIs(t, oa.err, ratelimit.ErrQueueFull)
 	require.False(t, oa.res.Allowed, "a was evicted")
 	require.Equal(t, ratelimit.ReasonCapacity, oa.res.Reason)
 	oc, ob := limRecv(t, cc), limRecv(t, b)
@@ -199,7 +199,7 @@ func testLimiterQueueWakeOnUpdate(t *testing.T, e *env) {
 
 	require.NoError(t, l.Update(ctx(t), ratelimit.FixedWindow{Limit: 2, Window: time.Minute}, ratelimit.Migrate))
 	ob := limRecv(t, big)
-	require.NoError(t, ob.err)
+	require.ErrorIs(t, ob.err, ratelimit.ErrExceedsCapacity)
 	require.False(t, ob.res.Allowed)
 	require.Equal(t, ratelimit.ReasonCapacity, ob.res.Reason)
 	require.Zero(t, ob.res.RetryAfter, "above the new capacity: no retry can succeed")
@@ -283,7 +283,11 @@ func testLimiterQueueUpdateDuringAttempt(t *testing.T, e *env) {
 			require.NoError(t, <-updated)
 
 			o := limRecv(t, w)
-			require.NoError(t, o.err)
+			if tc.allowed {
+				require.NoError(t, o.err)
+			} else {
+				require.ErrorIs(t, o.err, ratelimit.ErrExceedsCapacity)
+			}
 			require.Equal(t, tc.allowed, o.res.Allowed, "%+v", o.res)
 			if !tc.allowed {
 				require.Equal(t, ratelimit.ReasonCapacity, o.res.Reason)
@@ -320,14 +324,14 @@ func testLimiterQueueDenyRecheck(t *testing.T, e *env) {
 	// rechecks the deny list first.
 	require.NoError(t, l.Update(ctx(t), ratelimit.FixedWindow{Limit: 1, Window: 2 * time.Minute}, ratelimit.Adopt))
 	o := limRecv(t, w)
-	require.NoError(t, o.err)
+	require.ErrorIs(t, o.err, ratelimit.ErrDenied)
 	require.False(t, o.res.Allowed)
 	require.Equal(t, ratelimit.ReasonDenyList, o.res.Reason)
 	require.Zero(t, o.res.RetryAfter)
 
 	// A denied identity never enters the queue, even for a probe.
 	res, err := l.WaitN(ctx(t), 0)
-	require.NoError(t, err)
+	require.ErrorIs(t, err, ratelimit.ErrDenied)
 	require.Equal(t, ratelimit.ReasonDenyList, res.Reason)
 	require.Zero(t, l.Stats().Queued)
 }
