@@ -41,7 +41,7 @@ type component struct {
 	algo     algo
 	limit    int64
 	window   int64 // fixed and sliding window
-	segments int64 // sliding window, normalised (0 became 1)
+	segments int64 // sliding window, normalised (0 became DefaultSegments)
 	width    int64 // sliding window segment width: ceil(window / segments)
 	tokens   int64 // token bucket tokens per period
 	period   int64 // token bucket refill period
@@ -111,10 +111,10 @@ func compileComponent(name string, p Policy) (component, error) {
 		}
 		seg := int64(v.Segments)
 		if seg == 0 {
-			seg = 1
+			seg = DefaultSegments
 		}
 		if seg < 1 || seg > MaxSegments {
-			return component{}, invalid(name+".Segments", "is %d, want 1 to %d (0 means 1)", v.Segments, MaxSegments)
+			return component{}, invalid(name+".Segments", "is %d, want 1 to %d (0 means %d)", v.Segments, MaxSegments, DefaultSegments)
 		}
 		return component{algo: algoSliding, limit: v.Limit, window: w, segments: seg, width: (w + seg - 1) / seg}, nil
 	case *SlidingWindow:

@@ -40,7 +40,7 @@ func TestCompileValidation(t *testing.T) {
 		{"fixed window rounds beyond duration", FixedWindow{Limit: 1, Window: maxD}, "FixedWindow.Window"},
 		{"nil fixed pointer", (*FixedWindow)(nil), "FixedWindow"},
 		{"sliding ok", SlidingWindow{Limit: 10, Window: time.Minute, Segments: 10}, ""},
-		{"sliding segments 0 means 1", SlidingWindow{Limit: 10, Window: time.Minute}, ""},
+		{"sliding segments 0 means 10", SlidingWindow{Limit: 10, Window: time.Minute}, ""},
 		{"sliding segments 1024", SlidingWindow{Limit: 10, Window: time.Minute, Segments: 1024}, ""},
 		{"sliding segments 1025", SlidingWindow{Limit: 10, Window: time.Minute, Segments: 1025}, "SlidingWindow.Segments"},
 		{"sliding segments negative", SlidingWindow{Limit: 10, Window: time.Minute, Segments: -1}, "SlidingWindow.Segments"},
@@ -111,7 +111,7 @@ func TestCompileRoundsUp(t *testing.T) {
 		{"whole ms unchanged", FixedWindow{Limit: 3, Window: 1500 * time.Millisecond}, "v1|f3/1500"},
 		{"1ns over rounds up", FixedWindow{Limit: 3, Window: time.Second + 1}, "v1|f3/1001"},
 		{"1.5ms rounds to 2ms", FixedWindow{Limit: 3, Window: 1500 * time.Microsecond}, "v1|f3/2"},
-		{"sliding segments 0 is 1", SlidingWindow{Limit: 5, Window: time.Second}, "v1|s5/1000/1"},
+		{"sliding segments 0 is 10", SlidingWindow{Limit: 5, Window: time.Second}, "v1|s5/1000/10"},
 		{"sliding window rounds", SlidingWindow{Limit: 5, Window: 999*time.Millisecond + 1, Segments: 3}, "v1|s5/1000/3"},
 		{"bucket period rounds", TokenBucket{Limit: 4, TokensPerPeriod: 2, Period: 250*time.Millisecond + 999999}, "v1|t4/2/251"},
 		{"gcra interval rounds", GCRA{Burst: 7, EmissionInterval: 100*time.Millisecond + 1}, "g7/101"},
@@ -401,6 +401,28 @@ func TestScriptsDoNotForgeServerErrors(t *testing.T) {
 	for _, s := range []*luakit.Script{componentsScript, gcraScript, denyReadScript, denyWriteScript} {
 		if strings.Contains(s.Source(), "error_reply('WRONGTYPE") {
 			t.Errorf("%s forges a WRONGTYPE reply", s.Name())
+		}
+	}
+}
+
+// TestSlidingDefaultSegments: Segments 0 means DefaultSegments (10), so the segment width, the
+// lateness bound, is a tenth of the window (rounded up to whole ms).
+func TestSlidingDefaultSegments(t *testing.T) {
+	for _, tc := range []struct {
+		window time.Duration
+		width  int64
+	}{
+		{10 * time.Second, 1000},
+		{time.Minute, 6000},
+		{15 * time.Millisecond, 2},
+		{time.Millisecond, 1},
+	} {
+		c, err := compile(SlidingWindow{Limit: 3, Window: tc.window})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.comps[0]; got.segments != DefaultSegments || got.width != tc.width {
+			t.Fatalf("window %v: segments %d width %d, want %d and %d", tc.window, got.segments, got.width, DefaultSegments, tc.width)
 		}
 	}
 }

@@ -52,14 +52,21 @@ type FixedWindow struct {
 // kept ones, and new permits use the new segmentation. A larger old segment can keep delaying
 // expiry after the segment width shrinks.
 //
-// Limit must be in [1, MaxLimit]; Segments in [1, 1024] (0 means 1); Window at least 1ms, rounded up
+// Lateness: a permit is released at most one segment (Window/Segments, rounded up to whole ms,
+// minus 1 ms) after its rolling window ends, so a rejection's RetryAfter is at most Window plus one
+// segment. The default of [DefaultSegments] (10) keeps that lateness within a tenth of the window (a
+// 10s window: at most 1s late) for one hash field per active segment; Segments 1 makes a rejection
+// last up to nearly twice the window.
+//
+// Limit must be in [1, MaxLimit]; Segments in [1, 1024] (0 means DefaultSegments, 10); Window at least 1ms, rounded up
 // to whole milliseconds; twice the window must fit in a time.Duration.
 type SlidingWindow struct {
 	// Limit is the number of permits in any rolling window, in [1, MaxLimit].
 	Limit int64
 	// Window is the rolling window's length: at least 1ms, rounded up to whole milliseconds.
 	Window time.Duration
-	// Segments is how many segments the window is tracked in, in [1, MaxSegments]; 0 means 1.
+	// Segments is how many segments the window is tracked in, in [1, MaxSegments]; 0 means
+	// [DefaultSegments] (10: a permit is released at most a tenth of the window late).
 	Segments int
 }
 
@@ -147,6 +154,10 @@ const MaxComponents = 32
 
 // MaxSegments is the largest number of segments of a [SlidingWindow].
 const MaxSegments = 1024
+
+// DefaultSegments is the number of segments of a [SlidingWindow] whose Segments is 0: lateness at
+// most a tenth of the window.
+const DefaultSegments = 10
 
 func (FixedWindow) policy()   {}
 func (SlidingWindow) policy() {}

@@ -41,7 +41,10 @@ type Result struct {
 	// keeps that attempt's RetryAfter, counted down to the rejection.
 	RetryAfter time.Duration
 	// Reset is how long until the policy (its controlling component) is back at full capacity if
-	// nothing else is admitted; 0 when it already is. Used for the IETF RateLimit "t" parameter.
+	// nothing else is admitted, from the server's reply; 0 when it already is, and 0 (unknown) for a
+	// decision made without the server (see At: n above the capacity, deny-list rejections, queue
+	// rejections of a request that never reached the server), whatever the key's state. Used for
+	// the IETF RateLimit "t" parameter.
 	Reset time.Duration
 	// At is the server clock when the decision was made (millisecond precision); the zero time for
 	// decisions made without the server (n above the capacity, deny-list rejections, queue
