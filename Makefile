@@ -13,7 +13,7 @@ export CI
 
 # Every module, listed once. Released modules are tagged <dir>/vX.Y.Z (versions.yaml).
 RELEASED   := luakit lock lease rwlock semaphore idempotency leader latch redlock counter ratelimit
-UNRELEASED := testkit integration bench demo tools
+UNRELEASED := testkit integration bench demo tools coordctl
 MODULES    := $(RELEASED) $(UNRELEASED)
 
 # Servers that `make test` needs (scripts/servers.sh targets); `make demo` needs only redis70.

@@ -1,0 +1,15 @@
+-- force_release: delete one named lease of a hash whoever holds it (an operator's action).
+--
+-- KEYS[1]  hash key
+-- ARGV[1]  field (the lease name)
+--
+-- Returns 1 when the field was deleted, 0 when it was absent (nothing written), -1 when the key holds
+-- another Redis type (left alone). Other fields and their expiries are untouched. O(1).
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
+  return 0
+end
+if t ~= 'hash' then
+  return -1
+end
+return redis.call('HDEL', KEYS[1], ARGV[1])

@@ -1,0 +1,27 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/lease"
+)
+
+// List the leases of a hash, then evict one whose holder is stuck.
+func ExampleLeases_ForceRelease() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	ls, _ := lease.New(client)
+	ctx := context.Background()
+	holders, err := ls.Holders(ctx, "workers")
+	if err != nil || len(holders) == 0 {
+		return
+	}
+	deleted, err := ls.ForceRelease(ctx, "workers", holders[0].Field)
+	fmt.Println("deleted", holders[0].Field, deleted, err)
+}
