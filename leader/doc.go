@@ -61,6 +61,9 @@
 // Transient: the server replies LOADING, BUSY, CLUSTERDOWN, TRYAGAIN, MASTERDOWN and READONLY (READONLY
 // lets campaigning resume after a failover window), and uncertain outcomes (timeouts, broken
 // connections); they are retried after the retry delay and counted in [MetricAcquireFailures].
+// Attempts that do not reach the server (refused or broken connections, timeouts) are retried only for
+// the connection-recovery budget ([WithRecoveryBudget], [DefaultRecoveryBudget]): exhausting it is
+// terminal ([ErrRecoveryExhausted]), as the seed's exhausted reconnect budget is.
 // Terminal: replies [github.com/coordkit/coordkit/luakit.Classify] calls terminal (NOPERM, WRONGTYPE,
 // authentication), an invalid fence counter ([lock.CounterError]), a closed client (rueidis.ErrClosing)
 // and invalid configuration (rejected by [New]). Fix the cause (credentials, ACLs, the counter) or

@@ -33,6 +33,11 @@ var (
 
 	// ErrCallbackPanic is wrapped by the error Run returns when the elected or revoked callback panicked.
 	ErrCallbackPanic = errors.New("leader: callback panicked")
+
+	// ErrRecoveryExhausted is wrapped, with the last failure, by the error Run returns when campaigning
+	// could not reach the server for the whole connection-recovery budget ([WithRecoveryBudget]).
+	// Check the address and the network, recreate the client if it cannot reconnect, then run again.
+	ErrRecoveryExhausted = errors.New("leader: connection-recovery budget exhausted")
 )
 
 // layoutError is a key error found by [New] before any I/O (an empty name or key, keys in different

@@ -50,9 +50,13 @@ type Election struct {
 	failures           metric.Int64Counter
 
 	campaigning atomic.Bool
-	running     atomic.Bool
-	renewals    sync.WaitGroup // renewals still in flight after hold gave up on them; Run waits for them
-	current     atomic.Pointer[Term]
+	// unreachableSince is the UnixNano of the first of the current run of campaign commands that did
+	// not reach the server (0: the last one did); stopCampaign ends the campaign in flight with a cause.
+	unreachableSince atomic.Int64
+	stopCampaign     atomic.Pointer[context.CancelCauseFunc]
+	running          atomic.Bool
+	renewals         sync.WaitGroup // renewals still in flight after hold gave up on them; Run waits for them
+	current          atomic.Pointer[Term]
 
 	mu     sync.Mutex // guards the Start/Stop fields
 	stop   context.CancelFunc
@@ -155,10 +159,39 @@ type countingClient struct {
 
 func (c countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	r := c.Client.Do(ctx, cmd)
-	if c.e.campaigning.Load() && luakit.IsTransient(r.Error()) {
+	if !c.e.campaigning.Load() {
+		return r
+	}
+	err := r.Error()
+	if luakit.IsTransient(err) {
 		c.e.failures.Add(context.Background(), 1)
 	}
+	c.e.recovery(ctx, err)
 	return r
+}
+
+// recovery keeps the connection-recovery budget's account for one campaign command's result: a reply
+// (any, error replies included) resets it; a failure that reached no server starts or extends the
+// current run of failures, and one past the budget ends the campaign with [ErrRecoveryExhausted]. A
+// failure caused by the campaign's own context ending is not counted.
+func (e *Election) recovery(ctx context.Context, err error) {
+	var re *rueidis.RedisError
+	if err == nil || errors.As(err, &re) {
+		e.unreachableSince.Store(0)
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	if e.unreachableSince.CompareAndSwap(0, now.UnixNano()) {
+		return
+	}
+	if d := now.Sub(time.Unix(0, e.unreachableSince.Load())); d >= e.cfg.recovery {
+		if stop := e.stopCampaign.Load(); stop != nil {
+			(*stop)(fmt.Errorf("%w: no server reached for %v: %w", ErrRecoveryExhausted, d.Round(time.Millisecond), err))
+		}
+	}
 }
 
 // Name returns the election's name as given to [New].
@@ -195,14 +228,18 @@ func (e *Election) Current() (Term, bool) {
 // cleanup timeout) and campaigns again (after the retry delay when the callback relinquished).
 //
 // Transient failures (LOADING, BUSY, CLUSTERDOWN, TRYAGAIN, MASTERDOWN, READONLY, uncertain outcomes of a
-// broken connection or timeout) are retried after the retry delay and counted in [MetricAcquireFailures].
+// broken connection or timeout) are retried after the retry delay and counted in [MetricAcquireFailures];
+// attempts that do not reach the server at all are retried for the connection-recovery budget
+// ([WithRecoveryBudget], default 2 minutes) and then end Run.
 // Run returns:
 //   - nil when ctx ends (after revoking and releasing a held term);
 //   - [ErrRunning] at once when the Election already runs;
 //   - an error from the elected callback, or one wrapping [ErrCallbackPanic], after the lease release;
 //   - a terminal campaign error: a server reply classified terminal by [luakit.Classify] (NOPERM,
 //     WRONGTYPE, authentication), a [*lock.CounterError] (invalid fence counter), or
-//     rueidis.ErrClosing (the client was closed; recreate it before running again).
+//     rueidis.ErrClosing (the client was closed; recreate it before running again);
+//   - an error wrapping [ErrRecoveryExhausted] and the last failure when campaigning could not reach the
+//     server for the whole connection-recovery budget.
 //
 // To stop, end ctx (or use [Election.Stop]) and close the client after Run returned. A client closed
 // under Run ends it only if the client then refuses commands: rueidis (v1.0.79) can revive a
@@ -240,14 +277,23 @@ func (e *Election) Run(ctx context.Context) error {
 			return false
 		}
 	}
+	e.unreachableSince.Store(0)
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
+		actx, stop := context.WithCancelCause(ctx)
+		e.stopCampaign.Store(&stop)
 		e.campaigning.Store(true)
-		lease, err := e.acquire(ctx)
+		lease, err := e.acquire(actx)
 		e.campaigning.Store(false)
+		e.stopCampaign.Store(nil)
+		cause := context.Cause(actx)
+		stop(nil)
 		if err != nil {
+			if errors.Is(cause, ErrRecoveryExhausted) && ctx.Err() == nil {
+				return cause
+			}
 			if ctx.Err() != nil {
 				return nil
 			}

@@ -28,6 +28,12 @@ const (
 	DefaultRetryDelay = time.Second
 	// DefaultCleanupTimeout bounds the release sent when a term ends (see [WithCleanupTimeout]).
 	DefaultCleanupTimeout = time.Second
+	// DefaultRecoveryBudget is the connection-recovery budget used without [WithRecoveryBudget]: two
+	// minutes outlasts a routine outage (a Sentinel failover with its default 30s down-after period and
+	// the failover itself, a Cluster failover after its default 15s node timeout, a server restart),
+	// yet a candidate that cannot reach its server for longer (a wrong address, a server gone for
+	// good, a network that will not heal) tells its caller instead of campaigning in silence for ever.
+	DefaultRecoveryBudget = 2 * time.Minute
 )
 
 type config struct {
@@ -40,6 +46,7 @@ type config struct {
 	retryDelay     time.Duration
 	margin         time.Duration // < 0: default (lease/10)
 	cleanupTimeout time.Duration
+	recovery       time.Duration
 	logger         *slog.Logger
 	meterProvider  metric.MeterProvider
 	onElected      func(ctx context.Context, term Term) error
@@ -53,6 +60,7 @@ func defaultConfig() config {
 		retryDelay:     DefaultRetryDelay,
 		margin:         -1,
 		cleanupTimeout: DefaultCleanupTimeout,
+		recovery:       DefaultRecoveryBudget,
 		logger:         slog.Default(),
 	}
 }
@@ -124,6 +132,23 @@ func WithCleanupTimeout(d time.Duration) Option {
 			return luakit.InvalidConfig("leader", "cleanup timeout %v must be positive", d)
 		}
 		c.cleanupTimeout = d
+		return nil
+	})
+}
+
+// WithRecoveryBudget sets the connection-recovery budget: how long campaigning keeps retrying while
+// every attempt fails without reaching the server (a refused or broken connection, a timeout). Once
+// the failures have lasted d, counted from the first of them, Run returns an error matching
+// [ErrRecoveryExhausted] and the last failure. Any attempt that reaches the server (won, contended,
+// or a server reply such as LOADING or READONLY) starts the count again; a held term is not affected
+// (its renewals self-fence as usual, and campaigning then counts). d must be positive; pass a very
+// long duration to retry for ever. Default: [DefaultRecoveryBudget] (2 minutes).
+func WithRecoveryBudget(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return luakit.InvalidConfig("leader", "recovery budget %v must be positive", d)
+		}
+		c.recovery = d
 		return nil
 	})
 }
