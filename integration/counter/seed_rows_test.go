@@ -31,7 +31,10 @@ func init() {
 
 // scriptInner lists the commands the counter's scripts call: INFO commandstats counts them too, but
 // they are not sent by the client.
-var scriptInner = map[string]bool{"get": true, "incrby": true, "decrby": true, "pexpire": true, "pttl": true, "type": true}
+var scriptInner = map[string]bool{
+	"get": true, "incrby": true, "decrby": true, "pexpire": true, "pttl": true, "type": true,
+	"multi": true, "exec": true, // how a replica counts a script's replicated effects
+}
 
 // commandsDelta returns, per command, how many calls the target's servers counted between two
 // snapshots, leaving out INFO (the snapshots themselves), the client's topology refreshes and
