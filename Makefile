@@ -28,7 +28,7 @@ EACH := scripts/modules.sh
 ONLY ?=
 pick = $(if $(ONLY),$(filter $(ONLY),$(1)),$(1))
 
-.PHONY: help setup servers deps test unit integration demo bench lint tidy-check fuzz clean
+.PHONY: help setup servers images deps test unit integration containers demo bench lint tidy-check fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -49,18 +49,25 @@ servers: ## install/build the servers in SERVERS into ~/.cache/coordkit/servers
 	  exit 1; \
 	fi
 
+images: servers ## build the container images of SERVERS from the cached binaries (FROM scratch; nothing is pulled)
+	@cd testkit && go run ./cmd/coordkit-images $(SERVERS)
+
 deps: ## go mod download in every module (workspace and GOWORK=off)
 	@go mod download
 	@out=$$($(EACH) download $(call pick,$(MODULES)) 2>&1) || { echo "$$out"; exit 1; }
 
-test: setup ## vet + race tests per module in the workspace, again with GOWORK=off, then tidy-check
+test: setup images ## vet + race tests per module (workspace, GOWORK=off), tidy-check, then the container pass
 	@$(EACH) ws,off,tidy $(call pick,$(MODULES))
+	$(if $(filter integration,$(call pick,$(MODULES))),@scripts/containers.sh)
 
 unit: ## vet + race tests of the released modules, workspace and GOWORK=off (no servers needed)
 	@$(EACH) ws,off $(call pick,$(RELEASED))
 
 integration: setup ## real-server behaviour tests (integration module)
 	@$(EACH) ws,off integration
+
+containers: setup images ## the container pass alone: integration suites on a real Docker engine (scripts/containers.sh)
+	@scripts/containers.sh
 
 demo: ## start a throwaway Redis 7.0 and run the demo scenario
 	@$(MAKE) --no-print-directory setup SERVERS=redis70

@@ -27,6 +27,10 @@ type Cluster struct {
 	Target  Target
 	Flavor  Flavor
 	Version string
+	// Network is the private network of a container-backend cluster (nil on other backends): its
+	// nodes talk over it, and Server.Disconnect(ctx, Network) partitions a node from all of them
+	// (and from this test binary).
+	Network *Network
 
 	base      rueidis.ClientOption
 	closeOnce sync.Once
@@ -112,35 +116,56 @@ func (processBackend) launchCluster(ctx context.Context, target Target, cfg *con
 		c.Addrs = append(c.Addrs, n.Addr)
 	}
 	c.Flavor, c.Version = c.Nodes[0].Flavor, c.Nodes[0].Version
+	meet := make([]clusterBus, total)
+	for i, p := range procs {
+		meet[i] = clusterBus{host: "127.0.0.1", port: p.port, busPort: p.busPort}
+	}
+	if err := c.form(ctx, cfg, meet); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// clusterBus is the address a node is met at (CLUSTER MEET host port bus-port).
+type clusterBus struct {
+	host          string
+	port, busPort int
+}
+
+// form makes a cluster of c.Nodes (started, INFO read): distinct config epochs, the slots split
+// evenly over the first three, every node met from the first (at meet[i]), replicas attached, and
+// waits until it is ready.
+func (c *Cluster) form(ctx context.Context, cfg *config, meet []clusterBus) error {
+	target := c.Target
 	for i, n := range c.Nodes[:clusterPrimaries] {
 		// Distinct config epochs from the start, as redis-cli --cluster create sets them: otherwise
 		// the primaries begin with equal epochs that gossip resolves later, and a node whose epoch
 		// rises during a slot migration can win back the slot it gave away (the new owner then drops
 		// the migrated keys).
 		if _, err := rawDo(ctx, n.Addr, 5*time.Second, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)); err != nil {
-			return fail(fmt.Errorf("testkit: cluster %s: CLUSTER SET-CONFIG-EPOCH on %s: %w", target, n.Addr, err))
+			return fmt.Errorf("testkit: cluster %s: CLUSTER SET-CONFIG-EPOCH on %s: %w", target, n.Addr, err)
 		}
 		lo := i * ClusterSlots / clusterPrimaries
 		hi := (i+1)*ClusterSlots/clusterPrimaries - 1
 		if _, err := rawDo(ctx, n.Addr, 5*time.Second, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
-			return fail(fmt.Errorf("testkit: cluster %s: CLUSTER ADDSLOTSRANGE %d %d on %s: %w", target, lo, hi, n.Addr, err))
+			return fmt.Errorf("testkit: cluster %s: CLUSTER ADDSLOTSRANGE %d %d on %s: %w", target, lo, hi, n.Addr, err)
 		}
 	}
-	for i := 1; i < total; i++ {
-		p := procs[i]
-		if _, err := rawDo(ctx, c.Nodes[0].Addr, 5*time.Second, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(p.port), strconv.Itoa(p.busPort)); err != nil {
-			return fail(fmt.Errorf("testkit: cluster %s: CLUSTER MEET %s from %s: %w", target, c.Nodes[i].Addr, c.Nodes[0].Addr, err))
+	for i := 1; i < len(c.Nodes); i++ {
+		m := meet[i]
+		if _, err := rawDo(ctx, c.Nodes[0].Addr, 5*time.Second, "CLUSTER", "MEET", m.host, strconv.Itoa(m.port), strconv.Itoa(m.busPort)); err != nil {
+			return fmt.Errorf("testkit: cluster %s: CLUSTER MEET %s from %s: %w", target, c.Nodes[i].Addr, c.Nodes[0].Addr, err)
 		}
 	}
 	if cfg.replicas > 0 {
 		if err := c.attachReplicas(ctx); err != nil {
-			return fail(fmt.Errorf("testkit: cluster %s: %w", target, err))
+			return fmt.Errorf("testkit: cluster %s: %w", target, err)
 		}
 	}
 	if err := c.waitReady(ctx); err != nil {
-		return fail(fmt.Errorf("testkit: cluster %s: %w", target, err))
+		return fmt.Errorf("testkit: cluster %s: %w", target, err)
 	}
-	return c, nil
+	return nil
 }
 
 // waitReady polls until every node reports cluster_state:ok, knows every node, and its CLUSTER
@@ -248,6 +273,9 @@ func (c *Cluster) Close() error {
 		}
 		wg.Wait()
 		c.closeErr = errors.Join(errs...)
+		if c.Network != nil {
+			c.closeErr = errors.Join(c.closeErr, c.Network.Close())
+		}
 	})
 	return c.closeErr
 }

@@ -115,10 +115,17 @@ func KeySlot(key string) int {
 	return int(crc) % ClusterSlots
 }
 
-// running reports the nodes whose process runs (all nodes on the external backend).
+// running reports the nodes whose process runs (all nodes on the external backend; on the
+// container backend, the containers neither killed nor disconnected from the cluster's network).
 func (c *Cluster) running() []*Server {
 	var out []*Server
 	for _, n := range c.Nodes {
+		if k, ok := n.inst.(*ctr); ok {
+			if !k.down(c.Network) {
+				out = append(out, n)
+			}
+			continue
+		}
 		if n.Backend != BackendProcess || n.PID() != 0 {
 			out = append(out, n)
 		}
@@ -192,7 +199,7 @@ func (c *Cluster) PrimaryOf(ctx context.Context, slot int) (*Server, error) {
 
 // KillPrimary kills (SIGKILL, Server.Kill) the primary serving slot and returns it. Its replica
 // (WithReplicas) takes over after about the node timeout; wait for that with WaitFailover.
-// Process backend only: the external backend returns an error wrapping ErrUnsupported.
+// Process and container backends: the external backend returns an error wrapping ErrUnsupported.
 func (c *Cluster) KillPrimary(ctx context.Context, slot int) (*Server, error) {
 	n, err := c.PrimaryOf(ctx, slot)
 	if err != nil {
@@ -288,7 +295,7 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot int, to *Server, opts Mi
 // node of c, already serves the slot, or a command fails; the external backend returns an error
 // wrapping ErrUnsupported (testkit does not reshape a cluster it does not own).
 func (c *Cluster) BeginMigration(ctx context.Context, slot int, to *Server, opts MigrateOptions) (*Migration, error) {
-	if to == nil || to.Backend != BackendProcess {
+	if to == nil || to.Backend == BackendExternal {
 		return nil, unsupportedOn(BackendExternal, "slot migration")
 	}
 	if c.nodeIndex(to) < 0 {

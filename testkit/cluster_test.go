@@ -56,15 +56,16 @@ func keyOwnedBy(t *testing.T, c *Cluster, i int) string {
 	require.NoError(t, err)
 	ranges, err := msg.ToArray()
 	require.NoError(t, err)
-	port := c.Addrs[i][strings.LastIndexByte(c.Addrs[i], ':')+1:]
+	host, port := c.Addrs[i][:strings.LastIndexByte(c.Addrs[i], ':')], c.Addrs[i][strings.LastIndexByte(c.Addrs[i], ':')+1:]
 	owned := func(slot int64) bool {
 		for _, r := range ranges {
 			e, _ := r.ToArray()
 			lo, _ := e[0].AsInt64()
 			hi, _ := e[1].AsInt64()
 			master, _ := e[2].ToArray()
+			h, _ := master[0].ToString()
 			p, _ := master[1].AsInt64()
-			if slot >= lo && slot <= hi && fmt.Sprint(p) == port {
+			if slot >= lo && slot <= hi && h == host && fmt.Sprint(p) == port { // container nodes share a port
 				return true
 			}
 		}

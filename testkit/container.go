@@ -19,6 +19,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 )
 
@@ -129,13 +130,68 @@ type containerBackend struct{}
 
 func (containerBackend) name() string { return BackendContainer }
 
-func (containerBackend) launchCluster(_ context.Context, target Target, _ *config) (*Cluster, error) {
+// launchCluster starts the cluster's nodes as containers on a private network of their own
+// (Cluster.Network), each at a fixed address (container IP, port 6379, bus port 16379), and forms
+// the cluster as the process backend does. Clients reach the nodes at those addresses, which needs
+// an engine on this machine (Linux: container addresses are routable from the host).
+func (containerBackend) launchCluster(ctx context.Context, target Target, cfg *config) (*Cluster, error) {
 	if !target.Known() {
 		_, err := Binary(target)
 		return nil, err
 	}
-	return nil, fmt.Errorf("testkit: a cluster is not provided by the container backend (use %s=%s or %s): %w: %w",
-		EnvBackend, BackendProcess, EnvRedisClusterURL, ErrUnsupported, ErrUnavailable)
+	ctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
+	defer cancel()
+	nw, err := LaunchNetwork(ctx)
+	if err != nil {
+		return nil, err
+	}
+	total := clusterPrimaries * (1 + cfg.replicas)
+	c := &Cluster{Target: target, Nodes: make([]*Server, total), Network: nw}
+	ncfg := *cfg
+	ncfg.networks = append([]*Network{nw}, cfg.networks...)
+	ncfg.args = append([]string{
+		"--cluster-enabled", "yes",
+		"--cluster-config-file", "nodes.conf", // in /data, kept by Restart (the container's own filesystem)
+		"--cluster-node-timeout", strconv.FormatInt(cfg.clusterNodeTimeout().Milliseconds(), 10),
+		"--cluster-replica-validity-factor", "0",
+	}, cfg.args...)
+	errs := make([]error, total)
+	var wg sync.WaitGroup
+	for i := range total {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Nodes[i], errs[i] = containerBackend{}.launch(ctx, target, &ncfg)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_ = c.Close()
+		for _, e := range errs {
+			if errors.Is(e, ErrUnavailable) {
+				return nil, e
+			}
+		}
+		return nil, err
+	}
+	meet := make([]clusterBus, total)
+	for i, n := range c.Nodes {
+		c.Addrs = append(c.Addrs, n.Addr)
+		meet[i] = clusterBus{host: n.inst.(*ctr).ips[nw.Name].String(), port: 6379, busPort: 16379}
+	}
+	c.Flavor, c.Version = c.Nodes[0].Flavor, c.Nodes[0].Version
+	if err := c.form(ctx, cfg, meet); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// down reports whether the container is stopped (Kill) or cut from network n (Disconnect).
+func (c *ctr) down(n *Network) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopped || (n != nil && c.cut[n.Name])
 }
 
 func (containerBackend) launch(ctx context.Context, target Target, cfg *config) (*Server, error) {
@@ -152,11 +208,14 @@ func (containerBackend) launch(ctx context.Context, target Target, cfg *config) 
 	if err == nil {
 		err = prepareReaper(ctx, cli)
 	}
+	if err == nil {
+		sweepBeforeFirstContainer(ctx, cli)
+	}
 	if err != nil {
 		_ = cli.Close()
 		return nil, err
 	}
-	c := &ctr{target: target, cli: cli, local: localEngine(host), img: img, cfg: cfg}
+	c := &ctr{target: target, cli: cli, local: localEngine(host), img: img, cfg: cfg, nets: cfg.networks}
 	if err := c.run(ctx); err != nil {
 		_ = c.close()
 		return nil, err
@@ -179,7 +238,11 @@ type ctr struct {
 	img    image
 	cfg    *config
 
+	nets []*Network            // WithNetwork: joined instead of publishing a port
+	ips  map[string]netip.Addr // fixed address per network name (set before the container starts)
+
 	mu      sync.Mutex
+	cut     map[string]bool // networks Disconnect took it off
 	tc      *tcredis.RedisContainer
 	id      string
 	addr    string
@@ -210,6 +273,9 @@ func (c *ctr) cmd() []string {
 // a port testkit picks (so that Restart keeps it), retrying with another port (up to 3 attempts)
 // when the engine reports it taken; on a remote engine the engine picks the port.
 func (c *ctr) run(ctx context.Context) error {
+	if len(c.nets) > 0 {
+		return c.runOnNetworks(ctx)
+	}
 	var lastErr error
 	for attempt := 1; attempt <= maxStartAttempts; attempt++ {
 		binding := network.PortBinding{HostPort: "0"}
@@ -222,7 +288,7 @@ func (c *ctr) run(ctx context.Context) error {
 		}
 		tc, err := tcredis.Run(ctx, c.img.ref,
 			testcontainers.WithCmd(c.cmd()...),
-			testcontainers.WithLabels(map[string]string{labelTestkit: "1", labelTestkit + ".target": string(c.target)}),
+			testcontainers.WithLabels(testkitLabels(map[string]string{labelTestkit + ".target": string(c.target)})),
 			testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 				hc.PortBindings = network.PortMap{network.MustParsePort(serverPort): {binding}}
 			}),
@@ -246,6 +312,55 @@ func (c *ctr) run(ctx context.Context) error {
 		}
 	}
 	return lastErr
+}
+
+// runOnNetworks creates the container on its first network at a fixed address (no published
+// port), joins the other networks at fixed addresses, and waits for PING at the first address.
+func (c *ctr) runOnNetworks(ctx context.Context) error {
+	c.ips = map[string]netip.Addr{}
+	for _, n := range c.nets {
+		ip, err := n.allocate()
+		if err != nil {
+			return err
+		}
+		c.ips[n.Name] = ip
+	}
+	first := c.nets[0]
+	tc, err := tcredis.Run(ctx, c.img.ref,
+		testcontainers.WithCmd(c.cmd()...),
+		testcontainers.WithLabels(testkitLabels(map[string]string{labelTestkit + ".target": string(c.target)})),
+		tcnetwork.WithNetworkName(nil, first.Name),
+		testcontainers.WithEndpointSettingsModifier(func(m map[string]*network.EndpointSettings) {
+			if e := m[first.Name]; e != nil {
+				e.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: c.ips[first.Name]}
+			}
+		}),
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.PublishAllPorts = false
+			hc.PortBindings = nil
+		}),
+		testcontainers.WithWaitStrategyAndDeadline(c.cfg.startTimeout, wait.ForLog("Ready to accept connections")),
+	)
+	if err != nil {
+		if tc != nil {
+			_ = tc.Terminate(context.WithoutCancel(ctx))
+		}
+		return fmt.Errorf("testkit: %s container from %s on %s: %w", c.target, c.img.ref, first.Name, err)
+	}
+	c.tc, c.id = tc, tc.GetContainerID()
+	for _, n := range c.nets[1:] {
+		if _, err := c.cli.NetworkConnect(ctx, n.id, client.NetworkConnectOptions{
+			Container:      c.id,
+			EndpointConfig: &network.EndpointSettings{IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: c.ips[n.Name]}},
+		}); err != nil {
+			return fmt.Errorf("testkit: %s container %.12s: joining %s: %w", c.target, c.id, n.Name, err)
+		}
+	}
+	c.addr = net.JoinHostPort(c.ips[first.Name].String(), "6379")
+	if err := c.waitPing(ctx); err != nil {
+		return fmt.Errorf("%w (a container address must be reachable from here: a Linux engine on this machine)", err)
+	}
+	return nil
 }
 
 func (c *ctr) endpoint(ctx context.Context, b network.PortBinding) (string, error) {
@@ -295,12 +410,15 @@ func (c *ctr) usable() error {
 func (c *ctr) pid() int { return 0 } // not a process of this machine's test binary
 
 // pause freezes the container (docker pause: cgroup freezer): connections stay open, nothing
-// answers until resume.
+// answers until resume. Pausing a paused or killed container does nothing, as on the process backend.
 func (c *ctr) pause() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.usable(); err != nil {
 		return err
+	}
+	if c.paused || c.stopped { // as SIGSTOP to a stopped process: nothing to do
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), containerOpTimeout)
 	defer cancel()
@@ -311,12 +429,15 @@ func (c *ctr) pause() error {
 	return nil
 }
 
-// resume unfreezes a paused container (docker unpause).
+// resume unfreezes a paused container (docker unpause); resuming a running one does nothing.
 func (c *ctr) resume() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.usable(); err != nil {
 		return err
+	}
+	if !c.paused { // as SIGCONT to a running process: nothing to do
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), containerOpTimeout)
 	defer cancel()

@@ -187,7 +187,7 @@ func buildImage(ctx context.Context, cli *client.Client, tag, bin string, flavor
 		Tags:        []string{tag},
 		Remove:      true,
 		ForceRemove: true,
-		Labels:      map[string]string{labelTestkit: "1"},
+		Labels:      map[string]string{labelTestkit: "1"}, // no owner: an image is kept for the next run
 	})
 	if err != nil {
 		return err
@@ -223,7 +223,13 @@ func prepareReaper(ctx context.Context, cli *client.Client) error {
 	if _, set := os.LookupEnv(EnvRyukDisabled); set {
 		return nil
 	}
-	pullErr := ensurePulled(ctx, cli, reaperImage)
+	var pullErr error
+	if src, _ := imageSource(); src == imageSourceLocal {
+		// Local images only: the registry is not to be asked for the reaper either.
+		pullErr = fmt.Errorf("%s=%s: no image is pulled", EnvImageSource, imageSourceLocal)
+	} else {
+		pullErr = ensurePulled(ctx, cli, reaperImage)
+	}
 	if pullErr == nil {
 		return nil
 	}
@@ -582,4 +588,31 @@ func modeSticky(mode int64) os.FileMode {
 		return os.ModeSticky
 	}
 	return 0
+}
+
+// BuildImages builds (or finds, when the binary is unchanged) the local image of each target from
+// its cached binary, as the container backend does on first use with
+// COORDKIT_TESTKIT_IMAGE_SOURCE=local, and returns the image references in order. `make images`
+// (which `make test` depends on) runs it through ./cmd/coordkit-images, so no test waits for a build
+// and nothing is pulled. The error wraps ErrUnavailable without an engine or a binary.
+func BuildImages(ctx context.Context, targets ...Target) ([]string, error) {
+	cli, _, err := connectEngine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	refs := make([]string, 0, len(targets))
+	for _, t := range targets {
+		spec, ok := lookupTarget(t)
+		if !ok {
+			_, err := Binary(t)
+			return refs, err
+		}
+		ref, err := ensureLocalImage(ctx, cli, spec)
+		if err != nil {
+			return refs, err
+		}
+		refs = append(refs, ref)
+	}
+	return refs, nil
 }

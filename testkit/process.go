@@ -55,6 +55,9 @@ type proc struct {
 	outPath string // its stdout/stderr (errors before the log file opens)
 	cfg     *config
 	cluster bool
+	// sentinelConf, when set, makes the process a Sentinel: the content of its config file (written
+	// once; the Sentinel rewrites it with what it learns, and a restart keeps it).
+	sentinelConf string
 
 	mu      sync.Mutex
 	port    int
@@ -106,6 +109,17 @@ func (p *proc) addr() string {
 }
 
 func (p *proc) args(port, busPort int) []string {
+	if p.sentinelConf != "" {
+		return append([]string{
+			filepath.Join(p.dir, "sentinel.conf"), "--sentinel",
+			"--port", strconv.Itoa(port),
+			"--bind", "127.0.0.1",
+			"--dir", p.dir,
+			"--protected-mode", "no",
+			"--daemonize", "no",
+			"--logfile", p.logPath,
+		}, p.cfg.args...)
+	}
 	a := []string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
@@ -132,6 +146,14 @@ func (p *proc) args(port, busPort int) []string {
 
 // spawn starts the binary; the process is reaped by a goroutine that closes run.done.
 func (p *proc) spawn(port, busPort int) (*run, error) {
+	if p.sentinelConf != "" {
+		conf := filepath.Join(p.dir, "sentinel.conf")
+		if _, err := os.Stat(conf); err != nil {
+			if err := os.WriteFile(conf, []byte(p.sentinelConf), 0o600); err != nil {
+				return nil, fmt.Errorf("testkit: %w", err)
+			}
+		}
+	}
 	out, err := os.OpenFile(p.outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("testkit: %w", err)

@@ -93,7 +93,8 @@ func (s selection) modeBackend() backend {
 //     backend without an engine, or a process backend without the binary, fails at launch with an
 //     error wrapping ErrUnavailable).
 //   - auto (default): external when the URL variable is set; else process when target's binary is
-//     installed; else container when a Docker engine answers (standalone servers only); else an
+//     installed; else container when a Docker engine answers (standalone servers only: a container
+//     cluster must be chosen explicitly); else an
 //     error wrapping ErrUnavailable that gives both reasons.
 func (s selection) chooseBackend(ctx context.Context, target Target) (backend, error) {
 	mode, err := backendMode(s.mode)
@@ -115,7 +116,8 @@ func (s selection) chooseBackend(ctx context.Context, target Target) (backend, e
 		return nil, binErr
 	}
 	if s.cluster {
-		return nil, fmt.Errorf("%w (the container backend provides no clusters)", binErr)
+		// A container cluster needs container addresses routable from here: chosen explicitly only.
+		return nil, fmt.Errorf("%w (auto falls back to containers for standalone servers only: set %s=%s for a container cluster)", binErr, EnvBackend, BackendContainer)
 	}
 	engErr := s.engine(ctx)
 	if engErr == nil {

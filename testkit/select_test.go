@@ -37,7 +37,7 @@ func TestChooseBackend(t *testing.T) {
 		{"auto nothing → unavailable", env{engineAllowed: true}, "", true, []string{"make setup", "no container fallback", "DOCKER_HOST", "/var/run/docker.sock"}},
 		{"auto cluster url → external", env{cluster: true, url: "a:1,b:2"}, BackendExternal, false, nil},
 		{"auto cluster binary → process", env{cluster: true, binary: true, engine: true}, BackendProcess, false, nil},
-		{"auto cluster no binary → unavailable, no container", env{cluster: true, engine: true}, "", true, []string{"make setup", "provides no clusters"}},
+		{"auto cluster no binary → unavailable, no container", env{cluster: true, engine: true}, "", true, []string{"make setup", "standalone servers only"}},
 		{"auto unknown target → unknown target error", env{target: "redis99", engine: true}, "", true, []string{`unknown target "redis99"`}},
 		{"process wins over url", env{mode: "process", url: "127.0.0.1:6379"}, BackendProcess, false, nil},
 		{"process without binary is still process (fails at launch)", env{mode: "process"}, BackendProcess, false, nil},

@@ -82,6 +82,10 @@ func Launch(ctx context.Context, target Target, opts ...Option) (*Server, error)
 
 func launchWith(ctx context.Context, b backend, target Target, opts ...Option) (*Server, error) {
 	cfg := newConfig(defaultStartTimeout, opts)
+	if len(cfg.networks) > 0 && b.name() != BackendContainer {
+		return nil, fmt.Errorf("testkit: WithNetwork needs the container backend (%s=%s), not %s: %w: %w",
+			EnvBackend, BackendContainer, b.name(), ErrUnsupported, ErrUnavailable)
+	}
 	return b.launch(ctx, target, cfg)
 }
 

@@ -249,6 +249,7 @@ type config struct {
 	startTimeout time.Duration
 	replicas     int           // cluster: replicas per primary (WithReplicas)
 	nodeTimeout  time.Duration // cluster: --cluster-node-timeout (WithNodeTimeout)
+	networks     []*Network    // container backend: WithNetwork
 }
 
 // WithArgs appends extra command-line arguments for the server process (for example

@@ -26,10 +26,13 @@ func TakeSlot(t testing.TB) {
 // client. Suites embed it in their own env.
 type Env struct {
 	Name    string
-	Srv     *testkit.Server   // nil on a cluster
-	Cluster *testkit.Cluster  // nil on standalone
-	Nodes   []*testkit.Server // every server process (one on standalone)
-	Raw     rueidis.Client    // assertion client: no client-side caching, never used by the code under test
+	Srv     *testkit.Server  // nil on a cluster; on a Sentinel target the primary as started
+	Cluster *testkit.Cluster // nil on standalone
+	// Sentinel is the Sentinel group of a Sentinel target (nil otherwise); ClientOption and Raw
+	// then reach the primary through the Sentinels, and follow a failover.
+	Sentinel *testkit.Sentinel
+	Nodes    []*testkit.Server // every server process (one on standalone)
+	Raw      rueidis.Client    // assertion client: no client-side caching, never used by the code under test
 }
 
 // StartEnv starts mt's server (or cluster) for t, logs what runs, and makes the assertion client; all
@@ -37,11 +40,17 @@ type Env struct {
 func StartEnv(t testing.TB, mt Target) *Env {
 	t.Helper()
 	e := &Env{Name: mt.Name}
-	if mt.Cluster {
+	switch {
+	case mt.Sentinel:
+		e.Sentinel = testkit.StartSentinel(t, mt.Server)
+		e.Srv = e.Sentinel.Primary
+		e.Nodes = []*testkit.Server{e.Srv} // the replica's statistics would count replicated writes twice
+		t.Logf("target %s: %s", mt.Name, e.Sentinel)
+	case mt.Cluster:
 		e.Cluster = testkit.StartCluster(t, mt.Server)
 		e.Nodes = e.Cluster.Nodes
 		t.Logf("target %s: %s", mt.Name, e.Cluster)
-	} else {
+	default:
 		e.Srv = testkit.Start(t, mt.Server)
 		e.Nodes = []*testkit.Server{e.Srv}
 		t.Logf("target %s: %s %s at %s (%s backend)", mt.Name, e.Srv.Flavor, e.Srv.Version, e.Srv.Addr, e.Srv.Backend)
@@ -57,11 +66,17 @@ func StartEnv(t testing.TB, mt Target) *Env {
 	return e
 }
 
+// IsSentinel reports whether the target is a Sentinel group.
+func (e *Env) IsSentinel() bool { return e.Sentinel != nil }
+
 // IsCluster reports whether the target is a cluster.
 func (e *Env) IsCluster() bool { return e.Cluster != nil }
 
 // ClientOption returns a client option for the target (testkit's defaults; client-side caching on).
 func (e *Env) ClientOption() rueidis.ClientOption {
+	if e.Sentinel != nil {
+		return e.Sentinel.ClientOption()
+	}
 	if e.Cluster != nil {
 		return e.Cluster.ClientOption()
 	}

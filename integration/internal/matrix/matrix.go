@@ -31,6 +31,53 @@ type Target struct {
 	Server testkit.Target
 	// Cluster is true for a 3-primary cluster.
 	Cluster bool
+	// Sentinel is true for a Sentinel group (a primary, a replica and three Sentinels; testkit's
+	// process backend), reached through a rueidis Sentinel client. Such targets come from
+	// SentinelTargets, never from Targets: a suite opts in with a test of its own.
+	Sentinel bool
+}
+
+// EnvSentinels selects the Sentinel targets of SentinelTargets: "none", "redis", "valkey", "all" or
+// a comma list of "redis" and "valkey". Unset: "redis" when redis8 is selected (one Sentinel target
+// bounds the time `make test` spends; "all" adds the Valkey 9 one).
+const EnvSentinels = "COORDKIT_SENTINELS"
+
+// sentinelOf maps a Sentinel target's flavor to its name and the target whose binaries run it.
+var sentinelOf = []struct {
+	flavor string
+	name   string
+	target testkit.Target
+}{
+	{"redis", "redis-sentinel", testkit.Redis8},
+	{"valkey", "valkey-sentinel", testkit.Valkey9},
+}
+
+// SentinelTargets returns the selected Sentinel targets (see EnvSentinels), for suites that run on
+// Sentinel: a primary with one replica and three Sentinels, the client following the primary.
+func SentinelTargets() []Target {
+	selected := map[testkit.Target]bool{}
+	for _, tg := range testkit.Targets() {
+		selected[tg] = true
+	}
+	want := map[string]bool{}
+	switch v := strings.TrimSpace(os.Getenv(EnvSentinels)); v {
+	case "":
+		want["redis"] = selected[testkit.Redis8]
+	case "all":
+		want["redis"], want["valkey"] = true, true
+	case "none":
+	default:
+		for _, f := range strings.Split(v, ",") {
+			want[strings.TrimSpace(f)] = true
+		}
+	}
+	var out []Target
+	for _, c := range sentinelOf {
+		if want[c.flavor] {
+			out = append(out, Target{Name: c.name, Server: c.target, Sentinel: true})
+		}
+	}
+	return out
 }
 
 // clusterOf maps a cluster's flavor to its name and the target whose binaries run it.

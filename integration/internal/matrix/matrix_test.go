@@ -39,3 +39,25 @@ func TestTargets(t *testing.T) {
 		})
 	}
 }
+
+func TestSentinelTargets(t *testing.T) {
+	tests := []struct {
+		targets, sentinels, want string
+	}{
+		{"", "", "redis-sentinel"},
+		{"redis70", "", ""},
+		{"valkey9", "", ""},
+		{"redis70", "all", "redis-sentinel,valkey-sentinel"},
+		{"", "none", ""},
+		{"", "valkey", "valkey-sentinel"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.targets+"|"+tt.sentinels, func(t *testing.T) {
+			t.Setenv(testkit.EnvTargets, tt.targets)
+			t.Setenv(EnvSentinels, tt.sentinels)
+			if got := names(SentinelTargets()); got != tt.want {
+				t.Fatalf("SentinelTargets() = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
