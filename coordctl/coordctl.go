@@ -55,6 +55,7 @@ type app struct {
 	cluster  bool
 	prefix   string
 	json     bool
+	policy   string // ratelimit's --policy
 	timeout  time.Duration
 	out      io.Writer
 	client   rueidis.Client

@@ -35,6 +35,11 @@ func TestRunWithoutServer(t *testing.T) {
 		{"bad scheme", []string{"--url", "http://u:pw1@h:1", "lock", "inspect", "x"}, coordctl.ExitUsage, "redis:// or rediss://"},
 		{"bad port", []string{"--url", "redis://u:pw1@h:port", "lock", "inspect", "x"}, coordctl.ExitUsage, "invalid --url"},
 		{"bad timeout", []string{"--timeout", "0s", "lock", "inspect", "x"}, coordctl.ExitUsage, "--timeout"},
+		{"ratelimit without --policy", []string{"ratelimit", "inspect", "k"}, coordctl.ExitUsage, "needs --policy"},
+		{"ratelimit bad policy", []string{"ratelimit", "inspect", "k", "--policy", "fixed:x/1m"}, coordctl.ExitUsage, "not an integer"},
+		{"ratelimit unknown policy", []string{"ratelimit", "inspect", "k", "--policy", "leaky:1/1s"}, coordctl.ExitUsage, "unknown kind"},
+		{"ratelimit policy arity", []string{"ratelimit", "inspect", "k", "--policy", "token:1/1s"}, coordctl.ExitUsage, "takes [3] values"},
+		{"deny without --yes", []string{"denylist", "deny", "blocked", "mallory"}, coordctl.ExitUsage, `add "mallory" to the deny list "blocked"`},
 		{"unreachable", []string{"--url", "redis://u:pw1@127.0.0.1:1", "--timeout", "1s", "counter", "inspect", "x"},
 			coordctl.ExitFailure, "cannot connect to 127.0.0.1:1"},
 	} {

@@ -6,10 +6,12 @@
 //	coordctl [--url redis://host:6379/0] [--cluster] [--prefix P] [--json] <primitive> inspect <key>
 //	coordctl watch [--interval 1s] <primitive> <key>
 //	coordctl lock force-release <name> --yes
+//	coordctl ratelimit inspect <key> --policy fixed:100/1m
+//	coordctl denylist deny <deny-list-key> <identity> --yes
 //
 // Inspections are read-only: each is one read-only script (or read command) of the module; nothing is
 // written and no expiry changes. Admin actions (lock and lease force-release, latch delete,
-// idempotency abandon) change state only with --yes, and print what they changed. Owner tokens and
+// idempotency abandon, deny-list deny and allow) change state only with --yes, and print what they changed. Owner tokens and
 // passwords are never printed: the modules do not return tokens, and the URL is shown as its
 // addresses only.
 //

@@ -10,6 +10,7 @@ require (
 	github.com/coordkit/coordkit/lease v0.1.0
 	github.com/coordkit/coordkit/lock v0.1.0
 	github.com/coordkit/coordkit/luakit v0.1.0
+	github.com/coordkit/coordkit/ratelimit v0.1.0
 	github.com/coordkit/coordkit/rwlock v0.1.0
 	github.com/coordkit/coordkit/semaphore v0.1.0
 	github.com/redis/rueidis v1.0.79
@@ -38,6 +39,7 @@ replace (
 	github.com/coordkit/coordkit/lease => ../lease
 	github.com/coordkit/coordkit/lock => ../lock
 	github.com/coordkit/coordkit/luakit => ../luakit
+	github.com/coordkit/coordkit/ratelimit => ../ratelimit
 	github.com/coordkit/coordkit/rwlock => ../rwlock
 	github.com/coordkit/coordkit/semaphore => ../semaphore
 )

@@ -25,6 +25,7 @@ type primitive struct {
 	name, short string
 	arg         string // the inspection's argument, for usage lines
 	inspect     func(ctx context.Context, a *app, c rueidis.Client, key string) (view, error)
+	policy      bool // the inspection takes --policy (ratelimit)
 	admin       []admin
 }
 
@@ -75,7 +76,7 @@ func (a *app) primitiveCommand(p primitive) *cobra.Command {
 			return usagef("%s: a subcommand is required (inspect%s)", cmd.CommandPath(), adminNames(p))
 		},
 	}
-	cmd.AddCommand(&cobra.Command{
+	insp := &cobra.Command{
 		Use:   "inspect " + p.arg,
 		Short: "show the state of one " + p.name + " (read-only)",
 		Args:  exactArgs(p.arg),
@@ -86,7 +87,11 @@ func (a *app) primitiveCommand(p primitive) *cobra.Command {
 			}
 			return a.render(a.out, v)
 		},
-	})
+	}
+	if p.policy {
+		a.policyFlag(insp)
+	}
+	cmd.AddCommand(insp)
 	for _, ad := range p.admin {
 		var yes bool
 		sub := &cobra.Command{
@@ -135,6 +140,14 @@ func joinArgs(args []string) string {
 
 // inspectOnce connects (first time) and runs one inspection bounded by --timeout.
 func (a *app) inspectOnce(ctx context.Context, p primitive, key string) (view, error) {
+	if p.policy { // validate --policy before any I/O
+		if a.policy == "" {
+			return nil, usagef("%s needs --policy (%s)", p.name, policyHelp)
+		}
+		if _, err := parsePolicy(a.policy); err != nil {
+			return nil, err
+		}
+	}
 	c, err := a.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -174,6 +187,22 @@ func primitives() []primitive {
 				return fmt.Sprintf("delete the latch %q (its current generation, whatever its state)", a.key(args[0]))
 			},
 			run: deleteLatch,
+		}}},
+		{name: "ratelimit", short: "rate limits: a key's state for a policy (module ratelimit)", arg: "<key>", inspect: inspectRate, policy: true},
+		{name: "denylist", short: "ratelimit deny lists (module ratelimit)", arg: "<deny-list-key>", inspect: inspectDenyList, admin: []admin{{
+			use: "deny <deny-list-key> <identity>", short: "add an identity to the deny list",
+			args: []string{"<deny-list-key>", "<identity>"},
+			describe: func(a *app, args []string) string {
+				return fmt.Sprintf("add %q to the deny list %q", args[1], a.key(args[0]))
+			},
+			run: setDenied(true),
+		}, {
+			use: "allow <deny-list-key> <identity>", short: "remove an identity from the deny list",
+			args: []string{"<deny-list-key>", "<identity>"},
+			describe: func(a *app, args []string) string {
+				return fmt.Sprintf("remove %q from the deny list %q", args[1], a.key(args[0]))
+			},
+			run: setDenied(false),
 		}}},
 		{name: "counter", short: "counters (module counter)", arg: "<key>", inspect: inspectCounter},
 		{name: "leader", short: "leader elections (module leader)", arg: "<name>", inspect: inspectLeader},

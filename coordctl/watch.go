@@ -42,6 +42,7 @@ func (a *app) watchCommand() *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "time between refreshes")
 	cmd.Flags().IntVar(&count, "count", 0, "stop after this many refreshes (0: until interrupted)")
+	a.policyFlag(cmd)
 	return cmd
 }
 

@@ -3,6 +3,7 @@ module github.com/coordkit/coordkit/demo
 go 1.26.0
 
 require (
+	github.com/coordkit/coordkit/coordctl v0.1.0
 	github.com/coordkit/coordkit/counter v0.1.0
 	github.com/coordkit/coordkit/idempotency v0.1.0
 	github.com/coordkit/coordkit/latch v0.1.0
@@ -28,6 +29,8 @@ require (
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/containerd/platforms v0.2.1 // indirect
+	github.com/coordkit/coordkit/lease v0.1.0 // indirect
+	github.com/coordkit/coordkit/rwlock v0.1.0 // indirect
 	github.com/cpuguy83/dockercfg v0.3.2 // indirect
 	github.com/distribution/reference v0.6.0 // indirect
 	github.com/docker/go-connections v0.8.2 // indirect
@@ -39,6 +42,7 @@ require (
 	github.com/go-ole/go-ole v1.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/mux v1.8.1 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/klauspost/compress v1.18.7 // indirect
 	github.com/lufia/plan9stats v0.0.0-20260330125221-c963978e514e // indirect
 	github.com/magiconair/properties v1.18.12 // indirect
@@ -66,6 +70,8 @@ require (
 	github.com/rs/zerolog v1.33.0 // indirect
 	github.com/shirou/gopsutil/v4 v4.26.6 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/testcontainers/testcontainers-go v0.45.0 // indirect
 	github.com/testcontainers/testcontainers-go/modules/redis v0.45.0 // indirect
@@ -96,3 +102,10 @@ replace (
 )
 
 replace github.com/coordkit/coordkit/leader => ../leader
+
+replace github.com/coordkit/coordkit/coordctl => ../coordctl
+
+replace (
+	github.com/coordkit/coordkit/lease => ../lease
+	github.com/coordkit/coordkit/rwlock => ../rwlock
+)

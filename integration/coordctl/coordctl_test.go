@@ -18,6 +18,7 @@ import (
 	"github.com/coordkit/coordkit/leader"
 	"github.com/coordkit/coordkit/lease"
 	"github.com/coordkit/coordkit/lock"
+	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/rwlock"
 	"github.com/coordkit/coordkit/semaphore"
 )
@@ -210,6 +211,44 @@ func fixtures() []fixture {
 			_, err := s.Inspect(ctx(t), "ctl:idem")
 			return err
 		}},
+		{name: "ratelimit", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
+			k, err := ratelimit.NewKeyed(e.newClient(t), ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = k.Close(context.Background()) })
+			r, err := k.AllowN(ctx(t), "ctl:rate", 3)
+			require.NoError(t, err)
+			require.True(t, r.Allowed)
+			return []string{"ratelimit", "inspect", "ctl:rate", "--policy", "fixed:10/1m"}, []string{"ctl:rate"}, func(t *testing.T, m map[string]any) {
+				require.Equal(t, int64(7), num(t, m, "remaining"))
+				require.Equal(t, int64(10), num(t, m, "limit"))
+				require.Equal(t, int64(0), num(t, m, "retry_after_ms"))
+				between(t, m, "reset_ms", 50*time.Second, time.Minute)
+			}
+		}, inspect: func(t *testing.T, c rueidis.Client) error {
+			k, _ := ratelimit.NewKeyed(c, ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
+			defer k.Close(context.Background())
+			_, err := k.Inspect(ctx(t), "ctl:rate")
+			return err
+		}},
+		{name: "denylist", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
+			d, err := ratelimit.NewDenyList(e.newClient(t), "ctl:deny")
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = d.Close(context.Background()) })
+			for _, id := range []string{"mallory", "eve"} {
+				require.NoError(t, d.SetDenied(ctx(t), id, true))
+			}
+			return []string{"denylist", "inspect", "ctl:deny"}, []string{"ctl:deny"}, func(t *testing.T, m map[string]any) {
+				es := m["entries"].([]any)
+				require.Len(t, es, 2)
+				require.Equal(t, "eve", es[0].(map[string]any)["identity"])
+				require.Equal(t, "mallory", es[1].(map[string]any)["identity"])
+			}
+		}, inspect: func(t *testing.T, c rueidis.Client) error {
+			d, _ := ratelimit.NewDenyList(c, "ctl:deny")
+			defer d.Close(context.Background())
+			_, err := d.Entries(ctx(t))
+			return err
+		}},
 		{name: "lease", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
 			if !e.hfe {
 				return nil, nil, nil
@@ -270,7 +309,8 @@ func cleanup(t *testing.T, e *env, name string) {
 		"leader": {"{ctl:leader}:lease", "{ctl:leader}:fence"}}[name]
 	if keys == nil {
 		keys = []string{map[string]string{"rwlock": "ctl:rw", "semaphore": "ctl:sem", "latch": "ctl:latch",
-			"counter": "ctl:counter", "idempotency": "ctl:idem", "lease": "ctl:leases"}[name]}
+			"counter": "ctl:counter", "idempotency": "ctl:idem", "lease": "ctl:leases", "ratelimit": "ctl:rate",
+			"denylist": "ctl:deny"}[name]}
 	}
 	for _, k := range keys {
 		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Del().Key(k).Build()).Error())
@@ -298,7 +338,7 @@ func testReadOnly(t *testing.T, e *env) {
 			for c := range d {
 				require.True(t, readCommands[c], "inspection ran %s (all: %v)", c, d)
 			}
-			require.Equal(t, int64(1), d["evalsha"], "one script per inspection: %v", d)
+			require.Equal(t, int64(1), d["evalsha"]+d["evalsha_ro"], "one script per inspection: %v", d)
 			t.Logf("%s inspection: %v", f.name, d)
 			r := e.run(t, args...)
 			require.Equal(t, coordctl.ExitOK, r.code, r.err)
@@ -381,6 +421,27 @@ func testAdmin(t *testing.T, e *env) {
 		require.NoError(t, err)
 		require.Equal(t, latch.StatusAbsent, in.Status)
 	})
+	t.Run("denylist_deny_allow", func(t *testing.T) {
+		d, err := ratelimit.NewDenyList(e.newClient(t), "ctl:adm:deny", ratelimit.WithCacheDuration(0))
+		require.NoError(t, err)
+		defer d.Close(context.Background())
+		require.Equal(t, coordctl.ExitUsage, e.run(t, "denylist", "deny", "ctl:adm:deny", "mallory").code)
+		denied, err := d.IsDenied(ctx(t), "mallory")
+		require.NoError(t, err)
+		require.False(t, denied)
+		m := e.runJSON(t, "denylist", "deny", "ctl:adm:deny", "mallory", "--yes")
+		require.Equal(t, true, m["changed"])
+		denied, err = d.IsDenied(ctx(t), "mallory")
+		require.NoError(t, err)
+		require.True(t, denied)
+		m = e.runJSON(t, "denylist", "deny", "ctl:adm:deny", "mallory", "--yes")
+		require.Equal(t, false, m["changed"])
+		m = e.runJSON(t, "denylist", "allow", "ctl:adm:deny", "mallory", "--yes")
+		require.Equal(t, true, m["changed"])
+		denied, err = d.IsDenied(ctx(t), "mallory")
+		require.NoError(t, err)
+		require.False(t, denied)
+	})
 	t.Run("idempotency_abandon", func(t *testing.T) {
 		s, err := idempotency.New(e.newClient(t))
 		require.NoError(t, err)
@@ -447,6 +508,8 @@ func testBadInput(t *testing.T, e *env) {
 		{"idempotency wrong type", []string{"idempotency", "inspect", "ctl:bad:list"}, coordctl.ExitFailure, "did not write"},
 		{"latch delete wrong type", []string{"latch", "delete", "ctl:bad:list", "--yes"}, coordctl.ExitFailure, "did not write"},
 		{"idempotency abandon wrong type", []string{"idempotency", "abandon", "ctl:bad:string", "--yes"}, coordctl.ExitFailure, "did not write"},
+		{"ratelimit wrong type", []string{"ratelimit", "inspect", "ctl:bad:list", "--policy", "fixed:10/1m"}, coordctl.ExitFailure, "ratelimit"},
+		{"denylist wrong type", []string{"denylist", "inspect", "ctl:bad:string"}, coordctl.ExitFailure, "did not write"},
 		{"absent key is a result", []string{"semaphore", "inspect", "ctl:bad:absent"}, coordctl.ExitOK, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

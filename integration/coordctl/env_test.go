@@ -108,7 +108,7 @@ func (e *env) snapshot(t *testing.T, keys ...string) snapshot {
 // readCommands are the commands an inspection (or coordctl's connection set-up) may run; any other
 // command in INFO commandstats fails the read-only check.
 var readCommands = map[string]bool{
-	"evalsha": true, "eval": true, "type": true, "get": true, "pttl": true, "time": true, "hmget": true,
+	"evalsha": true, "eval": true, "evalsha_ro": true, "eval_ro": true, "smembers": true, "hgetall": true, "type": true, "get": true, "pttl": true, "time": true, "hmget": true,
 	"hexists": true, "hstrlen": true, "hkeys": true, "hpttl": true, "zscore": true, "zrangebyscore": true,
 	"hello": true, "ping": true, "client|setinfo": true, "client|setname": true, "cluster|slots": true,
 	"cluster|shards": true, "command|info": true, "command|docs": true, "command": true, "readonly": true,
