@@ -96,12 +96,16 @@ func LaunchSentinel(ctx context.Context, target Target, opts ...Option) (*Sentin
 	return g, nil
 }
 
-// StartSentinel is LaunchSentinel for tests: closed at t.Cleanup; skipped when unavailable (fails
-// when CI=true).
+// StartSentinel is LaunchSentinel for tests: closed at t.Cleanup; skipped when the backend cannot
+// run Sentinels (ErrUnsupported) or the server is unavailable (that fails when CI=true), as
+// StartReplicated.
 func StartSentinel(t testing.TB, target Target, opts ...Option) *Sentinel {
 	t.Helper()
 	g, err := LaunchSentinel(context.Background(), target, opts...)
 	if err != nil {
+		if errors.Is(err, ErrUnsupported) {
+			t.Skipf("%v", err)
+		}
 		failOrSkip(t, err)
 		return nil
 	}
