@@ -42,6 +42,13 @@
 //     its script ran, whatever it found; afterwards this owner's token is not on it. Once sent, the
 //     deletes run to the node timeout even when ctx ends; [Lock.Close] is one Release with a background
 //     context.
+//   - Two deliberate departures from the seed, which follow the shared ownership contract
+//     (luakit/ownership) so that every Coordkit handle behaves alike: an Extend cancelled mid-flight
+//     does not end the lock, it is uncertain (the renewal may still run on the nodes, so ending the
+//     lock would under-report a hold that exists; the lock keeps its previous, shorter estimate and a
+//     later Extend can renew it); and a Release whose ctx has already ended sends nothing and leaves
+//     the lock usable (an ended ctx is the caller's "do no more I/O"; call Release again, or Close,
+//     to delete), while one already sent runs to the node timeout as above.
 //   - [Group.Acquire] retries after random delays instead of waking on key invalidations (see its
 //     documentation).
 //
