@@ -412,11 +412,18 @@ func inspectSemaphore(ctx context.Context, a *app, c rueidis.Client, key string)
 	}
 	v := semaphoreView{Primitive: "semaphore", Key: a.key(key), Found: in.Found, Capacity: in.Capacity,
 		Active: len(in.Permits), Free: in.Free, PermitsRemainingMS: []int64{}}
+	// semaphore.Forever (no expiry) is the largest Duration; coordctl shows it as -1 / "no expiry".
+	forever := func(d time.Duration) int64 {
+		if d == semaphore.Forever {
+			return -1
+		}
+		return ms(d)
+	}
 	if in.Found {
-		v.KeyRemainingMS = ms(in.Remaining)
+		v.KeyRemainingMS = forever(in.Remaining)
 	}
 	for _, p := range in.Permits {
-		v.PermitsRemainingMS = append(v.PermitsRemainingMS, ms(p))
+		v.PermitsRemainingMS = append(v.PermitsRemainingMS, forever(p))
 	}
 	return v, nil
 }

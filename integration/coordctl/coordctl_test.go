@@ -142,8 +142,8 @@ func fixtures() []fixture {
 			s, err := semaphore.New(e.newClient(t), "ctl:sem", 3)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close(context.Background()) })
-			for range 2 {
-				p, err := s.TryAcquire(ctx(t), 30*time.Second)
+			for _, ttl := range []time.Duration{30 * time.Second, semaphore.NoExpiry} {
+				p, err := s.TryAcquire(ctx(t), ttl)
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = p.Close() })
 			}
@@ -152,7 +152,10 @@ func fixtures() []fixture {
 				require.Equal(t, int64(3), num(t, m, "capacity"))
 				require.Equal(t, int64(2), num(t, m, "active"))
 				require.Equal(t, int64(1), num(t, m, "free"))
-				require.Len(t, m["permits_remaining_ms"], 2)
+				ps := m["permits_remaining_ms"].([]any)
+				require.Len(t, ps, 2)
+				require.Equal(t, float64(-1), ps[1]) // no expiry, listed last
+				require.Equal(t, int64(-1), num(t, m, "key_remaining_ms"))
 			}
 		}, inspect: func(t *testing.T, c rueidis.Client) error {
 			_, err := semaphore.Inspect(ctx(t), c, "ctl:sem")
