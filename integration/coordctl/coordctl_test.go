@@ -3,6 +3,7 @@ package coordctl_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -121,10 +122,13 @@ func fixtures() []fixture {
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = l.Close() })
 			}
-			// An expired reader left in the set (not pruned yet) is not reported.
-			_, err = lk.TryAcquireRead(ctx(t), "ctl:rw", 20*time.Millisecond)
-			require.NoError(t, err)
-			time.Sleep(50 * time.Millisecond)
+			// An expired reader left in the set (not pruned yet) is not reported. On a loaded machine the
+			// grant can arrive after its 250ms estimate (ErrLateReply: the entry was removed again), which
+			// leaves nothing expired to skip but the same expected view.
+			if _, err := lk.TryAcquireRead(ctx(t), "ctl:rw", 250*time.Millisecond); !errors.Is(err, rwlock.ErrLateReply) {
+				require.NoError(t, err)
+			}
+			time.Sleep(350 * time.Millisecond)
 			return []string{"rwlock", "inspect", "ctl:rw"}, []string{"ctl:rw"}, func(t *testing.T, m map[string]any) {
 				require.Equal(t, "read", m["mode"])
 				require.Equal(t, int64(2), num(t, m, "readers"))
@@ -562,7 +566,7 @@ func testWatch(t *testing.T, e *env) {
 		require.Equal(t, int64(-1), num(t, m, "ttl_ms"))
 	}
 	// Ends when ctx ends (as on SIGINT), with exit 0.
-	c, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	c, cancel := context.WithTimeout(ctx(t), 2*time.Second)
 	defer cancel()
 	var out, errb strings.Builder
 	code := coordctl.Run(c, []string{"--url", e.url, "watch", "--interval", "50ms", "counter", "ctl:watch"}, &out, &errb)
