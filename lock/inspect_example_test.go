@@ -39,3 +39,22 @@ func ExampleLocker_ForceRelease() {
 	}
 	fmt.Println("deleted", deleted)
 }
+
+// A lock of an existing layout (the keys of TryAcquireKeys) is inspected and freed by its two keys.
+func ExampleLocker_InspectKeys() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	lk, _ := lock.New(client)
+	ctx := context.Background()
+	in, err := lk.InspectKeys(ctx, "{job:7}:owner", "{job:7}:token")
+	if err != nil {
+		return
+	}
+	if in.Held {
+		deleted, err := lk.ForceReleaseKeys(ctx, "{job:7}:owner", "{job:7}:token")
+		fmt.Println("deleted", deleted, err)
+	}
+}
