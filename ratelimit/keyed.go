@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"container/list"
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,9 @@ type Keyed struct {
 	stopCtx context.Context // cancelled by Close: ends the janitor and stateless waits
 	stopFn  context.CancelFunc
 	wg      sync.WaitGroup
+
+	// lookup mirrors entries (written under mu) for AllowN's lock-free read.
+	lookup sync.Map // string → *keyEntry
 
 	mu      sync.Mutex
 	closed  bool
@@ -120,13 +124,18 @@ func (k *Keyed) AllowN(ctx context.Context, key string, n int64) (Result, error)
 	if key == "" {
 		return Result{}, emptyKey("rate limit key")
 	}
-	e, err := k.acquire(key, false)
-	if err != nil {
-		return Result{}, err
+	// Lock-free: the closed flag, a sync.Map lookup and (with no Update in progress) one
+	// compare-and-swap in the key's Limiter.
+	if k.isClosed() {
+		return Result{}, errClosed
 	}
-	if e != nil {
-		defer k.release(e)
-		return e.lim.AllowN(ctx, n)
+	if v, ok := k.lookup.Load(key); ok {
+		// No reference is taken: an idle entry dropped meanwhile has a closed Limiter, which
+		// refuses before sending anything, and the key is then decided without local state.
+		res, err := v.(*keyEntry).lim.AllowN(ctx, n)
+		if err == nil || !errors.Is(err, ErrClosed) || k.isClosed() {
+			return res, err
+		}
 	}
 	res, err := k.decideStateless(ctx, key, n)
 	if err == nil {
@@ -257,6 +266,7 @@ func (k *Keyed) acquire(key string, create bool) (*keyEntry, error) {
 		refs: 1,
 	}
 	k.entries[key] = e
+	k.lookup.Store(key, e)
 	k.mu.Unlock()
 	closeIdle(evicted)
 	return e, nil
@@ -287,6 +297,7 @@ func (k *Keyed) dropLocked(e *keyEntry) {
 		e.elem = nil
 	}
 	delete(k.entries, e.key)
+	k.lookup.CompareAndDelete(e.key, e)
 }
 
 // janitor drops the state of keys idle for the idle timeout.
@@ -370,6 +381,7 @@ func (k *Keyed) Close(ctx context.Context) error {
 			}(e.lim)
 		}
 		clear(k.entries)
+		k.lookup.Clear()
 		k.idle.Init()
 	}
 	k.mu.Unlock()

@@ -42,9 +42,9 @@ type Limiter struct {
 	// Settings, published together by Update.
 	cur *compiled
 	pol Policy
-	// The update barrier: attempts hold active; an Update sets updating, waits for active to reach 0,
-	// and closes gate (then replaces it) whenever either changes so that waiters re-check.
-	active   int
+	// The update barrier: attempts count themselves in state (lock-free on the decision path); an
+	// Update sets updating (and updatingBit in state) under mu, waits for the count to reach 0, and
+	// gate is closed (then replaced) whenever either changes so that waiters re-check.
 	updating bool
 	gate     chan struct{}
 	closed   bool
@@ -55,6 +55,8 @@ type Limiter struct {
 	// (AllowN / WaitN, queued ones included) and idleSince is when the last one ended, as the
 	// monotonic time since born.
 	closedFlag atomic.Bool
+	state      atomic.Int64             // attempts in progress, plus updatingBit while an Update waits or runs
+	curP       atomic.Pointer[compiled] // mirrors cur, read lock-free by attempts
 	busy       atomic.Int64
 	idleSince  atomic.Int64
 	born       time.Time
@@ -103,7 +105,7 @@ var errClosed = fmt.Errorf("ratelimit: %w", ErrClosed)
 func newLimiter(client rueidis.Client, name string, c *compiled, p Policy, cfg config, m *metrics,
 	deny *DenyList, identity string) *Limiter {
 	closeCtx, closeFn := context.WithCancel(context.Background())
-	return &Limiter{
+	l := &Limiter{
 		client:        client,
 		name:          name,
 		key:           cfg.keys.Key(name),
@@ -122,6 +124,8 @@ func newLimiter(client rueidis.Client, name string, c *compiled, p Policy, cfg c
 		gate:          make(chan struct{}),
 		born:          time.Now(),
 	}
+	l.curP.Store(c)
+	return l
 }
 
 // clonePolicy copies p into plain values: a pointer policy becomes the value it points to, and a
@@ -358,17 +362,10 @@ func (l *Limiter) denied(ctx context.Context) (Result, bool, error) {
 }
 
 // current returns the settings in force now.
-func (l *Limiter) current() *compiled {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.cur
-}
+func (l *Limiter) current() *compiled { return l.curP.Load() }
 
 func (l *Limiter) deniedResult() Result {
-	l.mu.Lock()
-	c := l.cur
-	l.mu.Unlock()
-	return Result{Reason: ReasonDenyList, Limit: c.capacity()}
+	return Result{Reason: ReasonDenyList, Limit: l.current().capacity()}
 }
 
 func resultOf(d decision) Result {
@@ -404,9 +401,28 @@ func (l *Limiter) end() {
 	}
 }
 
+// updatingBit is set in Limiter.state while an Update holds the barrier.
+const updatingBit = int64(1) << 62
+
 // enter waits while an Update is in progress, then registers an active attempt and returns the
-// settings it must use, marking w (when not nil) as sent. leave must follow.
+// settings it must use, marking w (when not nil) as sent. leave must follow. Without w and without
+// an Update in progress it takes no lock: one compare-and-swap.
 func (l *Limiter) enter(ctx context.Context, w *waiter) (*compiled, error) {
+	if w == nil {
+		for {
+			s := l.state.Load()
+			if s&updatingBit != 0 {
+				break
+			}
+			if l.state.CompareAndSwap(s, s+1) {
+				if l.closedFlag.Load() {
+					l.leave()
+					return nil, l.closedErr()
+				}
+				return l.curP.Load(), nil
+			}
+		}
+	}
 	for {
 		l.mu.Lock()
 		if l.closed {
@@ -415,7 +431,8 @@ func (l *Limiter) enter(ctx context.Context, w *waiter) (*compiled, error) {
 			return nil, err
 		}
 		if !l.updating {
-			l.active++
+			// updatingBit is only set under mu: it is clear now.
+			l.state.Add(1)
 			c := l.cur
 			if w != nil {
 				w.sent, w.used = true, c
@@ -434,12 +451,12 @@ func (l *Limiter) enter(ctx context.Context, w *waiter) (*compiled, error) {
 }
 
 func (l *Limiter) leave() {
-	l.mu.Lock()
-	l.active--
-	if l.active == 0 && l.updating {
+	if l.state.Add(-1) == updatingBit {
+		// The last attempt an Update waits for.
+		l.mu.Lock()
 		l.openGateLocked()
+		l.mu.Unlock()
 	}
-	l.mu.Unlock()
 }
 
 // openGateLocked wakes every goroutine waiting on the barrier so that it re-checks its condition.
@@ -544,7 +561,8 @@ func (l *Limiter) Update(ctx context.Context, policy Policy, mode UpdateMode) er
 func (l *Limiter) barrier(ctx context.Context) error {
 	l.mu.Lock()
 	l.updating = true
-	for l.active > 0 && !l.closed {
+	l.state.Add(updatingBit)
+	for l.state.Load() != updatingBit && !l.closed {
 		gate := l.gate
 		l.mu.Unlock()
 		var err error
@@ -556,6 +574,7 @@ func (l *Limiter) barrier(ctx context.Context) error {
 		l.mu.Lock()
 		if err != nil {
 			l.updating = false
+			l.state.Add(-updatingBit)
 			l.openGateLocked()
 			l.mu.Unlock()
 			return err
@@ -563,6 +582,7 @@ func (l *Limiter) barrier(ctx context.Context) error {
 	}
 	if l.closed {
 		l.updating = false
+		l.state.Add(-updatingBit)
 		l.openGateLocked()
 		err := l.closeErr
 		l.mu.Unlock()
@@ -578,8 +598,10 @@ func (l *Limiter) release(nc *compiled, p Policy) {
 	defer l.mu.Unlock()
 	if nc != nil {
 		l.cur, l.pol = nc, p
+		l.curP.Store(nc)
 	}
 	l.updating = false
+	l.state.Add(-updatingBit)
 	l.openGateLocked()
 	if nc != nil && !l.closed {
 		l.wakeQueueLocked(nc.capacity())

@@ -1,0 +1,120 @@
+package ratelimitbench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/bench/internal/benchkit"
+	"github.com/coordkit/coordkit/ratelimit"
+)
+
+// BenchmarkHotKeyOverhead measures the library's cost on the decision path: one hot GCRA key decided
+// by exactly 1, 8 and 64 concurrent callers through one shared client, by three contenders side by
+// side in the same run:
+//
+//   - raw: the engine's own GCRA script (ratelimit/engine_gcra.lua, read from the source tree) sent
+//     as a single EVALSHA with the arguments the library sends, reply read as an array;
+//   - limiter: Limiter.AllowN(ctx, 1);
+//   - keyed: Keyed.AllowN(ctx, key, 1).
+//
+// Each b.N iteration is one decision per contender; the contenders run in interleaved rounds of
+// roundOps decisions each, the order rotating every round (so that machine load drifts alike for all three), each on its own key.
+// It reports ns/decision per contender and the ratios limiter/raw and keyed/raw of decisions/s
+// (1.0 = no overhead), and logs them. Timing is reported, never asserted.
+func BenchmarkHotKeyOverhead(b *testing.B) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "ratelimit", "engine_gcra.lua"))
+	if err != nil {
+		b.Skipf("engine script not found in the source tree: %v", err)
+	}
+	raw := rueidis.NewLuaScript(string(src))
+	s := benchkit.StartServer(b, "bench:{*", "rate:bench:{*")
+	c := benchkit.NewClient(b, s)
+	policy := ratelimit.GCRA{Burst: gcraBurst, EmissionInterval: gcraInterval}
+	rawArgs := []string{"d", "1", strconv.Itoa(gcraBurst), strconv.FormatInt(gcraInterval.Milliseconds(), 10)}
+	for _, callers := range []int{1, 8, 64} {
+		b.Run("callers="+strconv.Itoa(callers), func(b *testing.B) {
+			prefix := "bench:{" + strconv.FormatInt(runSeq.Add(1), 10) + "}:"
+			lim, err := ratelimit.New(c, prefix+"limiter", policy)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lim.Close(context.Background())
+			kd, err := ratelimit.NewKeyed(c, policy)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer kd.Close(context.Background())
+			rawKey, keyedKey := []string{prefix + "raw"}, prefix+"keyed"
+			ctx := context.Background()
+			contenders := []func() error{
+				func() error { _, err := raw.Exec(ctx, c, rawKey, rawArgs).ToArray(); return err },
+				func() error { _, err := lim.AllowN(ctx, 1); return err },
+				func() error { _, err := kd.AllowN(ctx, keyedKey, 1); return err },
+			}
+			var spent [3]time.Duration
+			b.ResetTimer()
+			for round := 0; round*roundOps < b.N; round++ {
+				ops := min(roundOps, b.N-round*roundOps)
+				for j := range contenders {
+					i := (j + round) % len(contenders) // rotate who goes first
+					d, err := runCallers(callers, ops, contenders[i])
+					if err != nil {
+						b.Fatal(err)
+					}
+					spent[i] += d
+				}
+			}
+			b.StopTimer()
+			if b.N < 1000 {
+				return // the calibration runs are too short to mean anything
+			}
+			ns := func(i int) float64 { return float64(spent[i].Nanoseconds()) / float64(b.N) }
+			b.ReportMetric(ns(0), "raw-ns/decision")
+			b.ReportMetric(ns(1), "limiter-ns/decision")
+			b.ReportMetric(ns(2), "keyed-ns/decision")
+			b.ReportMetric(ns(0)/ns(1), "limiter/raw")
+			b.ReportMetric(ns(0)/ns(2), "keyed/raw")
+			b.Logf("%d callers, %d decisions each: raw %.0f/s, Limiter %.0f/s (ratio %.3f), Keyed %.0f/s (ratio %.3f)",
+				callers, b.N, 1e9/ns(0), 1e9/ns(1), ns(0)/ns(1), 1e9/ns(2), ns(0)/ns(2))
+		})
+	}
+}
+
+// roundOps is how many decisions one contender makes before the next one takes its turn.
+const roundOps = 2000
+
+// runCallers makes ops calls of f from callers goroutines (ops split evenly) and returns the wall
+// time they took.
+func runCallers(callers, ops int, f func() error) (time.Duration, error) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	start := time.Now()
+	for g := range callers {
+		share := ops / callers
+		if g < ops%callers {
+			share++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range share {
+				if err := f(); err != nil {
+					mu.Lock()
+					first = err
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start), first
+}
