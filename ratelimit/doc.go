@@ -39,7 +39,11 @@
 // n = 0 is a probe: it reports whether one permit is available and writes nothing. A negative n is
 // [ErrNegativePermits]; n above the policy's capacity is a rejection without RetryAfter, decided
 // locally without a capacity script (no error; a bound deny list is still checked first). Permits
-// are consumptive: nothing returns them.
+// are consumptive: nothing returns them except [Limiter.Refund] / [Keyed.Refund] (one script; GCRA,
+// fixed windows, token buckets and composites of the latter two: the exact inverse of an admission,
+// never above the capacity; a sliding window is [ErrRefundUnsupported], because the segment a
+// permit was charged to is unknown). [Limiter.Reset] / [Keyed.Reset] delete a key's state (one
+// script), and [Limiter.Inspect] / [Keyed.Inspect] read it without writing (one read-only script).
 // [Keyed] applies one policy to many keys (per tenant, per client IP) without a Go object per key.
 //
 // # Algorithms

@@ -74,3 +74,31 @@ func ExampleDenyList_Entries() {
 		fmt.Printf("%q ttl=%v\n", e.Identity, e.TTL) // TTL 0: no expiry
 	}
 }
+
+// Giving a permit back when the work it admitted failed downstream, and clearing a key.
+func ExampleLimiter_Refund() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	limiter, err := ratelimit.New(client, "limits:upstream",
+		ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 1, Period: time.Second})
+	if err != nil {
+		return
+	}
+	defer limiter.Close(context.Background())
+
+	res, err := limiter.Allow(context.Background())
+	if err != nil || !res.Allowed {
+		return
+	}
+	if callUpstream() != nil {
+		// The call never reached the upstream: give the permit back (one script).
+		_ = limiter.Refund(context.Background(), 1)
+	}
+	// An operator clears the key: full capacity again for every process.
+	_ = limiter.Reset(context.Background())
+}
+
+func callUpstream() error { return nil }

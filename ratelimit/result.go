@@ -22,7 +22,8 @@ const (
 
 // Result is the outcome of one admission decision. The zero value is a rejection with no retry hint.
 type Result struct {
-	// Allowed reports whether the n permits were granted. Permits are consumptive: nothing returns them.
+	// Allowed reports whether the n permits were granted. Permits are consumptive: only an explicit
+	// [Limiter.Refund] (or [Keyed.Refund]) gives them back.
 	Allowed bool
 	// Reason is ReasonNone when Allowed, otherwise why not.
 	Reason Reason

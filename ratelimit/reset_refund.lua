@@ -1,0 +1,94 @@
+-- reset_refund: delete a limiter's state (Reset) or give permits back (Refund).
+--
+-- KEYS[1]  the limiter's key (see engine_gcra.lua and engine_components.lua for the layouts)
+--
+-- Reset:  ARGV = "x", layout ("g" for GCRA, or the hash layout tag "fw", "tb", "sw", "cp")
+--   Deletes the key when it holds that layout; returns 1 when deleted, 0 when absent.
+-- Refund: ARGV = "r", n (> 0), then for GCRA: "g", emission interval ms; for a hash: tag, signature
+--   ("" for standalone), k, then k groups: kind ("f" or "t"), limit
+--   GCRA: TAT = max(now, TAT - n*T) (deleted when no debt is left). Fixed window: the current
+--   window's count drops by n (not below 0). Token bucket: the tokens rise by n (not above the
+--   limit). The expiry is left as it is (it may outlive the state's return to full, harmlessly:
+--   every decision settles at full capacity). Returns 1 when state changed, 0 when absent or
+--   nothing was owed.
+--
+-- Errors (nothing written): "RLFOREIGN ..." when the key holds another type or layout;
+-- "RLMISMATCH ..." when a composite's stored signature differs.
+-- Complexity: O(k) for a refund of k components, O(1) for GCRA; a reset is one DEL.
+local key = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local layout = ARGV[1] == 'x' and ARGV[2] or ARGV[3]
+
+local typ = redis.call('TYPE', key).ok
+if typ == 'none' then
+  return 0
+end
+if layout == 'g' then
+  if typ ~= 'string' then
+    return redis.error_reply('RLFOREIGN ratelimit key holds another type')
+  end
+  local v = redis.call('GET', key)
+  if not string.match(v, '^%d+$') then
+    return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
+  end
+  if ARGV[1] == 'x' then
+    return redis.call('DEL', key)
+  end
+  local tat = tonumber(v)
+  if tat <= now then
+    return 0
+  end
+  tat = tat - tonumber(ARGV[2]) * tonumber(ARGV[4])
+  if tat <= now then
+    redis.call('DEL', key)
+  else
+    local at = string.format('%d', tat)
+    redis.call('SET', key, at, 'PXAT', at)
+  end
+  return 1
+end
+if typ ~= 'hash' then
+  return redis.error_reply('RLFOREIGN ratelimit key holds another type')
+end
+if redis.call('HGET', key, 'L') ~= layout then
+  return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
+end
+if ARGV[1] == 'x' then
+  return redis.call('DEL', key)
+end
+local n = tonumber(ARGV[2])
+local sig = ARGV[4]
+if sig ~= '' and redis.call('HGET', key, 'S') ~= sig then
+  return redis.error_reply('RLMISMATCH ratelimit stored composite configuration differs')
+end
+local changed = 0
+local j = 6
+for i = 1, tonumber(ARGV[5]) do
+  local kind, limit = ARGV[j], tonumber(ARGV[j + 1])
+  local p = tostring(i - 1)
+  if kind == 'f' then
+    local e = tonumber(redis.call('HGET', key, p .. '.e'))
+    local c = tonumber(redis.call('HGET', key, p .. '.n'))
+    if e and c and e > now and c > 0 then
+      c = c - n
+      if c < 0 then
+        c = 0
+      end
+      redis.call('HSET', key, p .. '.n', string.format('%d', c))
+      changed = 1
+    end
+  else
+    local tk = tonumber(redis.call('HGET', key, p .. '.t'))
+    if tk and tk < limit then
+      tk = tk + n
+      if tk > limit then
+        tk = limit
+      end
+      redis.call('HSET', key, p .. '.t', string.format('%d', tk))
+      changed = 1
+    end
+  end
+  j = j + 2
+end
+return changed
