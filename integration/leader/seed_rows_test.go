@@ -54,16 +54,6 @@ func newElection(t *testing.T, e *env, c rueidis.Client, name string, opts ...le
 	return el
 }
 
-// waitClosed waits for ch, failing t after d (a bound for a hung election, not a timing assertion).
-func waitClosed(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(d):
-		t.Fatalf("%s: not within %v", what, d)
-	}
-}
-
 // testClientStays: neither Run ending with its ctx nor Stop closes the caller's client.
 func testClientStays(t *testing.T, e *env) {
 	c, _ := e.trackedClient(t)
