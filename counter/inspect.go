@@ -6,9 +6,12 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/redis/rueidis"
 )
 
-var inspectScript = luakit.MustLoad(scriptFS, "inspect")
+// inspectScript runs read-only (EVALSHA_RO, EVAL_RO after a script flush): the server itself refuses
+// a write from it.
+var inspectScript = rueidis.NewLuaScriptReadOnly(luakit.MustLoad(scriptFS, "inspect").Source())
 
 // Inspection is what [Store.Inspect] reports about one counter at one instant. Its zero value (Exists
 // false) describes an absent key, which every increment treats as 0.
@@ -25,7 +28,7 @@ type Inspection struct {
 }
 
 // Inspect reads the counter at key and its remaining life, atomically, without changing either: one
-// read-only script (TYPE, GET, PTTL), so PTTL before and after are equal. Unlike [Store.Get] it reports
+// read-only script (EVALSHA_RO: TYPE, GET, PTTL), so PTTL before and after are equal. Unlike [Store.Get] it reports
 // the expiry and whether the key exists. The read counts as an access for the server's LRU/LFU
 // eviction, as any read does.
 //

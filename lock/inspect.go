@@ -6,10 +6,13 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/redis/rueidis"
 )
 
 var (
-	inspectScript      = luakit.MustLoad(scriptFS, "inspect")
+	// inspectScript runs read-only (EVALSHA_RO, EVAL_RO after a script flush): the server itself
+	// refuses a write from it.
+	inspectScript      = rueidis.NewLuaScriptReadOnly(luakit.MustLoad(scriptFS, "inspect").Source())
 	forceReleaseScript = luakit.MustLoad(scriptFS, "force_release")
 )
 
@@ -28,7 +31,7 @@ type Inspection struct {
 }
 
 // Inspect reads the lock named name (keys derived as by [Keys], after the Locker's prefix) without
-// changing it: one read-only script reads the lease key's existence and PTTL and the fence counter,
+// changing it: one read-only script (EVALSHA_RO) reads the lease key's existence and PTTL and the fence counter,
 // atomically. No value or expiry is written (PTTL before and after are equal); it reveals no owner
 // token, so it cannot be used to renew or release a lease. The read counts as an access for the
 // server's LRU/LFU eviction, as any read does.

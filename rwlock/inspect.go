@@ -9,7 +9,9 @@ import (
 	"github.com/redis/rueidis"
 )
 
-var inspectScript = luakit.MustLoad(scriptFS, "inspect")
+// inspectScript runs read-only (EVALSHA_RO, EVAL_RO after a script flush): the server itself refuses
+// a write from it.
+var inspectScript = rueidis.NewLuaScriptReadOnly(luakit.MustLoad(scriptFS, "inspect").Source())
 
 // ErrForeignData is luakit's shared value: [Locker.Inspect] found a key holding another Redis type or
 // a sorted set with members this package never writes. Nothing was written.
@@ -32,7 +34,7 @@ type Inspection struct {
 }
 
 // Inspect reads the holders of the lock at key (after the Locker's prefix) without changing it: one
-// read-only script reads the unexpired entries and the key's PTTL atomically. Unlike every other
+// read-only script (EVALSHA_RO) reads the unexpired entries and the key's PTTL atomically. Unlike every other
 // operation it does not prune expired entries: nothing is written and no expiry changes (PTTL before and
 // after are equal). Owner tokens are never returned. The read counts as an access for the server's
 // LRU/LFU eviction, as any read does.

@@ -9,7 +9,9 @@ import (
 	"github.com/redis/rueidis"
 )
 
-var inspectScript = luakit.MustLoad(scriptFS, "inspect")
+// inspectScript runs read-only (EVALSHA_RO, EVAL_RO after a script flush): the server itself refuses
+// a write from it.
+var inspectScript = rueidis.NewLuaScriptReadOnly(luakit.MustLoad(scriptFS, "inspect").Source())
 
 // ErrForeignData is luakit's shared value: [Inspect] found a key holding another Redis type, or a
 // sorted set without the stored capacity. Nothing was written.
@@ -34,7 +36,7 @@ type Inspection struct {
 	Remaining time.Duration
 }
 
-// Inspect reads the semaphore at key without changing it: one read-only script reads the stored
+// Inspect reads the semaphore at key without changing it: one read-only script (EVALSHA_RO) reads the stored
 // capacity, the unexpired permits and the key's PTTL atomically. Unlike every acquisition it does not
 // prune expired permits: nothing is written and no expiry changes (PTTL before and after are equal).
 // Owner tokens are never returned. It needs no capacity (it reports the stored one), so it is a
