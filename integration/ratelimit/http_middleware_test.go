@@ -290,8 +290,10 @@ func httpCompositeNamesLowest(t *testing.T, e *env) {
 			ratelimit.FixedWindow{Limit: 5, Window: time.Minute},
 			ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Minute},
 		}}, ratelimit.WithKeyPrefix(prefix))
-		rig := newHTTPRig(t, k, ratelimithttp.WithPolicyNames("fixed", "bucket"), ratelimithttp.WithKey(clientKey))
-		const policy = `"bucket";q=2;w=120` // ceil(2/1) periods of 1m
+		rig := newHTTPRig(t, k, ratelimithttp.WithPolicyNames("fixed", "bucket"), ratelimithttp.WithKey(clientKey),
+			ratelimithttp.WithLegacyHeaders(true))
+		// Every component is listed (bucket: ceil(2/1) periods of 1m); RateLimit names the binding one.
+		const policy = `"fixed";q=5;w=60, "bucket";q=2;w=120`
 		for i := range 2 {
 			status, h := rig.get(t, "X-Client", "c")
 			require.Equal(t, http.StatusOK, status)
@@ -300,6 +302,9 @@ func httpCompositeNamesLowest(t *testing.T, e *env) {
 			require.Equal(t, int64(1-i), res.Remaining)
 			require.Equal(t, int64(2), res.Limit)
 			requireFields(t, h, policy, "bucket", res)
+			require.Equal(t, "2", h.Get(ratelimithttp.HeaderXRateLimitLimit), "legacy limit: the binding quota")
+			require.Equal(t, strconv.FormatInt(res.Remaining, 10), h.Get(ratelimithttp.HeaderXRateLimitRemaining))
+			require.NotEmpty(t, h.Get(ratelimithttp.HeaderXRateLimitReset))
 		}
 		status, h := rig.get(t, "X-Client", "c")
 		require.Equal(t, http.StatusTooManyRequests, status)
@@ -322,7 +327,8 @@ func httpCompositeNamesLowest(t *testing.T, e *env) {
 		res := rig.lastAdmitted(t)
 		require.Equal(t, 0, res.Component)
 		require.Equal(t, int64(1), res.Remaining)
-		requireFields(t, h, `"default.0";q=2;w=60`, "default.0", res)
+		requireFields(t, h, `"default.0";q=2;w=60, "default.1";q=5;w=5`, "default.0", res)
+		require.Empty(t, h.Get(ratelimithttp.HeaderXRateLimitLimit), "legacy fields are opt-in")
 	})
 }
 

@@ -23,8 +23,15 @@
 // ([ratelimit.Result.Reset]), rounded up; on a 429 with Retry-After, t is at most the Retry-After
 // (the draft's rule that Retry-After does not end before the effective window: a token bucket or GCRA
 // lets the request pass before it is full again). Names are Structured Field Strings. For a
-// [ratelimit.Composite] both fields describe the component with the lowest remaining permits
-// ([ratelimit.Result.Component]), under that component's name ([WithPolicyNames]).
+// [ratelimit.Composite], RateLimit-Policy lists every component in order (each under its name,
+// [WithPolicyNames]), so a client sees quotas that do not bind yet, and RateLimit describes the
+// binding one: the component with the lowest remaining permits ([ratelimit.Result.Component]):
+//
+//	RateLimit-Policy: "burst";q=10;w=5, "minute";q=100;w=60
+//	RateLimit: "burst";r=3;t=4
+//
+// [WithLegacyHeaders] adds X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (seconds,
+// a delta) for the binding quota, for clients that predate the IETF fields.
 //
 // A rejection for capacity is 429 Too Many Requests with Retry-After: the seconds until the whole
 // request (its full cost) could pass, rounded up so a client that waits that long is not refused
@@ -33,8 +40,9 @@
 // # Decisions
 //
 //   - Keys: the default key is the client IP of r.RemoteAddr ([RemoteIP]). X-Forwarded-For and
-//     similar headers are not trusted by default, since any client can set them; behind a proxy,
-//     supply a [WithKey] function that trusts only your proxies.
+//     similar headers are not trusted by default, since any client can set them; behind your own
+//     proxies use [WithKey] with [TrustedProxyIP] (trusted CIDRs; X-Forwarded-For or Forwarded read
+//     from the right; IPv6 clients keyed by a /64 by default).
 //   - A request whose cost exceeds the policy's capacity can never pass: 429 without Retry-After and
 //     without the RateLimit field (the limiter decides it without reading the capacity key), but with
 //     RateLimit-Policy, so the client can see why.

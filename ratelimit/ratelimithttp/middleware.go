@@ -17,6 +17,12 @@ import (
 const (
 	// HeaderRateLimitPolicy carries the quota policy: "name";q=<quota>;w=<window seconds>.
 	HeaderRateLimitPolicy = "RateLimit-Policy"
+	// HeaderXRateLimitLimit, HeaderXRateLimitRemaining and HeaderXRateLimitReset are the legacy
+	// de-facto fields sent only with [WithLegacyHeaders]: the binding quota's limit, its remaining
+	// permits, and the seconds (rounded up) until it resets (the RateLimit field's t).
+	HeaderXRateLimitLimit     = "X-RateLimit-Limit"
+	HeaderXRateLimitRemaining = "X-RateLimit-Remaining"
+	HeaderXRateLimitReset     = "X-RateLimit-Reset"
 	// HeaderRateLimit carries the current service limit: "name";r=<remaining>;t=<seconds to reset>.
 	HeaderRateLimit = "RateLimit"
 	// HeaderRetryAfter carries the seconds (rounded up) until a rejected request could pass.
@@ -135,10 +141,17 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	h := w.Header()
 	if res.Reason != ratelimit.ReasonDenyList {
-		name, limit, window := m.describe(res)
-		h.Set(HeaderRateLimitPolicy, PolicyField(name, limit, window))
+		name, limit, _ := m.describe(res)
+		h.Set(HeaderRateLimitPolicy, m.policyList(res))
 		if !res.At.IsZero() {
 			h.Set(HeaderRateLimit, LimitField(name, res.Remaining, effectiveWindow(res)))
+		}
+		if m.cfg.legacy {
+			h.Set(HeaderXRateLimitLimit, strconv.FormatInt(limit, 10))
+			if !res.At.IsZero() {
+				h.Set(HeaderXRateLimitRemaining, strconv.FormatInt(max(res.Remaining, 0), 10))
+				h.Set(HeaderXRateLimitReset, strconv.FormatInt(ceilSeconds(effectiveWindow(res)), 10))
+			}
 		}
 	}
 	if res.Allowed {
@@ -174,6 +187,33 @@ func ResultFrom(ctx context.Context) (res ratelimit.Result, ok bool) {
 	return res, ok
 }
 
+// policyList is the RateLimit-Policy field value: one item per component of a composite, in order
+// (every quota a client is subject to, binding or not), or the single policy; the component res
+// reports on takes res.Limit.
+func (m *Middleware) policyList(res ratelimit.Result) string {
+	c, ok := m.limiter.Policy().(ratelimit.Composite)
+	if !ok || len(c.Components) <= 1 {
+		name, limit, window := m.describe(res)
+		return PolicyField(name, limit, window)
+	}
+	items := make([]string, len(c.Components))
+	for i, comp := range c.Components {
+		limit, window := quota(comp)
+		if i == res.Component && res.Limit > 0 {
+			limit = res.Limit
+		}
+		items[i] = PolicyField(m.componentName(i), limit, window)
+	}
+	return strings.Join(items, ", ")
+}
+
+func (m *Middleware) componentName(i int) string {
+	if i < len(m.cfg.names) {
+		return m.cfg.names[i]
+	}
+	return DefaultPolicyName + "." + strconv.Itoa(i)
+}
+
 // describe returns the name, quota and window of the policy (or composite component) that res
 // reports on.
 func (m *Middleware) describe(res ratelimit.Result) (name string, limit int64, window time.Duration) {
@@ -189,12 +229,7 @@ func (m *Middleware) describe(res ratelimit.Result) (name string, limit int64, w
 	if res.Limit > 0 {
 		limit = res.Limit
 	}
-	if i < len(m.cfg.names) {
-		name = m.cfg.names[i]
-	} else {
-		name = DefaultPolicyName + "." + strconv.Itoa(i)
-	}
-	return name, limit, window
+	return m.componentName(i), limit, window
 }
 
 // quota returns the capacity and the window of a standalone policy or component: the window of a

@@ -29,6 +29,7 @@ type config struct {
 	rejected func(http.ResponseWriter, *http.Request, ratelimit.Result)
 	logger   *slog.Logger
 	timeout  time.Duration // 0: the request's context only
+	legacy   bool          // WithLegacyHeaders
 }
 
 // DefaultPolicyName is the policy name of the RateLimit-Policy and RateLimit fields unless
@@ -109,6 +110,17 @@ func WithPolicyNames(names ...string) Option {
 			}
 		}
 		c.names = append([]string(nil), names...)
+		return nil
+	})
+}
+
+// WithLegacyHeaders also sends the legacy X-RateLimit-Limit, X-RateLimit-Remaining and
+// X-RateLimit-Reset fields (for clients that predate the IETF fields), describing the same binding
+// quota as the RateLimit field; Reset is a delta in whole seconds, rounded up. Remaining and Reset
+// are omitted for decisions made without the server, like the RateLimit field. Default: off.
+func WithLegacyHeaders(on bool) Option {
+	return optionFunc(func(c *config) error {
+		c.legacy = on
 		return nil
 	})
 }
