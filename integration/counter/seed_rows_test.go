@@ -36,14 +36,20 @@ var scriptInner = map[string]bool{
 	"multi": true, "exec": true, // how a replica counts a script's replicated effects
 }
 
+// background lists what a Sentinel target's sentinels and replica send the primary on their own
+// (PING and hello PUBLISH every second or two, REPLCONF ACK): never the counter's.
+var background = map[string]bool{"ping": true, "publish": true, "replconf": true, "subscribe": true}
+
 // commandsDelta returns, per command, how many calls the target's servers counted between two
 // snapshots, leaving out INFO (the snapshots themselves), the client's topology refreshes and
-// connection handshakes (rueidis dials its pipelined connections lazily) and the commands called
-// inside the counter's scripts: what is left is what the client sent for the calls.
+// connection handshakes (rueidis dials its pipelined connections lazily), the commands called inside
+// the counter's scripts and a Sentinel group's own traffic: what is left is what the client sent for
+// the calls. (A store's first-contact EXISTS is outside the counted spans: each store is warmed first.)
 func commandsDelta(before, after map[string]int64) map[string]int64 {
 	out := map[string]int64{}
 	for k, v := range after {
-		if k == "info" || k == "hello" || strings.HasPrefix(k, "cluster|") || strings.HasPrefix(k, "client|") || scriptInner[k] {
+		if k == "info" || k == "hello" || strings.HasPrefix(k, "cluster|") || strings.HasPrefix(k, "client|") ||
+			scriptInner[k] || background[k] {
 			continue
 		}
 		if d := v - before[k]; d != 0 {
