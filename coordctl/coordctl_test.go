@@ -39,6 +39,8 @@ func TestRunWithoutServer(t *testing.T) {
 		{"ratelimit bad policy", []string{"ratelimit", "inspect", "k", "--policy", "fixed:x/1m"}, coordctl.ExitUsage, "not an integer"},
 		{"ratelimit unknown policy", []string{"ratelimit", "inspect", "k", "--policy", "leaky:1/1s"}, coordctl.ExitUsage, "unknown kind"},
 		{"ratelimit policy arity", []string{"ratelimit", "inspect", "k", "--policy", "token:1/1s"}, coordctl.ExitUsage, "takes [3] values"},
+		{"reset without --yes", []string{"ratelimit", "reset", "k", "--policy", "gcra:10/1s"}, coordctl.ExitUsage, `delete the rate-limit state at "k"`},
+		{"reset without --policy", []string{"ratelimit", "reset", "k", "--yes"}, coordctl.ExitUsage, "needs --policy"},
 		{"deny without --yes", []string{"denylist", "deny", "blocked", "mallory"}, coordctl.ExitUsage, `add "mallory" to the deny list "blocked"`},
 		{"unreachable", []string{"--url", "redis://u:pw1@127.0.0.1:1", "--timeout", "1s", "counter", "inspect", "x"},
 			coordctl.ExitFailure, "cannot connect to 127.0.0.1:1"},

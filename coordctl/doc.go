@@ -11,9 +11,9 @@
 //
 // Inspections are read-only: each is one read-only script (or read command) of the module; nothing is
 // written and no expiry changes. Admin actions (lock and lease force-release, latch delete,
-// idempotency abandon, deny-list deny and allow) change state only with --yes, and print what they changed. Owner tokens and
-// passwords are never printed: the modules do not return tokens, and the URL is shown as its
-// addresses only.
+// idempotency abandon, ratelimit reset, deny-list deny and allow) change state only with --yes, and
+// print what they changed. Owner tokens and passwords are never printed: the modules do not return
+// tokens, and the URL is shown as its addresses only.
 //
 // Exit codes: 0 success (an absent key is a result, not an error); 1 the operation failed (server
 // unreachable, data at the key not written by the module, server error); 2 bad usage (unknown

@@ -99,6 +99,9 @@ func (a *app) primitiveCommand(p primitive) *cobra.Command {
 			Short: ad.short + " (changes state: needs --yes)",
 			Args:  exactArgs(ad.args...),
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if err := a.checkPolicy(p); err != nil {
+					return err
+				}
 				if !yes {
 					return usagef("refusing to change state without --yes: %s would %s", cmd.CommandPath(), ad.describe(a, args))
 				}
@@ -114,6 +117,9 @@ func (a *app) primitiveCommand(p primitive) *cobra.Command {
 			},
 		}
 		sub.Flags().BoolVar(&yes, "yes", false, "really change the state")
+		if p.policy {
+			a.policyFlag(sub)
+		}
 		cmd.AddCommand(sub)
 	}
 	return cmd
@@ -140,13 +146,8 @@ func joinArgs(args []string) string {
 
 // inspectOnce connects (first time) and runs one inspection bounded by --timeout.
 func (a *app) inspectOnce(ctx context.Context, p primitive, key string) (view, error) {
-	if p.policy { // validate --policy before any I/O
-		if a.policy == "" {
-			return nil, usagef("%s needs --policy (%s)", p.name, policyHelp)
-		}
-		if _, err := parsePolicy(a.policy); err != nil {
-			return nil, err
-		}
+	if err := a.checkPolicy(p); err != nil {
+		return nil, err
 	}
 	c, err := a.connect(ctx)
 	if err != nil {
@@ -188,7 +189,15 @@ func primitives() []primitive {
 			},
 			run: deleteLatch,
 		}}},
-		{name: "ratelimit", short: "rate limits: a key's state for a policy (module ratelimit)", arg: "<key>", inspect: inspectRate, policy: true},
+		{name: "ratelimit", short: "rate limits: a key's state for a policy (module ratelimit)", arg: "<key>", inspect: inspectRate, policy: true,
+			admin: []admin{{
+				use: "reset <key>", short: "delete a key's rate-limit state: back at full capacity for every process",
+				args: []string{"<key>"},
+				describe: func(a *app, args []string) string {
+					return fmt.Sprintf("delete the rate-limit state at %q (back at full capacity)", a.key(args[0]))
+				},
+				run: resetRate,
+			}}},
 		{name: "denylist", short: "ratelimit deny lists (module ratelimit)", arg: "<deny-list-key>", inspect: inspectDenyList, admin: []admin{{
 			use: "deny <deny-list-key> <identity>", short: "add an identity to the deny list",
 			args: []string{"<deny-list-key>", "<identity>"},
@@ -661,4 +670,16 @@ func abandonClaim(ctx context.Context, a *app, c rueidis.Client, args []string) 
 		ch.What = "nothing: the claim completed, expired or was replaced since it was read"
 	}
 	return ch, nil
+}
+
+// checkPolicy validates --policy before any I/O for a primitive that takes one.
+func (a *app) checkPolicy(p primitive) error {
+	if !p.policy {
+		return nil
+	}
+	if a.policy == "" {
+		return usagef("%s needs --policy (%s)", p.name, policyHelp)
+	}
+	_, err := parsePolicy(a.policy)
+	return err
 }

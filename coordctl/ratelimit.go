@@ -227,3 +227,33 @@ func setDenied(denied bool) func(ctx context.Context, a *app, c rueidis.Client, 
 func (a *app) policyFlag(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&a.policy, "policy", "", policyHelp)
 }
+
+// resetRate is `ratelimit reset`: it inspects the key, then deletes its state (Keyed.Reset).
+func resetRate(ctx context.Context, a *app, c rueidis.Client, args []string) (change, error) {
+	v, err := inspectRate(ctx, a, c, args[0])
+	if err != nil {
+		return change{}, err
+	}
+	before := v.(rateView)
+	p, err := parsePolicy(a.policy)
+	if err != nil {
+		return change{}, err
+	}
+	k, err := ratelimit.NewKeyed(c, p, ratelimit.WithKeyPrefix(a.prefix))
+	if err != nil {
+		return change{}, usagef("--policy %q: %v", a.policy, err)
+	}
+	defer k.Close(context.WithoutCancel(ctx))
+	cctx, cancel := a.roundTrip(ctx)
+	defer cancel()
+	if err := k.Reset(cctx, args[0]); err != nil {
+		return change{}, err
+	}
+	ch := change{Primitive: "ratelimit", Action: "reset", Key: before.Key, Changed: before.Remaining < before.Limit, Before: before}
+	if ch.Changed {
+		ch.What = fmt.Sprintf("deleted the key's state (%d of %d remaining); back at full capacity", before.Remaining, before.Limit)
+	} else {
+		ch.What = "nothing to reset: the key was at full capacity (any state there was deleted)"
+	}
+	return ch, nil
+}
