@@ -15,8 +15,8 @@ import (
 // each key is its own limit in the server (after the [WithKeyPrefix] prefix), and every key shares
 // one validated policy.
 //
-// [Keyed.AllowN] needs no local state. Local state per key (a wait queue and [Stats]) exists only
-// for keys used with [Keyed.WaitN]: it is created on demand, dropped once idle for at least
+// [Keyed.AllowN] needs no local state, nor does [Keyed.WaitN] without [WithQueue]. Local state per
+// key (a wait queue and [Stats]) exists only for keys used with [Keyed.WaitN] and a queue: it is created on demand, dropped once idle for at least
 // [WithIdleTimeout] (by a sweep every half timeout, clamped to 10ms..1 minute; never while requests
 // wait), and bounded by [WithMaxKeys]. Dropping it loses nothing shared:
 // the usage lives in the server.
