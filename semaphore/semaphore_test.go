@@ -440,7 +440,8 @@ func TestExtendTTL(t *testing.T) {
 	}{
 		{func() (bool, error) { return p.ExtendTTL(context.Background(), NoExpiry) }, "0", NoExpiry},
 		{func() (bool, error) { return p.Extend(context.Background()) }, "0", NoExpiry},
-		{func() (bool, error) { return p.ExtendTTL(context.Background(), 1500*time.Microsecond) }, "1", time.Millisecond},
+		// Truncated to whole milliseconds; long enough that the estimate outlives the next steps.
+		{func() (bool, error) { return p.ExtendTTL(context.Background(), 90*time.Second+700*time.Microsecond) }, "90000", 90 * time.Second},
 		{func() (bool, error) { return p.Handle.ExtendTTL(context.Background(), 0) }, "0", NoExpiry},
 		{func() (bool, error) { return p.ExtendTTL(context.Background(), time.Hour) }, "3600000", time.Hour},
 	}
