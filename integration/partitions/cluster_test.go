@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -24,12 +25,18 @@ func TestClusterPrimaryPartitioned(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const key = "partitioned-key"
-	cc := c.Client(t)
+	// A short dial timeout: the client's topology refresh dials the partitioned node from a detached
+	// goroutine, which must end soon after Close (goleak), not after the default 3s.
+	cc := c.Client(t, func(o *rueidis.ClientOption) { o.Dialer.Timeout = 500 * time.Millisecond })
 	require.NoError(t, cc.Do(ctx, cc.B().Set().Key(key).Value("v1").Build()).Error())
-	require.NoError(t, cc.Do(ctx, cc.B().Wait().Numreplicas(1).Timeout(5000).Build()).Error())
-
 	old, err := c.PrimaryOf(ctx, testkit.KeySlot(key))
 	require.NoError(t, err)
+	// WAIT on the key's primary itself (a cluster client sends a keyless WAIT to any node, replicas too).
+	msg, err := old.Do(ctx, "WAIT", "1", "5000")
+	require.NoError(t, err)
+	n, err := msg.AsInt64()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "the write reached the replica")
 	old.MustDisconnect(t, c.Network)
 	require.NoError(t, c.WaitFailover(ctx))
 	promoted, err := c.PrimaryOf(ctx, testkit.KeySlot(key))
@@ -41,7 +48,7 @@ func TestClusterPrimaryPartitioned(t *testing.T) {
 		defer cancel2()
 		return cc.Do(c2, cc.B().Set().Key(key).Value("v2").Build()).Error() == nil
 	}, 30*time.Second, 50*time.Millisecond, "the client writes to the new primary")
-	msg, err := promoted.Do(ctx, "GET", key)
+	msg, err = promoted.Do(ctx, "GET", key)
 	require.NoError(t, err)
 	v, _ := msg.ToString()
 	assert.Equal(t, "v2", v)
