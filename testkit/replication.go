@@ -203,7 +203,14 @@ func (r *Replicated) WaitSync(ctx context.Context) error {
 // on the primary only (deterministically, unlike pausing the replica process, whose kernel
 // socket buffer would still receive the stream and apply it on resume). Reads and the replica's
 // own connection state are unaffected: the replica still reports master_link_status:up until
-// repl-timeout (60s). It does not block.
+// repl-timeout (60s).
+//
+// The proxy installs the fault on its open link asynchronously, so bytes the primary sends just after
+// the toxic is added can still pass. HoldReplication therefore returns only once the hold is proven:
+// it publishes a probe message (replicated like a write, but it creates no key) and asks WAIT 1 100
+// whether the replica acknowledged it; WAIT's GETACK travels on the held link, so 0 acknowledgements
+// means the link drops what the primary sends. It blocks for those probes (about 100ms each, at most
+// 5s) and fails when the hold cannot be proven.
 func (r *Replicated) HoldReplication() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -214,7 +221,23 @@ func (r *Replicated) HoldReplication() error {
 		return err
 	}
 	r.held = true
-	return nil
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		if _, err := r.Primary.Do(ctx, "PUBLISH", "testkit:hold-probe", "x"); err != nil {
+			return fmt.Errorf("testkit: HoldReplication probe: %w", err)
+		}
+		msg, err := r.Primary.Do(ctx, "WAIT", "1", "100")
+		if err != nil {
+			return fmt.Errorf("testkit: HoldReplication probe: %w", err)
+		}
+		if n, err := msg.AsInt64(); err == nil && n == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("testkit: HoldReplication: the replica still acknowledges the primary's stream: %w", ctx.Err())
+		}
+	}
 }
 
 // ReleaseReplication undoes HoldReplication: the held replication connection is closed, so the
