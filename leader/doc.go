@@ -63,7 +63,7 @@
 // connections); they are retried after the retry delay and counted in [MetricAcquireFailures].
 // Attempts that do not reach the server (refused or broken connections, timeouts) are retried only for
 // the connection-recovery budget ([WithRecoveryBudget], [DefaultRecoveryBudget]): exhausting it is
-// terminal ([ErrRecoveryExhausted]), as the seed's exhausted reconnect budget is.
+// terminal ([ErrRecoveryExhausted]).
 // Terminal: replies [github.com/coordkit/coordkit/luakit.Classify] calls terminal (NOPERM, WRONGTYPE,
 // authentication), an invalid fence counter ([lock.CounterError]), a closed client (rueidis.ErrClosing)
 // and invalid configuration (rejected by [New]). Fix the cause (credentials, ACLs, the counter) or

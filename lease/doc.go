@@ -43,8 +43,7 @@
 //     the owner-checked release that follows is sent on the same connection behind the acquisition
 //     (standalone clients), bounded by [WithCleanupTimeout], even when the caller's context ended.
 //   - A Release queued behind an in-flight Extend or Verify waits for it within its own ctx, a
-//     deliberate departure from the seed (which retries the release after the operation even past its
-//     wait bound): ctx is the caller's bound on the call, and a release sent after the call returned
+//     deliberately not retried after the operation past that bound: ctx is the caller's bound on the call, and a release sent after the call returned
 //     would race the caller's next decision. When ctx ends first, Release returns an error wrapping
 //     ctx.Err(), sends nothing and leaves the lease vouching: call Release again (or Close, which uses
 //     a background context) to remove it.

@@ -42,7 +42,7 @@
 //     its script ran, whatever it found; afterwards this owner's token is not on it. Once sent, the
 //     deletes run to the node timeout even when ctx ends; [Lock.Close] is one Release with a background
 //     context.
-//   - Two deliberate departures from the seed, which follow the shared ownership contract
+//   - Two choices that follow the shared ownership contract
 //     (luakit/ownership) so that every Coordkit handle behaves alike: an Extend cancelled mid-flight
 //     does not end the lock, it is uncertain (the renewal may still run on the nodes, so ending the
 //     lock would under-report a hold that exists; the lock keeps its previous, shorter estimate and a

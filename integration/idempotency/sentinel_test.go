@@ -25,10 +25,11 @@ func TestIdempotencyOnSentinel(t *testing.T) {
 			matrix.TakeSlot(t)
 			e := startEnv(t, st)
 			for _, sc := range scenarios {
+				if why, ok := sentinelSkip[sc.name]; ok {
+					t.Logf("%s: not on a Sentinel target (%s)", sc.name, why)
+					continue
+				}
 				t.Run(sc.name, func(t *testing.T) {
-					if why, ok := sentinelSkip[sc.name]; ok {
-						t.Skip(why)
-					}
 					sc.run(t, e)
 				})
 			}

@@ -24,10 +24,11 @@ func TestRateLimitOnSentinel(t *testing.T) {
 			matrix.TakeSlot(t)
 			e := startEnv(t, st)
 			for _, sc := range list {
+				if sc.standaloneOnly {
+					t.Logf("%s: not on a Sentinel target (drives the server process, pause / stop: on Sentinel that is the primary, which the Sentinels fail over)", sc.name)
+					continue
+				}
 				t.Run(sc.name, func(t *testing.T) {
-					if sc.standaloneOnly {
-						t.Skip("drives the server process (pause / stop): on Sentinel that is the primary, which the Sentinels fail over")
-					}
 					sc.run(t, e)
 				})
 			}
