@@ -32,6 +32,11 @@ type compiled struct {
 	// argsProbe and argsOne are the complete decide ARGV for n = 0 and n = 1, shared read-only.
 	block              []string
 	argsProbe, argsOne []string
+
+	// keyed selects the keyed form of the decide script (see keyedFor); keyedArgs is its ARGV after
+	// "k" and n.
+	keyed     bool
+	keyedArgs []string
 }
 
 // compile validates p and rounds its durations up to whole milliseconds. It returns an error wrapping

@@ -239,6 +239,11 @@ func (c *compiled) finish() {
 }
 
 func (c *compiled) decideArgs(n string) []string {
+	if c.keyed {
+		a := make([]string, 0, 2+len(c.keyedArgs))
+		a = append(a, "k", n)
+		return append(a, c.keyedArgs...)
+	}
 	a := make([]string, 0, 2+len(c.block))
 	a = append(a, "d", n)
 	return append(a, c.block...)

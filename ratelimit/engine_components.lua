@@ -49,32 +49,32 @@ local function block(at)
   return b, j
 end
 
--- load reads the hash into one state table per component of b; returns states, exists, or an error
--- reply.
-local function load(b)
+-- loadRaw reads the hash: its layout tag, signature, version and one state table per stored
+-- component index (0-based); or an error reply when the key holds another type.
+local function loadRaw()
   local raw = redis.pcall('HGETALL', key)
   if raw.err then
-    return nil, false, redis.error_reply('RLFOREIGN ratelimit key holds another type')
+    return nil, redis.error_reply('RLFOREIGN ratelimit key holds another type')
   end
-  local st = {}
-  for i = 1, b.k do
-    st[i] = {segs = {}}
-  end
-  if #raw == 0 then
-    return st, false, nil
-  end
-  local tag, sig = nil, nil
+  local h = {byIdx = {}, exists = #raw > 0}
   for i = 1, #raw, 2 do
     local f, v = raw[i], raw[i + 1]
     if f == 'L' then
-      tag = v
+      h.tag = v
     elseif f == 'S' then
-      sig = v
+      h.sig = v
+    elseif f == 'V' then
+      h.ver = tonumber(v)
     else
       local idx, sep, rest = string.match(f, '^(%d+)([.:])(%d*%a*)$')
-      local s = idx and st[tonumber(idx) + 1]
       local x = tonumber(v)
-      if s and x then
+      if idx and x then
+        local n = tonumber(idx)
+        local s = h.byIdx[n]
+        if not s then
+          s = {segs = {}}
+          h.byIdx[n] = s
+        end
         if sep == ':' then
           s.segs[tonumber(rest)] = x
         else
@@ -83,10 +83,27 @@ local function load(b)
       end
     end
   end
-  if tag ~= b.tag then
+  return h, nil
+end
+
+-- load reads the hash into one state table per component of b; returns states, exists, or an error
+-- reply.
+local function load(b)
+  local h, err = loadRaw()
+  if err then
+    return nil, false, err
+  end
+  local st = {}
+  for i = 1, b.k do
+    st[i] = h.byIdx[i - 1] or {segs = {}}
+  end
+  if not h.exists then
+    return st, false, nil
+  end
+  if h.tag ~= b.tag then
     return nil, true, redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
   end
-  if b.sig ~= '' and sig ~= b.sig then
+  if b.sig ~= '' and h.sig ~= b.sig then
     return nil, true, redis.error_reply('RLMISMATCH ratelimit stored composite configuration differs')
   end
   return st, true, nil
@@ -235,13 +252,108 @@ local function write(set, del, expireAt)
   end
 end
 
-if ARGV[1] == 'd' then
-  local n = tonumber(ARGV[2])
-  local b = block(3)
-  local st, exists, err = load(b)
-  if err then
-    return err
+-- convert migrates one component's state s from settings oc to nc (same kind) by the rules of the
+-- kind (see policy.go); it records what the stored hash must change in s.gone (sliding segments to
+-- delete) and s.dirty (token bucket fields to rewrite).
+local function convert(oc, nc, s)
+  if nc.kind == 'f' then
+    -- Keep the count and the deadline; the new width applies from the next window.
+    prepare(oc, s)
+  elseif nc.kind == 's' then
+    -- Keep segments active under both windows; the new window sets their lifetime.
+    local keep = oc.p1
+    if nc.p1 < keep then
+      keep = nc.p1
+    end
+    s.ends, s.gone = {}, {}
+    for e, _ in pairs(s.segs) do
+      if e + keep > now then
+        s.ends[#s.ends + 1] = e
+      else
+        s.gone[#s.gone + 1] = e
+      end
+    end
+    for _, e in ipairs(s.gone) do
+      s.segs[e] = nil
+    end
+    table.sort(s.ends)
+  else
+    -- Settle complete periods at the old rate, clamp, restart the period now.
+    if s.t and s.r then
+      prepare(oc, s)
+      if s.t > nc.limit then
+        s.t = nc.limit
+      end
+      s.r = now
+      s.dirty = true
+    else
+      s.t, s.r = nc.limit, now
+    end
   end
+end
+
+-- dump appends every field of component i's settled state s (settings c) to set.
+local function dump(i, c, s, set)
+  local p = tostring(i - 1)
+  if c.kind == 'f' then
+    if s.e and s.n and s.n > 0 then
+      set[#set + 1] = p .. '.e'
+      set[#set + 1] = int(s.e)
+      set[#set + 1] = p .. '.n'
+      set[#set + 1] = int(s.n)
+    end
+  elseif c.kind == 's' then
+    for _, e in ipairs(s.ends) do
+      set[#set + 1] = p .. ':' .. int(e)
+      set[#set + 1] = int(s.segs[e])
+    end
+  else
+    set[#set + 1] = p .. '.t'
+    set[#set + 1] = int(s.t)
+    set[#set + 1] = p .. '.r'
+    set[#set + 1] = int(s.r)
+  end
+end
+
+-- parseSig rebuilds the settings block of a stored signature (see signature in engine_compile.go);
+-- nil when it is not one.
+local function parseSig(sig, tag)
+  if string.sub(sig, 1, 3) ~= 'v1|' then
+    return nil
+  end
+  local b = {tag = tag, sig = '', k = 0, c = {}}
+  if tag == 'cp' then
+    b.sig = sig
+  end
+  for part in string.gmatch(string.sub(sig, 3), '|([^|]+)') do
+    local kind = string.sub(part, 1, 1)
+    local v = {}
+    for d in string.gmatch(string.sub(part, 2), '%d+') do
+      v[#v + 1] = tonumber(d)
+    end
+    local c
+    if kind == 'f' and #v == 2 then
+      c = {kind = 'f', limit = v[1], p1 = v[2], p2 = 0}
+    elseif kind == 's' and #v == 3 and v[3] > 0 then
+      c = {kind = 's', limit = v[1], p1 = v[2], p2 = math.ceil(v[2] / v[3])}
+    elseif kind == 't' and #v == 3 and v[3] > 0 then
+      c = {kind = 't', limit = v[1], p1 = v[2], p2 = v[3]}
+    else
+      return nil
+    end
+    b.k = b.k + 1
+    b.c[b.k] = c
+  end
+  if b.k == 0 then
+    return nil
+  end
+  return b
+end
+
+-- decide decides n permits on the prepared states st of block b. hdr (or nil) holds the L, S and V
+-- fields to store with an admission; rewrite replaces the whole hash (after a migration) and is
+-- written even by a rejection (never by a probe). Returns the reply.
+local function decide(b, st, n, hdr, rewrite)
   local want = n
   if want == 0 then
     want = 1
@@ -259,17 +371,28 @@ if ARGV[1] == 'd' then
     end
   end
   local used = 0
-  if allowed == 1 and n > 0 then
-    used = n
+  if n > 0 and (allowed == 1 or rewrite) then
     local set, del = {}, {}
-    if not exists then
-      set[1], set[2] = 'L', b.tag
-      if b.sig ~= '' then
-        set[3], set[4] = 'S', b.sig
+    if hdr then
+      for _, x in ipairs(hdr) do
+        set[#set + 1] = x
       end
     end
-    for i = 1, b.k do
-      consume(b.c[i], st[i], i, n, set, del)
+    if allowed == 1 then
+      used = n
+      for i = 1, b.k do
+        consume(b.c[i], st[i], i, n, set, del)
+      end
+    end
+    if rewrite then
+      set, del = {}, {}
+      for _, x in ipairs(hdr) do
+        set[#set + 1] = x
+      end
+      for i = 1, b.k do
+        dump(i, b.c[i], st[i], set)
+      end
+      redis.call('DEL', key)
     end
     local last = now
     for i = 1, b.k do
@@ -290,10 +413,110 @@ if ARGV[1] == 'd' then
       low, comp = rem, i
     end
   end
-  return {allowed, low, wait, full(b.c[comp], st[comp]) - now, comp - 1, now}
+  return {allowed, low, wait, full(b.c[comp], st[comp]) - now, comp - 1, now, b.c[comp].limit}
 end
 
--- Migration.
+if ARGV[1] == 'd' then
+  local n = tonumber(ARGV[2])
+  local b = block(3)
+  local st, exists, err = load(b)
+  if err then
+    return err
+  end
+  local hdr = nil
+  if not exists then
+    hdr = {'L', b.tag}
+    if b.sig ~= '' then
+      hdr[3], hdr[4] = 'S', b.sig
+    end
+  end
+  local r = decide(b, st, n, hdr, false)
+  r[7] = nil
+  return r
+end
+
+if ARGV[1] == 'k' then
+  -- Keyed decide: ARGV = "k", n, version, own signature, "1" when a fallback block follows the
+  -- own block ("0" otherwise), own block[, fallback block]. The stored hash carries its settings'
+  -- signature (S) and version (V, absent = 0); unsigned state is taken to hold the fallback settings
+  -- (the own ones without a fallback). A stored version above the own one is adopted (decided by the
+  -- stored settings, which stay stored); otherwise state stored under other settings is migrated to
+  -- the own ones by the rules of each kind, matching the j-th component of a kind to the j-th stored
+  -- one of that kind (a component without a match starts at full capacity). Replies like "d", plus
+  -- the controlling component's limit.
+  local n = tonumber(ARGV[2])
+  local ver = tonumber(ARGV[3])
+  local ownSig = ARGV[4]
+  local own, j = block(6)
+  local fallback = nil
+  if ARGV[5] == '1' then
+    fallback = block(j)
+  end
+  local h, err = loadRaw()
+  if err then
+    return err
+  end
+  if h.exists and h.tag ~= own.tag then
+    return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
+  end
+  local sver = h.ver or 0
+  local from, fromSig = own, ownSig
+  if h.exists then
+    if h.sig == nil then
+      if fallback then
+        from, fromSig = fallback, ''
+      end
+    elseif h.sig ~= ownSig then
+      from, fromSig = parseSig(h.sig, h.tag), h.sig
+      if not from then
+        return redis.error_reply('RLFOREIGN ratelimit key holds an unknown configuration')
+      end
+    end
+  end
+  local use, useSig = own, ownSig
+  if from ~= own and h.sig ~= nil and sver > ver then
+    use, useSig = from, h.sig
+  end
+  local wver = sver
+  if ver > wver then
+    wver = ver
+  end
+  local hdr = {'L', own.tag, 'S', useSig, 'V', int(wver)}
+  local st = {}
+  local rewrite = false
+  if use == from then
+    for i = 1, use.k do
+      st[i] = h.byIdx[i - 1] or {segs = {}}
+    end
+  else
+    rewrite = true
+    local seen, kinds = {}, {}
+    for i = 1, from.k do
+      local kind = from.c[i].kind
+      kinds[kind] = kinds[kind] or {}
+      kinds[kind][#kinds[kind] + 1] = i
+    end
+    for i = 1, use.k do
+      local kind = use.c[i].kind
+      seen[kind] = (seen[kind] or 0) + 1
+      local oi = kinds[kind] and kinds[kind][seen[kind]]
+      local s = {segs = {}}
+      if oi then
+        s = h.byIdx[oi - 1] or s
+        convert(from.c[oi], use.c[i], s)
+      end
+      st[i] = s
+    end
+  end
+  if not rewrite and (not h.exists or h.sig ~= useSig or sver ~= wver) then
+    -- Signing (or re-versioning) stored state changes no usage: an admission stores the header.
+  elseif not rewrite then
+    hdr = nil
+  end
+  return decide(use, st, n, hdr, rewrite)
+end
+
+-- Migration: ARGV = "m", old block, new block.
 local old, j = block(2)
 local new = block(j)
 local st, exists, err = load(old)
@@ -309,43 +532,19 @@ if new.sig ~= '' then
 end
 local last = now
 for i = 1, new.k do
-  local oc, nc, s = old.c[i], new.c[i], st[i]
+  local s = st[i]
   local p = tostring(i - 1)
-  if nc.kind == 'f' then
-    -- Keep the count and the deadline; the new width applies from the next window.
-    prepare(oc, s)
-  elseif nc.kind == 's' then
-    -- Keep segments active under both windows; the new window sets their lifetime.
-    local keep = oc.p1
-    if nc.p1 < keep then
-      keep = nc.p1
-    end
-    s.ends = {}
-    for e, _ in pairs(s.segs) do
-      if e + keep > now then
-        s.ends[#s.ends + 1] = e
-      else
-        del[#del + 1] = p .. ':' .. int(e)
-      end
-    end
-    table.sort(s.ends)
-  else
-    -- Settle complete periods at the old rate, clamp, restart the period now.
-    if s.t and s.r then
-      prepare(oc, s)
-      if s.t > nc.limit then
-        s.t = nc.limit
-      end
-      s.r = now
-      set[#set + 1] = p .. '.t'
-      set[#set + 1] = int(s.t)
-      set[#set + 1] = p .. '.r'
-      set[#set + 1] = int(s.r)
-    else
-      s.t, s.r = nc.limit, now
-    end
+  convert(old.c[i], new.c[i], s)
+  for _, e in ipairs(s.gone or {}) do
+    del[#del + 1] = p .. ':' .. int(e)
   end
-  local f = full(nc, s)
+  if s.dirty then
+    set[#set + 1] = p .. '.t'
+    set[#set + 1] = int(s.t)
+    set[#set + 1] = p .. '.r'
+    set[#set + 1] = int(s.r)
+  end
+  local f = full(new.c[i], s)
   if f > last then
     last = f
   end

@@ -57,16 +57,48 @@ func (c *compiled) decodeResult(res rueidis.RedisResult) (decision, error) {
 	if err != nil {
 		return decision{}, engineError(err)
 	}
-	var v [replyLen]int64
-	if len(arr) != replyLen {
-		return decision{}, fmt.Errorf("ratelimit: decide script replied %d elements, want %d", len(arr), replyLen)
+	var v [replyLen + 1]int64
+	want := replyLen
+	if c.keyed {
+		want++ // the controlling component's limit: a keyed decision may apply stored settings
+	}
+	if len(arr) != want {
+		return decision{}, fmt.Errorf("ratelimit: decide script replied %d elements, want %d", len(arr), want)
 	}
 	for i := range arr {
 		if v[i], err = arr[i].AsInt64(); err != nil {
 			return decision{}, fmt.Errorf("ratelimit: decide script reply element %d: %w", i, err)
 		}
 	}
-	return c.decodeReply(v)
+	if c.keyed {
+		return c.decodeKeyedReply(v)
+	}
+	return c.decodeReply([replyLen]int64(v[:replyLen]))
+}
+
+// decodeKeyedReply decodes a keyed decide reply, whose last element is the limit of the controlling
+// component of the settings applied (the stored ones when adopted, which may have another component
+// count).
+func (c *compiled) decodeKeyedReply(v [replyLen + 1]int64) (decision, error) {
+	limit := v[replyLen]
+	if limit < 1 || limit > MaxLimit {
+		return decision{}, fmt.Errorf("ratelimit: decide reply: limit %d", limit)
+	}
+	if v[4] < 0 || v[4] >= MaxComponents {
+		return decision{}, fmt.Errorf("ratelimit: decide reply: component %d", v[4])
+	}
+	comp := v[4]
+	v[4] = 0
+	// Checked as a standalone reply (component 0), then given its component and limit.
+	g := *c
+	g.keyed = false
+	g.algo, g.burst = algoGCRA, limit
+	d, err := g.decodeReply([replyLen]int64(v[:replyLen]))
+	if err != nil {
+		return decision{}, err
+	}
+	d.component, d.limit = int(comp), limit
+	return d, nil
 }
 
 // decodeReply converts the integers of a decide reply into a decision, checking every value's range.

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,8 +24,13 @@ import (
 //
 // A Keyed is safe for concurrent use. Close it when done: its background work is the goroutine that
 // drops idle keys and the queue goroutines of the keys' local state, which Close ends. It never
-// closes the client. Keyed has no Update: migrating would have to visit
-// every key in the server; build a new Keyed (on new keys, or after migrating them yourself) instead.
+// closes the client.
+//
+// Settings changes: every key's stored state records the signature of the settings it was written
+// with and a policy version ([WithPolicyVersion], raised by one by each [Keyed.Update]). The decision
+// script converts state stored under other settings, key by key on its first touch, in the same round
+// trip; see [Keyed.Update] for the rules. A stored configuration that differs from the Keyed's is
+// therefore never an error ([ErrConfigMismatch] is not returned by a Keyed).
 type Keyed struct {
 	client      rueidis.Client
 	settings    atomic.Pointer[keyedSettings] // read lock-free on the decision path
@@ -39,6 +45,12 @@ type Keyed struct {
 
 	// lookup mirrors entries (written under mu) for AllowN's lock-free read.
 	lookup sync.Map // string → *keyEntry
+
+	// base is the policy given to NewKeyed, compiled: state stored without a signature (by a
+	// Limiter, or by earlier versions of this package) is taken to hold it.
+	base    *compiled
+	version int64      // of the published settings; written under updMu
+	updMu   sync.Mutex // serializes Update
 
 	mu      sync.Mutex
 	closed  bool
@@ -100,7 +112,8 @@ func NewKeyed(client rueidis.Client, policy Policy, opts ...KeyedOption) (*Keyed
 		entries: make(map[string]*keyEntry),
 	}
 	k.stopCtx, k.stopFn = context.WithCancel(context.Background())
-	k.settings.Store(&keyedSettings{c: c, p: policy})
+	k.base, k.version = c, cfg.policyVersion
+	k.settings.Store(&keyedSettings{c: c.keyedFor(cfg.policyVersion, nil), p: policy})
 	if cfg.denyList != nil {
 		k.identityFor = cfg.identityFor
 	}
@@ -386,4 +399,67 @@ func (k *Keyed) Close(ctx context.Context) error {
 	}
 	k.mu.Unlock()
 	return waitStopped(ctx, &k.wg)
+}
+
+// Update replaces the Keyed's settings with policy, keeping every key's usage: it raises the policy
+// version by one and publishes the new settings locally; no key is visited. Each key is converted on
+// its first decision afterwards, inside that decision's script (one round trip, atomic per key), by
+// the rules of [Limiter.Update] (see the package documentation), with these additions:
+//
+//   - A composite's component list may change (count, order and kinds): the j-th new component of a
+//     kind inherits the state of the j-th stored component of that kind, converted by that kind's
+//     rule; a new component without a stored counterpart starts at full capacity; stored components
+//     without a counterpart are dropped.
+//   - State stored with a higher version than the Keyed's is not converted: the decision applies the
+//     stored settings (as recorded by their signature) and leaves them stored, so a process still
+//     running older settings follows a key once a newer process has converted it. State stored with
+//     a lower or equal version under other settings is converted to the Keyed's (the latest writer of
+//     equal versions wins: give every change a higher version).
+//   - State stored without a signature is taken to hold the settings given to NewKeyed.
+//
+// A conversion is stored with the decision that made it, admitted or not (an n = 0 probe decides on
+// the converted state and stores nothing). The algorithm cannot change ([ErrInvalidUpdate]; a
+// standalone policy and a Composite are different algorithms), and policy must be valid (an error
+// matching [ErrInvalidPolicy]); both are checked before anything changes. An update to equal
+// settings (after rounding) does nothing. Keys with local state adopt the new settings after their
+// decisions in progress finish; Update waits for that until ctx ends (then returns an error wrapping
+// ctx.Err(), the new settings published for every key already switched and for keys without local
+// state). It does no I/O. Safe for concurrent use; updates are serialized.
+//
+// Rolling deploys: run the new processes with a higher [WithPolicyVersion] (or call Update in each
+// process); keys touched by a new process are converted once and then decided by the newest settings
+// whichever process touches them.
+func (k *Keyed) Update(ctx context.Context, policy Policy) error {
+	policy = clonePolicy(policy)
+	nc, err := compile(policy)
+	if err != nil {
+		return err
+	}
+	k.updMu.Lock()
+	defer k.updMu.Unlock()
+	if k.isClosed() {
+		return errClosed
+	}
+	cur, _ := k.current()
+	if cur.algo != nc.algo {
+		return fmt.Errorf("%w: %v to %v", ErrInvalidUpdate, cur.algo, nc.algo)
+	}
+	if cur.equal(nc) {
+		return nil
+	}
+	k.version++
+	kc := nc.keyedFor(k.version, k.base)
+	k.settings.Store(&keyedSettings{c: kc, p: policy})
+	k.mu.Lock()
+	lims := make([]*Limiter, 0, len(k.entries))
+	for _, e := range k.entries {
+		lims = append(lims, e.lim)
+	}
+	k.mu.Unlock()
+	for _, l := range lims {
+		if err := l.adopt(ctx, kc, policy); err != nil && !errors.Is(err, ErrClosed) {
+			return err
+		}
+	}
+	return nil
 }

@@ -557,6 +557,24 @@ func (l *Limiter) Update(ctx context.Context, policy Policy, mode UpdateMode) er
 	return nil
 }
 
+// adopt publishes nc and p locally, without I/O, once the decisions in progress finish (the Adopt
+// mode of Update without its compatibility check, for a Keyed's keys).
+func (l *Limiter) adopt(ctx context.Context, nc *compiled, p Policy) error {
+	select {
+	case l.updSem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("ratelimit: update: %w", ctx.Err())
+	case <-l.closeCtx.Done():
+		return l.closedErr()
+	}
+	defer func() { <-l.updSem }()
+	if err := l.barrier(ctx); err != nil {
+		return err
+	}
+	l.release(nc, p)
+	return nil
+}
+
 // barrier stops new attempts and waits for active ones to finish. On error the barrier is released.
 func (l *Limiter) barrier(ctx context.Context) error {
 	l.mu.Lock()

@@ -58,8 +58,9 @@ type config struct {
 	identity    string              // New only
 	identityFor func(string) string // NewKeyed only
 
-	maxKeys     int           // NewKeyed only
-	idleTimeout time.Duration // NewKeyed only
+	maxKeys       int           // NewKeyed only
+	idleTimeout   time.Duration // NewKeyed only
+	policyVersion int64         // NewKeyed only
 
 	updateTimeout time.Duration
 }
@@ -172,12 +173,31 @@ func WithIdleTimeout(d time.Duration) KeyedOption {
 	})
 }
 
+// MaxPolicyVersion is the largest version [WithPolicyVersion] accepts (versions are exact in the
+// server's script numbers up to 2^53).
+const MaxPolicyVersion = 1 << 50
+
+// WithPolicyVersion sets the version of the policy given to [NewKeyed] (each [Keyed.Update] raises
+// it by one). Keys record the version of the settings that wrote them: a Keyed deciding a key stored
+// with a higher version applies the stored settings instead of converting the key back (see
+// [Keyed.Update]). Give a changed policy a higher version than the one it replaces. v must not be
+// negative nor above [MaxPolicyVersion]. Default: 0.
+func WithPolicyVersion(v int64) KeyedOption {
+	return keyedOption(func(c *config) error {
+		if v < 0 || v > MaxPolicyVersion {
+			return invalidConfig("policy version %d, want 0 to %d", v, MaxPolicyVersion)
+		}
+		c.policyVersion = v
+		return nil
+	})
+}
+
 // WithUpdateTimeout bounds how long [Limiter.Update] waits for the reply of a migration script once it
 // has been sent. The caller's ctx no longer applies at that point (an update always observes the
 // outcome of a migration it submitted, so that the limiter never guesses which settings the server
 // holds), so this is the only bound; when it passes, the outcome is uncertain and the limiter closes.
-// d must be positive. Default: [DefaultUpdateTimeout] (10s). [Keyed] has no Update, so it has no
-// such option.
+// d must be positive. Default: [DefaultUpdateTimeout] (10s). [Keyed.Update] does no I/O, so it has
+// no such option.
 func WithUpdateTimeout(d time.Duration) Option {
 	return limiterOption(func(c *config) error {
 		if d <= 0 {

@@ -47,6 +47,9 @@ func (c *compiled) reset(ctx context.Context, client rueidis.Client, key string)
 // refundArgs returns the refund ARGV for n permits, or ErrRefundUnsupported.
 func (c *compiled) refundArgs(n int64) ([]string, error) {
 	if c.algo == algoGCRA {
+		if c.keyed {
+			return []string{"r", strconv.FormatInt(n, 10), "g", strconv.FormatInt(c.emission, 10), "k", c.sig}, nil
+		}
 		return []string{"r", strconv.FormatInt(n, 10), "g", strconv.FormatInt(c.emission, 10)}, nil
 	}
 	args := []string{"r", strconv.FormatInt(n, 10), layoutTag(c.algo), "", strconv.Itoa(len(c.comps))}
@@ -62,6 +65,9 @@ func (c *compiled) refundArgs(n int64) ([]string, error) {
 		default:
 			return nil, fmt.Errorf("%w (component %d)", ErrRefundUnsupported, i)
 		}
+	}
+	if c.keyed {
+		args = append(args, "k", c.sig)
 	}
 	return args, nil
 }
@@ -144,7 +150,9 @@ func (k *Keyed) Reset(ctx context.Context, key string) error {
 }
 
 // Refund gives n permits back to key's shared state; see [Limiter.Refund]. key must not be empty
-// (an error matching [ErrInvalidConfig], before any I/O).
+// (an error matching [ErrInvalidConfig], before any I/O). A key still stored under other settings
+// (not yet converted by a decision after [Keyed.Update], or stored by another process's settings) is
+// refunded nothing and is not an error.
 func (k *Keyed) Refund(ctx context.Context, key string, n int64) error {
 	if key == "" {
 		return emptyKey("rate limit key")

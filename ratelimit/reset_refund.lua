@@ -12,6 +12,9 @@
 --   every decision settles at full capacity). Returns 1 when state changed, 0 when absent or
 --   nothing was owed.
 --
+-- A keyed refund appends "k", own signature: state stored under another signature (not yet
+-- converted by a keyed decision) is refunded nothing (returns 0), and never an RLMISMATCH.
+--
 -- Errors (nothing written): "RLFOREIGN ..." when the key holds another type or layout;
 -- "RLMISMATCH ..." when a composite's stored signature differs.
 -- Complexity: O(k) for a refund of k components, O(1) for GCRA; a reset is one DEL.
@@ -29,13 +32,20 @@ if layout == 'g' then
     return redis.error_reply('RLFOREIGN ratelimit key holds another type')
   end
   local v = redis.call('GET', key)
-  if not string.match(v, '^%d+$') then
+  local a, suffix = string.match(v, '^(%d+)$'), ''
+  if not a then
+    a, suffix = string.match(v, '^(%d+)(|%d+|g%d+/%d+)$')
+  end
+  if not a then
     return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
   end
   if ARGV[1] == 'x' then
     return redis.call('DEL', key)
   end
-  local tat = tonumber(v)
+  if ARGV[5] == 'k' and suffix ~= '' and string.match(suffix, '|(g%d+/%d+)$') ~= ARGV[6] then
+    return 0
+  end
+  local tat = tonumber(a)
   if tat <= now then
     return 0
   end
@@ -44,7 +54,7 @@ if layout == 'g' then
     redis.call('DEL', key)
   else
     local at = string.format('%d', tat)
-    redis.call('SET', key, at, 'PXAT', at)
+    redis.call('SET', key, at .. suffix, 'PXAT', at)
   end
   return 1
 end
@@ -59,7 +69,13 @@ if ARGV[1] == 'x' then
 end
 local n = tonumber(ARGV[2])
 local sig = ARGV[4]
-if sig ~= '' and redis.call('HGET', key, 'S') ~= sig then
+local tail = 6 + 2 * tonumber(ARGV[5])
+if ARGV[tail] == 'k' then
+  local stored = redis.call('HGET', key, 'S')
+  if stored and stored ~= ARGV[tail + 1] then
+    return 0
+  end
+elseif sig ~= '' and redis.call('HGET', key, 'S') ~= sig then
   return redis.error_reply('RLMISMATCH ratelimit stored composite configuration differs')
 end
 local changed = 0
