@@ -61,8 +61,8 @@
 //   - [Composite]: 1 to 32 components (fixed, sliding, token bucket) in one hash at one key with a
 //     configuration signature. A request is admitted only if every component admits it and then
 //     consumes from every component; RetryAfter is the maximum over components for the whole batch.
-//     A stored signature that differs from this limiter's is [ErrConfigMismatch] with nothing
-//     consumed.
+//     A stored signature that differs from a [Limiter]'s is [ErrConfigMismatch] with nothing
+//     consumed ([Keyed] converts the key instead; see below).
 //
 // Every key expires once every component could be back at full capacity. Durations are rounded up to
 // whole milliseconds, where other Coordkit modules truncate TTLs: a window, period or emission
@@ -128,6 +128,34 @@
 // process call Update with the same policy and Adopt (or construct new limiters with it), then resume.
 // Migrating the same change in several processes applies token refills and GCRA rescaling again, so
 // the mode has no default: the zero [UpdateMode] is invalid.
+//
+// # Updating the settings of a Keyed
+//
+// [Keyed.Update] cannot visit every key, so a [Keyed] converts keys lazily: every key it writes
+// records the signature of its settings and a policy version ([WithPolicyVersion], raised by one by
+// each Update; field "S" and "V" of a hash, "TAT|version|g<burst>/<interval ms>" for GCRA). Each
+// decision script compares the stored settings with the Keyed's and, in the same round trip:
+//
+//   - equal settings: decides as usual;
+//   - stored with a higher version: decides by the stored settings (rebuilt from the signature) and
+//     leaves them stored. A process still running older settings thus follows every key a newer
+//     process has touched, and never converts it back;
+//   - otherwise (a lower or equal version, or no signature): converts the state to the Keyed's
+//     settings by the table above and decides on it; the conversion is stored with that decision,
+//     admitted or not (a probe stores nothing). A composite's component list may change: the j-th
+//     new component of a kind inherits the j-th stored component of that kind, a new component
+//     without one starts at full capacity, and stored components without a counterpart are dropped.
+//     State without a signature (written by a [Limiter], or by earlier versions of this package, in
+//     their millisecond formats) is taken to hold the policy given to [NewKeyed].
+//
+// A Keyed therefore never returns [ErrConfigMismatch], and ratelimithttp never fails closed on a
+// key stored under other settings. In a rolling deploy, start the new processes with a higher
+// WithPolicyVersion (or call Update everywhere): keys are converted once, on their first touch by a
+// new process, and are then decided by the new settings whichever process touches them. Equal
+// versions with different settings are last-writer-wins (each writer converts the key to its own
+// settings; no error, but the key follows whoever touched it last): give every change a higher
+// version. [Keyed.Refund] refunds nothing on a key still stored under other settings. A [Limiter]
+// reads the GCRA values a Keyed stores (and writes them back without the signature).
 //
 // # Deny list
 //

@@ -110,3 +110,29 @@ func ExampleKeyed() {
 		fmt.Println(tenant, "admitted:", res.Allowed, "remaining:", res.Remaining)
 	}
 }
+
+// Tightening a per-tenant limit in a running process: no key is visited; each tenant's key keeps its
+// usage and is converted by its next decision. In a rolling deploy, start the new processes with a
+// higher WithPolicyVersion instead (see the package documentation).
+func ExampleKeyed_Update() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	perTenant, err := ratelimit.NewKeyed(client,
+		ratelimit.Composite{Components: []ratelimit.Component{
+			ratelimit.FixedWindow{Limit: 100, Window: time.Minute},
+		}},
+		ratelimit.WithKeyPrefix("limits:tenant:"), ratelimit.WithPolicyVersion(3))
+	if err != nil {
+		return
+	}
+	defer perTenant.Close(context.Background())
+
+	err = perTenant.Update(context.Background(), ratelimit.Composite{Components: []ratelimit.Component{
+		ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 1, Period: 100 * time.Millisecond},
+		ratelimit.FixedWindow{Limit: 60, Window: time.Minute},
+	}})
+	fmt.Println("updated:", err == nil)
+}

@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +25,8 @@ func TestNewKeyedValidation(t *testing.T) {
 		"zero idle timeout":  WithIdleTimeout(0),
 		"negative queue":     WithQueue(-1, OldestFirst),
 		"nil keyed denylist": WithKeyedDenyList(nil, nil),
+		"negative version":   WithPolicyVersion(-1),
+		"version too large":  WithPolicyVersion(MaxPolicyVersion + 1),
 	} {
 		k, err := NewKeyed(noIO{}, fw10, opt)
 		if err == nil {
@@ -206,3 +210,71 @@ func TestKeyedIdentityFuncUnlocked(t *testing.T) {
 		t.Fatalf("WaitN = %v, want the deny-list read ended by the cancellation", err)
 	}
 }
+
+// Keyed.Update validates before changing anything and does no I/O (noIO panics on any command).
+func TestKeyedUpdateValidation(t *testing.T) {
+	comp := Composite{Components: []Component{FixedWindow{Limit: 5, Window: time.Second}}}
+	tests := []struct {
+		name  string
+		from  Policy
+		to    Policy
+		want  error // nil: success
+		after Policy
+	}{
+		{"invalid policy", fw10, FixedWindow{Limit: 0, Window: time.Second}, ErrInvalidPolicy, fw10},
+		{"algorithm change", fw10, SlidingWindow{Limit: 1, Window: time.Second}, ErrInvalidUpdate, fw10},
+		{"standalone to composite", fw10, comp, ErrInvalidUpdate, fw10},
+		{"limit change", fw10, FixedWindow{Limit: 20, Window: time.Second}, nil, FixedWindow{Limit: 20, Window: time.Second}},
+		{"component list change", comp,
+			Composite{Components: []Component{TokenBucket{Limit: 3, TokensPerPeriod: 1, Period: time.Second}, FixedWindow{Limit: 2, Window: time.Minute}}},
+			nil, Composite{Components: []Component{TokenBucket{Limit: 3, TokensPerPeriod: 1, Period: time.Second}, FixedWindow{Limit: 2, Window: time.Minute}}}},
+		{"gcra interval", GCRA{Burst: 2, EmissionInterval: time.Second}, GCRA{Burst: 2, EmissionInterval: 3 * time.Second}, nil, GCRA{Burst: 2, EmissionInterval: 3 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k, err := NewKeyed(noIO{}, tt.from, WithPolicyVersion(7))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = k.Close(context.Background()) }()
+			err = k.Update(context.Background(), tt.to)
+			switch {
+			case tt.want == nil && err != nil:
+				t.Fatalf("Update: %v", err)
+			case tt.want != nil && !errors.Is(err, tt.want):
+				t.Fatalf("Update: %v, want %v", err, tt.want)
+			}
+			if got := k.Policy(); !reflectEqual(got, tt.after) {
+				t.Fatalf("Policy() = %#v, want %#v", got, tt.after)
+			}
+			c, _ := k.current()
+			wantVer := int64(7)
+			if tt.want == nil {
+				wantVer = 8
+			}
+			if k.version != wantVer || !c.keyed || c.keyedArgs[0] != strconv.FormatInt(wantVer, 10) {
+				t.Fatalf("version %d, args %q; want %d", k.version, c.keyedArgs, wantVer)
+			}
+		})
+	}
+	k, err := NewKeyed(noIO{}, fw10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Update(context.Background(), FixedWindow{Limit: 10, Window: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if k.version != 1 {
+		t.Fatalf("a change of settings raises the version: %d", k.version)
+	}
+	// Equal after rounding up to whole milliseconds: a no-op.
+	if err := k.Update(context.Background(), FixedWindow{Limit: 10, Window: 2*time.Second - time.Microsecond}); err != nil || k.version != 1 {
+		t.Fatalf("equal settings: %v, version %d", err, k.version)
+	}
+	_ = k.Close(context.Background())
+	if err := k.Update(context.Background(), fw10); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
+func reflectEqual(a, b Policy) bool { return reflect.DeepEqual(a, b) }

@@ -1,6 +1,7 @@
 package ratelimit_test
 
 import (
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/ratelimithttp"
 )
 
 func init() {
@@ -19,6 +21,7 @@ func init() {
 		scenario{name: "limiter_keyed_update_rolling_deploy", run: testKeyedUpdateRolling},
 		scenario{name: "limiter_keyed_update_old_writer_follows", run: testKeyedUpdateOldWriter},
 		scenario{name: "limiter_keyed_update_unsigned_state", run: testKeyedUpdateUnsigned},
+		scenario{name: "limiter_keyed_update_rolling_deploy_http", run: testKeyedUpdateRollingHTTP},
 	)
 }
 
@@ -240,4 +243,68 @@ func testKeyedUpdateUnsigned(t *testing.T, e *env) {
 	res, err = k.AllowN(ctx(t), "g", 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), res.Remaining, "a Keyed refunds state stored with its own settings")
+}
+
+// The rolling deploy through ratelimithttp: an old and a new process (separate clients, the new one
+// with another composite component list and a higher version) serve the same clients. No request is
+// answered 503, and once the new process has served a client, the two processes together admit no
+// more than the new, stricter policy.
+func testKeyedUpdateRollingHTTP(t *testing.T, e *env) {
+	prefix := e.key(t) + ":"
+	oldP := ratelimit.Composite{Components: []ratelimit.Component{
+		ratelimit.FixedWindow{Limit: 20, Window: time.Hour},
+	}}
+	newP := ratelimit.Composite{Components: []ratelimit.Component{
+		ratelimit.SlidingWindow{Limit: 100, Window: time.Hour},
+		ratelimit.FixedWindow{Limit: 5, Window: time.Hour},
+	}}
+	oldRig := newHTTPRig(t, httpKeyed(t, e, nil, oldP, ratelimit.WithKeyPrefix(prefix)), ratelimithttp.WithKey(clientKey))
+	newRig := newHTTPRig(t, httpKeyed(t, e, nil, newP, ratelimit.WithKeyPrefix(prefix), ratelimit.WithPolicyVersion(1)),
+		ratelimithttp.WithKey(clientKey))
+	clients := []string{"c1", "c2", "c3"}
+	for _, c := range clients {
+		status, _ := oldRig.get(t, "X-Client", c)
+		require.Equal(t, 200, status)
+	}
+	for _, c := range clients {
+		status, _ := newRig.get(t, "X-Client", c)
+		require.Equal(t, 200, status, "a stored configuration that differs is converted, not a 503")
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := make(map[string]int)
+	for _, rig := range []*httpRig{oldRig, newRig, oldRig, newRig} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 15 {
+				c := clients[i%len(clients)]
+				req, err := http.NewRequestWithContext(ctx(t), http.MethodGet, rig.srv.URL+"/", nil)
+				if !assertNoErr(t, err) {
+					return
+				}
+				req.Header.Set("X-Client", c)
+				resp, err := rig.srv.Client().Do(req)
+				if !assertNoErr(t, err) {
+					return
+				}
+				_ = resp.Body.Close()
+				switch resp.StatusCode {
+				case 200:
+					mu.Lock()
+					ok[c]++
+					mu.Unlock()
+				case 429:
+				default:
+					t.Errorf("client %s: status %d", c, resp.StatusCode)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, c := range clients {
+		// 2 admitted before the concurrent phase; the new fixed window allows 5 in the hour.
+		require.Equal(t, 3, ok[c], "client %s", c)
+	}
+	require.NotContains(t, oldRig.log.String()+newRig.log.String(), "differs")
 }
