@@ -84,30 +84,36 @@ func (c *compiled) decodeKeyedReply(v [replyLen + 1]int64) (decision, error) {
 	if limit < 1 || limit > MaxLimit {
 		return decision{}, fmt.Errorf("ratelimit: decide reply: limit %d", limit)
 	}
-	if v[4] < 0 || v[4] >= MaxComponents {
-		return decision{}, fmt.Errorf("ratelimit: decide reply: component %d", v[4])
-	}
-	comp := v[4]
-	v[4] = 0
-	// Checked as a standalone reply (component 0), then given its component and limit.
-	g := *c
-	g.keyed = false
-	g.algo, g.burst = algoGCRA, limit
-	d, err := g.decodeReply([replyLen]int64(v[:replyLen]))
+	d, err := checkReply([replyLen]int64(v[:replyLen]), MaxComponents)
 	if err != nil {
 		return decision{}, err
 	}
-	d.component, d.limit = int(comp), limit
+	d.limit = limit
 	return d, nil
 }
 
 // decodeReply converts the integers of a decide reply into a decision, checking every value's range.
 func (c *compiled) decodeReply(v [replyLen]int64) (decision, error) {
-	allowed, remaining, retry, reset, comp, now := v[0], v[1], v[2], v[3], v[4], v[5]
 	ncomp := int64(len(c.comps))
 	if c.algo == algoGCRA {
 		ncomp = 1
 	}
+	d, err := checkReply(v, ncomp)
+	if err != nil {
+		return decision{}, err
+	}
+	if c.algo == algoGCRA {
+		d.limit = c.burst
+	} else {
+		d.limit = c.comps[d.component].limit
+	}
+	return d, nil
+}
+
+// checkReply converts the integers of a decide reply of ncomp components into a decision without
+// its limit, checking every value's range.
+func checkReply(v [replyLen]int64, ncomp int64) (decision, error) {
+	allowed, remaining, retry, reset, comp, now := v[0], v[1], v[2], v[3], v[4], v[5]
 	switch {
 	case allowed != 0 && allowed != 1:
 		return decision{}, fmt.Errorf("ratelimit: decide reply: allowed is %d", allowed)
@@ -129,11 +135,6 @@ func (c *compiled) decodeReply(v [replyLen]int64) (decision, error) {
 		reset:      time.Duration(reset) * time.Millisecond,
 		component:  int(comp),
 		at:         time.UnixMilli(now),
-	}
-	if c.algo == algoGCRA {
-		d.limit = c.burst
-	} else {
-		d.limit = c.comps[comp].limit
 	}
 	return d, nil
 }

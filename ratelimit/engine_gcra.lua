@@ -134,7 +134,8 @@ if ARGV[1] == 'd' then
 end
 
 if ARGV[1] == 'k' then
-  -- Keyed decide: ARGV = "k", n, version, own signature (ignored), fallback T ("0": none), burst, T.
+  -- Keyed decide: ARGV = "k", n, version, own signature ("g<burst>/<T>"), fallback T ("0": none),
+  -- burst, T.
   -- A TAT stored without settings is taken to hold the fallback interval (the own one without a
   -- fallback). A stored version above the own one is adopted (decided with the stored burst and
   -- interval, which stay stored); otherwise outstanding debt stored under another interval is
@@ -153,8 +154,9 @@ if ARGV[1] == 'k' then
   if sver and sver > ver and (sburst ~= burst or sT ~= T) then
     return decide(n, sburst, sT, '|' .. string.format('%d', sver) .. '|g' .. string.format('%d', sburst) .. '/' .. string.format('%d', sT), false)
   end
-  if ver > wver then
-    wver = ver
+  local suffix = '|' .. ARGV[3] .. '|' .. ARGV[4]
+  if wver > ver then
+    suffix = '|' .. string.format('%d', wver) .. '|' .. ARGV[4]
   end
   local store = false
   if tat and tat > now and fromT ~= T then
@@ -164,7 +166,7 @@ if ARGV[1] == 'k' then
     end
     tat, store = now + scaled, true
   end
-  return decide(n, burst, T, '|' .. string.format('%d', wver) .. '|g' .. string.format('%d', burst) .. '/' .. string.format('%d', T), store)
+  return decide(n, burst, T, suffix, store)
 end
 
 -- Migration.
