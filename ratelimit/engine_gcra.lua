@@ -30,8 +30,16 @@ end
 -- A stored value is the TAT alone, or (written by a keyed limiter) "TAT|version|g<burst>/<T>".
 local tat, sver, sburst, sT = nil, nil, nil, nil
 if v then
-  local a = string.match(v, '^(%d+)$')
-  if not a then
+  local a = nil
+  local bar = string.find(v, '|', 1, true)
+  if not bar then
+    a = string.match(v, '^(%d+)$')
+  elseif ARGV[1] == 'k' and string.sub(v, bar) == '|' .. ARGV[3] .. '|' .. ARGV[4] then
+    -- The keyed fast path: stored by these settings and version.
+    a = string.sub(v, 1, bar - 1)
+    sver, sburst, sT = tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  end
+  if not a and bar then
     local x, y, z
     a, x, y, z = string.match(v, '^(%d+)|(%d+)|g(%d+)/(%d+)$')
     if a then
