@@ -11,9 +11,10 @@ import (
 // check works whichever Coordkit primitive returned the error. They are returned wrapped with a
 // "latch: " prefix and the operation; the comments say what each means here.
 var (
-	ErrUncertain   = luakit.ErrUncertain   // no reply read: a Create, Reset, CountDown, Abort or Delete may have run; do not blindly retry a CountDown
-	ErrForeignData = luakit.ErrForeignData // the key holds another Redis type, or a hash whose latch fields do not decode; nothing written
-	ErrNilClient   = luakit.ErrNilClient   // New was given a nil rueidis.Client
+	ErrNoPermission = luakit.ErrNoPermission // the server's ACL refused a command, key or channel to the client's user (a NOPERM reply, or a script's check before its first write: nothing written); terminal, never retried
+	ErrUncertain    = luakit.ErrUncertain    // no reply read: a Create, Reset, CountDown, Abort or Delete may have run; do not blindly retry a CountDown
+	ErrForeignData  = luakit.ErrForeignData  // the key holds another Redis type, or a hash whose latch fields do not decode; nothing written
+	ErrNilClient    = luakit.ErrNilClient    // New was given a nil rueidis.Client
 )
 
 // The latch's own errors. Compare with errors.Is: most are returned wrapped with detail.

@@ -54,6 +54,9 @@ end
 local function load(b)
   local raw = redis.pcall('HGETALL', key)
   if raw.err then
+    if string.sub(raw.err, 1, 9) ~= 'WRONGTYPE' then
+      return nil, false, raw -- not a type clash (NOPERM...): the server's own error
+    end
     return nil, false, redis.error_reply('RLFOREIGN ratelimit key holds another type')
   end
   local st = {}

@@ -25,6 +25,9 @@ local maxDebt = 9223372036854
 
 local v = redis.pcall('GET', key)
 if type(v) == 'table' and v.err then
+  if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then
+    return v -- not a type clash (NOPERM...): the server's own error
+  end
   return redis.error_reply('RLFOREIGN ratelimit key holds another type')
 end
 local tat = nil
