@@ -87,6 +87,7 @@ func connectionLost(ctx context.Context, err error) bool {
 // reaches the same node. write says whether the call could change server state (then anything but a
 // dial error or a server error reply is uncertain).
 func (s *Store) fail(ctx context.Context, key string, write bool, err error) error {
+	err = luakit.Permission(err) // a NOPERM reply of a plain command (GET, MGET) matches ErrNoPermission
 	if connectionLost(ctx, err) {
 		s.markDown(key)
 		if !write || luakit.NotSent(err) {

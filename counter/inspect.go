@@ -47,7 +47,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (Inspection, error) {
 	}
 	arr, err := inspectScript.Exec(ctx, s.client, []string{k}, nil).ToArray()
 	if err != nil {
-		return Inspection{}, fmt.Errorf("counter: inspect: %w", err)
+		return Inspection{}, fmt.Errorf("counter: inspect: %w", luakit.Permission(err))
 	}
 	if len(arr) == 0 {
 		return Inspection{}, fmt.Errorf("counter: inspect: empty reply")
