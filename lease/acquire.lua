@@ -15,6 +15,9 @@
 --
 -- A hash key of another type raises WRONGTYPE before any write. Every check runs before the first write,
 -- so a failed acquisition changes nothing. Needs HPEXPIRE / HPTTL (Redis 7.4+, Valkey 9.0+). O(1).
+-- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
+-- user the ACL refuses one of them gets NOPERM and nothing is written.
+luakit_acl({'pttl', KEYS[1]}, {'hpttl', KEYS[1]}, {'hset', KEYS[1]}, {'hpexpire', KEYS[1]})
 local kpttl = redis.call('PTTL', KEYS[1])
 if kpttl ~= -2 then
   if kpttl ~= -1 then

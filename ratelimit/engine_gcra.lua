@@ -20,6 +20,12 @@
 -- "RLFOREIGN ..." when the key holds anything but a TAT; "RLDEBT ..." when the rescaled debt exceeds
 -- 9223372036854 ms (the time.Duration range).
 -- Complexity: O(1).
+-- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
+-- user the ACL refuses one of them gets NOPERM and nothing is written.
+luakit_acl({'get', KEYS[1]}, {'time'})
+if not (ARGV[1] == 'd' and ARGV[2] == '0') then -- a probe (n = 0, also run read-only) writes nothing
+  luakit_acl({'set', KEYS[1]})
+end
 local key = KEYS[1]
 local maxDebt = 9223372036854
 
