@@ -72,13 +72,27 @@ func MustLoad(fsys fs.FS, name string) *Script {
 //go:embed acl.lua
 var ACLPreamble string
 
-// WithACLPreamble returns source preceded by [ACLPreamble] when source calls luakit_acl, and
+// WithACLPreamble returns source with [ACLPreamble] inserted after its leading comment lines when
+// source calls luakit_acl, and
 // source unchanged otherwise. [MustLoad] applies it; call it when building a script from a string.
 func WithACLPreamble(source string) string {
 	if !strings.Contains(source, "luakit_acl(") {
 		return source
 	}
-	return ACLPreamble + source
+	// After the script's leading comment block, so its header stays the first thing of the source.
+	i := 0
+	for i < len(source) {
+		end := strings.IndexByte(source[i:], '\n')
+		if end < 0 {
+			break
+		}
+		line := strings.TrimSpace(source[i : i+end])
+		if line != "" && !strings.HasPrefix(line, "--") {
+			break
+		}
+		i += end + 1
+	}
+	return source[:i] + ACLPreamble + source[i:]
 }
 
 // Name returns the name given to NewScript or MustLoad.
