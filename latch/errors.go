@@ -52,7 +52,15 @@ var (
 	// ErrInvalidExpiry is returned, before any I/O, by [WithExpiry] for an expiry under one
 	// millisecond. It matches luakit.ErrInvalidConfig.
 	ErrInvalidExpiry error = invalidArgument("latch: expiry must be at least 1ms")
+
+	// ErrReasonTooLong is returned, before any I/O, by [Latch.Abort] for a reason longer than
+	// [MaxAbortReasonLength] bytes. It matches luakit.ErrInvalidConfig.
+	ErrReasonTooLong error = invalidArgument("latch: abort reason longer than 1024 bytes")
 )
+
+// MaxAbortReasonLength is the longest reason [Latch.Abort] accepts, in bytes: the reason is stored in
+// the latch, published to every waiter and returned by every later call, so it stays small.
+const MaxAbortReasonLength = 1024
 
 // invalidArgument is a sentinel for a bad argument found before any I/O: errors.Is matches it and
 // luakit.ErrInvalidConfig.
