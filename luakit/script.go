@@ -44,6 +44,16 @@ func NewScript(name, source string) *Script {
 	}
 }
 
+// NewReadOnlyScript is [NewScript] for a script that writes nothing, run with EVALSHA_RO and, on
+// NOSCRIPT, EVAL_RO (Redis 7.0+, Valkey 7.2+): a read-only ACL user (EVALSHA_RO / EVAL_RO only) may run it,
+// and a Cluster client may send it to a replica. Its replies are as for [Script.Exec], a NOPERM one a
+// [*PermissionError]. [Script.ExecMulti] and [Script.ExecOrdered] send the read-write forms.
+func NewReadOnlyScript(name, source string) *Script {
+	s := NewScript(name, source)
+	s.lua = rueidis.NewLuaScriptReadOnly(source)
+	return s
+}
+
 // MustLoad reads the file "<name>.lua" from fsys (typically an embed.FS
 // declared with //go:embed *.lua) and returns NewScript(name,
 // WithACLPreamble(source)).
