@@ -225,8 +225,8 @@ func (e *Env) flushScripts(t testing.TB) {
 	t.Helper()
 	for _, n := range e.Nodes {
 		c := e.nodeClient(t, n.ClientOption())
-		err := c.Do(Ctx(t), c.B().ScriptFlush().Build()).Error()
-		c.Close()
+		t.Cleanup(c.Close) // closed at the end: closing right after the reply raced rueidis' reader
+		err := c.Do(Ctx(t), c.B().ScriptFlush().Sync().Build()).Error()
 		if err != nil {
 			t.Fatalf("SCRIPT FLUSH on %s: %v", n.Addr, err)
 		}
