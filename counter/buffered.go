@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,8 +20,11 @@ import (
 // Loss window: deltas not yet flushed live only in this process. A crash (or a process exit without
 // Close) loses at most the deltas added since the last successful flush, i.e. up to one flush interval
 // of increments plus any still pending after failed flushes. A flush that certainly did not reach the
-// server ([ErrDisconnected] without [ErrUncertain], a validation or overflow error) puts its delta back
-// into the buffer and is retried at the next flush. A flush whose outcome is uncertain (sent, no
+// server ([ErrDisconnected] without [ErrUncertain], a validation, overflow or not-an-integer error
+// raised by INCRBY itself, or [ErrNoPermission] from the script's ACL check before any write) puts
+// its delta back into the buffer and is retried at the next flush. Any other server error is not
+// re-added: the script may have applied the delta before failing, so the delta may be lost (at most
+// once) but is never counted twice. A flush whose outcome is uncertain (sent, no
 // reply) is not retried, so it is never counted twice: its delta may be lost (at most once).
 //
 // Reads ([Store.Get]) see only flushed deltas; [Buffered.Pending] reports the local part.
@@ -123,7 +127,7 @@ func (b *Buffered) Pending() int64 {
 
 // Flush sends the pending delta now (nothing when it is 0) and waits for the reply, bounded by ctx.
 // On success the delta is on the server. On an error that certainly wrote nothing the delta is put
-// back into the buffer; on [ErrUncertain] it is dropped (see the loss window in [Buffered]).
+// back into the buffer (see the loss window in [Buffered]); on any other server error it is dropped; on [ErrUncertain] it is dropped (see the loss window in [Buffered]).
 // Concurrent flushes, and the background ones, run one at a time. It fails with [ErrClosed] after
 // Close (which makes the last flush itself).
 func (b *Buffered) Flush(ctx context.Context) error {
@@ -152,6 +156,11 @@ func (b *Buffered) flush(ctx context.Context) error {
 	}
 	if errors.Is(err, ErrUncertain) {
 		return fmt.Errorf("counter: buffered delta %d may be lost: %w", d, err)
+	}
+	if !notApplied(err) {
+		// A server error the script may have raised after its INCRBY ran: the delta may be counted,
+		// so adding it again could count it twice.
+		return fmt.Errorf("counter: buffered delta %d dropped (the failed flush may have applied it): %w", d, err)
 	}
 	b.mu.Lock()
 	if (d > 0 && b.pending > math.MaxInt64-d) || (d < 0 && b.pending < math.MinInt64-d) {
@@ -186,4 +195,19 @@ func (b *Buffered) Close(ctx context.Context) error {
 		return fmt.Errorf("counter: close: waiting for the background flush: %w", ctx.Err())
 	}
 	return b.flush(ctx)
+}
+
+// notApplied reports whether a flush's error proves that its delta was not counted: the call was
+// refused before reaching the server, failed validation, was refused by the script's ACL check (which
+// runs before the first write), or INCRBY, the script's first write, failed.
+func notApplied(err error) bool {
+	switch {
+	case errors.Is(err, ErrUncertain):
+		return false
+	case errors.Is(err, ErrDisconnected), errors.Is(err, ErrInvalidConfig), errors.Is(err, ErrClosed),
+		errors.Is(err, ErrOverflow), errors.Is(err, ErrNotInteger):
+		return true
+	}
+	var pe *luakit.PermissionError
+	return errors.As(err, &pe) && strings.HasSuffix(pe.Reason, "command this script needs")
 }

@@ -56,7 +56,7 @@
 //     client, and succeed again without any action once a background probe reaches the server.
 //     Outcomes that cannot be known are [ErrUncertain], never success.
 //   - A Store created while the server is down fails fast until connected: its first call sends one
-//     EXISTS of its key before the command, so that call fails with [ErrDisconnected] and nothing
+//     PTTL of its key before the command, so that call fails with [ErrDisconnected] and nothing
 //     sent. On Cluster that read reaches the node of the call's (first) key only.
 //   - A batch is one round trip while the server has the script cached (one EVALSHA per item, no
 //     SCRIPT LOAD) and recovers from a flushed script cache like a single call (NOSCRIPT items are

@@ -14,6 +14,7 @@ import (
 // luakit.ErrUncertain), so one errors.Is check works whichever module returned the error; the errors
 // the counter returns match them and start with "counter: ".
 var (
+	ErrNoPermission  = luakit.ErrNoPermission  // the server's ACL refused a command, key or channel to the client's user (a NOPERM reply, or a script's check before its first write: nothing written); terminal, never retried
 	ErrUncertain     = luakit.ErrUncertain     // a write was sent and no reply read: it may have been applied
 	ErrInvalidConfig = luakit.ErrInvalidConfig // every bad option or argument, found before any I/O
 	ErrInvalidTTL    = luakit.ErrInvalidTTL    // a TTL below 0, or above 0 and below 1ms (before any I/O)

@@ -13,6 +13,8 @@
 -- The key's expiry is never changed; an allowed call on an absent key creates it without expiry.
 -- The comparison is exact over the whole int64 range (see limit.lua); a refused call writes nothing;
 -- an allowed call cannot overflow (the result is >= floor).
+-- Every command is checked against the caller's ACL first (luakit_acl): a refused one raises NOPERM and
+-- nothing is written.
 -- Complexity: O(1).
 
 -- canonical: as in limit.lua.
@@ -41,6 +43,7 @@ local function split(s)
   return hi, lo
 end
 
+luakit_acl({'get', KEYS[1]}, {'decrby', KEYS[1], '0'})
 local cur = redis.call('GET', KEYS[1])
 local curs = cur or '0'
 if not canonical(curs) then

@@ -16,7 +16,7 @@ import (
 )
 
 // refuse returns the error of a call made while the store is disconnected or closed, or nil. The
-// first call of a store first reaches the server with one EXISTS of key, a physical key of the call
+// first call of a store first reaches the server with one PTTL of key, a physical key of the call
 // (see verify).
 func (s *Store) refuse(ctx context.Context, key string) error {
 	if s.closed.Load() {
@@ -31,10 +31,10 @@ func (s *Store) refuse(ctx context.Context, key string) error {
 	return nil
 }
 
-// verify sends one EXISTS of key (a read routed like the call's command, so on Cluster it reaches
+// verify sends one PTTL of key (a command every counter operation's ACL already grants) (a read routed like the call's command, so on Cluster it reaches
 // that key's node), bounded by ctx and the probe timeout, unless a reply has already been read through
 // the store: a store created while the server is down (or after its connection broke) then learns it
-// before sending its first command, so that command is refused, not uncertain. An EXISTS that does not
+// before sending its first command, so that command is refused, not uncertain. A PTTL that does not
 // get a reply within the probe timeout, or meets a broken connection, marks the store disconnected
 // (the probe takes over) and returns ErrDisconnected; one that ends with ctx returns ctx's error; a
 // server error reply (NOAUTH, for example) still proves the server reachable.
@@ -49,7 +49,7 @@ func (s *Store) verify(ctx context.Context, key string) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.probeTimeout)
 	defer cancel()
-	err := s.client.Do(pctx, s.client.B().Arbitrary("EXISTS").Keys(key).Build()).Error()
+	err := s.client.Do(pctx, s.client.B().Pttl().Key(key).Build()).Error()
 	var re *rueidis.RedisError
 	if err == nil || errors.As(err, &re) {
 		s.verified.Store(true)
@@ -87,6 +87,7 @@ func connectionLost(ctx context.Context, err error) bool {
 // reaches the same node. write says whether the call could change server state (then anything but a
 // dial error or a server error reply is uncertain).
 func (s *Store) fail(ctx context.Context, key string, write bool, err error) error {
+	err = luakit.Permission(err) // a NOPERM reply of a plain command (GET, MGET) matches ErrNoPermission
 	if connectionLost(ctx, err) {
 		s.markDown(key)
 		if !write || luakit.NotSent(err) {
@@ -127,9 +128,9 @@ func (s *Store) markDown(key string) {
 	go s.probe(done)
 }
 
-// probe runs while the store is disconnected: every probe interval it sends one EXISTS for the key of
+// probe runs while the store is disconnected: every probe interval it sends one PTTL for the key of
 // the call that failed (so on Cluster it reaches that key's node) and marks the store healthy on the
-// first reply. It ends on success or on Close (which cancels s.probeCtx, ending a probe in flight),
+// first reply, an error reply included. It ends on success or on Close (which cancels s.probeCtx, ending a probe in flight),
 // and closes done when it returns.
 func (s *Store) probe(done chan struct{}) {
 	defer close(done)
@@ -149,11 +150,12 @@ func (s *Store) probe(done chan struct{}) {
 		// and then ignore Close's cancellation until the deadline (see Buffered.run).
 		ctx, cancel := context.WithTimeout(s.probeCtx, s.cfg.probeTimeout)
 		qctx, stop := luakit.WithoutDeadline(ctx)
-		err := s.client.Do(qctx, s.client.B().Arbitrary("EXISTS").Keys(key).Build()).Error()
+		err := s.client.Do(qctx, s.client.B().Pttl().Key(key).Build()).Error()
 		stop()
 		cancel()
-		if err != nil {
-			continue
+		var re *rueidis.RedisError
+		if err != nil && !errors.As(err, &re) {
+			continue // a server error reply (NOPERM, NOAUTH...) still proves the server reachable
 		}
 		if s.endProbe(true) {
 			s.cfg.logger.Info("counter: server reachable again")

@@ -6,12 +6,11 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
-	"github.com/redis/rueidis"
 )
 
 // inspectScript runs read-only (EVALSHA_RO, EVAL_RO after a script flush): the server itself refuses
 // a write from it.
-var inspectScript = rueidis.NewLuaScriptReadOnly(luakit.MustLoad(scriptFS, "inspect").Source())
+var inspectScript = luakit.NewReadOnlyScript("inspect", luakit.MustLoad(scriptFS, "inspect").Source())
 
 // Inspection is what [Store.Inspect] reports about one counter at one instant. Its zero value (Exists
 // false) describes an absent key, which every increment treats as 0.
@@ -47,7 +46,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (Inspection, error) {
 	}
 	arr, err := inspectScript.Exec(ctx, s.client, []string{k}, nil).ToArray()
 	if err != nil {
-		return Inspection{}, fmt.Errorf("counter: inspect: %w", err)
+		return Inspection{}, fmt.Errorf("counter: inspect: %w", luakit.Permission(err))
 	}
 	if len(arr) == 0 {
 		return Inspection{}, fmt.Errorf("counter: inspect: empty reply")

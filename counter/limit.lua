@@ -17,6 +17,8 @@
 -- The comparison is exact over the whole int64 range: both sides are split into (high, low) parts of
 -- 9 decimal digits, which Lua's doubles hold exactly. A refused call writes nothing; an allowed call
 -- cannot overflow (the result is <= limit).
+-- Every command is checked against the caller's ACL first (luakit_acl): a refused one raises NOPERM and
+-- nothing is written.
 -- Complexity: O(1).
 
 -- canonical reports whether s is the canonical decimal form of an int64 (the form INCRBY accepts and
@@ -47,6 +49,10 @@ local function split(s)
   return hi, lo
 end
 
+luakit_acl({'get', KEYS[1]}, {'incrby', KEYS[1], '0'}, {'pttl', KEYS[1]})
+if ARGV[3] ~= '0' then
+  luakit_acl({'pexpire', KEYS[1], '1'})
+end
 local cur = redis.call('GET', KEYS[1])
 local curs = cur or '0'
 if not canonical(curs) then

@@ -43,7 +43,7 @@ func WithKeyPrefix(prefix string) Option {
 }
 
 // WithProbeInterval sets how often, while the store is disconnected, a background probe tries to
-// reach the server (one cheap EXISTS per probe). It must be positive. Default: 100ms. Lower values
+// reach the server (one cheap PTTL of the failed call's key per probe, a command every operation already needs). It must be positive. Default: 100ms. Lower values
 // notice a reconnect sooner at the cost of more dial attempts against a down server.
 func WithProbeInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
@@ -55,7 +55,7 @@ func WithProbeInterval(d time.Duration) Option {
 	})
 }
 
-// WithProbeTimeout bounds each background probe and the EXISTS before a store's first call. It must be
+// WithProbeTimeout bounds each background probe and the PTTL before a store's first call. It must be
 // positive. Default: 1s.
 func WithProbeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {

@@ -18,7 +18,7 @@ import (
 // Each counter is one string key holding a decimal int64; an absent (or expired) key reads as 0.
 //
 // Every operation is one round trip: one Lua script, one GET, or one pipelined batch (the store's
-// first call adds one EXISTS before it; see [New]). Values are exact
+// first call adds one PTTL of its key before it; see [New]). Values are exact
 // over the whole int64 range (64-bit values cross the Lua boundary as decimal strings).
 //
 // While the server is unreachable every call fails at once with [ErrDisconnected] instead of waiting
@@ -34,7 +34,7 @@ type Store struct {
 	healthy  atomic.Bool
 	closed   atomic.Bool
 	verified atomic.Bool // a reply has been read from the server through this store
-	verifyMu sync.Mutex  // one first-contact EXISTS at a time
+	verifyMu sync.Mutex  // one first-contact PTTL at a time
 
 	probeCtx    context.Context    // parent of every probe's context, cancelled by Close
 	cancelProbe context.CancelFunc // cancels probeCtx
@@ -45,7 +45,7 @@ type Store struct {
 	probeDone chan struct{} // closed when the last probe goroutine started returns; nil before the first
 }
 
-// New returns a Store over client. It does no I/O. The first call of the store sends one EXISTS of
+// New returns a Store over client. It does no I/O. The first call of the store sends one PTTL of
 // its (first) key before its command, a read that reaches that key's node (concurrent first calls
 // share it): a Store created while the server is down
 // thus fails that call with [ErrDisconnected] and nothing sent, never [ErrUncertain], and fails
@@ -94,7 +94,7 @@ func (s *Store) Close(ctx context.Context) error {
 }
 
 // Connected reports whether the store currently considers the server reachable. It is false from the
-// first call that found the connection broken (or the first call's EXISTS, for a store created while
+// first call that found the connection broken (or the first call's PTTL, for a store created while
 // the server is down) until a background probe succeeds; a new store reports true until then. It
 // does no I/O.
 func (s *Store) Connected() bool { return s.healthy.Load() && !s.closed.Load() }

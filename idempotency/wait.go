@@ -46,6 +46,11 @@ func (s *Store) Begin(ctx context.Context, key string, lease time.Duration, fp F
 			return a, nil
 		case err == nil:
 			wait = a.Remaining + time.Millisecond
+			if a.Remaining <= 0 {
+				// A claim reported without time left (one written without expiry by hand or by an
+				// older client): re-check at the recheck interval, never in a tight loop.
+				wait = s.cfg.recheck
+			}
 			if watch != nil {
 				// Arm tracking on this connection; if the claim vanished meanwhile, retry now.
 				exists, apttl, aerr := luakit.Arm(ctx, s.client, k)

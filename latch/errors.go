@@ -11,9 +11,10 @@ import (
 // check works whichever Coordkit primitive returned the error. They are returned wrapped with a
 // "latch: " prefix and the operation; the comments say what each means here.
 var (
-	ErrUncertain   = luakit.ErrUncertain   // no reply read: a Create, Reset, CountDown, Abort or Delete may have run; do not blindly retry a CountDown
-	ErrForeignData = luakit.ErrForeignData // the key holds another Redis type, or a hash whose latch fields do not decode; nothing written
-	ErrNilClient   = luakit.ErrNilClient   // New was given a nil rueidis.Client
+	ErrNoPermission = luakit.ErrNoPermission // the server's ACL refused a command, key or channel to the client's user (a NOPERM reply, or a script's check before its first write: nothing written); terminal, never retried
+	ErrUncertain    = luakit.ErrUncertain    // no reply read: a Create, Reset, CountDown, Abort or Delete may have run; do not blindly retry a CountDown
+	ErrForeignData  = luakit.ErrForeignData  // the key holds another Redis type, or a hash whose latch fields do not decode; nothing written
+	ErrNilClient    = luakit.ErrNilClient    // New was given a nil rueidis.Client
 )
 
 // The latch's own errors. Compare with errors.Is: most are returned wrapped with detail.
@@ -51,7 +52,15 @@ var (
 	// ErrInvalidExpiry is returned, before any I/O, by [WithExpiry] for an expiry under one
 	// millisecond. It matches luakit.ErrInvalidConfig.
 	ErrInvalidExpiry error = invalidArgument("latch: expiry must be at least 1ms")
+
+	// ErrReasonTooLong is returned, before any I/O, by [Latch.Abort] for a reason longer than
+	// [MaxAbortReasonLength] bytes. It matches luakit.ErrInvalidConfig.
+	ErrReasonTooLong error = invalidArgument("latch: abort reason longer than 1024 bytes")
 )
+
+// MaxAbortReasonLength is the longest reason [Latch.Abort] accepts, in bytes: the reason is stored in
+// the latch, published to every waiter and returned by every later call, so it stays small.
+const MaxAbortReasonLength = 1024
 
 // invalidArgument is a sentinel for a bad argument found before any I/O: errors.Is matches it and
 // luakit.ErrInvalidConfig.

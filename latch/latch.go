@@ -260,7 +260,8 @@ func (l *Latch) Count(ctx context.Context) (int64, error) {
 
 // Abort fails the generation: every waiter returns an [*AbortedError] carrying reason, and so do later
 // Join, CountDown and Count calls (the reason is stored in the latch and published). The count is
-// left as it was. reason is free text (may be empty); do not put secrets in it.
+// left as it was. reason is free text (may be empty) of at most [MaxAbortReasonLength] (1024) bytes,
+// else Abort returns [ErrReasonTooLong] before any I/O; do not put secrets in it.
 //
 // It returns nil when it aborted the generation now. Otherwise nothing was written and it returns:
 // the [*AbortedError] of an earlier Abort (with its reason); [ErrCompleted] when the count had already
@@ -268,6 +269,9 @@ func (l *Latch) Count(ctx context.Context) (int64, error) {
 // error wrapping [ErrForeignData]; or an error wrapping [ErrUncertain]. It blocks for one round trip,
 // bounded by ctx.
 func (l *Latch) Abort(ctx context.Context, reason string) error {
+	if len(reason) > MaxAbortReasonLength {
+		return ErrReasonTooLong
+	}
 	arr, err := abortScript.Exec(ctx, l.ls.client, []string{l.pkey}, []string{l.gen, reason}).ToArray()
 	if err != nil {
 		return opError("abort", err)

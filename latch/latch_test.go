@@ -95,7 +95,11 @@ func TestValidationBeforeIO(t *testing.T) {
 	if _, err := ls.Join(ctx, ""); !errors.Is(err, luakit.ErrEmptyKey) || !errors.Is(err, luakit.ErrInvalidConfig) {
 		t.Errorf("Join(\"\") = %v, want ErrEmptyKey matching luakit.ErrInvalidConfig", err)
 	}
-	for _, e := range []error{ErrInvalidCount, ErrInvalidExpiry} {
+	l := &Latch{ls: ls, key: "k", pkey: "k", gen: "1"}
+	if err := l.Abort(ctx, strings.Repeat("x", MaxAbortReasonLength+1)); !errors.Is(err, ErrReasonTooLong) {
+		t.Errorf("Abort(1025-byte reason) = %v, want ErrReasonTooLong before I/O", err)
+	}
+	for _, e := range []error{ErrInvalidCount, ErrInvalidExpiry, ErrReasonTooLong} {
 		if !errors.Is(e, luakit.ErrInvalidConfig) {
 			t.Errorf("%v does not match luakit.ErrInvalidConfig", e)
 		}

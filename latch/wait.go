@@ -119,8 +119,11 @@ func (l *Latch) outcome(st state) outcome {
 //   - an [*AbortedError]: [Latch.Abort] failed the generation (the error carries the reason);
 //   - an error wrapping [ErrForeignData]: the key now holds something that is not a latch;
 //   - an error wrapping ctx.Err(): ctx ended first. Cancelling a Wait never changes the count;
-//   - another error: a terminal server error (such as NOPERM). Transient and connection errors are
-//     retried at the recheck interval until ctx ends.
+//   - an error matching [ErrNoPermission]: the ACL refuses a read, SSUBSCRIBE or the key's channel
+//     (a user needs "&<prefix>*" for the channels: Redis 7 gives new users no channel by default);
+//     the subscription is not retried;
+//   - another error: a terminal server error. Transient and connection errors are retried at the
+//     recheck interval until ctx ends.
 //
 // A generation that has ended returns after one read. Otherwise Wait subscribes to the key's sharded
 // Pub/Sub channel and re-reads on every message and every recheck interval (see "Waking" in the
@@ -159,6 +162,8 @@ func (l *Latch) Wait(ctx context.Context) error {
 	// is missed; a subscription that does not come within the recheck interval is not waited for.
 	select {
 	case <-sub.ch.ready:
+	case <-sub.ch.failed:
+		return fmt.Errorf("latch: wait: subscribe: %w", sub.ch.err)
 	case <-timer.C:
 	case <-ctx.Done():
 		return fmt.Errorf("latch: wait: %w", ctx.Err())
@@ -180,6 +185,8 @@ func (l *Latch) Wait(ctx context.Context) error {
 		timer.Reset(wait)
 		select {
 		case <-sub.wake:
+		case <-sub.ch.failed:
+			return fmt.Errorf("latch: wait: subscribe: %w", sub.ch.err)
 		case <-timer.C:
 		case <-ctx.Done():
 			return fmt.Errorf("latch: wait: %w", ctx.Err())
@@ -202,6 +209,8 @@ type channel struct {
 	confirmed bool
 	cancel    context.CancelFunc
 	done      chan struct{} // closed when the goroutine has returned
+	failed    chan struct{} // closed when the server refused the subscription for good (err is set)
+	err       error         // why failed was closed: an error matching ErrNoPermission
 }
 
 type subscriber struct {
@@ -221,7 +230,7 @@ func (h *hub) join(name string) *subscriber {
 	c := h.chans[name]
 	if c == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		c = &channel{name: name, waiters: map[*subscriber]struct{}{}, ready: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+		c = &channel{name: name, waiters: map[*subscriber]struct{}{}, ready: make(chan struct{}), cancel: cancel, done: make(chan struct{}), failed: make(chan struct{})}
 		h.chans[name] = c
 		go h.run(ctx, c)
 	}
@@ -284,10 +293,22 @@ func (h *hub) run(ctx context.Context, c *channel) {
 	<-backoff.C
 	defer backoff.Stop()
 	for {
-		_ = client.Receive(rctx, client.B().Ssubscribe().Channel(c.name).Build(), func(rueidis.PubSubMessage) {
+		err := client.Receive(rctx, client.B().Ssubscribe().Channel(c.name).Build(), func(rueidis.PubSubMessage) {
 			h.wakeAll(c, false)
 		})
 		if ctx.Err() != nil {
+			return
+		}
+		if err = luakit.Permission(err); errors.Is(err, ErrNoPermission) {
+			// The ACL refuses the channel or SSUBSCRIBE: no retry can succeed. Fail the current
+			// waiters and drop the channel, so that a later Wait subscribes afresh (once).
+			h.mu.Lock()
+			c.err = err
+			close(c.failed)
+			if h.chans[c.name] == c {
+				delete(h.chans, c.name)
+			}
+			h.mu.Unlock()
 			return
 		}
 		// The subscription ended (a broken connection, a failover): messages may have been lost.

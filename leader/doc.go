@@ -92,8 +92,10 @@
 //
 // Redis 7.0 and later, Valkey 8 and later, standalone or Cluster. RESP2 clients work; waiting then
 // relies on the PTTL deadline, so a released lease is taken over only when its TTL would have passed
-// (one warning per Election says so). The ACL user needs EVALSHA and EVAL (and PTTL / CLIENT TRACKING for
-// waiting with a tracker).
+// (one warning per Election says so). The ACL user needs lock's commands (EVALSHA, EVAL, EVALSHA_RO,
+// EVAL_RO, GET, SET, INCR, TYPE, PTTL, PEXPIRE, DEL on the election's keys) and the client's own (CLIENT
+// TRACKING, CLIENT CACHING, MULTI, EXEC for tracker wake-ups); see the README for the ACL SETUSER line.
+// A NOPERM reply ([ErrNoPermission]) ends Run, from a campaign or a renewal.
 //
 // # Telemetry
 //

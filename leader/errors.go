@@ -18,6 +18,7 @@ var (
 
 // The other conditions every Coordkit module shares, as the election returns them.
 var (
+	ErrNoPermission  = luakit.ErrNoPermission  // the server's ACL refused a command, key or channel to the client's user (a NOPERM reply, or a script's check before its first write: nothing written); terminal, never retried
 	ErrInvalidConfig = luakit.ErrInvalidConfig // every error New returns for a bad name, key pair or option; nothing was sent to the server
 	ErrNilClient     = luakit.ErrNilClient     // New was given a nil rueidis.Client
 )

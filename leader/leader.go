@@ -235,8 +235,9 @@ func (e *Election) Current() (Term, bool) {
 //   - nil when ctx ends (after revoking and releasing a held term);
 //   - [ErrRunning] at once when the Election already runs;
 //   - an error from the elected callback, or one wrapping [ErrCallbackPanic], after the lease release;
-//   - a terminal campaign error: a server reply classified terminal by [luakit.Classify] (NOPERM,
-//     WRONGTYPE, authentication), a [*lock.CounterError] (invalid fence counter), or
+//   - a terminal campaign or renewal error: a server reply classified terminal by [luakit.Classify]
+//     (NOPERM, matching [ErrNoPermission]; WRONGTYPE; authentication), after revoking the term and
+//     releasing the lease when it came from a renewal, a [*lock.CounterError] (invalid fence counter), or
 //     rueidis.ErrClosing (the client was closed; recreate it before running again);
 //   - an error wrapping [ErrRecoveryExhausted] and the last failure when campaigning could not reach the
 //     server for the whole connection-recovery budget.
@@ -388,6 +389,9 @@ func (e *Election) lead(ctx context.Context, lease *lock.Lease, n *notifier) (bo
 	if err := errors.Join(cbErr, revErr); err != nil {
 		return false, fmt.Errorf("leader: callback: %w", err)
 	}
+	if luakit.IsTerminal(cause) {
+		return false, cause // a renewal the server refused for good (such as NOPERM): Run returns it
+	}
 	return cbReturned, nil
 }
 
@@ -442,6 +446,9 @@ func (e *Election) hold(ctx context.Context, lease *lock.Lease, cbDone <-chan er
 			return context.Cause(ctx), nil, false
 		case errors.Is(err, rueidis.ErrClosing):
 			return fmt.Errorf("leader: %w: %w", ErrLost, err), nil, false
+		case luakit.IsTerminal(err) && !errors.Is(err, lock.ErrUncertain):
+			// Refused by the server (NOPERM, WRONGTYPE...): a retry cannot succeed; Run returns it.
+			return fmt.Errorf("leader: renew: %w", err), nil, false
 		default:
 			e.cfg.logger.Warn("leader: renewal failed, retrying", "err", err, "retry_delay", e.cfg.retryDelay)
 			next = time.Now().Add(e.cfg.retryDelay)

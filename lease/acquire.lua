@@ -13,14 +13,18 @@
 --   {-1, pttl} not acquired: the hash key has a key-level expiry (pttl ms), which would delete every
 --              lease at once; nothing was written
 --
--- A hash key of another type raises WRONGTYPE before any write. Every check runs before the first write,
+-- A key of another type raises WRONGTYPE before any write, with or without a key-level expiry. Every check runs before the first write,
 -- so a failed acquisition changes nothing. Needs HPEXPIRE / HPTTL (Redis 7.4+, Valkey 9.0+). O(1).
+-- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
+-- user the ACL refuses one of them gets NOPERM and nothing is written.
+luakit_acl({'pttl', KEYS[1]}, {'hpttl', KEYS[1]}, {'hset', KEYS[1]}, {'hpexpire', KEYS[1]})
 local kpttl = redis.call('PTTL', KEYS[1])
 if kpttl ~= -2 then
+  -- HPTTL first: on a key of another type it raises WRONGTYPE (foreign data), whatever its expiry.
+  local fpttl = redis.call('HPTTL', KEYS[1], 'FIELDS', 1, ARGV[1])[1]
   if kpttl ~= -1 then
     return {-1, kpttl}
   end
-  local fpttl = redis.call('HPTTL', KEYS[1], 'FIELDS', 1, ARGV[1])[1]
   if fpttl ~= -2 then
     return {0, fpttl}
   end

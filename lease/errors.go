@@ -11,6 +11,8 @@ import (
 // the contract in package github.com/coordkit/coordkit/luakit/ownership; the comments say what it
 // means here. Most are returned wrapped with a "lease: " prefix and detail.
 var (
+	ErrNoPermission     = luakit.ErrNoPermission     // the server's ACL refused a command, key or channel to the client's user (a NOPERM reply, or a script's check before its first write: nothing written); terminal, never retried
+	ErrForeignData      = luakit.ErrForeignData      // the hash key holds another Redis type (with or without an expiry): TryAcquire and Acquire return it at once; nothing written
 	ErrNotAcquired      = luakit.ErrNotAcquired      // TryAcquire: another owner holds the field; nothing written
 	ErrLateReply        = luakit.ErrLateReply        // granted after the local estimate elapsed: the field was released again
 	ErrUncertain        = luakit.ErrUncertain        // no reply read: an acquisition, renewal or release may have run

@@ -6,6 +6,9 @@
 -- ARGV[3]  new TTL in whole milliseconds (>= 1), counted from now on the server
 --
 -- Returns 1 when extended, 0 when the field is absent or held by another owner (nothing written). O(1).
+-- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
+-- user the ACL refuses one of them gets NOPERM and nothing is written.
+luakit_acl({'hget', KEYS[1]}, {'hpexpire', KEYS[1]})
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
   redis.call('HPEXPIRE', KEYS[1], ARGV[3], 'FIELDS', 1, ARGV[1])
   return 1

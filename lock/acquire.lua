@@ -13,6 +13,10 @@
 --                 malformed, overflow); nothing was written
 --
 -- Every check runs before the first write, so a failed acquisition changes nothing. O(1).
+-- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
+-- user the ACL refuses one of them gets NOPERM and nothing is written.
+luakit_acl({'pttl', KEYS[1]}, {'type', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]},
+  {'incr', KEYS[2]}, {'set', KEYS[1]})
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl ~= -2 then
   return {0, pttl}

@@ -6,13 +6,12 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
-	"github.com/redis/rueidis"
 )
 
 var (
 	// inspectScript runs read-only (EVALSHA_RO, EVAL_RO after a script flush): the server itself
 	// refuses a write from it.
-	inspectScript      = rueidis.NewLuaScriptReadOnly(luakit.MustLoad(scriptFS, "inspect").Source())
+	inspectScript      = luakit.NewReadOnlyScript("inspect", luakit.MustLoad(scriptFS, "inspect").Source())
 	forceReleaseScript = luakit.MustLoad(scriptFS, "force_release")
 )
 

@@ -30,7 +30,7 @@ const (
 	// a script), or a luakit precondition failed (ErrUnsupported,
 	// ErrCrossSlot, ErrEmptyKey, ErrMalformedInt), or a shared terminal
 	// condition was reported (ErrInvalidConfig, ErrForeignData,
-	// ErrNilClient, ErrClosed). A script error raised after a write does not
+	// ErrNilClient, ErrClosed, ErrNoPermission). A script error raised after a write does not
 	// undo that write.
 	ClassTerminal
 	// ClassUncertain means no reply was read, so the command may or may not have
@@ -93,7 +93,8 @@ func Classify(err error) Class {
 	case errors.Is(err, ErrUnsupported), errors.Is(err, ErrCrossSlot),
 		errors.Is(err, ErrEmptyKey), errors.Is(err, ErrMalformedInt),
 		errors.Is(err, ErrInvalidConfig), errors.Is(err, ErrForeignData),
-		errors.Is(err, ErrNilClient), errors.Is(err, ErrClosed):
+		errors.Is(err, ErrNilClient), errors.Is(err, ErrClosed),
+		errors.Is(err, ErrNoPermission):
 		return ClassTerminal
 	case errors.Is(err, rueidis.ErrNoSlot):
 		return ClassTransient
@@ -183,3 +184,74 @@ func (e *UnsupportedError) Unwrap() error { return ErrUnsupported }
 
 // Is reports whether target is ErrUnsupported.
 func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
+
+// ErrNoPermission is matched (via errors.Is) by every [*PermissionError]: the server's ACL refused a
+// command, a key or a channel to the connection's user (a NOPERM reply, or a script's own check before
+// its first write). It is terminal ([Classify] returns [ClassTerminal]): no primitive retries it.
+// Each module re-exports it under its own name (lock.ErrNoPermission == luakit.ErrNoPermission).
+var ErrNoPermission = errors.New("coordkit: no permission")
+
+// PermissionError reports a NOPERM reply. Its message is the server's reason with the script
+// location removed; the server's text names the user and the command, never a key or a value.
+// errors.Is(err, ErrNoPermission) reports true; errors.As still finds the *rueidis.RedisError.
+type PermissionError struct {
+	// Reason is the server's text without its "NOPERM" code, e.g. "User app has no permissions to
+	// run the 'pexpire' command".
+	Reason string
+	reply  error
+}
+
+// Error returns "coordkit: no permission: " followed by Reason.
+func (e *PermissionError) Error() string { return "coordkit: no permission: " + e.Reason }
+
+// Unwrap returns the server's error reply.
+func (e *PermissionError) Unwrap() error { return e.reply }
+
+// Is reports whether target is ErrNoPermission.
+func (e *PermissionError) Is(target error) bool { return target == ErrNoPermission }
+
+// Permission returns err as a [*PermissionError] when it carries a NOPERM reply from the server
+// (directly or through a script), and err unchanged otherwise (nil stays nil). [Script] applies it to
+// every reply, so scripts' callers get it without calling it; call it on the replies of plain commands
+// (SSUBSCRIBE, GET...). It never blocks and is safe for concurrent use.
+func Permission(err error) error {
+	if err == nil || errors.Is(err, ErrNoPermission) {
+		return err
+	}
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) || re.IsNil() {
+		return err
+	}
+	msg := re.Error()
+	reason, ok := strings.CutPrefix(msg, "NOPERM ")
+	if !ok {
+		// A redis.call the ACL refuses inside a script without the preamble's check: Redis 7.0
+		// replies "ERR The user executing the script can't run this command or subcommand",
+		// Valkey and later Redis "ERR ACL failure in script: User u has no permissions ...".
+		if msg != "NOPERM" && !strings.Contains(msg, "has no permissions to run") &&
+			!strings.Contains(msg, "No permissions to access") &&
+			!strings.Contains(msg, "can't run this command") && !strings.Contains(msg, "ACL failure") {
+			return err
+		}
+		reason, _ = strings.CutPrefix(msg, "ACL failure in script: ")
+	}
+	if i := strings.Index(reason, " script:"); i >= 0 {
+		reason = reason[:i]
+	}
+	if i := strings.IndexAny(reason, "\r\n"); i >= 0 {
+		reason = reason[:i]
+	}
+	return &PermissionError{Reason: strings.TrimSpace(reason), reply: err}
+}
+
+// permResult returns r with a NOPERM error reply replaced by a [*PermissionError].
+func permResult(r rueidis.RedisResult) rueidis.RedisResult {
+	err := r.Error()
+	if err == nil {
+		return r
+	}
+	if p := Permission(err); p != err {
+		return rueidis.NewErrorResult(p)
+	}
+	return r
+}

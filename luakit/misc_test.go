@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -119,5 +120,47 @@ func TestMarkForeign(t *testing.T) {
 	plain := errors.New("x")
 	if MarkForeign(plain) != plain || MarkForeign(nil) != nil {
 		t.Fatal("MarkForeign changed an error that is not WRONGTYPE")
+	}
+}
+
+func TestWithACLPreamble(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      string
+	}{
+		{"unused", "-- x: y\nreturn 1\n", "-- x: y\nreturn 1\n"},
+		{"after header", "-- x: y\n--\nluakit_acl({'get', KEYS[1]})\nreturn 1\n", "-- x: y\n--\n" + ACLPreamble + "luakit_acl({'get', KEYS[1]})\nreturn 1\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := WithACLPreamble(tt.src); got != tt.want {
+				t.Fatalf("got %q", got)
+			}
+		})
+	}
+}
+
+func TestPermission(t *testing.T) {
+	for _, msg := range []string{
+		"NOPERM User u has no permissions to run the 'pexpire' command",
+		"NOPERM this user has no permissions to run the 'pexpire' command this script needs script: abc, on @user_script:5.",
+		"The user executing the script can't run this command or subcommand script: abc, on @user_script:1.",
+		"ACL failure in script: User u has no permissions to run the 'pexpire' command script: abc, on @user_script:1.",
+	} {
+		err := Permission(redisErr(t, msg))
+		var pe *PermissionError
+		if !errors.As(err, &pe) || !errors.Is(err, ErrNoPermission) || Classify(err) != ClassTerminal {
+			t.Fatalf("%q: got %v", msg, err)
+		}
+		if strings.Contains(pe.Reason, "script:") || strings.HasPrefix(pe.Reason, "NOPERM") {
+			t.Fatalf("%q: reason %q", msg, pe.Reason)
+		}
+	}
+	other := redisErr(t, "WRONGTYPE Operation against a key holding the wrong kind of value")
+	if Permission(other) != other {
+		t.Fatal("WRONGTYPE became a permission error")
+	}
+	if Permission(nil) != nil {
+		t.Fatal("nil")
 	}
 }

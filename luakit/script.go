@@ -3,6 +3,7 @@ package luakit
 import (
 	"context"
 	"crypto/sha1"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
@@ -43,8 +44,19 @@ func NewScript(name, source string) *Script {
 	}
 }
 
+// NewReadOnlyScript is [NewScript] for a script that writes nothing, run with EVALSHA_RO and, on
+// NOSCRIPT, EVAL_RO (Redis 7.0+, Valkey 7.2+): a read-only ACL user (EVALSHA_RO / EVAL_RO only) may run it,
+// and a Cluster client may send it to a replica. Its replies are as for [Script.Exec], a NOPERM one a
+// [*PermissionError]. [Script.ExecMulti] and [Script.ExecOrdered] send the read-write forms.
+func NewReadOnlyScript(name, source string) *Script {
+	s := NewScript(name, source)
+	s.lua = rueidis.NewLuaScriptReadOnly(source)
+	return s
+}
+
 // MustLoad reads the file "<name>.lua" from fsys (typically an embed.FS
-// declared with //go:embed *.lua) and returns NewScript(name, source).
+// declared with //go:embed *.lua) and returns NewScript(name,
+// WithACLPreamble(source)).
 //
 // It panics if the file is missing, unreadable or empty (only white space):
 // it is meant for package initialisation, where such a failure is a
@@ -57,13 +69,46 @@ func MustLoad(fsys fs.FS, name string) *Script {
 	if strings.TrimSpace(string(b)) == "" {
 		panic(fmt.Sprintf("luakit: load script %q: %s.lua is empty", name, name))
 	}
-	return NewScript(name, string(b))
+	return NewScript(name, WithACLPreamble(string(b)))
+}
+
+// ACLPreamble is the Lua source of the function luakit_acl, which a script calls before its first
+// write with one table per command it may run ({'pexpire', KEYS[1], '1'}, ...): it checks each with
+// redis.acl_check_cmd (Redis 7.0 and later, every Valkey) and raises
+// "NOPERM this user has no permissions to run the '<cmd>' command this script needs" for the first
+// one the caller's user may not run, so a script refused by the ACL writes nothing. The reply then
+// matches [ErrNoPermission] through [Script]. Each check is one ACL lookup on the server, no I/O.
+//
+//go:embed acl.lua
+var ACLPreamble string
+
+// WithACLPreamble returns source with [ACLPreamble] inserted after its leading comment lines when
+// source calls luakit_acl, and
+// source unchanged otherwise. [MustLoad] applies it; call it when building a script from a string.
+func WithACLPreamble(source string) string {
+	if !strings.Contains(source, "luakit_acl(") {
+		return source
+	}
+	// After the script's leading comment block, so its header stays the first thing of the source.
+	i := 0
+	for i < len(source) {
+		end := strings.IndexByte(source[i:], '\n')
+		if end < 0 {
+			break
+		}
+		line := strings.TrimSpace(source[i : i+end])
+		if line != "" && !strings.HasPrefix(line, "--") {
+			break
+		}
+		i += end + 1
+	}
+	return source[:i] + ACLPreamble + source[i:]
 }
 
 // Name returns the name given to NewScript or MustLoad.
 func (s *Script) Name() string { return s.name }
 
-// Source returns the Lua source exactly as given.
+// Source returns the Lua source sent to the server (for MustLoad, with the ACL preamble when used).
 func (s *Script) Source() string { return s.source }
 
 // SHA1 returns the lowercase hex SHA-1 digest of the source: the value
@@ -80,9 +125,10 @@ func (s *Script) SHA1() string { return s.sha1 }
 // result: server error replies as *rueidis.RedisError, transport and
 // context errors as is; [Classify] sorts them. A script that fails midway is
 // not rolled back by the server, so scripts should validate before writing.
+// A NOPERM reply comes back as a [*PermissionError] (matching [ErrNoPermission]).
 // Safe for concurrent use.
 func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
-	return s.lua.Exec(ctx, c, keys, args)
+	return permResult(s.lua.Exec(ctx, c, keys, args))
 }
 
 // ExecMulti runs the script once per element of multi, pipelined on c, and
@@ -117,6 +163,9 @@ func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, multi ...rueid
 		}
 	}
 	if len(retry) == 0 {
+		for i := range res {
+			res[i] = permResult(res[i])
+		}
 		return res
 	}
 	evals := make(rueidis.Commands, len(retry))
@@ -126,6 +175,9 @@ func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, multi ...rueid
 	}
 	for j, r := range c.DoMulti(ctx, evals...) {
 		res[retry[j]] = r
+	}
+	for i := range res {
+		res[i] = permResult(res[i])
 	}
 	return res
 }
@@ -161,5 +213,5 @@ func (s *Script) ExecOrdered(ctx context.Context, c rueidis.Client, keys, args [
 	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
 		resp = c.Do(ctx, c.B().Eval().Script(s.source).Numkeys(n).Arg(keys...).Arg(args...).Build())
 	}
-	return resp
+	return permResult(resp)
 }

@@ -32,6 +32,12 @@
 -- "RLFOREIGN ..." when the key is not a hash of this layout (another type, or another limiter's
 -- layout tag); "RLMISMATCH ..." when a composite's stored signature differs from the expected one.
 -- Complexity: O(F + S log S) for F hash fields and S active segments.
+-- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
+-- user the ACL refuses one of them gets NOPERM and nothing is written.
+luakit_acl({'hgetall', KEYS[1]}, {'time'})
+if not (ARGV[1] == 'd' and ARGV[2] == '0') then -- a probe (n = 0, also run read-only) writes nothing
+  luakit_acl({'hdel', KEYS[1]}, {'hset', KEYS[1]}, {'pexpireat', KEYS[1]}, {'del', KEYS[1]})
+end
 local key = KEYS[1]
 
 local function int(x)
@@ -54,6 +60,9 @@ end
 local function loadRaw()
   local raw = redis.pcall('HGETALL', key)
   if raw.err then
+    if string.sub(raw.err, 1, 9) ~= 'WRONGTYPE' then
+      return nil, raw -- not a type clash (NOPERM...): the server's own error
+    end
     return nil, redis.error_reply('RLFOREIGN ratelimit key holds another type')
   end
   local h = {byIdx = {}, exists = #raw > 0}

@@ -20,11 +20,20 @@
 -- "RLFOREIGN ..." when the key holds anything but a TAT; "RLDEBT ..." when the rescaled debt exceeds
 -- 9223372036854 ms (the time.Duration range).
 -- Complexity: O(1).
+-- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
+-- user the ACL refuses one of them gets NOPERM and nothing is written.
+luakit_acl({'get', KEYS[1]}, {'time'})
+if not (ARGV[1] == 'd' and ARGV[2] == '0') then -- a probe (n = 0, also run read-only) writes nothing
+  luakit_acl({'set', KEYS[1]}, {'del', KEYS[1]})
+end
 local key = KEYS[1]
 local maxDebt = 9223372036854
 
 local v = redis.pcall('GET', key)
 if type(v) == 'table' and v.err then
+  if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then
+    return v -- not a type clash (NOPERM...): the server's own error
+  end
   return redis.error_reply('RLFOREIGN ratelimit key holds another type')
 end
 -- A stored value is the TAT alone, or (written by a keyed limiter) "TAT|version|g<burst>/<T>".

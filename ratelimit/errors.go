@@ -11,6 +11,7 @@ import (
 // comments say what each means here. They are returned wrapped, with a "ratelimit: " prefix and
 // detail.
 var (
+	ErrNoPermission  = luakit.ErrNoPermission  // the server's ACL refused a command, key or channel to the client's user (a NOPERM reply, or a script's check before its first write: nothing written); terminal, never retried
 	ErrInvalidConfig = luakit.ErrInvalidConfig // a bad option or argument, before any I/O: matched by every option error, an empty key, ErrInvalidPolicy, ErrInvalidUpdate, ErrNegativePermits and ErrEmptyIdentity
 	ErrForeignData   = luakit.ErrForeignData   // the limiter's or the deny list's key holds another Redis type or another limiter's layout; nothing was written
 	ErrUncertain     = luakit.ErrUncertain     // a script may have run but no reply was read: permits may have been consumed, a deny-list write or a migration may have happened

@@ -46,8 +46,8 @@ func (i Inspection) ResetAt() time.Time { return i.At.Add(i.Reset) }
 // Valkey), so the server itself refuses any write. The inspection path of each script (an n = 0
 // probe) calls only GET, HGETALL and TIME.
 var (
-	componentsScriptRO = rueidis.NewLuaScriptReadOnly(componentsScript.Source())
-	gcraScriptRO       = rueidis.NewLuaScriptReadOnly(gcraScript.Source())
+	componentsScriptRO = luakit.NewReadOnlyScript("components_ro", componentsScript.Source())
+	gcraScriptRO       = luakit.NewReadOnlyScript("gcra_ro", gcraScript.Source())
 )
 
 // inspect runs c's probe read-only at key.
@@ -131,7 +131,7 @@ type DenyListEntry struct {
 }
 
 // denyEntriesScript lists the set with the key's PTTL, read-only.
-var denyEntriesScript = rueidis.NewLuaScriptReadOnly(mustSource(denyScriptFS, "denylist_entries"))
+var denyEntriesScript = luakit.NewReadOnlyScript("denylist_entries", mustSource(denyScriptFS, "denylist_entries"))
 
 // Entries lists every identity on the deny list with its time to live, read from the server in one
 // read-only script (one round trip, EVALSHA_RO; SMEMBERS and PTTL, O(N) for N members), in

@@ -18,6 +18,10 @@
 -- Errors (nothing written): "RLFOREIGN ..." when the key holds another type or layout;
 -- "RLMISMATCH ..." when a composite's stored signature differs.
 -- Complexity: O(k) for a refund of k components, O(1) for GCRA; a reset is one DEL.
+-- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
+-- user the ACL refuses one of them gets NOPERM and nothing is written.
+luakit_acl({'time'}, {'type', KEYS[1]}, {'get', KEYS[1]}, {'del', KEYS[1]}, {'set', KEYS[1]},
+  {'hget', KEYS[1]}, {'hset', KEYS[1]})
 local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -22,6 +22,15 @@
 -- written. Redis 7.0+ and Valkey 8+ allow INFO in scripts (it is not flagged noscript), also before
 -- writes (scripts replicate their effects).
 -- Complexity: O(1) (INFO server formats a fixed set of fields).
+-- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
+-- user the ACL refuses one of them gets NOPERM and nothing is written.
+luakit_acl({'set', KEYS[1]})
+if ARGV[3] == '1' then
+  luakit_acl({'info', 'server'})
+end
+if #KEYS > 1 then
+  luakit_acl({'type', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]})
+end
 local run, up
 if ARGV[3] == '1' then
   local info = redis.call('INFO', 'server')

@@ -14,6 +14,7 @@ import (
 // the contract in package github.com/coordkit/coordkit/luakit/ownership; the comments say what it
 // means here. Most are returned wrapped with a "redlock: " prefix and detail.
 var (
+	ErrNoPermission     = luakit.ErrNoPermission     // the server's ACL refused a command, key or channel to the client's user (a NOPERM reply, or a script's check before its first write: nothing written); terminal, never retried
 	ErrNotAcquired      = luakit.ErrNotAcquired      // wrapped by every failed TryAcquire; the attempt was cleaned up on every node
 	ErrLateReply        = luakit.ErrLateReply        // a majority granted, but no validity was left after the elapsed time and drift
 	ErrUncertain        = luakit.ErrUncertain        // some node gave no reply: its state is unknown

@@ -101,12 +101,13 @@ func WithRetryDelay(d time.Duration) Option {
 	})
 }
 
-// WithRenewFraction sets when [Lock.KeepAlive] renews: every fraction × TTL. It must be in (0, 0.9].
+// WithRenewFraction sets when [Lock.KeepAlive] renews: every fraction × TTL. It must be in [0.05, 0.9]
+// (at most 20 renewals per TTL).
 // Default: 1/3 ([DefaultRenewFraction]), so two renewals can fail before the validity ends.
 func WithRenewFraction(fraction float64) Option {
 	return optionFunc(func(c *config) error {
-		if !(fraction > 0 && fraction <= 0.9) {
-			return luakit.InvalidConfig("redlock", "renew fraction %v outside (0, 0.9]", fraction)
+		if !(fraction >= 0.05 && fraction <= 0.9) {
+			return luakit.InvalidConfig("redlock", "renew fraction %v outside [0.05, 0.9]", fraction)
 		}
 		c.renewFraction = fraction
 		return nil

@@ -17,6 +17,10 @@
 --              expire, if nobody renews them
 --
 -- O(log N + E) for N entries and E expired entries removed.
+-- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
+-- user the ACL refuses one of them gets NOPERM and nothing is written.
+luakit_acl({'time'}, {'zremrangebyscore', KEYS[1]}, {'zcard', KEYS[1]}, {'zrange', KEYS[1]},
+  {'zadd', KEYS[1]}, {'pexpire', KEYS[1]})
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local key = KEYS[1]

@@ -7,6 +7,10 @@
 --
 -- Expired entries are removed first; the key's expiry is moved to its latest entry.
 -- Returns 1 when renewed, 0 when the entry is absent or expired (nothing renewed). O(log N + E).
+-- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
+-- user the ACL refuses one of them gets NOPERM and nothing is written.
+luakit_acl({'time'}, {'zremrangebyscore', KEYS[1]}, {'zscore', KEYS[1]}, {'zadd', KEYS[1]},
+  {'zrange', KEYS[1]}, {'pexpire', KEYS[1]})
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local key = KEYS[1]

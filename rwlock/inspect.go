@@ -11,7 +11,7 @@ import (
 
 // inspectScript runs read-only (EVALSHA_RO, EVAL_RO after a script flush): the server itself refuses
 // a write from it.
-var inspectScript = rueidis.NewLuaScriptReadOnly(luakit.MustLoad(scriptFS, "inspect").Source())
+var inspectScript = luakit.NewReadOnlyScript("inspect", luakit.MustLoad(scriptFS, "inspect").Source())
 
 // ErrForeignData is luakit's shared value: [Locker.Inspect] found a key holding another Redis type or
 // a sorted set with members this package never writes. Nothing was written.

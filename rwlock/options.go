@@ -42,7 +42,7 @@ func WithTracker(t *luakit.Tracker) Option {
 	return optionFunc(func(c *config) error { c.tracker = t; return nil })
 }
 
-// WithRenewFraction sets when Lease.KeepAlive renews: every fraction × TTL, in (0, 0.9]. Default 1/3
+// WithRenewFraction sets when Lease.KeepAlive renews: every fraction × TTL, in [0.05, 0.9] (at most 20 renewals per TTL). Default 1/3
 // ([ownership.Config].RenewFraction).
 func WithRenewFraction(fraction float64) Option {
 	return optionFunc(func(c *config) error { return c.own.SetRenewFraction(fraction) })

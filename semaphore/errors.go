@@ -12,6 +12,7 @@ import (
 // the contract in package github.com/coordkit/coordkit/luakit/ownership; the comments say what it
 // means here. Most are returned wrapped with a "semaphore: " prefix and detail.
 var (
+	ErrNoPermission     = luakit.ErrNoPermission     // the server's ACL refused a command, key or channel to the client's user (a NOPERM reply, or a script's check before its first write: nothing written); terminal, never retried
 	ErrNotAcquired      = luakit.ErrNotAcquired      // TryAcquire: capacity permits are active; nothing but pruning written
 	ErrLateReply        = luakit.ErrLateReply        // granted after the local estimate elapsed: the permit was released again
 	ErrUncertain        = luakit.ErrUncertain        // no reply read: an acquisition, renewal or release may have run

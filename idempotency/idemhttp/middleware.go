@@ -37,7 +37,9 @@ type Middleware struct {
 }
 
 // New returns a Middleware storing claims and responses in store. It does no I/O. It fails for a nil
-// store or an invalid option, with an error matching luakit.ErrInvalidConfig.
+// store, an invalid option, or when neither [WithScope] nor [SharedScope] is given (a middleware
+// that silently shared responses between callers would replay one caller's response to another),
+// with an error matching luakit.ErrInvalidConfig.
 func New(store *idempotency.Store, opts ...Option) (*Middleware, error) {
 	if store == nil {
 		return nil, luakit.InvalidConfig("idemhttp", "nil store")
@@ -50,6 +52,9 @@ func New(store *idempotency.Store, opts ...Option) (*Middleware, error) {
 		if err := o.apply(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.scope == nil {
+		return nil, luakit.InvalidConfig("idemhttp", "no scope: pass WithScope (one scope per caller) or SharedScope (every caller shares stored responses)")
 	}
 	return &Middleware{store: store, cfg: cfg}, nil
 }

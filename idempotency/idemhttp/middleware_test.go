@@ -35,7 +35,7 @@ func newNoIO(t *testing.T, opts ...Option) *Middleware {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(st, opts...)
+	m, err := New(st, append([]Option{SharedScope()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestNew(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(st, tt.opt)
+			_, err := New(st, SharedScope(), tt.opt)
 			if tt.ok != (err == nil) {
 				t.Fatalf("error = %v, want ok=%v", err, tt.ok)
 			}
@@ -343,4 +343,19 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("re-encoding does not round-trip: %v", err)
 		}
 	})
+}
+
+func TestNewRequiresScope(t *testing.T) {
+	st, _ := idempotency.New(noIO{})
+	if _, err := New(st); !errors.Is(err, luakit.ErrInvalidConfig) {
+		t.Fatalf("New without a scope = %v, want an error matching luakit.ErrInvalidConfig", err)
+	}
+	for name, o := range map[string]Option{
+		"SharedScope": SharedScope(),
+		"WithScope":   WithScope(func(*http.Request) (string, error) { return "t", nil }),
+	} {
+		if _, err := New(st, o); err != nil {
+			t.Errorf("New with %s: %v", name, err)
+		}
+	}
 }

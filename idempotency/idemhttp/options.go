@@ -53,7 +53,6 @@ const (
 func defaultConfig() config {
 	c := config{
 		required:     func(*http.Request) bool { return false },
-		scope:        func(*http.Request) (string, error) { return "", nil },
 		fingerprint:  DefaultFingerprint,
 		storePolicy:  DefaultStorePolicy,
 		lease:        DefaultClaimLease,
@@ -98,13 +97,25 @@ func WithRequired(fn func(r *http.Request) bool) Option {
 // without claiming the key or calling the handler, even with [WithFailOpen] (which covers store
 // outages, not a request that cannot be scoped). Reject unauthenticated requests before the
 // middleware, so that an error here means a bug or a misconfiguration, as with ratelimithttp.WithKey.
-// Default: every caller shares one scope ("").
+// There is no default: [New] fails unless WithScope or [SharedScope] is given, so that a response
+// is never replayed to another caller by accident.
 func WithScope(fn func(r *http.Request) (string, error)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
 			return luakit.InvalidConfig("idemhttp", "nil scope func")
 		}
 		c.scope = fn
+		return nil
+	})
+}
+
+// SharedScope makes every caller share one scope: a request replays the stored response of any
+// earlier request with the same idempotency key, method and path, whoever sent it. Use it only when
+// keys cannot collide between callers (one caller, or keys the server issues); otherwise use
+// [WithScope]. [New] requires one of the two.
+func SharedScope() Option {
+	return optionFunc(func(c *config) error {
+		c.scope = func(*http.Request) (string, error) { return "", nil }
 		return nil
 	})
 }

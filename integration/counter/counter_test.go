@@ -36,6 +36,7 @@ var scenarios = []scenario{
 	{"08_bounded_never_exceeds", testBoundedConcurrent},
 	{"09_close_bounded_by_ctx", testCloseBoundedByCtx},
 	{"10_disconnect_fails_fast", testDisconnect},
+	{"11_least_privilege_acl", testLeastPrivilege},
 }
 
 // TestCounter runs every scenario on every target. Targets run in parallel (at most

@@ -51,6 +51,7 @@ var scenarios = []scenario{
 	{name: "22_middleware_store_policy", run: testMiddlewareStorePolicy},
 	{name: "23_middleware_slow_handler_kept_alive", run: testMiddlewareLeases},
 	{name: "24_middleware_with_ratelimit_both_orders", run: testMiddlewareOrders},
+	{name: "25_least_privilege_acl", run: testLeastPrivilege},
 }
 
 // TestIdempotency runs every scenario on every target (at most maxParallelTargets targets at once).

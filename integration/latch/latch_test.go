@@ -43,6 +43,7 @@ var scenarios = []scenario{
 	{name: "10_bad_input", run: testBadInput},
 	{name: "11_delete_and_cancel", run: testDeleteAndCancel},
 	{name: "12_foreign_data", run: testForeignData},
+	{name: "13_no_channel_permission", run: testNoChannelPermission},
 }
 
 // TestLatch runs every scenario on every target. Targets run in parallel (at most maxParallelTargets

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sort"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -303,7 +302,7 @@ func testNopermTerminal(t *testing.T, e *env) {
 	require.Error(t, err)
 	require.NoError(t, rctx.Err(), "Run ended on its own")
 	require.True(t, luakit.IsTerminal(err), "terminal: %v", err)
-	require.True(t, strings.Contains(err.Error(), "NOPERM"), "NOPERM: %v", err)
+	require.ErrorIs(t, err, leader.ErrNoPermission, "typed permission error")
 	require.Zero(t, cand.metric(t, leader.MetricAcquireFailures, ""))
 	require.Zero(t, cand.metric(t, leader.MetricChanges, ""))
 	require.EqualValues(t, -2, e.pttl(t, leaseKey), "no lease written")

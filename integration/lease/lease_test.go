@@ -36,6 +36,7 @@ var scenarios = []scenario{
 	{"16_keepalive", testKeepAlive},
 	{"17_any_field_wakes_waiters", testAnyFieldWakes},
 	{"18_extend_ttl", testExtendTTL},
+	{"20_foreign_type_with_expiry", testForeignTypeWithExpiry},
 }
 
 // hasHashFieldTTL is the matrix's expectation: Redis 7.0 and Valkey 8 lack HPEXPIRE.

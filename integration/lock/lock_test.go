@@ -43,6 +43,7 @@ var scenarios = []scenario{
 	{name: "16_handoff_tracked_client_no_option", run: testHandoffTrackedClient},
 	{name: "17_untracked_warns_once_per_locker", run: testUntrackedWarnsOnce},
 	{name: "18_extend_ttl", run: testExtendTTL},
+	{name: "19_least_privilege_acl", run: testLeastPrivilege},
 }
 
 // TestLock runs every scenario on every target. Targets run in parallel (at most maxParallelTargets at

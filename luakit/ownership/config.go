@@ -12,10 +12,14 @@ import (
 // and leave c unchanged when the value is out of range. The error is a [*luakit.ConfigError], so it
 // matches luakit.ErrInvalidConfig.
 
-// SetRenewFraction sets RenewFraction; it must be in (0, 0.9].
+// MinRenewFraction is the smallest renew fraction accepted: at most 20 renewals per TTL, so a tiny
+// value cannot turn a keep-alive into a tight loop of renewals.
+const MinRenewFraction = 0.05
+
+// SetRenewFraction sets RenewFraction; it must be in [MinRenewFraction, 0.9] (0.05 to 0.9).
 func (c *Config) SetRenewFraction(fraction float64) error {
-	if !(fraction > 0 && fraction <= 0.9) {
-		return luakit.InvalidConfig(c.name(), "renew fraction %v outside (0, 0.9]", fraction)
+	if !(fraction >= MinRenewFraction && fraction <= 0.9) {
+		return luakit.InvalidConfig(c.name(), "renew fraction %v outside [0.05, 0.9]", fraction)
 	}
 	c.RenewFraction = fraction
 	return nil

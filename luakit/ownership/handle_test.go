@@ -421,3 +421,16 @@ func isClosed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+func TestSetRenewFractionBounds(t *testing.T) {
+	for _, tt := range []struct {
+		f  float64
+		ok bool
+	}{{0, false}, {0.011, false}, {0.049, false}, {0.05, true}, {1.0 / 3, true}, {0.9, true}, {0.91, false}} {
+		var c Config
+		err := c.SetRenewFraction(tt.f)
+		if (err == nil) != tt.ok {
+			t.Errorf("SetRenewFraction(%v): err = %v, want ok = %v", tt.f, err, tt.ok)
+		}
+	}
+}

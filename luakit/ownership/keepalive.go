@@ -15,8 +15,10 @@ import (
 // already ended, else nil. On a hold without expiry there is nothing to renew: it returns nil and
 // starts nothing.
 //
-// A renewal the server refuses ends the handle with [luakit.ErrLost]. A failed or uncertain renewal is
-// logged and retried after the retry delay while the local estimate lasts; if none is confirmed before
+// A renewal the server answers with "not held" ends the handle with [luakit.ErrLost]; one it rejects with
+// a terminal error ([luakit.Classify]: NOPERM, WRONGTYPE...) ends it with that error at once (so
+// errors.Is(h.Err(), luakit.ErrNoPermission) reports an ACL refusal). Any other failed or uncertain
+// renewal is logged and retried after the retry delay while the local estimate lasts; if none is confirmed before
 // it elapses the handle ends with [luakit.ErrExpired]. Each renewal is bounded by the current deadline.
 // Watch [Handle.Done] or [Handle.Context] to stop protected work. Ending ctx stops renewing without
 // releasing (the hold then expires after its TTL); Release stops it and waits for its goroutine, so no
@@ -89,6 +91,14 @@ func (h *Handle) keepAlive(ctx context.Context, done chan struct{}) {
 			return // lost or expired: the handle has ended
 		default:
 			if ctx.Err() != nil {
+				return
+			}
+			if luakit.IsTerminal(err) && !errors.Is(err, luakit.ErrUncertain) {
+				// Refused by the server (NOPERM, WRONGTYPE...): no retry can succeed, so end the
+				// handle with that error instead of retrying until the estimate elapses.
+				h.mu.Lock()
+				h.endLocked(err)
+				h.mu.Unlock()
 				return
 			}
 			if h.ctx.Err() == nil {

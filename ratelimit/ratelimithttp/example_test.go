@@ -86,8 +86,10 @@ func ExampleWithPolicyNames() {
 }
 
 func ExamplePolicyField() {
-	fmt.Println(ratelimithttp.PolicyField("api", 100, time.Minute))
-	fmt.Println(ratelimithttp.LimitField("api", 0, 29500*time.Millisecond))
+	policy, _ := ratelimithttp.PolicyField("api", 100, time.Minute)
+	limit, _ := ratelimithttp.LimitField("api", 0, 29500*time.Millisecond)
+	fmt.Println(policy)
+	fmt.Println(limit)
 	// Output:
 	// "api";q=100;w=60
 	// "api";r=0;t=30

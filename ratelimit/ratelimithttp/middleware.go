@@ -144,7 +144,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		name, limit, _ := m.describe(res)
 		h.Set(HeaderRateLimitPolicy, m.policyList(res))
 		if !res.At.IsZero() {
-			h.Set(HeaderRateLimit, LimitField(name, res.Remaining, effectiveWindow(res)))
+			h.Set(HeaderRateLimit, limitField(name, res.Remaining, effectiveWindow(res)))
 		}
 		if m.cfg.legacy {
 			h.Set(HeaderXRateLimitLimit, strconv.FormatInt(limit, 10))
@@ -194,7 +194,7 @@ func (m *Middleware) policyList(res ratelimit.Result) string {
 	c, ok := m.limiter.Policy().(ratelimit.Composite)
 	if !ok || len(c.Components) <= 1 {
 		name, limit, window := m.describe(res)
-		return PolicyField(name, limit, window)
+		return policyField(name, limit, window)
 	}
 	items := make([]string, len(c.Components))
 	for i, comp := range c.Components {
@@ -202,7 +202,7 @@ func (m *Middleware) policyList(res ratelimit.Result) string {
 		if i == res.Component && res.Limit > 0 {
 			limit = res.Limit
 		}
-		items[i] = PolicyField(m.componentName(i), limit, window)
+		items[i] = policyField(m.componentName(i), limit, window)
 	}
 	return strings.Join(items, ", ")
 }
@@ -268,16 +268,34 @@ func effectiveWindow(res ratelimit.Result) time.Duration {
 
 // PolicyField formats a RateLimit-Policy field value with one policy: "name";q=<limit>;w=<window>,
 // the window in whole seconds rounded up and at least 1, name as a Structured Field String. Values
-// above the Structured Field Integer range (15 digits) are sent as its maximum.
-func PolicyField(name string, limit int64, window time.Duration) string {
+// above the Structured Field Integer range (15 digits) are sent as its maximum. A name that is empty,
+// longer than [MaxPolicyNameLength] or holds a byte outside printable ASCII (CR, LF and every other
+// control byte included, which would split or forge header lines) is rejected with an error matching
+// ratelimit.ErrInvalidConfig and an empty string.
+func PolicyField(name string, limit int64, window time.Duration) (string, error) {
+	if err := validName(name); err != nil {
+		return "", err
+	}
+	return policyField(name, limit, window), nil
+}
+
+func policyField(name string, limit int64, window time.Duration) string {
 	w := max(ceilSeconds(window), 1)
 	return sfString(name) + ";q=" + sfInt(limit) + ";w=" + sfInt(w)
 }
 
 // LimitField formats a RateLimit field value for one policy: "name";r=<remaining>;t=<reset>, reset
 // in whole seconds rounded up (0 when the quota is already full), name as a Structured Field String.
-// Negative values are sent as 0.
-func LimitField(name string, remaining int64, reset time.Duration) string {
+// Negative values are sent as 0. A name [PolicyField] rejects (CR, LF, any control byte...) is
+// rejected in the same way.
+func LimitField(name string, remaining int64, reset time.Duration) (string, error) {
+	if err := validName(name); err != nil {
+		return "", err
+	}
+	return limitField(name, remaining, reset), nil
+}
+
+func limitField(name string, remaining int64, reset time.Duration) string {
 	return sfString(name) + ";r=" + sfInt(remaining) + ";t=" + sfInt(ceilSeconds(reset))
 }
 

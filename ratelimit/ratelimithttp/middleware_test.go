@@ -50,7 +50,7 @@ func TestPolicyField(t *testing.T) {
 		{"negative", -3, time.Second + 1, `"negative";q=0;w=2`},
 	}
 	for _, tt := range tests {
-		if got := PolicyField(tt.name, tt.limit, tt.window); got != tt.want {
+		if got, err := PolicyField(tt.name, tt.limit, tt.window); err != nil || got != tt.want {
 			t.Errorf("PolicyField(%q, %d, %v) = %s, want %s", tt.name, tt.limit, tt.window, got, tt.want)
 		}
 	}
@@ -69,7 +69,7 @@ func TestLimitField(t *testing.T) {
 		{-1, -time.Second, `"p";r=0;t=0`},
 	}
 	for _, tt := range tests {
-		if got := LimitField("p", tt.remaining, tt.reset); got != tt.want {
+		if got, err := LimitField("p", tt.remaining, tt.reset); err != nil || got != tt.want {
 			t.Errorf("LimitField(p, %d, %v) = %s, want %s", tt.remaining, tt.reset, got, tt.want)
 		}
 	}
@@ -238,5 +238,16 @@ func TestServeWithoutServer(t *testing.T) {
 				t.Errorf("Content-Type = %q", ct)
 			}
 		})
+	}
+}
+
+func TestFieldsRejectControlBytes(t *testing.T) {
+	for _, name := range []string{"", "a\r\nSet-Cookie: x", "a\nb", "a\rb", "tab\t"} {
+		if v, err := PolicyField(name, 1, time.Second); err == nil || v != "" || !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("PolicyField(%q) = %q, %v", name, v, err)
+		}
+		if v, err := LimitField(name, 1, time.Second); err == nil || v != "" || !errors.Is(err, ratelimit.ErrInvalidConfig) {
+			t.Errorf("LimitField(%q) = %q, %v", name, v, err)
+		}
 	}
 }
