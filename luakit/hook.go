@@ -145,6 +145,15 @@ func (s *Scope) End(err error) {
 	s.complete(OutcomeOf(s.caller, err), err)
 }
 
+// EndWith is [Scope.End] with the outcome chosen by the primitive, for an error that is a negative
+// answer rather than a failure (a busy lock's ErrNotAcquired is OutcomeSucceeded).
+func (s *Scope) EndWith(o Outcome, err error) {
+	if s.first == nil {
+		return
+	}
+	s.complete(o, err)
+}
+
 func (s *Scope) complete(o Outcome, err error) {
 	for i := len(s.rest) - 1; i >= 0; i-- {
 		s.rest[i](o, err)

@@ -403,7 +403,14 @@ func (h *Handle) Extend(ctx context.Context) (bool, error) {
 
 // admitted runs op as the public operation verb under cfg.Hooks.
 func admitted[T any](h *Handle, ctx context.Context, verb string, op func(context.Context) (T, error)) (T, error) {
-	ctx, sc, err := h.cfg.Begin(ctx, verb)
+	return Do(ctx, h.cfg, verb, op)
+}
+
+// Do runs op as the public operation "<OpName> verb" admitted by cfg.Hooks (see [Config.Begin]): a
+// rejection is returned unchanged without running op; otherwise op runs with the hooks' context and
+// its error completes the scope. With no hooks it just calls op.
+func Do[T any](ctx context.Context, cfg *Config, verb string, op func(context.Context) (T, error)) (T, error) {
+	ctx, sc, err := cfg.Begin(ctx, verb)
 	if err != nil {
 		var zero T
 		return zero, err
