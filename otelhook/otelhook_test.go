@@ -3,9 +3,7 @@ package otelhook_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -15,13 +13,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
-	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/otelhook"
-	"github.com/coordkit/coordkit/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.GoleakOptions()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type telemetry struct {
 	spans  *tracetest.InMemoryExporter
@@ -46,114 +42,6 @@ func newTelemetry(t *testing.T) *telemetry {
 var allowed = map[attribute.Key]bool{
 	otelhook.AttrPrimitive: true, otelhook.AttrOperation: true, otelhook.AttrOutcome: true,
 	otelhook.AttrInstance: true, otelhook.AttrErrorType: true,
-}
-
-// TestLockSpansAndDurations drives a real Locker through every outcome and checks each span's name,
-// attributes and status, the histogram's series, and that no key or token leaks into any attribute.
-func TestLockSpansAndDurations(t *testing.T) {
-	srv := testkit.Start(t, testkit.Targets()[0])
-	client := srv.Client(t)
-	tel := newTelemetry(t)
-	locker, err := lock.New(client, lock.WithHooks(tel.hook), lock.WithName("orders"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	const name = "otel-secret-name"
-	lease, err := locker.TryAcquire(ctx, name, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := locker.TryAcquire(ctx, name, time.Minute); !errors.Is(err, lock.ErrNotAcquired) {
-		t.Fatalf("second TryAcquire: %v, want ErrNotAcquired", err)
-	}
-	if _, err := locker.TryAcquire(ctx, name, -time.Second); err == nil {
-		t.Fatal("negative TTL accepted")
-	}
-	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	_, err = locker.Acquire(cctx, name, time.Minute)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("waiting Acquire: %v, want a deadline", err)
-	}
-	if ok, err := lease.Extend(ctx); !ok || err != nil {
-		t.Fatalf("Extend: %v %v", ok, err)
-	}
-	if _, err := lease.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	type want struct {
-		name, outcome string
-		status        codes.Code
-	}
-	wants := []want{
-		{"LOCK TRY ACQUIRE", "succeeded", codes.Unset},
-		{"LOCK TRY ACQUIRE", "succeeded", codes.Unset}, // busy: an answer
-		{"LOCK TRY ACQUIRE", "failed", codes.Error},
-		{"LOCK ACQUIRE", "canceled", codes.Unset},
-		{"LOCK EXTEND", "succeeded", codes.Unset},
-		{"LOCK RELEASE", "succeeded", codes.Unset},
-	}
-	got := tel.spans.GetSpans()
-	if len(got) != len(wants) {
-		t.Fatalf("%d spans, want %d: %v", len(got), len(wants), got)
-	}
-	secrets := []string{name, lease.OwnerToken(), lease.LeaseKey(), lease.FenceKey(), srv.Addr}
-	for i, s := range got {
-		w := wants[i]
-		attrs := map[attribute.Key]string{}
-		for _, kv := range s.Attributes {
-			if !allowed[kv.Key] {
-				t.Errorf("span %d: unexpected attribute %s", i, kv.Key)
-			}
-			attrs[kv.Key] = kv.Value.Emit()
-			for _, sec := range secrets {
-				if strings.Contains(kv.Value.Emit(), sec) {
-					t.Errorf("span %d: attribute %s carries a key, token or endpoint", i, kv.Key)
-				}
-			}
-		}
-		if s.Name != w.name || attrs[otelhook.AttrOperation] != w.name || attrs[otelhook.AttrPrimitive] != "lock" ||
-			attrs[otelhook.AttrInstance] != "orders" || attrs[otelhook.AttrOutcome] != w.outcome || s.Status.Code != w.status {
-			t.Errorf("span %d: %s %v status %v; want %+v", i, s.Name, attrs, s.Status.Code, w)
-		}
-	}
-
-	var rm metricdata.ResourceMetrics
-	if err := tel.reader.Collect(ctx, &rm); err != nil {
-		t.Fatal(err)
-	}
-	series := map[string]uint64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != otelhook.MetricDuration || m.Unit != "s" {
-				t.Fatalf("metric %s unit %q", m.Name, m.Unit)
-			}
-			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
-				op, _ := dp.Attributes.Value(otelhook.AttrOperation)
-				oc, _ := dp.Attributes.Value(otelhook.AttrOutcome)
-				series[op.AsString()+"/"+oc.AsString()] += dp.Count
-				for _, kv := range dp.Attributes.ToSlice() {
-					if !allowed[kv.Key] {
-						t.Errorf("histogram: unexpected attribute %s", kv.Key)
-					}
-				}
-			}
-		}
-	}
-	wantSeries := map[string]uint64{
-		"LOCK TRY ACQUIRE/succeeded": 2, "LOCK TRY ACQUIRE/failed": 1, "LOCK ACQUIRE/canceled": 1,
-		"LOCK EXTEND/succeeded": 1, "LOCK RELEASE/succeeded": 1,
-	}
-	if len(series) != len(wantSeries) {
-		t.Fatalf("histogram series %v, want %v", series, wantSeries)
-	}
-	for k, v := range wantSeries {
-		if series[k] != v {
-			t.Errorf("histogram %s: %d, want %d (all: %v)", k, series[k], v, series)
-		}
-	}
 }
 
 // TestNestedOperationsGetOwnSpans checks that an operation started from inside a hook is admitted on
@@ -193,5 +81,75 @@ func BenchmarkAdmit(b *testing.B) {
 	for b.Loop() {
 		_, sc, _ := hs.Begin(ctx, op)
 		sc.End(nil)
+	}
+}
+
+// TestOutcomes checks each outcome's span status, attributes and series on synthetic operations.
+func TestOutcomes(t *testing.T) {
+	tel := newTelemetry(t)
+	hs := luakit.Hooks{tel.hook}
+	tests := []struct {
+		name    string
+		op      luakit.Operation
+		err     error
+		cancel  bool
+		outcome string
+		status  codes.Code
+		errType string
+	}{
+		{"success", luakit.Operation{Primitive: "lease", Name: "LEASE ACQUIRE", Instance: "jobs"}, nil, false, "succeeded", codes.Unset, ""},
+		{"failure", luakit.Operation{Primitive: "lease", Name: "LEASE RELEASE"}, errors.New("boom"), false, "failed", codes.Error, "unknown"},
+		{"canceled", luakit.Operation{Primitive: "counter", Name: "COUNTER GET"}, context.Canceled, true, "canceled", codes.Unset, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tel.spans.Reset()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, sc, err := hs.Begin(ctx, tt.op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.cancel {
+				cancel()
+			}
+			sc.End(tt.err)
+			spans := tel.spans.GetSpans()
+			if len(spans) != 1 {
+				t.Fatalf("%d spans", len(spans))
+			}
+			s := spans[0]
+			attrs := map[attribute.Key]string{}
+			for _, kv := range s.Attributes {
+				if !allowed[kv.Key] {
+					t.Errorf("unexpected attribute %s", kv.Key)
+				}
+				attrs[kv.Key] = kv.Value.Emit()
+			}
+			if s.Name != tt.op.Name || attrs[otelhook.AttrOutcome] != tt.outcome || s.Status.Code != tt.status ||
+				attrs[otelhook.AttrErrorType] != tt.errType || attrs[otelhook.AttrInstance] != tt.op.Instance ||
+				attrs[otelhook.AttrPrimitive] != tt.op.Primitive || attrs[otelhook.AttrOperation] != tt.op.Name {
+				t.Fatalf("span %s %v status %v", s.Name, attrs, s.Status)
+			}
+			if _, ok := attrs[otelhook.AttrInstance]; ok != (tt.op.Instance != "") {
+				t.Fatalf("instance attribute present=%v for instance %q", ok, tt.op.Instance)
+			}
+		})
+	}
+	var rm metricdata.ResourceMetrics
+	if err := tel.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != otelhook.MetricDuration || m.Unit != "s" {
+				t.Fatalf("metric %s unit %q", m.Name, m.Unit)
+			}
+			n += len(m.Data.(metricdata.Histogram[float64]).DataPoints)
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d histogram series, want 3", n)
 	}
 }
