@@ -153,3 +153,21 @@ func TestLockSpansAndDurations(t *testing.T) {
 	}
 }
 
+
+// BenchmarkLockOTel is BenchmarkLockNoHooks with the OpenTelemetry adapter (SDK providers, every span
+// sampled, spans dropped by no exporter): two operations per iteration.
+func BenchmarkLockOTel(b *testing.B) {
+	srv := testkit.Start(b, testkit.Targets()[0])
+	tp := sdktrace.NewTracerProvider()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) }()
+	h, err := otelhook.New(otelhook.WithTracerProvider(tp), otelhook.WithMeterProvider(mp))
+	if err != nil {
+		b.Fatal(err)
+	}
+	locker, err := lock.New(srv.Client(b), lock.WithHooks(h), lock.WithName("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchLock(b, locker)
+}
