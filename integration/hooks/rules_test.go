@@ -232,16 +232,12 @@ func TestLockHookRules(t *testing.T) {
 		if err := l.KeepAlive(kctx); err != nil {
 			t.Fatal(err)
 		}
-		for !slices.Contains(j.take(), "admit LOCK EXTEND") {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitFor(t, j, "admit LOCK EXTEND")
 		if l.Err() != nil {
 			t.Fatalf("a rejected renewal ended the handle: %v", l.Err())
 		}
 		j.setReject()
-		for !slices.Contains(j.take(), "done LOCK EXTEND succeeded") {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitFor(t, j, "done LOCK EXTEND succeeded")
 		stop()
 		if _, err := l.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -308,4 +304,16 @@ func (o *orderHook) take() []string {
 	out := o.log
 	o.log = nil
 	return out
+}
+
+// waitFor polls j until entry appears; the bound only turns a missing entry into a failure instead of
+// a hang (the renewals it waits for come every 100ms).
+func waitFor(t *testing.T, j *journal, entry string) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if slices.Contains(j.take(), entry) {
+			return
+		}
+	}
+	t.Fatalf("no %q in the hook journal", entry)
 }
