@@ -649,6 +649,14 @@ func (h *Handle) Close() error {
 	return err
 }
 
+// CloseContext is the release of a primitive's own Close that is bounded by ctx instead of the cleanup
+// timeout (redlock bounds each node by its node timeout): admitted as "<NAME> CLOSE" like
+// [Handle.Close], then [Handle.Release]'s behaviour, returning only its error.
+func (h *Handle) CloseContext(ctx context.Context) error {
+	_, err := admitted(h, ctx, "CLOSE", h.release)
+	return err
+}
+
 // Settled reports whether an answered release (or surrender) settled that the server holds nothing of
 // this owner; a module's best-effort Close uses it to skip I/O.
 func (h *Handle) Settled() bool {
