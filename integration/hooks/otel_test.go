@@ -19,7 +19,6 @@ import (
 	"github.com/coordkit/coordkit/testkit"
 )
 
-
 type telemetry struct {
 	spans  *tracetest.InMemoryExporter
 	reader *sdkmetric.ManualReader
@@ -104,9 +103,9 @@ func TestLockSpansAndDurations(t *testing.T) {
 			if !allowed[kv.Key] {
 				t.Errorf("span %d: unexpected attribute %s", i, kv.Key)
 			}
-			attrs[kv.Key] = kv.Value.Emit()
+			attrs[kv.Key] = kv.Value.String()
 			for _, sec := range secrets {
-				if strings.Contains(kv.Value.Emit(), sec) {
+				if strings.Contains(kv.Value.String(), sec) {
 					t.Errorf("span %d: attribute %s carries a key, token or endpoint", i, kv.Key)
 				}
 			}
@@ -152,7 +151,6 @@ func TestLockSpansAndDurations(t *testing.T) {
 		}
 	}
 }
-
 
 // BenchmarkLockOTel is BenchmarkLockNoHooks with the OpenTelemetry adapter (SDK providers, every span
 // sampled, spans dropped by no exporter): two operations per iteration.
