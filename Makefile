@@ -12,7 +12,7 @@ export PATH := $(PATH):/usr/local/go/bin
 export CI
 
 # Every module, listed once. Released modules are tagged <dir>/vX.Y.Z (versions.yaml).
-RELEASED   := luakit lock lease rwlock semaphore idempotency leader latch redlock counter ratelimit
+RELEASED   := luakit lock lease rwlock semaphore idempotency leader latch redlock counter ratelimit otelhook
 UNRELEASED := testkit integration bench demo tools coordctl
 MODULES    := $(RELEASED) $(UNRELEASED)
 

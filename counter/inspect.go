@@ -36,7 +36,12 @@ type Inspection struct {
 // after Close; otherwise the client's error (a timeout or cancellation changes nothing). Unlike the
 // increments it is sent even while the Store considers the server unreachable, so an operator sees the
 // connection error itself. It blocks for one round trip, bounded by ctx. Safe for concurrent use.
-func (s *Store) Inspect(ctx context.Context, key string) (Inspection, error) {
+func (s *Store) Inspect(ctx context.Context, key string) (_ Inspection, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INSPECT", Instance: s.cfg.name})
+	if err != nil {
+		return Inspection{}, err
+	}
+	defer func() { sc.End(err) }()
 	k, err := s.key(key)
 	if err != nil {
 		return Inspection{}, err

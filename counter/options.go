@@ -22,6 +22,8 @@ type config struct {
 	probeInterval time.Duration
 	probeTimeout  time.Duration
 	logger        *slog.Logger
+	hooks         luakit.Hooks
+	name          string
 }
 
 func defaultConfig() config {
@@ -196,4 +198,17 @@ func WithFlushErrorHandler(fn func(error)) BufferedOption {
 		c.onError = fn
 		return nil
 	})
+}
+
+// WithHooks adds hooks that admit and observe the Store's operations (see [luakit.Hook]): COUNTER
+// INCREMENT WITH EXPIRE, COUNTER INCREMENT UP TO, COUNTER DECREMENT DOWN TO, COUNTER GET, COUNTER GET
+// MANY, COUNTER BATCH INCREMENT and COUNTER INSPECT, once per call. A Bounded or Buffered counter's
+// flushes are the Store operations they send. Hooks compose in order across calls. Default: none.
+func WithHooks(hooks ...luakit.Hook) Option {
+	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
+}
+
+// WithName names the Store for hooks ([luakit.Operation].Instance). It must not be a key. Default "".
+func WithName(name string) Option {
+	return optionFunc(func(c *config) error { c.name = name; return nil })
 }

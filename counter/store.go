@@ -186,7 +186,12 @@ func (s *Store) key(name string) (string, error) {
 // written; [ErrDisconnected] at once while the server is unreachable; [ErrUncertain] when the
 // increment may have been applied but no reply was read (ctx ended, connection broke); [ErrClosed]
 // after Close. ctx bounds the round trip.
-func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
+func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64, ttl time.Duration) (_ int64, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT WITH EXPIRE", Instance: s.cfg.name})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { sc.End(err) }()
 	k, err := s.key(key)
 	if err != nil {
 		return 0, err
@@ -216,7 +221,12 @@ func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64
 // ([ErrInvalidTTL]), all matching [ErrInvalidConfig]; [ErrNotInteger] with nothing written;
 // [ErrDisconnected] at once while the server is unreachable; [ErrUncertain] when no reply was read
 // after sending; [ErrClosed] after Close. A refusal is not an error.
-func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (Result, error) {
+func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (_ Result, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT UP TO", Instance: s.cfg.name})
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() { sc.End(err) }()
 	k, err := s.key(key)
 	if err != nil {
 		return Result{}, err
@@ -295,7 +305,12 @@ func pttlDuration(pttl int64) time.Duration {
 // trip; ctx bounds it.
 //
 // Errors: as for [Store.IncrementUpTo] (without the ttl check).
-func (s *Store) DecrementDownTo(ctx context.Context, key string, delta, floor int64) (DecrementResult, error) {
+func (s *Store) DecrementDownTo(ctx context.Context, key string, delta, floor int64) (_ DecrementResult, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER DECREMENT DOWN TO", Instance: s.cfg.name})
+	if err != nil {
+		return DecrementResult{}, err
+	}
+	defer func() { sc.End(err) }()
 	k, err := s.key(key)
 	if err != nil {
 		return DecrementResult{}, err
@@ -349,7 +364,12 @@ func satSub(a, b int64) int64 {
 //
 // Errors: an empty key before any I/O (matching [ErrInvalidConfig]); [ErrNotInteger] when the key
 // holds something else; [ErrDisconnected]; [ErrClosed] after Close; an error wrapping the context's.
-func (s *Store) Get(ctx context.Context, key string) (int64, error) {
+func (s *Store) Get(ctx context.Context, key string) (_ int64, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER GET", Instance: s.cfg.name})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { sc.End(err) }()
 	k, err := s.key(key)
 	if err != nil {
 		return 0, err
@@ -387,7 +407,12 @@ func int64Reply(r rueidis.RedisResult) (int64, error) {
 // Errors: an empty key before any I/O (matching [ErrInvalidConfig]); [ErrDisconnected]; [ErrClosed]
 // after Close; an error wrapping the context's; otherwise a *[BatchError] with [ErrNotInteger] for
 // each key holding something else (the other values are still returned).
-func (s *Store) GetMany(ctx context.Context, keys []string) ([]Value, error) {
+func (s *Store) GetMany(ctx context.Context, keys []string) (_ []Value, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER GET MANY", Instance: s.cfg.name})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { sc.End(err) }()
 	phys := make([]string, len(keys))
 	for i, name := range keys {
 		if name == "" {
@@ -472,7 +497,12 @@ func (s *Store) GetMany(ctx context.Context, keys []string) ([]Value, error) {
 // [ErrInvalidConfig]; that item is not sent), [ErrOverflow] / [ErrNotInteger] (nothing written for
 // that item), [ErrUncertain] (the item may have been applied). The value of a failed item is 0.
 // [ErrClosed] after Close.
-func (s *Store) BatchIncrement(ctx context.Context, items []Increment) ([]int64, error) {
+func (s *Store) BatchIncrement(ctx context.Context, items []Increment) (_ []int64, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER BATCH INCREMENT", Instance: s.cfg.name})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { sc.End(err) }()
 	out := make([]int64, len(items))
 	errs := make([]error, len(items))
 	failed := false

@@ -26,14 +26,15 @@ const (
 	// CLUSTERDOWN, TRYAGAIN, MASTERDOWN, READONLY and attempts with an uncertain outcome), each retried
 	// after the retry delay. Contention (another leader holds the lease) is not a failure.
 	MetricAcquireFailures = "coordkit.leader_election.acquire_failures"
+	// MetricIsLeader is an observable Int64Gauge: 1 while this Election holds a current term
+	// ([Election.Current]), else 0, so followers export the series too.
+	MetricIsLeader = "coordkit.leader_election.is_leader"
 )
+
+// AttrInstance is the attribute every instrument carries when [WithName] named the Election.
+const AttrInstance = attribute.Key("coordkit.instance")
 
 const meterName = "github.com/coordkit/coordkit/leader"
-
-var (
-	attrElected = metric.WithAttributes(attribute.String("state", "elected"))
-	attrRevoked = metric.WithAttributes(attribute.String("state", "revoked"))
-)
 
 // Election campaigns for leadership of one fenced lease (the [lock] module's lease key and fence
 // counter) on behalf of this process. Create it with [New]; run it with [Election.Run] (or
@@ -48,6 +49,9 @@ type Election struct {
 	cfg                config
 	changes            metric.Int64Counter
 	failures           metric.Int64Counter
+	attrElected        metric.MeasurementOption // state=elected (and the instance, when named)
+	attrRevoked        metric.MeasurementOption
+	attrInstance       metric.MeasurementOption // the instance alone; no attributes when unnamed
 
 	campaigning atomic.Bool
 	// unreachableSince is the UnixNano of the first of the current run of campaign commands that did
@@ -124,6 +128,12 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 	if cfg.strictSlots {
 		lopts = append(lopts, lock.WithStrictSlots())
 	}
+	if len(cfg.hooks) > 0 {
+		lopts = append(lopts, lock.WithHooks(cfg.hooks...))
+	}
+	if cfg.instance != "" {
+		lopts = append(lopts, lock.WithName(cfg.instance))
+	}
 	// The Locker sees the client through countingClient, which hides the tracker of a client made by
 	// luakit.NewTrackedClient from lock's own lookup: look it up on the caller's client instead.
 	tracker := cfg.tracker
@@ -138,7 +148,31 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 		return nil, fmt.Errorf("leader: %w", err) // lock's option errors match ErrInvalidConfig
 	}
 	e.locker = lk
+	var inst []attribute.KeyValue
+	if cfg.instance != "" {
+		inst = []attribute.KeyValue{AttrInstance.String(cfg.instance)}
+	}
+	e.attrInstance = metric.WithAttributes(inst...)
+	e.attrElected = metric.WithAttributes(append([]attribute.KeyValue{attribute.String("state", "elected")}, inst...)...)
+	e.attrRevoked = metric.WithAttributes(append([]attribute.KeyValue{attribute.String("state", "revoked")}, inst...)...)
 	meter := cfg.provider().Meter(meterName)
+	gauge, err := meter.Int64ObservableGauge(MetricIsLeader, metric.WithUnit("1"),
+		metric.WithDescription("1 while this process leads the election, else 0."))
+	if err != nil {
+		return nil, fmt.Errorf("leader: metric %s: %w", MetricIsLeader, err)
+	}
+	// One callback per Election (an instrument's own callback option is kept only for the first of
+	// several Elections sharing a meter). It lives as long as the meter provider.
+	if _, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		v := int64(0)
+		if _, ok := e.Current(); ok {
+			v = 1
+		}
+		o.ObserveInt64(gauge, v, e.attrInstance)
+		return nil
+	}, gauge); err != nil {
+		return nil, fmt.Errorf("leader: metric %s: %w", MetricIsLeader, err)
+	}
 	if e.changes, err = meter.Int64Counter(MetricChanges, metric.WithUnit("{change}"),
 		metric.WithDescription("Leadership changes of this process (state=elected|revoked).")); err != nil {
 		return nil, fmt.Errorf("leader: metric %s: %w", MetricChanges, err)
@@ -164,7 +198,7 @@ func (c countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.R
 	}
 	err := r.Error()
 	if luakit.IsTransient(err) {
-		c.e.failures.Add(context.Background(), 1)
+		c.e.failures.Add(context.Background(), 1, c.e.attrInstance)
 	}
 	c.e.recovery(ctx, err)
 	return r
@@ -302,7 +336,7 @@ func (e *Election) Run(ctx context.Context) error {
 				return fmt.Errorf("leader: campaign: %w", err)
 			}
 			if !luakit.IsTransient(err) { // transient replies were counted as they arrived
-				e.failures.Add(context.Background(), 1)
+				e.failures.Add(context.Background(), 1, e.attrInstance)
 			}
 			e.cfg.logger.Debug("leader: campaign failed, retrying", "err", err, "retry_delay", e.cfg.retryDelay)
 			if !pause(e.cfg.retryDelay) {
@@ -350,7 +384,7 @@ func (e *Election) lead(ctx context.Context, lease *lock.Lease, n *notifier) (bo
 	term := Term{FencingToken: lease.FencingToken(), Elected: time.Now(), owner: lease.OwnerToken(), ctx: termCtx}
 	tp := &term
 	e.current.Store(tp)
-	e.changes.Add(context.Background(), 1, attrElected)
+	e.changes.Add(context.Background(), 1, e.attrElected)
 	n.notify(Change{State: Elected, Term: term})
 
 	cbDone := make(chan error, 1)
@@ -364,7 +398,7 @@ func (e *Election) lead(ctx context.Context, lease *lock.Lease, n *notifier) (bo
 	cancel(cause)
 	cause = context.Cause(termCtx) // the parent's cause when ctx ended first
 	e.current.CompareAndSwap(tp, nil)
-	e.changes.Add(context.Background(), 1, attrRevoked)
+	e.changes.Add(context.Background(), 1, e.attrRevoked)
 	n.notify(Change{State: Revoked, Term: term, Cause: cause})
 
 	revDone := make(chan error, 1)

@@ -52,6 +52,8 @@ type config struct {
 	onElected      func(ctx context.Context, term Term) error
 	onRevoked      func(term Term)
 	observers      []func(Change)
+	hooks          luakit.Hooks
+	instance       string
 }
 
 func defaultConfig() config {
@@ -276,4 +278,19 @@ func OnChange(fn func(Change)) Option {
 		c.observers = append(c.observers, fn)
 		return nil
 	})
+}
+
+// WithHooks passes hooks to the lock the Election campaigns with (see [luakit.Hook] and lock.WithHooks):
+// they see its operations as the lock's (primitive "lock"): LOCK ACQUIRE for each campaign wait (one
+// operation however many attempts it makes), LOCK EXTEND for each renewal, LOCK RELEASE when leadership
+// is given up. Default: none.
+func WithHooks(hooks ...luakit.Hook) Option {
+	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
+}
+
+// WithName names the Election in its metrics (attribute coordkit.instance, see [AttrInstance]) and for
+// its lock's hooks, so several elections in one process export separate series. It must not be a key
+// or a token. Default "": no instance attribute.
+func WithName(name string) Option {
+	return optionFunc(func(c *config) error { c.instance = name; return nil })
 }

@@ -123,16 +123,21 @@ var errHeld = fmt.Errorf("lease: acquire: %w", ErrNotAcquired)
 // After a late or uncertain acquisition an owner-checked release is sent as the contract says: on the
 // same connection, behind the acquisition, bounded by [WithCleanupTimeout], even when ctx ended;
 // otherwise the field expires after ttl. ctx bounds the round trip; no socket deadline is set.
-func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl time.Duration) (*Lease, error) {
+func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl time.Duration) (_ *Lease, err error) {
+	ctx, sc, err := ls.cfg.own.Begin(ctx, "TRY ACQUIRE")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { endAcquire(&sc, err) }()
 	key, ms, err := ls.validate(hashKey, field, ttl)
 	if err != nil {
 		return nil, err
 	}
-	if err := ls.require(ctx); err != nil {
+	if err = ls.require(ctx); err != nil {
 		return nil, err
 	}
 	l := ls.newLease(key, hashKey, field, ms)
-	if _, err := ls.try(ctx, l); err != nil {
+	if _, err = ls.try(ctx, l); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -212,7 +217,12 @@ func isSettled(err error) bool {
 // It blocks until the lease is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
 // returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is
 // sent). Cancellation does not undo an acquisition the server already applied.
-func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.Duration) (*Lease, error) {
+func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.Duration) (_ *Lease, err error) {
+	ctx, sc, err := ls.cfg.own.Begin(ctx, "ACQUIRE")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { sc.End(err) }()
 	key, ms, err := ls.validate(hashKey, field, ttl)
 	if err != nil {
 		return nil, err
@@ -254,11 +264,16 @@ func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.D
 // It fails before any I/O for an empty hash key, and with an error wrapping luakit.ErrUnsupported on a
 // server without hash-field expiry. An uncertain read is reported as the client's error (it changes
 // nothing). The list describes one instant: leases can expire or be taken right after.
-func (ls *Leases) Holders(ctx context.Context, hashKey string) ([]Holder, error) {
-	if err := luakit.ValidateKey("hash key", hashKey); err != nil {
+func (ls *Leases) Holders(ctx context.Context, hashKey string) (_ []Holder, err error) {
+	ctx, sc, err := ls.cfg.own.Begin(ctx, "HOLDERS")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { sc.End(err) }()
+	if err = luakit.ValidateKey("hash key", hashKey); err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
-	if err := ls.require(ctx); err != nil {
+	if err = ls.require(ctx); err != nil {
 		return nil, err
 	}
 	arr, err := holdersScript.Exec(ctx, ls.client, []string{ls.cfg.keys.Key(hashKey)}, nil).ToArray()
@@ -291,4 +306,13 @@ func decodeHolders(arr []rueidis.RedisMessage) ([]Holder, error) {
 	}
 	slices.SortFunc(out, func(a, b Holder) int { return strings.Compare(a.Field, b.Field) })
 	return out, nil
+}
+
+// endAcquire completes an acquisition's hook scope: a held field is an answer, not a failure.
+func endAcquire(sc *luakit.Scope, err error) {
+	if errors.Is(err, ErrNotAcquired) {
+		sc.EndWith(luakit.OutcomeSucceeded, err)
+		return
+	}
+	sc.End(err)
 }

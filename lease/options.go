@@ -71,3 +71,18 @@ func WithRetryDelay(d time.Duration) Option {
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }
+
+// WithHooks adds hooks that admit and observe the operations of the Leases (see [luakit.Hook]): LEASE
+// TRY ACQUIRE, LEASE ACQUIRE (one operation however many attempts it waits through), LEASE HOLDERS,
+// LEASE FORCE RELEASE, and on each Lease LEASE EXTEND, LEASE VERIFY, LEASE RELEASE and LEASE CLOSE. A
+// held field (ErrNotAcquired) completes as [luakit.OutcomeSucceeded]. Hooks compose in order across
+// calls. Default: none, and operations then allocate nothing for hooks.
+func WithHooks(hooks ...luakit.Hook) Option {
+	return optionFunc(func(c *config) error { c.own.Hooks = append(c.own.Hooks, hooks...); return nil })
+}
+
+// WithName names these Leases for hooks ([luakit.Operation].Instance) and metrics, so several in one
+// process stay apart. It must not be a key or a token. Default "".
+func WithName(name string) Option {
+	return optionFunc(func(c *config) error { c.own.Instance = name; return nil })
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
 var (
@@ -59,6 +60,10 @@ func (l *Locker) InspectKeys(ctx context.Context, leaseKey, fenceKey string) (In
 }
 
 func (l *Locker) inspect(ctx context.Context, r request) (Inspection, error) {
+	return ownership.Do(ctx, &l.own, "INSPECT", func(ctx context.Context) (Inspection, error) { return l.inspectOnce(ctx, r) })
+}
+
+func (l *Locker) inspectOnce(ctx context.Context, r request) (Inspection, error) {
 	arr, err := inspectScript.Exec(ctx, l.client, []string{r.lease, r.fence}, nil).ToArray()
 	if err != nil {
 		return Inspection{}, fmt.Errorf("lock: inspect: %w", luakit.MarkForeign(err))
@@ -129,6 +134,10 @@ func (l *Locker) ForceReleaseKeys(ctx context.Context, leaseKey, fenceKey string
 }
 
 func (l *Locker) forceRelease(ctx context.Context, r request) (bool, error) {
+	return ownership.Do(ctx, &l.own, "FORCE RELEASE", func(ctx context.Context) (bool, error) { return l.forceReleaseOnce(ctx, r) })
+}
+
+func (l *Locker) forceReleaseOnce(ctx context.Context, r request) (bool, error) {
 	n, err := forceReleaseScript.Exec(ctx, l.client, []string{r.lease}, nil).AsInt64()
 	if err != nil {
 		if luakit.IsUncertain(err) {

@@ -137,12 +137,26 @@ func (l *Locker) prepare(r request, ttl time.Duration, checkSlots bool) (request
 //
 // ctx bounds the round trip. Cancellation does not undo an acquisition the server already applied.
 func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
-	r, err := l.named(name, ttl)
+	ctx, sc, err := l.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	lease, _, err := l.attempt(ctx, &r)
+	r, err := l.named(name, ttl)
+	var lease *Lease
+	if err == nil {
+		lease, _, err = l.attempt(ctx, &r)
+	}
+	endAcquire(&sc, err)
 	return lease, err
+}
+
+// endAcquire completes an acquisition's hook scope: a busy lock is an answer, not a failure.
+func endAcquire(sc *luakit.Scope, err error) {
+	if errors.Is(err, ErrNotAcquired) {
+		sc.EndWith(luakit.OutcomeSucceeded, err)
+		return
+	}
+	sc.End(err)
 }
 
 // TryAcquireKeys is [Locker.TryAcquire] for a lock whose two keys are given: the lease at leaseKey,
@@ -154,11 +168,16 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 // "{invoice:42}:fence") or the call fails with a [*luakit.CrossSlotError]. All of it is checked before
 // any I/O, with errors matching [ErrInvalidConfig]. Results are as for TryAcquire.
 func (l *Locker) TryAcquireKeys(ctx context.Context, leaseKey, fenceKey string, ttl time.Duration) (*Lease, error) {
-	r, err := l.explicit(leaseKey, fenceKey, ttl)
+	ctx, sc, err := l.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	lease, _, err := l.attempt(ctx, &r)
+	r, err := l.explicit(leaseKey, fenceKey, ttl)
+	var lease *Lease
+	if err == nil {
+		lease, _, err = l.attempt(ctx, &r)
+	}
+	endAcquire(&sc, err)
 	return lease, err
 }
 
@@ -254,21 +273,33 @@ func isSettled(err error) bool {
 // acquired, ctx ends, or a non-retryable error occurs. When ctx ends it returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in
 // flight; its cleanup is sent). Cancellation does not undo an acquisition the server already applied.
 func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
-	r, err := l.named(name, ttl)
+	ctx, sc, err := l.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	return l.wait(ctx, &r)
+	r, err := l.named(name, ttl)
+	var lease *Lease
+	if err == nil {
+		lease, err = l.wait(ctx, &r)
+	}
+	sc.End(err)
+	return lease, err
 }
 
 // AcquireKeys is [Locker.Acquire] for a lock whose two keys are given, validated as by
 // [Locker.TryAcquireKeys].
 func (l *Locker) AcquireKeys(ctx context.Context, leaseKey, fenceKey string, ttl time.Duration) (*Lease, error) {
-	r, err := l.explicit(leaseKey, fenceKey, ttl)
+	ctx, sc, err := l.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	return l.wait(ctx, &r)
+	r, err := l.explicit(leaseKey, fenceKey, ttl)
+	var lease *Lease
+	if err == nil {
+		lease, err = l.wait(ctx, &r)
+	}
+	sc.End(err)
+	return lease, err
 }
 
 // wait is Acquire's loop for a validated request.

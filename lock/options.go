@@ -76,3 +76,18 @@ func WithRetryDelay(d time.Duration) Option {
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }
+
+// WithHooks adds hooks that admit and observe the Locker's operations (see [luakit.Hook]): LOCK TRY
+// ACQUIRE (TryAcquire, TryAcquireKeys), LOCK ACQUIRE (Acquire, AcquireKeys: one operation however many
+// attempts it waits through), LOCK INSPECT, LOCK FORCE RELEASE, and on each Lease LOCK EXTEND, LOCK VERIFY, LOCK RELEASE and LOCK CLOSE.
+// A busy lock (ErrNotAcquired) completes as [luakit.OutcomeSucceeded]. Hooks compose in order across
+// calls. Default: none, and operations then allocate nothing for hooks.
+func WithHooks(hooks ...luakit.Hook) Option {
+	return optionFunc(func(c *config) error { c.own.Hooks = append(c.own.Hooks, hooks...); return nil })
+}
+
+// WithName names this Locker for hooks ([luakit.Operation].Instance) and metrics, so several Lockers
+// in one process stay apart. It must not be a key or a token. Default "".
+func WithName(name string) Option {
+	return optionFunc(func(c *config) error { c.own.Instance = name; return nil })
+}

@@ -69,9 +69,10 @@ func (l *Lock) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
 // nil when a quorum of nodes replied or an earlier release had settled the lock, else the release's
 // error (wrapping [ErrUncertain]; Release may be called again). The lock ends with [ErrReleased]
 // either way.
+//
+// With [WithHooks] it is the operation REDLOCK CLOSE (not a RELEASE as well).
 func (l *Lock) Close() error {
-	_, err := l.Release(context.Background())
-	return err
+	return l.CloseContext(context.Background())
 }
 
 // backend is a Lock's [ownership.Backend]: each method sends one owner-checked script to every node in

@@ -29,6 +29,8 @@ type config struct {
 	logger        *slog.Logger
 	quarantine    bool          // restart quarantine on (the default)
 	longestTTL    time.Duration // WithLongestTTL: floor of the quarantine period; 0 = learned only
+	hooks         luakit.Hooks
+	name          string
 }
 
 // Defaults. The drift allowance and the retry delay follow the Redis distributed-locks document.
@@ -188,4 +190,22 @@ func WithLongestTTL(d time.Duration) Option {
 		c.longestTTL = d
 		return nil
 	})
+}
+
+// WithHooks adds hooks that admit and observe the group's operations (see [luakit.Hook]), once per
+// group operation and before any node is contacted, in the order given: REDLOCK TRY ACQUIRE,
+// REDLOCK ACQUIRE (one operation however many attempts it makes), and on each Lock REDLOCK EXTEND
+// (Extend, ExtendTTL, each keep-alive renewal), REDLOCK VERIFY, REDLOCK RELEASE and REDLOCK CLOSE. A
+// rejected renewal or release keeps the lock on every node; a rejected Close returns the hook's error
+// and can be retried; the cleanup releases after a failed attempt are part of that attempt and are
+// not admitted again. No majority (ErrNotAcquired) completes as [luakit.OutcomeSucceeded]. Default:
+// none.
+func WithHooks(hooks ...luakit.Hook) Option {
+	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
+}
+
+// WithName names the group for hooks ([luakit.Operation].Instance). It must not be a key, a token or
+// an endpoint. Default "".
+func WithName(name string) Option {
+	return optionFunc(func(c *config) error { c.name = name; return nil })
 }

@@ -82,6 +82,8 @@ func NewGroup(clients []rueidis.Client, opts ...Option) (*Group, error) {
 		RetryDelay:     cfg.retryDelay,
 		CleanupTimeout: cfg.nodeTimeout, // the fan-out's own bound; a release ignores ctx once sent
 		Logger:         cfg.logger,
+		Hooks:          cfg.hooks,
+		Instance:       cfg.name,
 	}
 	return g, nil
 }
@@ -149,7 +151,16 @@ func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) 
 // [ErrLateReply] when the majority came too late; [ErrInvalidTTL], [ErrSameKey] or luakit.ErrEmptyKey
 // before any I/O; ctx's error before any I/O when ctx is already done.
 // TryAcquire blocks for at most about two node timeouts (three in fenced mode).
-func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (_ *Lock, err error) {
+	ctx, sc, err := g.own.Begin(ctx, "TRY ACQUIRE")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { endAcquire(ctx, &sc, err) }()
+	return g.tryAcquire(ctx, key, ttl)
+}
+
+func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := luakit.ValidateKey("lock key", key); err != nil {
 		return nil, fmt.Errorf("redlock: %w", err)
 	}
@@ -280,9 +291,14 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 //
 // It returns at once, without retrying, on errors that a retry cannot fix (invalid TTL or keys). When
 // ctx ends it returns an error wrapping ctx.Err() and the last attempt's error.
-func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (_ *Lock, err error) {
+	ctx, sc, err := g.own.Begin(ctx, "ACQUIRE")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { sc.End(err) }()
 	for {
-		l, err := g.TryAcquire(ctx, key, ttl)
+		l, err := g.tryAcquire(ctx, key, ttl)
 		if err == nil {
 			return l, nil
 		}
@@ -533,4 +549,14 @@ func sortNodeErrors(s []NodeError) {
 			s[j], s[j-1] = s[j-1], s[j]
 		}
 	}
+}
+
+// endAcquire completes an acquisition's hook scope: no majority because other owners hold the lock is
+// an answer, not a failure; an uncertain attempt or an ended ctx is not.
+func endAcquire(ctx context.Context, sc *luakit.Scope, err error) {
+	if errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrUncertain) && ctx.Err() == nil {
+		sc.EndWith(luakit.OutcomeSucceeded, err)
+		return
+	}
+	sc.End(err)
 }

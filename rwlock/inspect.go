@@ -43,7 +43,12 @@ type Inspection struct {
 // wrapping [ErrForeignData] when the key holds another Redis type or foreign members; or with the
 // client's error (a timeout or cancellation changes nothing). It blocks for one round trip, bounded by
 // ctx; the script is O(log N + M) for M unexpired holders. Safe for concurrent use.
-func (l *Locker) Inspect(ctx context.Context, key string) (Inspection, error) {
+func (l *Locker) Inspect(ctx context.Context, key string) (_ Inspection, err error) {
+	ctx, sc, err := l.cfg.own.Begin(ctx, "INSPECT")
+	if err != nil {
+		return Inspection{}, err
+	}
+	defer func() { sc.End(err) }()
 	if err := luakit.ValidateKey("key", key); err != nil {
 		return Inspection{}, fmt.Errorf("rwlock: %w", err)
 	}

@@ -65,3 +65,17 @@ func WithRetryDelay(d time.Duration) Option {
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }
+
+// WithHooks adds hooks that admit and observe the operations of the Locker (see [luakit.Hook]):
+// RWLOCK TRY ACQUIRE READ, RWLOCK TRY ACQUIRE WRITE, RWLOCK ACQUIRE READ and RWLOCK ACQUIRE WRITE (one operation however many attempts it waits through), RWLOCK INSPECT, and on each Lease RWLOCK EXTEND, RWLOCK VERIFY, RWLOCK RELEASE and RWLOCK CLOSE. A busy lock (ErrNotAcquired)
+// completes as [luakit.OutcomeSucceeded]. Hooks compose in order across calls. Default: none, and
+// operations then allocate nothing for hooks.
+func WithHooks(hooks ...luakit.Hook) Option {
+	return optionFunc(func(c *config) error { c.own.Hooks = append(c.own.Hooks, hooks...); return nil })
+}
+
+// WithName names this Locker for hooks ([luakit.Operation].Instance) and metrics, so several in one
+// process stay apart. It must not be a key or a token. Default "".
+func WithName(name string) Option {
+	return optionFunc(func(c *config) error { c.own.Instance = name; return nil })
+}

@@ -2,6 +2,7 @@ package rwlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -76,7 +77,12 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 // TryAcquireRead makes one attempt to take a shared read lease on key and returns at once: it succeeds
 // unless an unexpired writer holds the key. Arguments, results and errors are those of
 // [Locker.TryAcquireWrite]; [Locker.AcquireRead] waits instead.
-func (l *Locker) TryAcquireRead(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
+func (l *Locker) TryAcquireRead(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+	ctx, sc, err := l.cfg.own.Begin(ctx, "TRY ACQUIRE READ")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { endAcquire(&sc, err) }()
 	return l.tryAcquire(ctx, Read, key, ttl)
 }
 
@@ -101,13 +107,23 @@ func (l *Locker) TryAcquireRead(ctx context.Context, key string, ttl time.Durati
 //
 // ctx bounds the round trip. It blocks for at most one round trip plus, after an uncertain or late
 // outcome, the cleanup timeout.
-func (l *Locker) TryAcquireWrite(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
+func (l *Locker) TryAcquireWrite(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+	ctx, sc, err := l.cfg.own.Begin(ctx, "TRY ACQUIRE WRITE")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { endAcquire(&sc, err) }()
 	return l.tryAcquire(ctx, Write, key, ttl)
 }
 
 // AcquireRead takes a shared read lease on key like [Locker.TryAcquireRead], waiting while a writer
 // holds it. Waiting is that of [Locker.AcquireWrite].
-func (l *Locker) AcquireRead(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
+func (l *Locker) AcquireRead(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+	ctx, sc, err := l.cfg.own.Begin(ctx, "ACQUIRE READ")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { sc.End(err) }()
 	return l.acquire(ctx, Read, key, ttl)
 }
 
@@ -130,7 +146,12 @@ func (l *Locker) AcquireRead(ctx context.Context, key string, ttl time.Duration)
 // It blocks until the lease is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
 // returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup was
 // sent).
-func (l *Locker) AcquireWrite(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
+func (l *Locker) AcquireWrite(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+	ctx, sc, err := l.cfg.own.Begin(ctx, "ACQUIRE WRITE")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { sc.End(err) }()
 	return l.acquire(ctx, Write, key, ttl)
 }
 
@@ -215,4 +236,13 @@ func (l *Locker) attempt(ctx context.Context, mode Mode, key, physical string, m
 		return nil, ownership.Attempt{Busy: true, HolderTTL: time.Duration(wait) * time.Millisecond, Err: ErrNotAcquired}
 	}
 	return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: unexpected status %d", mode, status)}
+}
+
+// endAcquire completes an acquisition's hook scope: ErrNotAcquired is an answer, not a failure.
+func endAcquire(sc *luakit.Scope, err error) {
+	if errors.Is(err, ErrNotAcquired) {
+		sc.EndWith(luakit.OutcomeSucceeded, err)
+		return
+	}
+	sc.End(err)
 }

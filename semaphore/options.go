@@ -107,3 +107,17 @@ func (c *config) provider() metric.MeterProvider {
 	}
 	return otel.GetMeterProvider()
 }
+
+// WithHooks adds hooks that admit and observe the operations of the Semaphore (see [luakit.Hook]):
+// SEMAPHORE TRY ACQUIRE, SEMAPHORE ACQUIRE (one operation however many attempts it waits through), and on each Permit SEMAPHORE EXTEND, SEMAPHORE VERIFY, SEMAPHORE RELEASE and SEMAPHORE CLOSE. No free permit (ErrNotAcquired)
+// completes as [luakit.OutcomeSucceeded]. Hooks compose in order across calls. Default: none, and
+// operations then allocate nothing for hooks.
+func WithHooks(hooks ...luakit.Hook) Option {
+	return optionFunc(func(c *config) error { c.own.Hooks = append(c.own.Hooks, hooks...); return nil })
+}
+
+// WithName names this Semaphore for hooks ([luakit.Operation].Instance) and metrics, so several in one
+// process stay apart. It must not be a key or a token. Default "".
+func WithName(name string) Option {
+	return optionFunc(func(c *config) error { c.own.Instance = name; return nil })
+}

@@ -157,7 +157,12 @@ func (s *Semaphore) isClosed() bool {
 // before any write), an owner-token release is sent behind it on the same connection, bounded by the
 // cleanup timeout even if ctx is cancelled, and retried in the background if unanswered; a finite ttl
 // is the fallback if it never lands. Prefer a finite ttl.
-func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit, error) {
+func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (_ *Permit, err error) {
+	ctx, sc, err := s.cfg.own.Begin(ctx, "TRY ACQUIRE")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { endAcquire(&sc, err) }()
 	ms, ttl, err := ttlArg(ttl)
 	if err != nil {
 		return nil, err
@@ -183,7 +188,12 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 // returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is
 // sent). After [Semaphore.Close] it returns an error wrapping [ErrClosed] at once, or at its next
 // attempt when it was already waiting. ttl is validated as for TryAcquire, before any I/O.
-func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, error) {
+func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (_ *Permit, err error) {
+	ctx, sc, err := s.cfg.own.Begin(ctx, "ACQUIRE")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { sc.End(err) }()
 	ms, ttl, err := ttlArg(ttl)
 	if err != nil {
 		return nil, err
@@ -315,4 +325,13 @@ func decodeAcquire(arr []rueidis.RedisMessage) (status, value int64, wait time.D
 		return 0, 0, 0, fmt.Errorf("unexpected wait %d", ms)
 	}
 	return 0, value, time.Duration(ms) * time.Millisecond, nil
+}
+
+// endAcquire completes an acquisition's hook scope: ErrNotAcquired is an answer, not a failure.
+func endAcquire(sc *luakit.Scope, err error) {
+	if errors.Is(err, ErrNotAcquired) {
+		sc.EndWith(luakit.OutcomeSucceeded, err)
+		return
+	}
+	sc.End(err)
 }

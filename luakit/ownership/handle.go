@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +89,28 @@ type Config struct {
 	// NoExpiry lets [Handle.ExtendTTL] accept a TTL of 0 (a hold without expiry), for primitives whose
 	// scripts offer it (the semaphore's permits). Default false: 0 is an invalid TTL.
 	NoExpiry bool
+	// Hooks admit and observe the handle's public operations (see [luakit.Hook]): "<NAME> EXTEND"
+	// (Extend, ExtendTTL, and each renewal KeepAlive sends), "<NAME> VERIFY", "<NAME> RELEASE" and
+	// "<NAME> CLOSE", where <NAME> is OpName (default: Name in upper case). Default: none.
+	Hooks luakit.Hooks
+	// OpName is the operation-name prefix for Hooks ("LOCK"); default Name in upper case.
+	OpName string
+	// Instance is the application's name for the primitive (its WithName option), passed to Hooks as
+	// [luakit.Operation].Instance. Default "".
+	Instance string
+}
+
+// Begin admits the operation "<OpName> <verb>" with c.Hooks; with no hooks it returns ctx and a zero
+// scope without allocating. Primitives call it for their own public operations (acquisitions).
+func (c *Config) Begin(ctx context.Context, verb string) (context.Context, luakit.Scope, error) {
+	if len(c.Hooks) == 0 {
+		return ctx, luakit.Scope{}, nil
+	}
+	prefix := c.OpName
+	if prefix == "" {
+		prefix = strings.ToUpper(c.name())
+	}
+	return c.Hooks.Begin(ctx, luakit.Operation{Primitive: c.name(), Name: prefix + " " + verb, Instance: c.Instance})
 }
 
 func (c *Config) name() string {
@@ -378,6 +401,25 @@ func (h *Handle) Extend(ctx context.Context) (bool, error) {
 	return h.ExtendTTL(ctx, h.TTL())
 }
 
+// admitted runs op as the public operation verb under cfg.Hooks.
+func admitted[T any](h *Handle, ctx context.Context, verb string, op func(context.Context) (T, error)) (T, error) {
+	return Do(ctx, h.cfg, verb, op)
+}
+
+// Do runs op as the public operation "<OpName> verb" admitted by cfg.Hooks (see [Config.Begin]): a
+// rejection is returned unchanged without running op; otherwise op runs with the hooks' context and
+// its error completes the scope. With no hooks it just calls op.
+func Do[T any](ctx context.Context, cfg *Config, verb string, op func(context.Context) (T, error)) (T, error) {
+	ctx, sc, err := cfg.Begin(ctx, verb)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := op(ctx)
+	sc.End(err)
+	return v, err
+}
+
 // ExtendTTL restarts the hold's expiry at ttl, counted on the server, only if this owner still holds
 // it. ttl is truncated to whole milliseconds; below 1ms it fails with an error wrapping
 // [luakit.ErrInvalidTTL] before any I/O, except 0 (no expiry) where Config.NoExpiry allows it. A
@@ -399,7 +441,17 @@ func (h *Handle) Extend(ctx context.Context) (bool, error) {
 //
 // Extend and Release on one handle run one at a time; ctx bounds the wait for the other one and the
 // round trip (no socket deadline is set: the connection stays usable after a timeout).
+//
+// With Config.Hooks it is the operation "<NAME> EXTEND"; a rejection returns the hook's error and
+// leaves the handle unchanged (nothing is sent).
 func (h *Handle) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
+	if len(h.cfg.Hooks) == 0 {
+		return h.extendTTL(ctx, ttl)
+	}
+	return admitted(h, ctx, "EXTEND", func(ctx context.Context) (bool, error) { return h.extendTTL(ctx, ttl) })
+}
+
+func (h *Handle) extendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ttl < 0 || ttl < time.Millisecond && !(ttl == 0 && h.cfg.NoExpiry) {
 		return false, fmt.Errorf("%s: extend: %w (got %v)", h.cfg.name(), luakit.ErrInvalidTTL, ttl)
 	}
@@ -483,7 +535,16 @@ func (h *Handle) setDeadlineLocked(d time.Time) {
 //     already ended (nothing sent); the handle is unchanged.
 //
 // It blocks for one round trip, bounded by ctx, and does not wait for a concurrent Extend or Release.
+// With Config.Hooks it is the operation "<NAME> VERIFY"; a rejection returns the hook's error and
+// sends nothing.
 func (h *Handle) Verify(ctx context.Context) (bool, error) {
+	if len(h.cfg.Hooks) == 0 {
+		return h.verify(ctx)
+	}
+	return admitted(h, ctx, "VERIFY", h.verify)
+}
+
+func (h *Handle) verify(ctx context.Context) (bool, error) {
 	if !h.vouching() {
 		return false, nil
 	}
@@ -520,7 +581,18 @@ func (h *Handle) Verify(ctx context.Context) (bool, error) {
 //
 // Concurrent Release calls run one at a time (and after an in-flight Extend): exactly one reports the
 // removal, the others [AlreadyReleased]. ctx bounds the wait and the round trip.
+//
+// With Config.Hooks it is the operation "<NAME> RELEASE"; a rejection returns the hook's error
+// before anything changes: the handle keeps vouching, a running keep-alive keeps running, nothing is
+// sent.
 func (h *Handle) Release(ctx context.Context) (Outcome, error) {
+	if len(h.cfg.Hooks) == 0 {
+		return h.release(ctx)
+	}
+	return admitted(h, ctx, "RELEASE", h.release)
+}
+
+func (h *Handle) release(ctx context.Context) (Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("%s: release: nothing sent, the handle is unchanged: %w", h.cfg.name(), err)
 	}
@@ -567,10 +639,21 @@ func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 // cleanup timeout (Config.CleanupTimeout, default 1s) whatever the caller's context, returning its error
 // (nil when the server answered, or when an earlier release already settled the handle). The handle ends
 // with [luakit.ErrReleased] once the release is sent. Call Release when the outcome matters.
+//
+// With Config.Hooks it is the operation "<NAME> CLOSE" (not a RELEASE as well); a rejection is
+// returned unchanged with nothing sent and the handle unchanged, so Close can be retried.
 func (h *Handle) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.cleanupTimeout())
 	defer cancel()
-	_, err := h.Release(ctx)
+	_, err := admitted(h, ctx, "CLOSE", h.release)
+	return err
+}
+
+// CloseContext is the release of a primitive's own Close that is bounded by ctx instead of the cleanup
+// timeout (redlock bounds each node by its node timeout): admitted as "<NAME> CLOSE" like
+// [Handle.Close], then [Handle.Release]'s behaviour, returning only its error.
+func (h *Handle) CloseContext(ctx context.Context) error {
+	_, err := admitted(h, ctx, "CLOSE", h.release)
 	return err
 }
 

@@ -23,6 +23,10 @@ import (
 // Watch [Handle.Done] or [Handle.Context] to stop protected work. Ending ctx stops renewing without
 // releasing (the hold then expires after its TTL); Release stops it and waits for its goroutine, so no
 // goroutine outlives a released handle.
+//
+// KeepAlive itself sends nothing and is not a hook operation (local housekeeping); with
+// Config.Hooks each background renewal is admitted as its own "<NAME> EXTEND" with ctx. A rejected
+// renewal is treated like a failed one: logged, the lease kept, retried after the retry delay.
 func (h *Handle) KeepAlive(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

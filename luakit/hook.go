@@ -1,0 +1,165 @@
+package luakit
+
+import (
+	"context"
+	"errors"
+)
+
+// Operation names one public operation of a primitive for a [Hook]. It never carries keys, fields,
+// owner or fencing tokens, endpoints or fingerprints, so a hook may record every field as is.
+type Operation struct {
+	// Primitive is the module that runs the operation: "lock", "lease", "rwlock", "semaphore",
+	// "redlock", "latch", "leader", "idempotency", "counter", "ratelimit".
+	Primitive string
+	// Name is the operation's upper-case name, for example "LOCK ACQUIRE"; the luakit README lists
+	// every name.
+	Name string
+	// Instance is the name the application gave the primitive with its WithName option; "" when none.
+	Instance string
+}
+
+// Outcome is how an admitted operation ended, as reported to its [Completion].
+type Outcome int
+
+// The outcomes of an admitted operation.
+const (
+	// OutcomeSucceeded: the operation returned no error. A negative answer (a busy lock, a denied
+	// permit, a lost lease) is a success: the operation ran and answered.
+	OutcomeSucceeded Outcome = iota
+	// OutcomeCanceled: the caller's context ended and the error says so (context.Canceled or
+	// context.DeadlineExceeded).
+	OutcomeCanceled
+	// OutcomeFailed: any other error.
+	OutcomeFailed
+)
+
+// String returns "succeeded", "canceled" or "failed" ("unknown" for any other value).
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeSucceeded:
+		return "succeeded"
+	case OutcomeCanceled:
+		return "canceled"
+	case OutcomeFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// OutcomeOf classifies the error err a public operation returned to a caller whose context was ctx:
+// nil is [OutcomeSucceeded]; an error matching context.Canceled or context.DeadlineExceeded while
+// ctx has ended is [OutcomeCanceled]; anything else is [OutcomeFailed].
+func OutcomeOf(ctx context.Context, err error) Outcome {
+	switch {
+	case err == nil:
+		return OutcomeSucceeded
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		return OutcomeCanceled
+	}
+	return OutcomeFailed
+}
+
+// Completion receives the outcome of an admitted operation, exactly once, after the caller's result
+// is known and before it is returned. err is the error the caller gets (nil on success). It runs on
+// the caller's goroutine and must not block.
+type Completion func(outcome Outcome, err error)
+
+// Hook observes and admits the public operations of a primitive (configured with the primitive's
+// WithHooks option). Admit runs before any I/O or state change of the operation, on the caller's
+// goroutine, with the caller's context:
+//
+//   - a non-nil error rejects the operation: the caller gets that error unchanged, nothing is sent
+//     and nothing changes (a rejected renewal or release keeps the lease; a rejected Close can be
+//     retried);
+//   - otherwise the returned context (nil: the caller's) carries the operation, so a hook can start
+//     a span in it, and the returned Completion (nil: nothing to report) is called exactly once with
+//     the operation's outcome.
+//
+// Work an operation does internally (script retries, waiting loops, cleanup owed after an admitted
+// attempt, queue pumping) is covered by that one admission; operations a hook itself starts get
+// their own admission. Admit may be called concurrently and must be safe for concurrent use.
+type Hook interface {
+	Admit(ctx context.Context, op Operation) (context.Context, Completion, error)
+}
+
+// HookFunc adapts a function to a [Hook].
+type HookFunc func(ctx context.Context, op Operation) (context.Context, Completion, error)
+
+// Admit calls f.
+func (f HookFunc) Admit(ctx context.Context, op Operation) (context.Context, Completion, error) {
+	return f(ctx, op)
+}
+
+// Hooks composes hooks in order: [Hooks.Begin] admits an operation with each hook in turn, each
+// seeing the context the previous one returned, and [Scope.End] completes them in reverse order. A
+// nil or empty Hooks admits everything without allocating. Nil entries are skipped.
+type Hooks []Hook
+
+// Begin admits op with every hook in order and returns the context to run the operation with and its
+// scope; call [Scope.End] exactly once with the caller's result when it is known. When hook k rejects,
+// hooks 0..k-1 are completed, in reverse order, with [OutcomeFailed] and the rejection error, and
+// Begin returns that error unchanged (the returned Scope is then inert). With no hooks it returns ctx
+// and a zero Scope, and allocates nothing.
+func (hs Hooks) Begin(ctx context.Context, op Operation) (context.Context, Scope, error) {
+	if len(hs) == 0 {
+		return ctx, Scope{}, nil
+	}
+	s := Scope{caller: ctx}
+	for _, h := range hs {
+		if h == nil {
+			continue
+		}
+		next, done, err := h.Admit(ctx, op)
+		if err != nil {
+			s.complete(OutcomeFailed, err)
+			return s.caller, Scope{}, err
+		}
+		if next != nil {
+			ctx = next
+		}
+		if done != nil {
+			if s.first == nil {
+				s.first = done
+			} else {
+				s.rest = append(s.rest, done)
+			}
+		}
+	}
+	return ctx, s, nil
+}
+
+// Scope is one admitted operation's pending completions, from [Hooks.Begin]. The zero Scope (no hooks)
+// does nothing. A Scope must be ended once and not copied after use.
+type Scope struct {
+	caller context.Context // the caller's context, for OutcomeCanceled
+	first  Completion
+	rest   []Completion
+}
+
+// End reports the caller's result err (nil on success) to every completion, in reverse admission
+// order, classified by [OutcomeOf] against the caller's context. A second End does nothing.
+func (s *Scope) End(err error) {
+	if s.first == nil {
+		return
+	}
+	s.complete(OutcomeOf(s.caller, err), err)
+}
+
+// EndWith is [Scope.End] with the outcome chosen by the primitive, for an error that is a negative
+// answer rather than a failure (a busy lock's ErrNotAcquired is OutcomeSucceeded).
+func (s *Scope) EndWith(o Outcome, err error) {
+	if s.first == nil {
+		return
+	}
+	s.complete(o, err)
+}
+
+func (s *Scope) complete(o Outcome, err error) {
+	for i := len(s.rest) - 1; i >= 0; i-- {
+		s.rest[i](o, err)
+	}
+	if s.first != nil {
+		s.first(o, err)
+	}
+	s.first, s.rest = nil, nil
+}
