@@ -297,14 +297,19 @@ func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (_ *
 		return nil, err
 	}
 	defer func() { sc.End(err) }()
+	var last error // the previous attempt's ErrNotAcquired, kept when ctx ends during a later attempt
 	for {
 		l, err := g.tryAcquire(ctx, key, ttl)
 		if err == nil {
 			return l, nil
 		}
 		if !errors.Is(err, ErrNotAcquired) {
+			if last != nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("%w (last attempt: %w)", err, last)
+			}
 			return nil, err
 		}
+		last = err
 		d := g.cfg.retryDelay/2 + time.Duration(rand.Int64N(int64(g.cfg.retryDelay)))
 		t := time.NewTimer(d)
 		select {
