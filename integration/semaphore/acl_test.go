@@ -2,6 +2,8 @@ package semaphore_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +17,13 @@ import (
 // commands.
 const semaphoreACL = "ACL SETUSER app on >secret resetchannels ~app:* +evalsha +eval +evalsha_ro +eval_ro +time +type +pttl +zremrangebyscore +zrangebyscore +zscore +zcard +zadd +zrange +zrem +pexpireat +persist +del +hello +ping +client|setinfo +client|tracking +client|caching +multi +exec"
 
+// init registers the scenario before the one that kills the standalone server (it must stay last).
 func init() {
-	scenarios = append(scenarios, scenario{name: "90_least_privilege_acl", run: testLeastPrivilege})
+	i := slices.IndexFunc(scenarios, func(s scenario) bool { return strings.HasPrefix(s.name, "17_abandoned") })
+	if i < 0 {
+		i = len(scenarios)
+	}
+	scenarios = slices.Insert(scenarios, i, scenario{name: "90_least_privilege_acl", run: testLeastPrivilege})
 }
 
 // testLeastPrivilege runs every semaphore operation as a user with exactly the documented ACL, then
