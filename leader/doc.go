@@ -95,7 +95,7 @@
 // (one warning per Election says so). The ACL user needs lock's commands (EVALSHA, EVAL, EVALSHA_RO,
 // EVAL_RO, GET, SET, INCR, TYPE, PTTL, PEXPIRE, DEL on the election's keys) and the client's own (CLIENT
 // TRACKING, CLIENT CACHING, MULTI, EXEC for tracker wake-ups); see the README for the ACL SETUSER line.
-// A NOPERM reply ([ErrNoPermission]) ends Run, from a campaign or a renewal.
+// A NOPERM reply ([ErrNoPermission]) ends Run, from a campaign, a renewal or the release at a term's end.
 //
 // # Telemetry
 //

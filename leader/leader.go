@@ -273,6 +273,8 @@ func (e *Election) Current() (Term, bool) {
 //     (NOPERM, matching [ErrNoPermission]; WRONGTYPE; authentication), after revoking the term and
 //     releasing the lease when it came from a renewal, a [*lock.CounterError] (invalid fence counter), or
 //     rueidis.ErrClosing (the client was closed; recreate it before running again);
+//   - an error matching [ErrNoPermission] when the ACL refused the release at a term's end (also when
+//     ctx ended): the lease then expires after the lease duration;
 //   - an error wrapping [ErrRecoveryExhausted] and the last failure when campaigning could not reach the
 //     server for the whole connection-recovery budget.
 //
@@ -425,6 +427,10 @@ func (e *Election) lead(ctx context.Context, lease *lock.Lease, n *notifier) (bo
 	}
 	if luakit.IsTerminal(cause) {
 		return false, cause // a renewal the server refused for good (such as NOPERM): Run returns it
+	}
+	if errors.Is(relErr, ErrNoPermission) {
+		// The ACL refuses the release: every later term would leave its lease held too.
+		return false, fmt.Errorf("leader: release: %w", relErr)
 	}
 	return cbReturned, nil
 }

@@ -32,7 +32,8 @@ var HashFieldTTL = Feature{Name: "hash-field expiry", Command: "HPEXPIRE", Minim
 //
 // It blocks for one round trip. The error is non-nil when f.Command is
 // empty or the probe itself fails (network, context, or a server refusal
-// such as NOPERM when ACLs forbid COMMAND); the bool is then meaningless. On
+// such as NOPERM when ACLs forbid COMMAND INFO, which matches
+// [ErrNoPermission]); the bool is then meaningless. On
 // a Cluster the probe reaches one node; mixed-version Clusters are not
 // detected. Safe for concurrent use.
 func Probe(ctx context.Context, c rueidis.Client, f Feature) (bool, error) {
@@ -44,7 +45,7 @@ func Probe(ctx context.Context, c rueidis.Client, f Feature) (bool, error) {
 		if rueidis.IsRedisNil(err) {
 			return false, nil
 		}
-		return false, fmt.Errorf("luakit: probe %s: %w", f.Command, err)
+		return false, fmt.Errorf("luakit: probe %s: %w", f.Command, Permission(err))
 	}
 	return commandInfoPresent(arr), nil
 }

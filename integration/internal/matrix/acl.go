@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -244,4 +245,32 @@ func unknownRule(msg string) (string, bool) {
 	}
 	rule, _, ok := strings.Cut(rest, "'")
 	return rule, ok
+}
+
+// DocumentedACL checks that the module README at readme (a path relative to the test's package
+// directory) contains line verbatim, and returns the primitive's part of that "ACL SETUSER" line: the
+// command rules ("+cmd", those of [ClientACL] left out), ready for [Env.LeastPrivilege], and the
+// command names. hasChannels reports whether the line grants a channel pattern ("&...").
+func DocumentedACL(t testing.TB, readme, line string) (rules, commands []string, hasChannels bool) {
+	t.Helper()
+	b, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatalf("read %s: %v", readme, err)
+	}
+	if !strings.Contains(string(b), line) {
+		t.Fatalf("%s does not document the ACL line the test uses:\n%s", readme, line)
+	}
+	for _, f := range strings.Fields(line) {
+		switch {
+		case strings.HasPrefix(f, "&"):
+			hasChannels = true
+		case strings.HasPrefix(f, "+") && !slices.Contains(ClientACL, f):
+			rules = append(rules, f)
+			commands = append(commands, strings.TrimPrefix(f, "+"))
+		}
+	}
+	if len(commands) == 0 {
+		t.Fatalf("no command in %q", line)
+	}
+	return rules, commands, hasChannels
 }

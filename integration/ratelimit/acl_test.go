@@ -1,0 +1,112 @@
+package ratelimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/ratelimit"
+)
+
+// ratelimitACL is the example ACL line of ratelimit's README, verbatim: the test runs with exactly its
+// commands.
+const ratelimitACL = "ACL SETUSER app on >secret resetchannels ~app:* +evalsha +eval +evalsha_ro +eval_ro +time +type +get +set +del +pttl +hgetall +hget +hset +hdel +pexpireat +sadd +srem +sismember +smembers +hello +ping +client|setinfo +client|tracking +client|caching +multi +exec"
+
+func init() {
+	scenarios = append(scenarios, scenario{name: "90_least_privilege_acl", run: testLeastPrivilege})
+}
+
+// aclUpdated is each layout of engPolicies with larger limits: the target of the migrations.
+var aclUpdated = map[string]ratelimit.Policy{
+	"fixed":   ratelimit.FixedWindow{Limit: 200, Window: time.Hour},
+	"sliding": ratelimit.SlidingWindow{Limit: 200, Window: time.Hour, Segments: 10},
+	"bucket":  ratelimit.TokenBucket{Limit: 200, TokensPerPeriod: 1, Period: time.Hour},
+	"gcra":    ratelimit.GCRA{Burst: 200, EmissionInterval: time.Second},
+	"composite": ratelimit.Composite{Components: []ratelimit.Component{
+		ratelimit.TokenBucket{Limit: 200, TokensPerPeriod: 1, Period: time.Hour},
+		ratelimit.SlidingWindow{Limit: 200, Window: time.Hour, Segments: 10},
+		ratelimit.FixedWindow{Limit: 200, Window: time.Hour},
+	}},
+}
+
+// testLeastPrivilege runs the operations of every policy layout (Limiter and Keyed: decisions,
+// Inspect, Refund, Reset, Update by migration) and of the deny list as a user with exactly the
+// documented ACL, then as users lacking one command each: the operation needing it fails with
+// ErrNoPermission and writes nothing (DUMP and expiry of every key unchanged).
+func testLeastPrivilege(t *testing.T, e *env) {
+	rules, cmds, _ := matrix.DocumentedACL(t, "../../ratelimit/README.md", ratelimitACL)
+	names := []string{"fixed", "sliding", "bucket", "gcra", "composite"}
+	e.LeastPrivilege(t, "acl-rl", "acl:rl:*", rules, cmds, func(t *testing.T, r *matrix.ACLRun) {
+		ok := true
+		for _, name := range names {
+			p, next := engPolicies[name], aclUpdated[name]
+			refundable := name != "sliding" && name != "composite" // a sliding window has no refund
+			l, err := ratelimit.New(r.Client, name, p, ratelimit.WithKeyPrefix(r.Prefix))
+			require.NoError(t, err)
+			k, err := ratelimit.NewKeyed(r.Client, p, ratelimit.WithKeyPrefix(r.Prefix+"keyed:"))
+			require.NoError(t, err)
+			ok = ok && r.Step(name+"_allow", func(ctx context.Context) error {
+				_, err := l.Allow(ctx)
+				return err
+			}) && r.Step(name+"_allow_n", func(ctx context.Context) error {
+				_, err := l.AllowN(ctx, 3)
+				return err
+			}) && r.Step(name+"_wait", func(ctx context.Context) error {
+				_, err := l.Wait(ctx)
+				return err
+			}) && r.Step(name+"_inspect", func(ctx context.Context) error {
+				_, err := l.Inspect(ctx)
+				return err
+			}) && r.Step(name+"_refund", func(ctx context.Context) error {
+				if !refundable {
+					return nil
+				}
+				return l.Refund(ctx, 1)
+			}) && r.Step(name+"_update_migrate", func(ctx context.Context) error {
+				return l.Update(ctx, next, ratelimit.Migrate)
+			}) && r.Step(name+"_reset", func(ctx context.Context) error {
+				return l.Reset(ctx)
+			}) && r.Step(name+"_keyed_allow", func(ctx context.Context) error {
+				_, err := k.Allow(ctx, "u1")
+				return err
+			}) && r.Step(name+"_keyed_inspect", func(ctx context.Context) error {
+				_, err := k.Inspect(ctx, "u1")
+				return err
+			}) && r.Step(name+"_keyed_refund", func(ctx context.Context) error {
+				if !refundable {
+					return nil
+				}
+				return k.Refund(ctx, "u1", 1)
+			}) && r.Step(name+"_keyed_update_migrate", func(ctx context.Context) error {
+				return k.Update(ctx, next)
+			}) && r.Step(name+"_keyed_allow_after_update", func(ctx context.Context) error {
+				_, err := k.Allow(ctx, "u1")
+				return err
+			}) && r.Step(name+"_keyed_reset", func(ctx context.Context) error {
+				return k.Reset(ctx, "u1")
+			})
+			_ = l.Close(context.Background())
+			_ = k.Close(context.Background())
+		}
+		if !ok {
+			return
+		}
+		d, err := ratelimit.NewDenyList(r.Client, "deny", ratelimit.WithDenyListKeyPrefix(r.Prefix))
+		require.NoError(t, err)
+		defer func() { _ = d.Close(context.Background()) }()
+		_ = r.Step("deny_set", func(ctx context.Context) error {
+			return d.SetDenied(ctx, "bad", true)
+		}) && r.Step("deny_is_denied", func(ctx context.Context) error {
+			_, err := d.IsDenied(ctx, "bad")
+			return err
+		}) && r.Step("deny_entries", func(ctx context.Context) error {
+			_, err := d.Entries(ctx)
+			return err
+		}) && r.Step("deny_unset", func(ctx context.Context) error {
+			return d.SetDenied(ctx, "bad", false)
+		})
+	})
+}
