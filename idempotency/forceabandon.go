@@ -22,7 +22,12 @@ var forceAbandonScript = luakit.MustLoad(scriptFS, "force_abandon")
 // generation below 1; with one wrapping [ErrForeignData] when the key holds another Redis type (left
 // alone); with one wrapping [ErrUncertain] when the reply was lost (the claim may or may not be gone).
 // It blocks for one round trip (one script), bounded by ctx. Safe for concurrent use.
-func (s *Store) ForceAbandon(ctx context.Context, key string, generation int64) (bool, error) {
+func (s *Store) ForceAbandon(ctx context.Context, key string, generation int64) (ok bool, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opForceAbandon))
+	if err != nil {
+		return false, err
+	}
+	defer func() { sc.End(err) }()
 	if err := validateKey(key); err != nil {
 		return false, err
 	}

@@ -42,7 +42,12 @@ type Inspection struct {
 // [ErrForeignData] when the key holds another Redis type or a hash this package did not write; or a
 // server or connection error (a timeout is plain ctx.Err(): nothing can have changed). It blocks for
 // one round trip (one script), bounded by ctx.
-func (s *Store) Inspect(ctx context.Context, key string) (Inspection, error) {
+func (s *Store) Inspect(ctx context.Context, key string) (ins Inspection, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opInspect))
+	if err != nil {
+		return Inspection{}, err
+	}
+	defer func() { sc.End(err) }()
 	if err := validateKey(key); err != nil {
 		return Inspection{}, err
 	}

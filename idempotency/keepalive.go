@@ -99,7 +99,7 @@ func (s *Store) keepAlive(ctx context.Context, end context.CancelCauseFunc, k, s
 		rctx, cancel := context.WithDeadline(ctx, deadline)
 		ectx, stopDL := luakit.WithoutDeadline(rctx)
 		start := time.Now()
-		held, err := s.extend(ectx, k, secret, gen, ms)
+		held, err := s.renew(ectx, k, secret, gen, ms)
 		stopDL()
 		cancel()
 		switch {
@@ -125,4 +125,16 @@ func (s *Store) keepAlive(ctx context.Context, end context.CancelCauseFunc, k, s
 			next.Reset(retry)
 		}
 	}
+}
+
+// renew is one keep-alive renewal, admitted as its own IDEMPOTENCY EXTEND with the keep-alive's
+// context. A rejection is returned as the renewal's error: not a lost claim, so it is retried.
+func (s *Store) renew(ctx context.Context, k, secret, gen string, ms int64) (bool, error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opExtend))
+	if err != nil {
+		return false, err
+	}
+	held, err := s.extend(ctx, k, secret, gen, ms)
+	sc.End(err)
+	return held, err
 }

@@ -21,6 +21,8 @@ type config struct {
 	tracker    *luakit.Tracker
 	retryDelay time.Duration
 	recheck    time.Duration
+	hooks      luakit.Hooks // WithHooks
+	name       string       // WithName
 }
 
 func defaultConfig() config {
@@ -76,4 +78,40 @@ func WithRetryDelay(d time.Duration) Option {
 		c.retryDelay = d
 		return nil
 	})
+}
+
+// WithHooks adds hooks that admit and observe the Store's operations (see [luakit.Hook]; primitive
+// "idempotency"): IDEMPOTENCY TRY BEGIN (TryBegin), IDEMPOTENCY BEGIN (Begin: one operation however
+// many re-reads and retries it waits through), IDEMPOTENCY COMPLETE, IDEMPOTENCY EXTEND (Extend and
+// each renewal a [Store.KeepAlive] sends, admitted with the keep-alive's context; a rejected renewal
+// is handled like a failed one and retried after the retry delay), IDEMPOTENCY ABANDON,
+// IDEMPOTENCY FORCE ABANDON and IDEMPOTENCY INSPECT. A rejected admission returns the hook's error
+// unchanged and sends nothing. A negative answer (a claim held by another, a lost claim: false
+// results, or an Attempt in progress or mismatched) completes as [luakit.OutcomeSucceeded]. KeepAlive
+// itself is not an operation. Hooks compose in order across calls. Default: none, and operations then
+// allocate nothing for hooks.
+func WithHooks(hooks ...luakit.Hook) Option {
+	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
+}
+
+// WithName names this Store for hooks ([luakit.Operation].Instance), so several Stores in one process
+// stay apart. It must not be a key or a token. Default "".
+func WithName(name string) Option {
+	return optionFunc(func(c *config) error { c.name = name; return nil })
+}
+
+// The operation names of the Store's hooks ([WithHooks]).
+const (
+	opTryBegin     = "IDEMPOTENCY TRY BEGIN"
+	opBegin        = "IDEMPOTENCY BEGIN"
+	opComplete     = "IDEMPOTENCY COMPLETE"
+	opExtend       = "IDEMPOTENCY EXTEND"
+	opAbandon      = "IDEMPOTENCY ABANDON"
+	opForceAbandon = "IDEMPOTENCY FORCE ABANDON"
+	opInspect      = "IDEMPOTENCY INSPECT"
+)
+
+// op is the hook operation name for this Store.
+func (s *Store) op(name string) luakit.Operation {
+	return luakit.Operation{Primitive: "idempotency", Name: name, Instance: s.cfg.name}
 }

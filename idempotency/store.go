@@ -191,7 +191,12 @@ func validateKey(key string) error {
 // wrapping [ErrForeignData] when the key holds another Redis type or a hash this package did not write
 // (nothing written); or a server or connection error (see [luakit.Classify]). It blocks for one round
 // trip, bounded by ctx.
-func (s *Store) TryBegin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (Attempt, error) {
+func (s *Store) TryBegin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (res Attempt, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opTryBegin))
+	if err != nil {
+		return Attempt{}, err
+	}
+	defer func() { sc.End(err) }()
 	k, ms, err := s.prepare(key, lease)
 	if err != nil {
 		return Attempt{}, err
@@ -311,7 +316,12 @@ func parseToken(token string) (secret, gen string, err error) {
 // reply was read (check with TryBegin or Inspect; the script is not retried); an error wrapping
 // [ErrForeignData] when the key holds another Redis type (nothing written); or a server or connection
 // error. It blocks for one round trip, bounded by ctx.
-func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []byte, retention time.Duration) (bool, error) {
+func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []byte, retention time.Duration) (ok bool, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opComplete))
+	if err != nil {
+		return false, err
+	}
+	defer func() { sc.End(err) }()
 	k, secret, gen, err := s.prepareOwned(key, ownerToken)
 	if err != nil {
 		return false, err
@@ -342,7 +352,12 @@ func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []b
 // wrapping [ErrUncertain] when no reply was read (the renewal may still run; the claim's expiry is
 // then at least what it was); an error wrapping [ErrForeignData] for another Redis type at the key; or
 // a server or connection error (the claim is unchanged). It blocks for one round trip, bounded by ctx.
-func (s *Store) Extend(ctx context.Context, key, ownerToken string, lease time.Duration) (bool, error) {
+func (s *Store) Extend(ctx context.Context, key, ownerToken string, lease time.Duration) (ok bool, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opExtend))
+	if err != nil {
+		return false, err
+	}
+	defer func() { sc.End(err) }()
 	k, secret, gen, err := s.prepareOwned(key, ownerToken)
 	if err != nil {
 		return false, err
@@ -375,7 +390,12 @@ func (s *Store) extend(ctx context.Context, k, secret, gen string, ms int64) (bo
 //
 // Errors as for [Store.Complete] (foreign data: another Redis type at the key). It blocks for one
 // round trip, bounded by ctx.
-func (s *Store) Abandon(ctx context.Context, key, ownerToken string) (bool, error) {
+func (s *Store) Abandon(ctx context.Context, key, ownerToken string) (ok bool, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opAbandon))
+	if err != nil {
+		return false, err
+	}
+	defer func() { sc.End(err) }()
 	k, secret, gen, err := s.prepareOwned(key, ownerToken)
 	if err != nil {
 		return false, err

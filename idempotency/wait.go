@@ -22,7 +22,12 @@ import (
 // When ctx ends while waiting it returns an error wrapping ctx.Err() (and [ErrUncertain] if an
 // attempt was in flight; such an unreturned claim expires after lease). Arguments and other errors as
 // for TryBegin.
-func (s *Store) Begin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (Attempt, error) {
+func (s *Store) Begin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (res Attempt, err error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opBegin))
+	if err != nil {
+		return Attempt{}, err
+	}
+	defer func() { sc.End(err) }()
 	k, ms, err := s.prepare(key, lease)
 	if err != nil {
 		return Attempt{}, err

@@ -52,7 +52,12 @@ type Inspection struct {
 // error wrapping [ErrForeignData] when the key holds anything that is not a latch; or with the client's
 // error (a timeout or cancellation changes nothing). It blocks for one round trip, bounded by ctx.
 // Safe for concurrent use.
-func (ls *Latches) Inspect(ctx context.Context, key string) (Inspection, error) {
+func (ls *Latches) Inspect(ctx context.Context, key string) (ins Inspection, err error) {
+	ctx, sc, err := ls.cfg.hooks.Begin(ctx, ls.op(opInspect))
+	if err != nil {
+		return Inspection{}, err
+	}
+	defer func() { ls.endAnswer(&sc, err) }()
 	pkey, err := ls.physical(key)
 	if err != nil {
 		return Inspection{}, err
@@ -93,7 +98,12 @@ func (ls *Latches) Inspect(ctx context.Context, key string) (Inspection, error) 
 // generation; with an error wrapping [ErrForeignData] when the key holds anything that is not a latch
 // (left alone); with one wrapping [ErrUncertain] when the reply was lost (the key may or may not be
 // gone). It blocks for one round trip (one script), bounded by ctx. Safe for concurrent use.
-func (ls *Latches) ForceDelete(ctx context.Context, key, generation string) (bool, error) {
+func (ls *Latches) ForceDelete(ctx context.Context, key, generation string) (ok bool, err error) {
+	ctx, sc, err := ls.cfg.hooks.Begin(ctx, ls.op(opForceDelete))
+	if err != nil {
+		return false, err
+	}
+	defer func() { ls.endAnswer(&sc, err) }()
 	pkey, err := ls.physical(key)
 	if err != nil {
 		return false, err
@@ -102,5 +112,5 @@ func (ls *Latches) ForceDelete(ctx context.Context, key, generation string) (boo
 		return false, &argError{msg: "latch: generation is empty", kind: luakit.ErrInvalidConfig}
 	}
 	l := &Latch{ls: ls, key: key, pkey: pkey, gen: generation}
-	return l.Delete(ctx)
+	return l.del(ctx)
 }

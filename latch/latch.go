@@ -94,7 +94,12 @@ func (ls *Latches) physical(key string) (string, error) {
 // (nothing written); an error wrapping [ErrForeignData] when it holds anything else (nothing
 // written); an error wrapping [ErrUncertain] when the script may have run but no reply was read (the
 // latch may exist); a server or connection error. It blocks for one round trip, bounded by ctx.
-func (ls *Latches) Create(ctx context.Context, key string, count int64, opts ...CreateOption) (*Latch, error) {
+func (ls *Latches) Create(ctx context.Context, key string, count int64, opts ...CreateOption) (l *Latch, err error) {
+	ctx, sc, err := ls.cfg.hooks.Begin(ctx, ls.op(opCreate))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { ls.endAnswer(&sc, err) }()
 	return ls.create(ctx, "create", key, count, opts)
 }
 
@@ -106,7 +111,12 @@ func (ls *Latches) Create(ctx context.Context, key string, count int64, opts ...
 //
 // Errors are those of [Latches.Create], except that an existing latch is replaced rather than
 // reported. A key that holds anything that is not a latch is never replaced ([ErrForeignData]).
-func (ls *Latches) Reset(ctx context.Context, key string, count int64, opts ...CreateOption) (*Latch, error) {
+func (ls *Latches) Reset(ctx context.Context, key string, count int64, opts ...CreateOption) (l *Latch, err error) {
+	ctx, sc, err := ls.cfg.hooks.Begin(ctx, ls.op(opReset))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { ls.endAnswer(&sc, err) }()
 	return ls.create(ctx, "reset", key, count, opts)
 }
 
@@ -164,7 +174,12 @@ func (ls *Latches) create(ctx context.Context, mode, key string, count int64, op
 // the current generation was aborted. A joined complete generation is returned normally (its Wait
 // returns nil at once). An empty key fails before any I/O with an error matching
 // luakit.ErrInvalidConfig. It reads only; it blocks for one round trip, bounded by ctx.
-func (ls *Latches) Join(ctx context.Context, key string) (*Latch, error) {
+func (ls *Latches) Join(ctx context.Context, key string) (l *Latch, err error) {
+	ctx, sc, err := ls.cfg.hooks.Begin(ctx, ls.op(opJoin))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { ls.endAnswer(&sc, err) }()
 	pkey, err := ls.physical(key)
 	if err != nil {
 		return nil, err
@@ -194,7 +209,12 @@ func (ls *Latches) Join(ctx context.Context, key string) (*Latch, error) {
 // when the generation was aborted; [ErrLatchExpired] when the latch expired; an error wrapping
 // [ErrForeignData]. An error wrapping [ErrUncertain] means the signal may or may not have been
 // applied (a cancelled CountDown may still have run). It blocks for one round trip, bounded by ctx.
-func (l *Latch) CountDown(ctx context.Context) (int64, error) {
+func (l *Latch) CountDown(ctx context.Context) (n int64, err error) {
+	ctx, sc, err := l.ls.cfg.hooks.Begin(ctx, l.ls.op(opCountDown))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { l.ls.endAnswer(&sc, err) }()
 	arr, err := countDownScript.Exec(ctx, l.ls.client, []string{l.pkey}, []string{l.gen}).ToArray()
 	if err != nil {
 		return 0, opError("count down", err)
@@ -240,7 +260,12 @@ func (l *Latch) countDownReply(arr []rueidis.RedisMessage) (int64, error) {
 // key no longer holds this generation, [ErrLatchExpired] when the latch expired, an [*AbortedError]
 // when the generation was aborted, and an error wrapping [ErrForeignData] when the key holds anything
 // that is not a latch. It reads only; it blocks for one round trip, bounded by ctx.
-func (l *Latch) Count(ctx context.Context) (int64, error) {
+func (l *Latch) Count(ctx context.Context) (n int64, err error) {
+	ctx, sc, err := l.ls.cfg.hooks.Begin(ctx, l.ls.op(opCount))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { l.ls.endAnswer(&sc, err) }()
 	st, err := l.ls.readState(ctx, l.pkey)
 	if err != nil {
 		return 0, fmt.Errorf("latch: count: %w", err)
@@ -268,7 +293,12 @@ func (l *Latch) Count(ctx context.Context) (int64, error) {
 // reached zero; [ErrReplaced] when the key holds another generation or nothing; [ErrLatchExpired]; an
 // error wrapping [ErrForeignData]; or an error wrapping [ErrUncertain]. It blocks for one round trip,
 // bounded by ctx.
-func (l *Latch) Abort(ctx context.Context, reason string) error {
+func (l *Latch) Abort(ctx context.Context, reason string) (err error) {
+	ctx, sc, err := l.ls.cfg.hooks.Begin(ctx, l.ls.op(opAbort))
+	if err != nil {
+		return err
+	}
+	defer func() { l.ls.endAnswer(&sc, err) }()
 	if len(reason) > MaxAbortReasonLength {
 		return ErrReasonTooLong
 	}
@@ -308,7 +338,17 @@ func (l *Latch) Abort(ctx context.Context, reason string) error {
 // needs no error check for it. An error wrapping [ErrForeignData] means the key holds anything that
 // is not a latch (left alone); one wrapping [ErrUncertain] means the key may or may not be gone. It
 // blocks for one round trip, bounded by ctx.
-func (l *Latch) Delete(ctx context.Context) (bool, error) {
+func (l *Latch) Delete(ctx context.Context) (ok bool, err error) {
+	ctx, sc, err := l.ls.cfg.hooks.Begin(ctx, l.ls.op(opDelete))
+	if err != nil {
+		return false, err
+	}
+	defer func() { l.ls.endAnswer(&sc, err) }()
+	return l.del(ctx)
+}
+
+// del is Delete without admission (ForceDelete uses it).
+func (l *Latch) del(ctx context.Context) (bool, error) {
 	n, err := deleteScript.Exec(ctx, l.ls.client, []string{l.pkey}, []string{l.gen}).AsInt64()
 	if err != nil {
 		return false, opError("delete", err)

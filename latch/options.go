@@ -1,6 +1,7 @@
 package latch
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +21,8 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 type config struct {
 	keys    luakit.Keyspace
 	recheck time.Duration
+	hooks   luakit.Hooks // WithHooks
+	name    string       // WithName
 }
 
 func defaultConfig() config {
@@ -76,4 +79,57 @@ func WithExpiry(d time.Duration) CreateOption {
 		c.expiryMS = ms
 		return nil
 	})
+}
+
+// WithHooks adds hooks that admit and observe the public operations of the Latches and of every
+// Latch they return (see [luakit.Hook]; primitive "latch"): LATCH CREATE, LATCH RESET, LATCH JOIN,
+// LATCH INSPECT and LATCH FORCE DELETE on Latches, LATCH COUNT DOWN, LATCH COUNT, LATCH ABORT,
+// LATCH DELETE and LATCH WAIT on a Latch. A Wait is one operation however many re-reads,
+// subscriptions and retries it makes; ForceDelete's delete is part of it. A rejected admission
+// returns the hook's error unchanged and sends nothing. An answer about the latch ([ErrExists],
+// [ErrNotFound], [ErrCompleted], [ErrReplaced], [ErrLatchExpired], [ErrAborted], false results)
+// completes as [luakit.OutcomeSucceeded]. Hooks compose in order across calls. Default: none, and
+// operations then allocate nothing for hooks.
+func WithHooks(hooks ...luakit.Hook) Option {
+	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
+}
+
+// WithName names these Latches for hooks ([luakit.Operation].Instance), so several in one process
+// stay apart. It must not be a key or a token. Default "".
+func WithName(name string) Option {
+	return optionFunc(func(c *config) error { c.name = name; return nil })
+}
+
+// The operation names of the hooks ([WithHooks]).
+const (
+	opCreate      = "LATCH CREATE"
+	opReset       = "LATCH RESET"
+	opJoin        = "LATCH JOIN"
+	opInspect     = "LATCH INSPECT"
+	opForceDelete = "LATCH FORCE DELETE"
+	opCountDown   = "LATCH COUNT DOWN"
+	opCount       = "LATCH COUNT"
+	opAbort       = "LATCH ABORT"
+	opDelete      = "LATCH DELETE"
+	opWait        = "LATCH WAIT"
+)
+
+// op is the hook operation name for these Latches.
+func (ls *Latches) op(name string) luakit.Operation {
+	return luakit.Operation{Primitive: "latch", Name: name, Instance: ls.cfg.name}
+}
+
+// endAnswer completes a scope: an answer about the latch is a success, not a failure. Without hooks it
+// classifies nothing (errors.Is would allocate on errors with several causes).
+func (ls *Latches) endAnswer(sc *luakit.Scope, err error) {
+	if len(ls.cfg.hooks) == 0 {
+		return
+	}
+	for _, answer := range []error{ErrExists, ErrNotFound, ErrCompleted, ErrReplaced, ErrLatchExpired, ErrAborted} {
+		if errors.Is(err, answer) {
+			sc.EndWith(luakit.OutcomeSucceeded, err)
+			return
+		}
+	}
+	sc.End(err)
 }

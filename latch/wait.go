@@ -129,7 +129,12 @@ func (l *Latch) outcome(st state) outcome {
 // Pub/Sub channel and re-reads on every message and every recheck interval (see "Waking" in the
 // package documentation): a lost message delays the result, never changes it. The subscription is
 // dropped before the last waiter of the key returns. Safe for concurrent use.
-func (l *Latch) Wait(ctx context.Context) error {
+func (l *Latch) Wait(ctx context.Context) (err error) {
+	ctx, sc, err := l.ls.cfg.hooks.Begin(ctx, l.ls.op(opWait))
+	if err != nil {
+		return err
+	}
+	defer func() { l.ls.endAnswer(&sc, err) }()
 	cfg := &l.ls.cfg
 	read := func() (outcome, state, bool, error) {
 		rctx, cancel := context.WithTimeout(ctx, max(cfg.recheck, time.Second))

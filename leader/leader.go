@@ -128,12 +128,6 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 	if cfg.strictSlots {
 		lopts = append(lopts, lock.WithStrictSlots())
 	}
-	if len(cfg.hooks) > 0 {
-		lopts = append(lopts, lock.WithHooks(cfg.hooks...))
-	}
-	if cfg.instance != "" {
-		lopts = append(lopts, lock.WithName(cfg.instance))
-	}
 	// The Locker sees the client through countingClient, which hides the tracker of a client made by
 	// luakit.NewTrackedClient from lock's own lookup: look it up on the caller's client instead.
 	tracker := cfg.tracker
@@ -322,11 +316,14 @@ func (e *Election) Run(ctx context.Context) error {
 		actx, stop := context.WithCancelCause(ctx)
 		e.stopCampaign.Store(&stop)
 		e.campaigning.Store(true)
-		lease, err := e.acquire(actx)
+		lease, rejected, err := e.campaign(actx)
 		e.campaigning.Store(false)
 		e.stopCampaign.Store(nil)
 		cause := context.Cause(actx)
 		stop(nil)
+		if rejected {
+			return err // a hook refused the campaign: its error, unchanged
+		}
 		if err != nil {
 			if errors.Is(cause, ErrRecoveryExhausted) && ctx.Err() == nil {
 				return cause
@@ -355,6 +352,30 @@ func (e *Election) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// campaign is one LEADER CAMPAIGN operation: admitted by the hooks, then one campaign wait
+// (acquire). rejected reports a hook's refusal (err is then the hook's error).
+func (e *Election) campaign(ctx context.Context) (lease *lock.Lease, rejected bool, err error) {
+	ctx, sc, err := e.cfg.hooks.Begin(ctx, e.op(opCampaign))
+	if err != nil {
+		return nil, true, err
+	}
+	lease, err = e.acquire(ctx)
+	sc.End(err)
+	return lease, false, err
+}
+
+// op is the hook operation name for this Election.
+func (e *Election) op(name string) luakit.Operation {
+	return luakit.Operation{Primitive: "leader", Name: name, Instance: e.cfg.instance}
+}
+
+// The operation names of the Election's hooks ([WithHooks]).
+const (
+	opCampaign = "LEADER CAMPAIGN"
+	opRenew    = "LEADER RENEW"
+	opResign   = "LEADER RESIGN"
+)
 
 // acquire campaigns once through the lock: by name, so the lock derives the keys, or with the keys
 // given with WithKeys.
@@ -417,7 +438,7 @@ func (e *Election) lead(ctx context.Context, lease *lock.Lease, n *notifier) (bo
 	}
 
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.cleanupTimeout)
-	relErr := releaseSettled(rctx, lease)
+	relErr := e.resign(rctx, lease)
 	rcancel()
 	if relErr != nil {
 		e.cfg.logger.Warn("leader: releasing the lease failed; it expires after the lease duration", "err", relErr)
@@ -507,11 +528,17 @@ func (e *Election) renew(ctx context.Context, lease *lock.Lease, fenceAt time.Ti
 		ok  bool
 		err error
 	}
+	hctx, sc, err := e.cfg.hooks.Begin(rctx, e.op(opRenew))
+	if err != nil {
+		rcancel()
+		return false, false, err // handled like a failed renewal: retried until the fence
+	}
 	done := make(chan result, 1)
 	e.renewals.Add(1)
 	go func() {
 		defer e.renewals.Done()
-		ok, err := lease.Extend(rctx)
+		ok, err := lease.Extend(hctx)
+		sc.End(err) // also for a renewal abandoned at the fence, once it returns
 		done <- result{ok, err}
 	}()
 	fence := time.NewTimer(time.Until(fenceAt))
@@ -614,6 +641,18 @@ func (e *Election) Stop(ctx context.Context) error {
 	if e.done == done {
 		e.stop, e.done, e.runErr = nil, nil, nil
 	}
+	return err
+}
+
+// resign is one LEADER RESIGN operation: admitted by the hooks, then releaseSettled. A rejection
+// releases nothing: the lease expires after the lease duration.
+func (e *Election) resign(ctx context.Context, lease *lock.Lease) error {
+	ctx, sc, err := e.cfg.hooks.Begin(ctx, e.op(opResign))
+	if err != nil {
+		return err
+	}
+	err = releaseSettled(ctx, lease)
+	sc.End(err)
 	return err
 }
 

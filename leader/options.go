@@ -280,16 +280,21 @@ func OnChange(fn func(Change)) Option {
 	})
 }
 
-// WithHooks passes hooks to the lock the Election campaigns with (see [luakit.Hook] and lock.WithHooks):
-// they see its operations as the lock's (primitive "lock"): LOCK ACQUIRE for each campaign wait (one
-// operation however many attempts it makes), LOCK EXTEND for each renewal, LOCK RELEASE when leadership
-// is given up. Default: none.
+// WithHooks adds hooks that admit and observe the Election's operations (see [luakit.Hook]; primitive
+// "leader"): LEADER CAMPAIGN for each campaign wait (one operation however many attempts it makes),
+// LEADER RENEW for each renewal, LEADER RESIGN when leadership is given up (its repeats after
+// uncertain replies included). The hooks are not passed to the lock the Election campaigns with: its
+// LOCK operations are part of these and create no scope of their own. A rejected campaign ends
+// [Election.Run] with the hook's error unchanged; a rejected renewal is handled like a failed one
+// (retried until the lease can no longer be vouched for); a rejected resignation releases nothing
+// (the lease expires after the lease duration). Hooks compose in order across calls. Default: none,
+// and operations then allocate nothing for hooks.
 func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
 }
 
 // WithName names the Election in its metrics (attribute coordkit.instance, see [AttrInstance]) and for
-// its lock's hooks, so several elections in one process export separate series. It must not be a key
+// its hooks ([luakit.Operation].Instance), so several elections in one process export separate series. It must not be a key
 // or a token. Default "": no instance attribute.
 func WithName(name string) Option {
 	return optionFunc(func(c *config) error { c.instance = name; return nil })

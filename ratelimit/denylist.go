@@ -160,6 +160,8 @@ type denyConfig struct {
 	readTimeout   time.Duration
 	keys          luakit.Keyspace
 	now           func() time.Time // the local clock; replaced in unit tests
+	hooks         luakit.Hooks     // WithHooks
+	name          string           // WithName
 }
 
 func defaultDenyConfig() denyConfig {
@@ -278,7 +280,12 @@ func (d *DenyList) Key() string { return d.name }
 // read again (IsDenied, whose cache was emptied) to learn the membership. A key of another type is
 // [ErrForeignData] with nothing written. Concurrent writes take effect in the order the server runs them.
 // Safe for concurrent use.
-func (d *DenyList) SetDenied(ctx context.Context, identity string, denied bool) error {
+func (d *DenyList) SetDenied(ctx context.Context, identity string, denied bool) (err error) {
+	ctx, sc, err := d.cfg.hooks.Begin(ctx, op(opDenyWrite, d.cfg.name))
+	if err != nil {
+		return err
+	}
+	defer func() { sc.End(err) }()
 	if identity == "" {
 		return ErrEmptyIdentity
 	}
@@ -299,7 +306,7 @@ func (d *DenyList) SetDenied(ctx context.Context, identity string, denied bool) 
 	// No deadline on the wire (see runShared): the caller's cancellation and deadline still end the
 	// wait, and the connection, shared with every other command of the client, stays open.
 	wctx, stopWatch := luakit.WithoutDeadline(ctx)
-	err := denyWriteScript.Exec(wctx, d.client, []string{d.key}, []string{identity, arg}).Error()
+	err = denyWriteScript.Exec(wctx, d.client, []string{d.key}, []string{identity, arg}).Error()
 	stopWatch()
 	d.Invalidate()
 	if err == nil {
@@ -324,6 +331,17 @@ func (d *DenyList) SetDenied(ctx context.Context, identity string, denied bool) 
 // type is [ErrForeignData]) and never cached. After [DenyList.Close] it returns [ErrClosed]. Safe for
 // concurrent use.
 func (d *DenyList) IsDenied(ctx context.Context, identity string) (bool, error) {
+	ctx, sc, err := d.cfg.hooks.Begin(ctx, op(opDenyRead, d.cfg.name))
+	if err != nil {
+		return false, err
+	}
+	denied, err := d.isDenied(ctx, identity)
+	sc.End(err)
+	return denied, err
+}
+
+// isDenied is IsDenied without admission: the limiters' own deny-list checks use it.
+func (d *DenyList) isDenied(ctx context.Context, identity string) (bool, error) {
 	if identity == "" {
 		return false, ErrEmptyIdentity
 	}

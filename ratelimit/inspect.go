@@ -88,7 +88,12 @@ func inspectionOf(p Policy, name string, d decision) Inspection {
 // (a server without EVAL_RO, older than Redis 7.0, replies with an unknown-command error). Each is
 // wrapped with a "ratelimit: " prefix. Safe for concurrent use, also with Update (it uses the
 // settings current when it starts).
-func (l *Limiter) Inspect(ctx context.Context) (Inspection, error) {
+func (l *Limiter) Inspect(ctx context.Context) (ins Inspection, err error) {
+	ctx, sc, err := l.hooks.Begin(ctx, op(opInspect, l.inst))
+	if err != nil {
+		return Inspection{}, err
+	}
+	defer func() { sc.End(err) }()
 	if l.closedFlag.Load() {
 		return Inspection{}, l.closedErr()
 	}
@@ -105,7 +110,12 @@ func (l *Limiter) Inspect(ctx context.Context) (Inspection, error) {
 // Inspect reads key's shared state in the server with the Keyed's current policy; see
 // [Limiter.Inspect]. key must not be empty (an error wrapping luakit.ErrEmptyKey, matching
 // [ErrInvalidConfig], before any I/O). It creates no local state for key. Safe for concurrent use.
-func (k *Keyed) Inspect(ctx context.Context, key string) (Inspection, error) {
+func (k *Keyed) Inspect(ctx context.Context, key string) (ins Inspection, err error) {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opInspect, k.cfg.name))
+	if err != nil {
+		return Inspection{}, err
+	}
+	defer func() { sc.End(err) }()
 	if key == "" {
 		return Inspection{}, emptyKey("rate limit key")
 	}
@@ -141,7 +151,12 @@ var denyEntriesScript = luakit.NewReadOnlyScript("denylist_entries", mustSource(
 // It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close; [ErrForeignData] when
 // the key holds another type; the context's error or a server error, wrapped with a "ratelimit: "
 // prefix. Safe for concurrent use.
-func (d *DenyList) Entries(ctx context.Context) ([]DenyListEntry, error) {
+func (d *DenyList) Entries(ctx context.Context) (entries []DenyListEntry, err error) {
+	ctx, sc, err := d.cfg.hooks.Begin(ctx, op(opDenyEntries, d.cfg.name))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { sc.End(err) }()
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()

@@ -101,7 +101,7 @@ func NewKeyed(client rueidis.Client, policy Policy, opts ...KeyedOption) (*Keyed
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.provider())
+	m, err := newMetrics(cfg.provider(), cfg.name)
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +131,16 @@ func (k *Keyed) Allow(ctx context.Context, key string) (Result, error) { return 
 // the key has local state. Errors are those of [Limiter.AllowN], plus one wrapping
 // luakit.ErrEmptyKey (and matching [ErrInvalidConfig]) for an empty key.
 func (k *Keyed) AllowN(ctx context.Context, key string, n int64) (Result, error) {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opAcquire, k.cfg.name))
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := k.allowN(ctx, key, n)
+	endDecision(&sc, err)
+	return res, err
+}
+
+func (k *Keyed) allowN(ctx context.Context, key string, n int64) (Result, error) {
 	if n < 0 {
 		return Result{}, ErrNegativePermits
 	}
@@ -145,7 +155,7 @@ func (k *Keyed) AllowN(ctx context.Context, key string, n int64) (Result, error)
 	if v, ok := k.lookup.Load(key); ok {
 		// No reference is taken: an idle entry dropped meanwhile has a closed Limiter, which
 		// refuses before sending anything, and the key is then decided without local state.
-		res, err := v.(*keyEntry).lim.AllowN(ctx, n)
+		res, err := v.(*keyEntry).lim.allowN(ctx, n)
 		if err == nil || !errors.Is(err, ErrClosed) || k.isClosed() {
 			return res, err
 		}
@@ -164,7 +174,7 @@ func (k *Keyed) decideStateless(ctx context.Context, key string, n int64) (Resul
 		if id == "" {
 			return Result{}, ErrEmptyIdentity
 		}
-		denied, err := k.cfg.denyList.IsDenied(ctx, id)
+		denied, err := k.cfg.denyList.isDenied(ctx, id)
 		if err != nil {
 			return Result{}, err
 		}
@@ -203,6 +213,16 @@ func (k *Keyed) Wait(ctx context.Context, key string) (Result, error) { return k
 // a queue, the key's local state is created on demand; when [WithMaxKeys] keys already have state
 // and none of them is idle, the request waits like a Keyed without a queue.
 func (k *Keyed) WaitN(ctx context.Context, key string, n int64) (Result, error) {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opAcquire, k.cfg.name))
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := k.waitN(ctx, key, n)
+	endDecision(&sc, err)
+	return res, err
+}
+
+func (k *Keyed) waitN(ctx context.Context, key string, n int64) (Result, error) {
 	if n < 0 {
 		return Result{}, ErrNegativePermits
 	}
@@ -223,7 +243,7 @@ func (k *Keyed) WaitN(ctx context.Context, key string, n int64) (Result, error) 
 		return k.waitStateless(ctx, key, n)
 	}
 	defer k.release(e)
-	return e.lim.WaitN(ctx, n)
+	return e.lim.waitN(ctx, n)
 }
 
 // acquire returns key's entry with one more reference, creating it when create is set and there is
@@ -430,6 +450,16 @@ func (k *Keyed) Close(ctx context.Context) error {
 // process); keys touched by a new process are converted once and then decided by the newest settings
 // whichever process touches them.
 func (k *Keyed) Update(ctx context.Context, policy Policy) error {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opUpdate, k.cfg.name))
+	if err != nil {
+		return err
+	}
+	err = k.update(ctx, policy)
+	sc.End(err)
+	return err
+}
+
+func (k *Keyed) update(ctx context.Context, policy Policy) error {
 	policy = clonePolicy(policy)
 	nc, err := compile(policy)
 	if err != nil {

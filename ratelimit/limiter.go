@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
 // Limiter is one rate limit over one server key. Every decision is one script on the server using the
@@ -28,6 +30,9 @@ type Limiter struct {
 
 	deny     *DenyList // nil without WithDenyList
 	identity string
+
+	hooks luakit.Hooks // WithHooks; nil for the per-key limiters of a Keyed (the Keyed admits)
+	inst  string       // WithName
 
 	queueLimit    int64
 	queueOrder    QueueOrder
@@ -87,11 +92,13 @@ func New(client rueidis.Client, key string, policy Policy, opts ...Option) (*Lim
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.provider())
+	m, err := newMetrics(cfg.provider(), cfg.name)
 	if err != nil {
 		return nil, err
 	}
-	return newLimiter(client, key, c, policy, cfg, m, cfg.denyList, cfg.identity), nil
+	l := newLimiter(client, key, c, policy, cfg, m, cfg.denyList, cfg.identity)
+	l.hooks, l.inst = cfg.hooks, cfg.name
+	return l, nil
 }
 
 // errNilClient is the error of every constructor given a nil client.
@@ -189,6 +196,17 @@ func (l *Limiter) Allow(ctx context.Context) (Result, error) { return l.AllowN(c
 // the script may have run and consumed the permits. Each call that returns a Result counts once in
 // [Stats] and the metrics.
 func (l *Limiter) AllowN(ctx context.Context, n int64) (Result, error) {
+	ctx, sc, err := l.hooks.Begin(ctx, op(opAcquire, l.inst))
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := l.allowN(ctx, n)
+	endDecision(&sc, err)
+	return res, err
+}
+
+// allowN is AllowN without admission (the per-key limiters of a Keyed use it).
+func (l *Limiter) allowN(ctx context.Context, n int64) (Result, error) {
 	if n < 0 {
 		return Result{}, ErrNegativePermits
 	}
@@ -239,6 +257,17 @@ func (l *Limiter) Wait(ctx context.Context) (Result, error) { return l.WaitN(ctx
 // metrics (a rejection when it fails with one of the three errors above), however many retries it
 // took.
 func (l *Limiter) WaitN(ctx context.Context, n int64) (Result, error) {
+	ctx, sc, err := l.hooks.Begin(ctx, op(opAcquire, l.inst))
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := l.waitN(ctx, n)
+	endDecision(&sc, err)
+	return res, err
+}
+
+// waitN is WaitN without admission (the per-key limiters of a Keyed use it).
+func (l *Limiter) waitN(ctx context.Context, n int64) (Result, error) {
 	if n < 0 {
 		return Result{}, ErrNegativePermits
 	}
@@ -351,7 +380,7 @@ func (l *Limiter) denied(ctx context.Context) (Result, bool, error) {
 	if l.deny == nil {
 		return Result{}, false, nil
 	}
-	denied, err := l.deny.IsDenied(ctx, l.identity)
+	denied, err := l.deny.isDenied(ctx, l.identity)
 	if err != nil {
 		return Result{}, false, err
 	}
@@ -495,6 +524,16 @@ func (l *Limiter) openGateLocked() {
 // Coordinate every process sharing the key (see the package documentation): exactly one migrates,
 // the others adopt.
 func (l *Limiter) Update(ctx context.Context, policy Policy, mode UpdateMode) error {
+	ctx, sc, err := l.hooks.Begin(ctx, op(opUpdate, l.inst))
+	if err != nil {
+		return err
+	}
+	err = l.update(ctx, policy, mode)
+	sc.End(err)
+	return err
+}
+
+func (l *Limiter) update(ctx context.Context, policy Policy, mode UpdateMode) error {
 	if mode != Migrate && mode != Adopt {
 		return fmt.Errorf("%w: unknown update mode %v", ErrInvalidUpdate, mode)
 	}

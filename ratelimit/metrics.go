@@ -13,12 +13,14 @@ import (
 // instrumentation scope "github.com/coordkit/coordkit/ratelimit".
 const (
 	// MetricAllowed is the name of the Int64Counter incremented once per admitted AllowN or WaitN call
-	// (whatever n, however many queued retries it took; n = 0 probes count). No attributes.
+	// (whatever n, however many queued retries it took; n = 0 probes count). Attribute
+	// "coordkit.instance" ([AttrInstance]): the [WithName] name, omitted when there is none.
 	MetricAllowed = "coordkit.rate_limit.allowed"
 	// MetricBlocked is the name of the Int64Counter incremented once per AllowN or WaitN call that
 	// ended not admitted. Attribute "reason": "deny_list" or "capacity" (which includes requests larger
 	// than the capacity and requests rejected or evicted by a full local queue). Calls that end with an
-	// error or a cancellation are not counted. Keys and identities are never attributes.
+	// error or a cancellation are not counted. Attribute "coordkit.instance" as for MetricAllowed. Keys and
+	// identities are never attributes.
 	MetricBlocked = "coordkit.rate_limit.blocked"
 )
 
@@ -30,10 +32,12 @@ type metrics struct {
 	allowed metric.Int64Counter
 	blocked metric.Int64Counter
 	// Pre-built attribute sets: recording allocates nothing per call.
-	denyAttr, capAttr metric.AddOption
+	allowAttr, denyAttr, capAttr metric.AddOption
 }
 
-func newMetrics(mp metric.MeterProvider) (*metrics, error) {
+// newMetrics creates the instruments; instance (the WithName name) becomes the coordkit.instance
+// attribute of every measurement unless it is empty.
+func newMetrics(mp metric.MeterProvider, instance string) (*metrics, error) {
 	m := mp.Meter(meterName)
 	allowed, err := m.Int64Counter(MetricAllowed,
 		metric.WithUnit("{request}"),
@@ -47,11 +51,18 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: metric %s: %w", MetricBlocked, err)
 	}
+	attrs := func(kv ...attribute.KeyValue) metric.AddOption {
+		if instance != "" {
+			kv = append(kv, attribute.String(AttrInstance, instance))
+		}
+		return metric.WithAttributeSet(attribute.NewSet(kv...))
+	}
 	return &metrics{
-		allowed:  allowed,
-		blocked:  blocked,
-		denyAttr: metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", string(ReasonDenyList)))),
-		capAttr:  metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", string(ReasonCapacity)))),
+		allowed:   allowed,
+		blocked:   blocked,
+		allowAttr: attrs(),
+		denyAttr:  attrs(attribute.String("reason", string(ReasonDenyList))),
+		capAttr:   attrs(attribute.String("reason", string(ReasonCapacity))),
 	}, nil
 }
 
@@ -73,7 +84,7 @@ func (m *metrics) record(c *counts, res Result) {
 	ctx := context.Background()
 	if res.Allowed {
 		if m != nil {
-			m.allowed.Add(ctx, 1)
+			m.allowed.Add(ctx, 1, m.allowAttr)
 		}
 		if c != nil {
 			c.granted.Add(1)

@@ -63,6 +63,9 @@ type config struct {
 	policyVersion int64         // NewKeyed only
 
 	updateTimeout time.Duration
+
+	hooks luakit.Hooks // WithHooks
+	name  string       // WithName
 }
 
 // DefaultUpdateTimeout is the default of [WithUpdateTimeout].

@@ -104,7 +104,12 @@ func (c *compiled) refund(ctx context.Context, client rueidis.Client, key string
 // It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close, the context's error,
 // a server error, each wrapped with a "ratelimit: " prefix; an error wrapping [ErrUncertain] means
 // the deletion may have happened. Safe for concurrent use.
-func (l *Limiter) Reset(ctx context.Context) error {
+func (l *Limiter) Reset(ctx context.Context) (err error) {
+	ctx, sc, err := l.hooks.Begin(ctx, op(opReset, l.inst))
+	if err != nil {
+		return err
+	}
+	defer func() { sc.End(err) }()
 	if l.closedFlag.Load() {
 		return l.closedErr()
 	}
@@ -129,7 +134,12 @@ func (l *Limiter) Reset(ctx context.Context) error {
 // error or a server error, each wrapped with a "ratelimit: " prefix; an error wrapping
 // [ErrUncertain] means the refund may have happened (do not blindly retry it). Refund neither wakes
 // the local queue nor counts in [Stats]. Safe for concurrent use.
-func (l *Limiter) Refund(ctx context.Context, n int64) error {
+func (l *Limiter) Refund(ctx context.Context, n int64) (err error) {
+	ctx, sc, err := l.hooks.Begin(ctx, op(opRefund, l.inst))
+	if err != nil {
+		return err
+	}
+	defer func() { sc.End(err) }()
 	if l.closedFlag.Load() {
 		return l.closedErr()
 	}
@@ -138,7 +148,12 @@ func (l *Limiter) Refund(ctx context.Context, n int64) error {
 
 // Reset deletes key's shared state in the server; see [Limiter.Reset]. key must not be empty (an
 // error matching [ErrInvalidConfig], before any I/O).
-func (k *Keyed) Reset(ctx context.Context, key string) error {
+func (k *Keyed) Reset(ctx context.Context, key string) (err error) {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opReset, k.cfg.name))
+	if err != nil {
+		return err
+	}
+	defer func() { sc.End(err) }()
 	if key == "" {
 		return emptyKey("rate limit key")
 	}
@@ -153,7 +168,12 @@ func (k *Keyed) Reset(ctx context.Context, key string) error {
 // (an error matching [ErrInvalidConfig], before any I/O). A key still stored under other settings
 // (not yet converted by a decision after [Keyed.Update], or stored by another process's settings) is
 // refunded nothing and is not an error.
-func (k *Keyed) Refund(ctx context.Context, key string, n int64) error {
+func (k *Keyed) Refund(ctx context.Context, key string, n int64) (err error) {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opRefund, k.cfg.name))
+	if err != nil {
+		return err
+	}
+	defer func() { sc.End(err) }()
 	if key == "" {
 		return emptyKey("rate limit key")
 	}

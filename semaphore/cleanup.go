@@ -90,8 +90,11 @@ func (s *Semaphore) retryLoop(stage string, release func(context.Context) error)
 
 // abandon counts and logs a cleanup that was given up. Never a key or token in either.
 func (s *Semaphore) abandon(stage, reason string) {
-	s.abandoned.Add(context.Background(), 1, metric.WithAttributes(
-		attribute.String("stage", stage), attribute.String("reason", reason)))
+	kv := []attribute.KeyValue{attribute.String("stage", stage), attribute.String("reason", reason)}
+	if s.cfg.own.Instance != "" {
+		kv = append(kv, attribute.String(AttrInstance, s.cfg.own.Instance))
+	}
+	s.abandoned.Add(context.Background(), 1, metric.WithAttributes(kv...))
 	s.cfg.own.Logger.Warn("semaphore: cleanup release abandoned; the permit remains until it expires "+
 		"(a permit without expiry until its member or the key is deleted)",
 		"stage", stage, "reason", reason)

@@ -529,7 +529,7 @@ func abandonedPoints(t *testing.T, r *sdkmetric.ManualReader) map[attribute.Dist
 			}
 			for _, dp := range sum.DataPoints {
 				for _, kv := range dp.Attributes.ToSlice() {
-					if kv.Key != "stage" && kv.Key != "reason" {
+					if kv.Key != "stage" && kv.Key != "reason" && kv.Key != AttrInstance {
 						t.Errorf("unexpected attribute %q", kv.Key)
 					}
 				}
@@ -655,6 +655,24 @@ func TestCloseStopsRetries(t *testing.T) {
 	}
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatalf("second Close = %v, want nil", err)
+	}
+}
+
+// TestAbandonedInstance: WithName adds coordkit.instance to the abandoned-cleanup counter.
+func TestAbandonedInstance(t *testing.T) {
+	s, _, reader := newFailing(t, io.EOF, WithName("pool"))
+	_ = grantNow(t, s, "owner", NoExpiry).Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_ = s.Close(ctx)
+	got := abandonedPoints(t, reader)
+	if len(got) != 1 {
+		t.Fatalf("abandoned = %v, want one point", got)
+	}
+	want := attribute.NewSet(attribute.String("stage", stageClose), attribute.String("reason", reasonClosed),
+		attribute.String(AttrInstance, "pool"))
+	if got[want.Equivalent()] != 1 {
+		t.Fatalf("abandoned = %v, want one close/closed for the instance pool", got)
 	}
 }
 

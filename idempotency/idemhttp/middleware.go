@@ -32,8 +32,9 @@ const MaxKeyLength = 255
 // concurrent use and may wrap many handlers (all share its options; use several Middlewares for
 // per-route settings).
 type Middleware struct {
-	store *idempotency.Store
-	cfg   config
+	store   *idempotency.Store
+	cfg     config
+	counter *counter
 }
 
 // New returns a Middleware storing claims and responses in store. It does no I/O. It fails for a nil
@@ -56,7 +57,11 @@ func New(store *idempotency.Store, opts ...Option) (*Middleware, error) {
 	if cfg.scope == nil {
 		return nil, luakit.InvalidConfig("idemhttp", "no scope: pass WithScope (one scope per caller) or SharedScope (every caller shares stored responses)")
 	}
-	return &Middleware{store: store, cfg: cfg}, nil
+	c, err := newCounter(cfg.meterProvider, cfg.name)
+	if err != nil {
+		return nil, err
+	}
+	return &Middleware{store: store, cfg: cfg, counter: c}, nil
 }
 
 // ParseKey parses an Idempotency-Key header value: a Structured Field string ("..." with \" and \\
@@ -213,6 +218,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	values := r.Header.Values(HeaderKey)
 	if len(values) == 0 {
 		if m.cfg.required(r) {
+			m.counter.count(OutcomeRejected)
 			problem(w, http.StatusBadRequest, "Idempotency-Key header is required")
 			return
 		}
@@ -220,11 +226,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	if len(values) > 1 {
+		m.counter.count(OutcomeRejected)
 		problem(w, http.StatusBadRequest, "Idempotency-Key header must appear once")
 		return
 	}
 	key, err := ParseKey(values[0])
 	if err != nil {
+		m.counter.count(OutcomeRejected)
 		problem(w, http.StatusBadRequest, "Idempotency-Key header is malformed")
 		return
 	}
@@ -233,10 +241,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		body, err = io.ReadAll(io.LimitReader(r.Body, m.cfg.maxRequest+1))
 		r.Body.Close()
 		if err != nil {
+			m.counter.count(OutcomeRejected)
 			problem(w, http.StatusBadRequest, "request body could not be read")
 			return
 		}
 		if int64(len(body)) > m.cfg.maxRequest {
+			m.counter.count(OutcomeRejected)
 			problem(w, http.StatusRequestEntityTooLarge, "request body too large for an idempotent request")
 			return
 		}
@@ -245,12 +255,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	scope, err := m.cfg.scope(r)
 	if err != nil {
 		m.cfg.logger.Error("idemhttp: scope function failed; request rejected without claiming", "error", err)
+		m.counter.count(OutcomeRejected)
 		problem(w, http.StatusInternalServerError, "request could not be scoped for idempotency")
 		return
 	}
 	digest, err := m.cfg.fingerprint(r, body)
 	if err != nil {
 		m.cfg.logger.Info("idemhttp: fingerprint function failed; request rejected without claiming", "error", err)
+		m.counter.count(OutcomeRejected)
 		problem(w, http.StatusBadRequest, "request could not be fingerprinted for idempotency")
 		return
 	}
@@ -278,28 +290,34 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		if errors.Is(err, idempotency.ErrForeignData) {
 			// Not an outage: a retry cannot fix it, and failing open would run over someone's data.
 			m.cfg.logger.Error("idemhttp: the claim key holds data the idempotency store did not write", "error", err)
+			m.counter.count(OutcomeError)
 			problem(w, http.StatusInternalServerError, "idempotency record unreadable")
 			return
 		}
 		m.cfg.logger.Warn("idemhttp: store unavailable", "error", err, "fail_open", m.cfg.failOpen)
 		if m.cfg.failOpen {
+			m.counter.count(OutcomeFailedOpen)
 			next.ServeHTTP(w, r)
 			return
 		}
+		m.counter.count(OutcomeUnavailable)
 		w.Header().Set("Retry-After", "1")
 		problem(w, http.StatusServiceUnavailable, "idempotency store unavailable")
 		return
 	}
 	switch a.State {
 	case idempotency.FingerprintMismatch:
+		m.counter.count(OutcomeMismatch)
 		problem(w, http.StatusUnprocessableEntity, "Idempotency-Key was used for a different request")
 	case idempotency.InProgress:
+		m.counter.count(OutcomeInProgress)
 		w.Header().Set("Retry-After", "1")
 		problem(w, http.StatusConflict, "a request with this Idempotency-Key is in progress")
 	case idempotency.Completed:
 		rec, err := decodeRecord(a.Result)
 		if err != nil {
 			m.cfg.logger.Error("idemhttp: stored response is malformed", "error", err)
+			m.counter.count(OutcomeError)
 			problem(w, http.StatusInternalServerError, "stored response is unreadable")
 			return
 		}
@@ -307,12 +325,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		for k, vs := range rec.header {
 			h[k] = vs
 		}
+		m.counter.count(OutcomeReplayed)
 		h.Set(HeaderReplayed, "true")
 		w.WriteHeader(rec.status)
 		w.Write(rec.body)
 	case idempotency.Started:
+		m.counter.count(OutcomeStarted)
 		m.run(w, r, next, sk, a)
 	default:
+		m.counter.count(OutcomeError)
 		problem(w, http.StatusInternalServerError, "unexpected idempotency state")
 	}
 }

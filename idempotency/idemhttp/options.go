@@ -1,6 +1,7 @@
 package idemhttp
 
 import (
+	"go.opentelemetry.io/otel/metric"
 	"log/slog"
 	"net/http"
 	"time"
@@ -33,6 +34,8 @@ type config struct {
 	abandonOnPanic bool
 	storeTimeout   time.Duration
 	logger         *slog.Logger
+	meterProvider  metric.MeterProvider // nil: the global provider
+	name           string               // WithName
 }
 
 // DefaultReplayHeaders are the response headers stored and replayed unless [WithReplayHeaders] says
@@ -284,6 +287,27 @@ func WithLogger(l *slog.Logger) Option {
 			return luakit.InvalidConfig("idemhttp", "nil logger")
 		}
 		c.logger = l
+		return nil
+	})
+}
+
+// WithMeterProvider sets the OpenTelemetry meter provider of the [MetricOutcomes] counter. A nil mp
+// is an error. Default: the global provider, otel.GetMeterProvider(), looked up by [New].
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) error {
+		if mp == nil {
+			return luakit.InvalidConfig("idemhttp", "nil meter provider")
+		}
+		c.meterProvider = mp
+		return nil
+	})
+}
+
+// WithName names the middleware in its metrics: the attribute coordkit.instance on
+// [MetricOutcomes] (omitted when name is ""). It must not be a key or a scope. Default "".
+func WithName(name string) Option {
+	return optionFunc(func(c *config) error {
+		c.name = name
 		return nil
 	})
 }

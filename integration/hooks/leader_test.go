@@ -2,6 +2,7 @@ package hooks_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +80,34 @@ func TestLeaderIsLeaderGauge(t *testing.T) {
 		t.Fatalf("after Stop: %v", got)
 	}
 	log := j.take()
-	if len(log) < 2 || log[0] != "admit LOCK ACQUIRE" || log[1] != "done LOCK ACQUIRE succeeded" {
-		t.Fatalf("leader hooks journal %q: want its lock's LOCK ACQUIRE first", log)
+	// The Election's own operations, and none of its lock's: a campaign, then (when leadership ends)
+	// one resignation.
+	if len(log) < 4 || log[0] != "admit LEADER CAMPAIGN" || log[1] != "done LEADER CAMPAIGN succeeded" ||
+		log[len(log)-2] != "admit LEADER RESIGN" || log[len(log)-1] != "done LEADER RESIGN succeeded" {
+		t.Fatalf("leader hooks journal %q: want LEADER CAMPAIGN first and LEADER RESIGN last", log)
 	}
+	for _, e := range log {
+		if strings.Contains(e, "LOCK") {
+			t.Fatalf("leader hooks journal %q: the lock's operations must create no scope", log)
+		}
+	}
+}
+
+// TestLeaderRejectedCampaign: a hook that refuses LEADER CAMPAIGN ends Run with its error unchanged,
+// before the lease is written.
+func TestLeaderRejectedCampaign(t *testing.T) {
+	srv := testkit.Start(t, testkit.Targets()[0])
+	j := &journal{}
+	j.setReject("LEADER CAMPAIGN")
+	e, err := leader.New(srv.Client(t), "refused", leader.WithHooks(j), leader.WithName("api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(context.Background()); err != errRejected { //nolint:errorlint // unchanged
+		t.Fatalf("Run = %v, want the rejection unchanged", err)
+	}
+	if exists(t, srv, e.LeaseKey()) {
+		t.Fatal("a rejected campaign wrote the lease")
+	}
+	expect(t, j, "admit LEADER CAMPAIGN")
 }

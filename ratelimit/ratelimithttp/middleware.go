@@ -55,10 +55,13 @@ const maxSFInteger = 999_999_999_999_999
 //	                                  (bound the wait with [WithTimeout])
 //	client went away (ctx cancelled)  nothing is written
 //
-// Rejections are written by [WriteTooManyRequests] unless [WithRejected] replaces it.
+// Rejections are written by [WriteTooManyRequests] unless [WithRejected] replaces it. Every answered
+// request counts once in [MetricDecisions], by decision (failures that ran the handler unprotected
+// as "failed_open").
 type Middleware struct {
 	limiter *ratelimit.Keyed
 	cfg     config
+	counter *counter
 }
 
 var errEmptyKey = errors.New("ratelimithttp: key func returned an empty key")
@@ -94,7 +97,11 @@ func New(limiter *ratelimit.Keyed, opts ...Option) (*Middleware, error) {
 	case len(cfg.names) != want:
 		return nil, invalidConfig("%d policy names for a policy with %d component(s)", len(cfg.names), want)
 	}
-	return &Middleware{limiter: limiter, cfg: cfg}, nil
+	c, err := newCounter(cfg.meterProvider, cfg.name)
+	if err != nil {
+		return nil, err
+	}
+	return &Middleware{limiter: limiter, cfg: cfg, counter: c}, nil
 }
 
 // Handler wraps next with the rate limit; see [Middleware] for the responses. Rate-limit fields are
@@ -112,12 +119,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	if err != nil {
 		m.cfg.logger.Error("ratelimithttp: key func failed", "error", err)
+		m.counter.count(DecisionInvalid)
 		problem(w, http.StatusInternalServerError, "rate-limit key unavailable")
 		return
 	}
 	cost := m.cfg.cost(r)
 	if cost < 0 {
 		m.cfg.logger.Error("ratelimithttp: cost func returned a negative cost", "cost", cost)
+		m.counter.count(DecisionInvalid)
 		problem(w, http.StatusInternalServerError, "invalid rate-limit cost")
 		return
 	}
@@ -128,14 +137,17 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		if errors.Is(err, ratelimit.ErrEmptyIdentity) {
 			m.cfg.logger.Error("ratelimithttp: deny-list identity func returned an empty identity")
+			m.counter.count(DecisionInvalid)
 			problem(w, http.StatusInternalServerError, "rate-limit key unavailable")
 			return
 		}
 		m.cfg.logger.Warn("ratelimithttp: rate limiter unavailable", "error", err, "fail_open", m.cfg.failOpen)
 		if m.cfg.failOpen {
+			m.counter.count(DecisionFailedOpen)
 			next.ServeHTTP(w, r)
 			return
 		}
+		m.counter.count(DecisionFailedClosed)
 		problem(w, http.StatusServiceUnavailable, "rate limiter unavailable")
 		return
 	}
@@ -155,12 +167,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 	}
 	if res.Allowed {
+		m.counter.count(DecisionAllowed)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, res)))
 		return
 	}
 	if res.RetryAfter > 0 {
 		h.Set(HeaderRetryAfter, strconv.FormatInt(ceilSeconds(res.RetryAfter), 10))
 	}
+	m.counter.count(DecisionRejected)
 	m.cfg.rejected(w, r, res)
 }
 

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit"
 )
@@ -30,6 +32,9 @@ type config struct {
 	logger   *slog.Logger
 	timeout  time.Duration // 0: the request's context only
 	legacy   bool          // WithLegacyHeaders
+
+	meterProvider metric.MeterProvider // nil: the global provider
+	name          string               // WithName
 }
 
 // DefaultPolicyName is the policy name of the RateLimit-Policy and RateLimit fields unless
@@ -135,6 +140,27 @@ func WithLegacyHeaders(on bool) Option {
 func WithFailOpen(open bool) Option {
 	return optionFunc(func(c *config) error {
 		c.failOpen = open
+		return nil
+	})
+}
+
+// WithMeterProvider sets the OpenTelemetry meter provider of the [MetricDecisions] counter. A nil mp
+// is an error. Default: the global provider, otel.GetMeterProvider(), looked up by [New].
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) error {
+		if mp == nil {
+			return invalidConfig("nil meter provider")
+		}
+		c.meterProvider = mp
+		return nil
+	})
+}
+
+// WithName names the middleware in its metrics: the attribute coordkit.instance on
+// [MetricDecisions] (omitted when name is ""). It must not be a key or an identity. Default "".
+func WithName(name string) Option {
+	return optionFunc(func(c *config) error {
+		c.name = name
 		return nil
 	})
 }
