@@ -2,52 +2,18 @@ package idempotency
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/hooktest"
 )
-
-// recorder journals admissions and completions and rejects every operation while reject is set.
-type recorder struct {
-	mu     sync.Mutex
-	reject bool
-	log    []string
-}
-
-var errHookRejected = errors.New("rejected by the hook")
-
-func (r *recorder) Admit(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.log = append(r.log, "admit "+op.Name+" @"+op.Instance)
-	if r.reject {
-		return nil, nil, errHookRejected
-	}
-	return ctx, func(o luakit.Outcome, _ error) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.log = append(r.log, fmt.Sprintf("done %s %s", op.Name, o))
-	}, nil
-}
-
-func (r *recorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.log
-	r.log = nil
-	return out
-}
 
 // TestHooksWithoutIO: every Store operation is admitted first (a rejection returns the hook's error
 // unchanged and sends nothing: noIO panics on any command), and an admitted call that fails
 // validation completes once as failed. Renewals against a server are in integration/hooks.
 func TestHooksWithoutIO(t *testing.T) {
-	rec := &recorder{}
+	rec := &hooktest.Recorder{}
 	s, err := New(noIO{}, WithHooks(rec), WithName("orders"))
 	if err != nil {
 		t.Fatal(err)
@@ -67,16 +33,16 @@ func TestHooksWithoutIO(t *testing.T) {
 	}
 	for _, tc := range calls {
 		t.Run(tc.op, func(t *testing.T) {
-			rec.reject = true
-			if err := tc.call("k"); err != errHookRejected { //nolint:errorlint // returned unchanged
+			rec.RejectAll(true)
+			if err := tc.call("k"); err != hooktest.ErrRejected { //nolint:errorlint // returned unchanged
 				t.Fatalf("rejected: err = %v, want the hook's error unchanged", err)
 			}
-			rec.reject = false
+			rec.RejectAll(false)
 			if err := tc.call(""); err == nil {
 				t.Fatal("an empty key was accepted")
 			}
 			want := []string{"admit " + tc.op + " @orders", "admit " + tc.op + " @orders", "done " + tc.op + " failed"}
-			if got := rec.take(); !slices.Equal(got, want) {
+			if got := rec.Take(); !slices.Equal(got, want) {
 				t.Fatalf("journal %q, want %q", got, want)
 			}
 		})

@@ -2,50 +2,18 @@ package latch
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"sync"
 	"testing"
 
-	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/hooktest"
 )
-
-// recorder journals admissions and completions and rejects every operation while reject is set.
-type recorder struct {
-	mu     sync.Mutex
-	reject bool
-	log    []string
-}
-
-var errHookRejected = errors.New("rejected by the hook")
-
-func (r *recorder) Admit(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.log = append(r.log, "admit "+op.Name+" @"+op.Instance)
-	if r.reject {
-		return nil, nil, errHookRejected
-	}
-	return ctx, func(o luakit.Outcome, _ error) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.log = append(r.log, "done "+op.Name+" "+o.String())
-	}, nil
-}
-
-func (r *recorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.log
-	r.log = nil
-	return out
-}
 
 // TestHooksWithoutIO: every operation is admitted before anything is sent (noIO panics on any
 // command): a rejection returns the hook's error unchanged. Scenarios against a server (one scope
 // per Wait) are in integration/hooks.
 func TestHooksWithoutIO(t *testing.T) {
-	rec := &recorder{reject: true}
+	rec := &hooktest.Recorder{}
+	rec.RejectAll(true)
 	ls, err := New(noIO{}, WithHooks(rec), WithName("batch"))
 	if err != nil {
 		t.Fatal(err)
@@ -68,19 +36,19 @@ func TestHooksWithoutIO(t *testing.T) {
 		{opWait, func() error { return l.Wait(ctx) }},
 	}
 	for _, tc := range calls {
-		if err := tc.call(); err != errHookRejected { //nolint:errorlint // returned unchanged
+		if err := tc.call(); err != hooktest.ErrRejected { //nolint:errorlint // returned unchanged
 			t.Fatalf("%s: err = %v, want the hook's error unchanged", tc.op, err)
 		}
-		if got := rec.take(); !slices.Equal(got, []string{"admit " + tc.op + " @batch"}) {
+		if got := rec.Take(); !slices.Equal(got, []string{"admit " + tc.op + " @batch"}) {
 			t.Fatalf("%s: journal %q", tc.op, got)
 		}
 	}
 	// Admitted: validation failures complete once as failed; a negative count is no answer.
-	rec.reject = false
+	rec.RejectAll(false)
 	if _, err := ls.Create(ctx, "", 1); err == nil {
 		t.Fatal("empty key accepted")
 	}
-	if got := rec.take(); !slices.Equal(got, []string{"admit LATCH CREATE @batch", "done LATCH CREATE failed"}) {
+	if got := rec.Take(); !slices.Equal(got, []string{"admit LATCH CREATE @batch", "done LATCH CREATE failed"}) {
 		t.Fatalf("journal %q", got)
 	}
 }

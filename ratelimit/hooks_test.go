@@ -3,56 +3,24 @@ package ratelimit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
-	"sync"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/hooktest"
 )
 
 // These tests use no server: decisions above the capacity and rejected admissions do no I/O (noIO
 // panics on any command). The rules against real servers are in integration/hooks.
 
-// recorder is a hook that journals admissions and completions and rejects the names in reject.
-type recorder struct {
-	mu     sync.Mutex
-	reject map[string]bool
-	log    []string
-}
-
-var errHookRejected = errors.New("rejected by the hook")
-
-func (r *recorder) Admit(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.log = append(r.log, "admit "+op.Name+" @"+op.Instance)
-	if r.reject[op.Name] {
-		return nil, nil, errHookRejected
-	}
-	return ctx, func(o luakit.Outcome, _ error) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.log = append(r.log, fmt.Sprintf("done %s %s", op.Name, o))
-	}, nil
-}
-
-func (r *recorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.log
-	r.log = nil
-	return out
-}
-
 // TestHooksWithoutIO checks admission order and outcomes on the paths that need no server.
 func TestHooksWithoutIO(t *testing.T) {
 	ctx := context.Background()
 	reads := 0
-	rec := &recorder{}
+	rec := &hooktest.Recorder{}
 	dl := newDenyList(defaultDenyConfig(), func(context.Context, string) (bool, error) { reads++; return false, nil })
 	dl.cfg.hooks = luakit.Hooks{rec} // a deny-list hook that must not see the limiter's own checks
 	l := newTestLimiter(t, noIO{}, "k", fw10, WithHooks(rec), WithName("api"), WithDenyList(dl, "who"),
@@ -91,13 +59,13 @@ func TestHooksWithoutIO(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rec.reject = map[string]bool{tc.reject: true}
-			defer func() { rec.reject = nil }()
+			rec.Reject(tc.reject)
+			defer rec.Reject()
 			before := dl.Stats()
-			if err := tc.call(); err != errHookRejected { //nolint:errorlint // returned unchanged
+			if err := tc.call(); err != hooktest.ErrRejected { //nolint:errorlint // returned unchanged
 				t.Fatalf("err = %v, want the hook's error unchanged", err)
 			}
-			if got := rec.take(); !slices.Equal(got, tc.want) {
+			if got := rec.Take(); !slices.Equal(got, tc.want) {
 				t.Fatalf("journal %q, want %q", got, tc.want)
 			}
 			if reads != 0 || dl.Stats() != before {
@@ -129,7 +97,7 @@ func TestHooksWithoutIO(t *testing.T) {
 		"admit RATE LIMIT ACQUIRE @per-user", "done RATE LIMIT ACQUIRE succeeded",
 		"admit RATE LIMIT ACQUIRE @api", "done RATE LIMIT ACQUIRE failed",
 	}
-	if got := rec.take(); !slices.Equal(got, want) {
+	if got := rec.Take(); !slices.Equal(got, want) {
 		t.Fatalf("journal %q\nwant %q", got, want)
 	}
 	if reads != 2 {
@@ -140,7 +108,7 @@ func TestHooksWithoutIO(t *testing.T) {
 	if _, err := dl.IsDenied(cctx, "other"); !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	if got := rec.take(); !slices.Equal(got, []string{"admit RATE LIMIT DENY LIST READ @", "done RATE LIMIT DENY LIST READ canceled"}) {
+	if got := rec.Take(); !slices.Equal(got, []string{"admit RATE LIMIT DENY LIST READ @", "done RATE LIMIT DENY LIST READ canceled"}) {
 		t.Fatalf("journal %q", got)
 	}
 }
