@@ -2,9 +2,11 @@ package lease_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
@@ -44,7 +46,18 @@ func testAnyFieldWakesEvery(t *testing.T, e *env) {
 	key := hashKey("s19")
 	holder := e.leases(t)
 	tr := luakit.NewTracker()
-	waiters := newLeases(t, e.newClient(t, tr), lease.WithTracker(tr))
+	// A nil invalidation (rueidis sends one when a tracked connection is reset, which a Cluster
+	// client's topology refresh can do) rightly wakes every waiter once more: count them, so each
+	// step allows one extra attempt per waiter per wake-all and none otherwise.
+	var wakeAlls atomic.Int64
+	countWakeAlls := func(o *rueidis.ClientOption) {
+		o.OnInvalidations = func(msgs []rueidis.RedisMessage) {
+			if msgs == nil {
+				wakeAlls.Add(1)
+			}
+		}
+	}
+	waiters := newLeases(t, e.newClient(t, tr, countWakeAlls), lease.WithTracker(tr))
 	ha, err := holder.TryAcquire(c, key, "a", 30*time.Second)
 	require.NoError(t, err)
 	hb, err := holder.TryAcquire(c, key, "b", 30*time.Second)
@@ -54,7 +67,13 @@ func testAnyFieldWakesEvery(t *testing.T, e *env) {
 		t.Helper()
 		require.Eventually(t, func() bool { return scripts()-base >= want }, 5*time.Second, 20*time.Millisecond, why)
 		time.Sleep(200 * time.Millisecond)
-		require.Equal(t, want, scripts()-base, "%s: no further attempts", why)
+		got, extra := scripts()-base, 2*wakeAlls.Load()
+		if extra == 0 {
+			require.Equal(t, want, got, "%s: no further attempts", why)
+			return
+		}
+		require.LessOrEqual(t, got, want+extra, "%s: no further attempts beyond the %d wake-alls", why, extra/2)
+		t.Logf("%s: %d attempts, %d wake-all invalidations seen", why, got, extra/2)
 	}
 	base := scripts()
 	chA := acquireAsync(c, waiters, key, "a", 30*time.Second)
