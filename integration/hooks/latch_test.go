@@ -7,16 +7,14 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/latch"
-	"github.com/coordkit/coordkit/testkit"
 )
 
-// TestLatchHooks checks that a Wait is one operation however many re-reads it makes, that an
+// testLatchHooks checks that a Wait is one operation however many re-reads it makes, that an
 // aborted generation is an answer, and that a rejected Create writes nothing.
-func TestLatchHooks(t *testing.T) {
-	srv := testkit.Start(t, testkit.Targets()[0])
+func testLatchHooks(t *testing.T, e *env) {
 	ctx := context.Background()
 	j := &journal{}
-	ls, err := latch.New(srv.Client(t), latch.WithHooks(j), latch.WithName("batch"),
+	ls, err := latch.New(e.client(t), latch.WithHooks(j), latch.WithName("batch"),
 		latch.WithRecheckInterval(5*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +23,7 @@ func TestLatchHooks(t *testing.T) {
 	if _, err := ls.Create(ctx, "l1", 2); err != errRejected { //nolint:errorlint // unchanged
 		t.Fatalf("Create = %v", err)
 	}
-	if exists(t, srv, "l1") {
+	if exists(t, e.Raw, "l1") {
 		t.Fatal("a rejected Create wrote the latch")
 	}
 	j.setReject()
