@@ -139,7 +139,7 @@ func pttl(t *testing.T, e *env, key string) time.Duration {
 // is handled like a failed renewal and retried); once the hook admits again, the next renewal extends
 // the same term.
 func testLeaderRejectedRenew(t *testing.T, e *env) {
-	const ttl = 2 * time.Second
+	const ttl = 4 * time.Second // renewals from 2s; the term self-fences at 3.6s: room to lift the rejection
 	j := &journal{}
 	el, err := leader.New(e.client(t), "hooks-renew", leader.WithHooks(j), leader.WithName("api"),
 		leader.WithLeaseDuration(ttl), leader.WithRetryDelay(50*time.Millisecond),
