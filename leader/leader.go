@@ -53,8 +53,7 @@ type Election struct {
 	attrRevoked        metric.MeasurementOption
 	attrInstance       metric.MeasurementOption // the instance alone; no attributes when unnamed
 
-	campaigning atomic.Bool
-	// unreachableSince is the UnixNano of the first of the current run of campaign commands that did
+	// unreachableSince is the UnixNano of the first of the current run of campaign attempts that did
 	// not reach the server (0: the last one did); stopCampaign ends the campaign in flight with a cause.
 	unreachableSince atomic.Int64
 	stopCampaign     atomic.Pointer[context.CancelCauseFunc]
@@ -128,16 +127,13 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 	if cfg.strictSlots {
 		lopts = append(lopts, lock.WithStrictSlots())
 	}
-	// The Locker sees the client through countingClient, which hides the tracker of a client made by
-	// luakit.NewTrackedClient from lock's own lookup: look it up on the caller's client instead.
-	tracker := cfg.tracker
-	if tracker == nil {
-		tracker = luakit.TrackerOf(client)
+	if cfg.tracker != nil {
+		lopts = append(lopts, lock.WithTracker(cfg.tracker))
 	}
-	if tracker != nil {
-		lopts = append(lopts, lock.WithTracker(tracker))
-	}
-	lk, err := lock.New(countingClient{Client: client, e: e}, lopts...)
+	// Acquire retries transient failures itself; its attempt observer counts them and keeps the
+	// connection-recovery budget's account, attempt by attempt.
+	lopts = append(lopts, lock.WithAttemptObserver(e.observeAttempt))
+	lk, err := lock.New(client, lopts...)
 	if err != nil {
 		return nil, fmt.Errorf("leader: %w", err) // lock's option errors match ErrInvalidConfig
 	}
@@ -178,27 +174,17 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 	return e, nil
 }
 
-// countingClient counts transient command failures while the election campaigns: lock.Locker.Acquire
-// retries them itself, after the election's retry delay.
-type countingClient struct {
-	rueidis.Client
-	e *Election
-}
-
-func (c countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	r := c.Client.Do(ctx, cmd)
-	if !c.e.campaigning.Load() {
-		return r
-	}
-	err := r.Error()
+// observeAttempt sees each attempt of a campaign's lock.Locker.Acquire (lock.WithAttemptObserver):
+// it counts a transient failure, which Acquire retries after the retry delay, and keeps the
+// connection-recovery budget's account.
+func (e *Election) observeAttempt(ctx context.Context, err error) {
 	if luakit.IsTransient(err) {
-		c.e.failures.Add(context.Background(), 1, c.e.attrInstance)
+		e.failures.Add(context.Background(), 1, e.attrInstance)
 	}
-	c.e.recovery(ctx, err)
-	return r
+	e.recovery(ctx, err)
 }
 
-// recovery keeps the connection-recovery budget's account for one campaign command's result: a reply
+// recovery keeps the connection-recovery budget's account for one campaign attempt's result: a reply
 // (any, error replies included) resets it; a failure that reached no server starts or extends the
 // current run of failures, and one past the budget ends the campaign with [ErrRecoveryExhausted]. A
 // failure caused by the campaign's own context ending is not counted.
@@ -315,9 +301,7 @@ func (e *Election) Run(ctx context.Context) error {
 		}
 		actx, stop := context.WithCancelCause(ctx)
 		e.stopCampaign.Store(&stop)
-		e.campaigning.Store(true)
 		lease, rejected, err := e.campaign(actx)
-		e.campaigning.Store(false)
 		e.stopCampaign.Store(nil)
 		cause := context.Cause(actx)
 		stop(nil)

@@ -23,6 +23,8 @@ type Locker struct {
 	checkSlots bool             // the two-key form checks slots: a Cluster client, or WithStrictSlots
 	own        ownership.Config // shared by every Lease of this Locker
 	waiter     ownership.Waiter // Acquire's waiting loop; warns once per Locker without working tracking
+
+	observe func(ctx context.Context, err error) // WithAttemptObserver; nil: none
 }
 
 // New returns a Locker over client. It does no I/O. It fails with an error wrapping [ErrNilClient] for
@@ -45,6 +47,7 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 		keys:       cfg.keys,
 		checkSlots: cfg.strictSlots || client.Mode() == rueidis.ClientModeCluster,
 		own:        cfg.own,
+		observe:    cfg.observe,
 	}
 	l.waiter = ownership.Waiter{Client: client, Tracker: cfg.tracker, Config: &l.own} // re-checks every 1s without expiry or tracking
 	return l, nil
@@ -307,6 +310,13 @@ func (l *Locker) wait(ctx context.Context, r *request) (*Lease, error) {
 	var lease *Lease
 	err := l.waiter.Wait(ctx, r.lease, func(ctx context.Context) ownership.Attempt {
 		h, pttl, err := l.attempt(ctx, r)
+		if l.observe != nil {
+			if errors.Is(err, ErrNotAcquired) {
+				l.observe(ctx, nil) // held by another owner: an answer, not a failure
+			} else {
+				l.observe(ctx, err)
+			}
+		}
 		switch {
 		case err == nil:
 			lease = h

@@ -7,20 +7,18 @@ import (
 
 	"github.com/coordkit/coordkit/counter"
 	"github.com/coordkit/coordkit/luakit"
-	"github.com/coordkit/coordkit/testkit"
 )
 
-// TestCounterHooks checks that each Store call is admitted once with the Store's instance name, and
+// testCounterHooks checks that each Store call is admitted once with the Store's instance name, and
 // that a rejected increment writes nothing.
-func TestCounterHooks(t *testing.T) {
-	srv := testkit.Start(t, testkit.Targets()[0])
+func testCounterHooks(t *testing.T, e *env) {
 	var instances []string
 	j := &journal{}
 	spy := luakit.HookFunc(func(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
 		instances = append(instances, op.Instance)
 		return ctx, nil, nil
 	})
-	s, err := counter.New(srv.Client(t), counter.WithHooks(spy, j), counter.WithName("quota"))
+	s, err := counter.New(e.client(t), counter.WithHooks(spy, j), counter.WithName("quota"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,26 +2,25 @@ package hooks_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/coordkit/coordkit/idempotency"
 	"github.com/coordkit/coordkit/idempotency/idemhttp"
-	"github.com/coordkit/coordkit/testkit"
+	"github.com/coordkit/coordkit/luakit"
 )
 
-// TestIdemhttpOutcomes counts started, replayed, mismatch and in_progress requests on a real store.
-func TestIdemhttpOutcomes(t *testing.T) {
-	srv := testkit.Start(t, testkit.Targets()[0])
+// testIdemhttpOutcomes counts started, replayed, mismatch and in_progress requests on a real store.
+func testIdemhttpOutcomes(t *testing.T, e *env) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer func() { _ = mp.Shutdown(context.Background()) }()
-	st, err := idempotency.New(srv.Client(t))
+	st, err := idempotency.New(e.client(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,30 +62,48 @@ func TestIdemhttpOutcomes(t *testing.T) {
 	if c := <-done; c != http.StatusCreated {
 		t.Fatalf("slow = %d", c)
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
+	want := map[string]int64{"started@orders": 2, "replayed@orders": 1, "mismatch@orders": 1, "in_progress@orders": 1}
+	equalCounts(t, "outcomes", counts(t, reader, idemhttp.MetricOutcomes, "outcome", idemhttp.AttrInstance), want)
+}
+
+// testIdemhttpStoreDown counts a request the store could not serve as unavailable (503), and as
+// failed_open when the middleware fails open and runs the handler unprotected, on a store whose
+// client is closed.
+func testIdemhttpStoreDown(t *testing.T, e *env) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	// Guarded: every command after Close fails at once (rueidis can revive a connection whose dial
+	// was in flight at Close).
+	c := luakit.GuardClose(e.client(t))
+	st, err := idempotency.New(c)
+	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, mt := range sm.Metrics {
-			if mt.Name != idemhttp.MetricOutcomes {
-				continue
-			}
-			for _, dp := range mt.Data.(metricdata.Sum[int64]).DataPoints {
-				o, _ := dp.Attributes.Value("outcome")
-				in, _ := dp.Attributes.Value(idemhttp.AttrInstance)
-				got[o.AsString()+"@"+in.AsString()] += dp.Value
-			}
+	c.Close()
+	ran := 0
+	next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { ran++; w.WriteHeader(http.StatusCreated) })
+	quiet := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		failOpen bool
+		code     int
+	}{{false, http.StatusServiceUnavailable}, {true, http.StatusCreated}} {
+		m, err := idemhttp.New(st, idemhttp.SharedScope(), idemhttp.WithMeterProvider(mp), idemhttp.WithName("orders"),
+			idemhttp.WithFailOpen(tc.failOpen), idemhttp.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader("a"))
+		r.Header.Set(idemhttp.HeaderKey, "down-1")
+		w := httptest.NewRecorder()
+		m.Handler(next).ServeHTTP(w, r)
+		if w.Code != tc.code {
+			t.Fatalf("fail open %v: status %d, want %d", tc.failOpen, w.Code, tc.code)
 		}
 	}
-	want := map[string]int64{"started@orders": 2, "replayed@orders": 1, "mismatch@orders": 1, "in_progress@orders": 1}
-	if len(got) != len(want) {
-		t.Fatalf("outcomes %v, want %v", got, want)
+	if ran != 1 {
+		t.Fatalf("the handler ran %d times, want once (failed open)", ran)
 	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Fatalf("outcomes %v, want %v", got, want)
-		}
-	}
+	want := map[string]int64{"unavailable@orders": 1, "failed_open@orders": 1}
+	equalCounts(t, "outcomes", counts(t, reader, idemhttp.MetricOutcomes, "outcome", idemhttp.AttrInstance), want)
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/idempotency"
-	"github.com/coordkit/coordkit/testkit"
 )
 
 // waitCount polls the journal until it holds n entries equal to entry (a synchronisation, not a
@@ -30,14 +29,13 @@ func waitCount(t *testing.T, j *journal, entry string, n int) []string {
 	}
 }
 
-// TestIdempotencyHooks checks that each Store call is admitted once with the Store's name, that a
+// testIdempotencyHooks checks that each Store call is admitted once with the Store's name, that a
 // rejected claim writes nothing, and that each KeepAlive renewal is its own IDEMPOTENCY EXTEND, a
 // rejected one kept and retried like a failed one.
-func TestIdempotencyHooks(t *testing.T) {
-	srv := testkit.Start(t, testkit.Targets()[0])
+func testIdempotencyHooks(t *testing.T, e *env) {
 	ctx := context.Background()
 	j := &journal{}
-	s, err := idempotency.New(srv.Client(t), idempotency.WithHooks(j), idempotency.WithName("orders"),
+	s, err := idempotency.New(e.client(t), idempotency.WithHooks(j), idempotency.WithName("orders"),
 		idempotency.WithRetryDelay(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +44,7 @@ func TestIdempotencyHooks(t *testing.T) {
 	if _, err := s.TryBegin(ctx, "req-1", time.Minute, idempotency.NoFingerprint); err != errRejected { //nolint:errorlint // unchanged
 		t.Fatalf("TryBegin = %v", err)
 	}
-	if exists(t, srv, "req-1") {
+	if exists(t, e.Raw, "req-1") {
 		t.Fatal("a rejected claim wrote the key")
 	}
 	j.setReject()

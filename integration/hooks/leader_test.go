@@ -2,6 +2,8 @@ package hooks_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/coordkit/coordkit/leader"
-	"github.com/coordkit/coordkit/testkit"
+	"github.com/coordkit/coordkit/lock"
 )
 
 // isLeader reads the is-leader gauge's points as instance -> value.
@@ -35,11 +37,10 @@ func isLeader(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
 	return out
 }
 
-// TestLeaderIsLeaderGauge checks that two named elections in one process export separate is-leader
+// testLeaderIsLeaderGauge checks that two named elections in one process export separate is-leader
 // series, the follower's included, and that the leader's hooks see its lock's operations.
-func TestLeaderIsLeaderGauge(t *testing.T) {
-	srv := testkit.Start(t, testkit.Targets()[0])
-	client := srv.Client(t)
+func testLeaderIsLeaderGauge(t *testing.T, e *env) {
+	client := e.client(t)
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer func() { _ = mp.Shutdown(context.Background()) }()
@@ -93,21 +94,123 @@ func TestLeaderIsLeaderGauge(t *testing.T) {
 	}
 }
 
-// TestLeaderRejectedCampaign: a hook that refuses LEADER CAMPAIGN ends Run with its error unchanged,
+// testLeaderRejectedCampaign: a hook that refuses LEADER CAMPAIGN ends Run with its error unchanged,
 // before the lease is written.
-func TestLeaderRejectedCampaign(t *testing.T) {
-	srv := testkit.Start(t, testkit.Targets()[0])
+func testLeaderRejectedCampaign(t *testing.T, e *env) {
 	j := &journal{}
 	j.setReject("LEADER CAMPAIGN")
-	e, err := leader.New(srv.Client(t), "refused", leader.WithHooks(j), leader.WithName("api"))
+	el, err := leader.New(e.client(t), "refused", leader.WithHooks(j), leader.WithName("api"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Run(context.Background()); err != errRejected { //nolint:errorlint // unchanged
+	if err := el.Run(context.Background()); err != errRejected { //nolint:errorlint // unchanged
 		t.Fatalf("Run = %v, want the rejection unchanged", err)
 	}
-	if exists(t, srv, e.LeaseKey()) {
+	if exists(t, e.Raw, el.LeaseKey()) {
 		t.Fatal("a rejected campaign wrote the lease")
 	}
 	expect(t, j, "admit LEADER CAMPAIGN")
+}
+
+// elected waits until e leads and returns its term; the bound only turns a lost campaign into a
+// failure instead of a hang.
+func elected(t *testing.T, e *leader.Election) leader.Term {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if term, ok := e.Current(); ok {
+			return term
+		}
+	}
+	t.Fatal("not elected")
+	return leader.Term{}
+}
+
+// pttl reads key's remaining time with the assertion client.
+func pttl(t *testing.T, e *env, key string) time.Duration {
+	t.Helper()
+	ms, err := e.Raw.Do(context.Background(), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// testLeaderRejectedRenew: a rejected LEADER RENEW sends nothing and keeps the lease and the term (it
+// is handled like a failed renewal and retried); once the hook admits again, the next renewal extends
+// the same term.
+func testLeaderRejectedRenew(t *testing.T, e *env) {
+	const ttl = 4 * time.Second // renewals from 2s; the term self-fences at 3.6s: room to lift the rejection
+	j := &journal{}
+	el, err := leader.New(e.client(t), "hooks-renew", leader.WithHooks(j), leader.WithName("api"),
+		leader.WithLeaseDuration(ttl), leader.WithRetryDelay(50*time.Millisecond),
+		leader.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := el.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = el.Stop(ctx) }()
+	term := elected(t, el)
+	j.setReject("LEADER RENEW") // the first renewal comes at half the lease duration
+	j.take()
+	waitFor(t, j, "admit LEADER RENEW")
+	// Nothing was sent: the lease was not extended (a renewal would have set it back to ttl), and the
+	// term goes on.
+	if d := pttl(t, e, el.LeaseKey()); d <= 0 || d > ttl*3/4 {
+		t.Fatalf("after a rejected renewal the lease has %v left, want (0, %v]", d, ttl*3/4)
+	}
+	if now, ok := el.Current(); !ok || now.FencingToken != term.FencingToken {
+		t.Fatalf("a rejected renewal ended the term (current %v %v)", now.FencingToken, ok)
+	}
+	j.setReject()
+	waitFor(t, j, "done LEADER RENEW succeeded")
+	if now, ok := el.Current(); !ok || now.FencingToken != term.FencingToken {
+		t.Fatalf("after the retried renewal: current %v %v, want term %v", now.FencingToken, ok, term.FencingToken)
+	}
+	if d := pttl(t, e, el.LeaseKey()); d <= ttl*3/4 {
+		t.Fatalf("the admitted renewal left %v on the lease, want more than %v", d, ttl*3/4)
+	}
+	if err := el.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testLeaderRejectedResign: a rejected LEADER RESIGN releases nothing: Run ends cleanly, the lease
+// stays held until it expires, and another candidate cannot take it meanwhile.
+func testLeaderRejectedResign(t *testing.T, e *env) {
+	const ttl = time.Minute
+	j := &journal{}
+	client := e.client(t)
+	el, err := leader.New(client, "hooks-resign", leader.WithHooks(j), leader.WithLeaseDuration(ttl),
+		leader.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := el.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	elected(t, el)
+	j.setReject("LEADER RESIGN")
+	j.take()
+	if err := el.Stop(ctx); err != nil {
+		t.Fatalf("Stop = %v, want nil (a rejected resignation leaves the lease to expire)", err)
+	}
+	expect(t, j, "admit LEADER RESIGN")
+	if d := pttl(t, e, el.LeaseKey()); d <= 0 {
+		t.Fatalf("after a rejected resignation the lease has %v left, want it held", d)
+	}
+	locker, err := lock.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := locker.TryAcquire(ctx, "hooks-resign", time.Second); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("another candidate's TryAcquire = %v, want ErrNotAcquired", err)
+	}
+	// Clean up the lease the rejection left behind (this target's later scenarios use other keys).
+	if err := e.Raw.Do(ctx, e.Raw.B().Del().Key(el.LeaseKey()).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -44,11 +44,10 @@ var allowed = map[attribute.Key]bool{
 	otelhook.AttrInstance: true, otelhook.AttrErrorType: true,
 }
 
-// TestLockSpansAndDurations drives a real Locker through every outcome and checks each span's name,
+// testLockSpansAndDurations drives a real Locker through every outcome and checks each span's name,
 // attributes and status, the histogram's series, and that no key or token leaks into any attribute.
-func TestLockSpansAndDurations(t *testing.T) {
-	srv := testkit.Start(t, testkit.Targets()[0])
-	client := srv.Client(t)
+func testLockSpansAndDurations(t *testing.T, e *env) {
+	client := e.client(t)
 	tel := newTelemetry(t)
 	locker, err := lock.New(client, lock.WithHooks(tel.hook), lock.WithName("orders"))
 	if err != nil {
@@ -95,7 +94,10 @@ func TestLockSpansAndDurations(t *testing.T) {
 	if len(got) != len(wants) {
 		t.Fatalf("%d spans, want %d: %v", len(got), len(wants), got)
 	}
-	secrets := []string{name, lease.OwnerToken(), lease.LeaseKey(), lease.FenceKey(), srv.Addr}
+	secrets := []string{name, lease.OwnerToken(), lease.LeaseKey(), lease.FenceKey()}
+	for _, n := range e.Nodes {
+		secrets = append(secrets, n.Addr)
+	}
 	for i, s := range got {
 		w := wants[i]
 		attrs := map[attribute.Key]string{}

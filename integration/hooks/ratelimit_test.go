@@ -12,28 +12,25 @@ import (
 
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit"
-	"github.com/coordkit/coordkit/testkit"
 )
 
-// commands returns the server's command counts without the admin client's own INFO calls.
-func commands(t *testing.T, srv *testkit.Server) map[string]int64 {
+// commands returns the server's command counts without the connection upkeep of every client (the
+// admin client's INFO, handshakes, health PINGs, a cluster client's topology reads).
+func commands(t *testing.T, e *env) map[string]int64 {
 	t.Helper()
-	m, err := srv.CommandStats(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := e.CommandStats(t)
 	for k := range m {
-		if strings.HasPrefix(k, "info") || strings.HasPrefix(k, "hello") || strings.HasPrefix(k, "client") {
+		if strings.HasPrefix(k, "info") || strings.HasPrefix(k, "hello") || strings.HasPrefix(k, "client") ||
+			k == "ping" || strings.HasPrefix(k, "cluster") {
 			delete(m, k)
 		}
 	}
 	return m
 }
 
-// TestRateLimitHookRules checks the hook contract on a real Limiter, Keyed and DenyList.
-func TestRateLimitHookRules(t *testing.T) {
-	srv := testkit.Start(t, testkit.Targets()[0])
-	client := srv.Client(t)
+// testRateLimitHookRules checks the hook contract on a real Limiter, Keyed and DenyList.
+func testRateLimitHookRules(t *testing.T, e *env) {
+	client := e.client(t)
 	ctx := context.Background()
 	j := &journal{}
 	dl, err := ratelimit.NewDenyList(client, "deny", ratelimit.WithHooks(j), ratelimit.WithCacheDuration(0))
@@ -52,7 +49,7 @@ func TestRateLimitHookRules(t *testing.T) {
 		defer func() { _ = l.Close(ctx) }()
 		j.setReject("RATE LIMIT ACQUIRE")
 		defer j.setReject()
-		before := commands(t, srv)
+		before := commands(t, e)
 		for _, call := range []func() (ratelimit.Result, error){
 			func() (ratelimit.Result, error) { return l.AllowN(ctx, 1) },
 			func() (ratelimit.Result, error) { return l.WaitN(ctx, 1) },
@@ -61,10 +58,10 @@ func TestRateLimitHookRules(t *testing.T) {
 				t.Fatalf("err = %v, want the rejection unchanged", err)
 			}
 		}
-		if after := commands(t, srv); !maps.Equal(before, after) {
+		if after := commands(t, e); !maps.Equal(before, after) {
 			t.Fatalf("a rejected acquisition sent commands: before %v after %v", before, after)
 		}
-		if exists(t, srv, "rl-reject") || l.Stats() != (ratelimit.Stats{Available: -1}) {
+		if exists(t, e.Raw, "rl-reject") || l.Stats() != (ratelimit.Stats{Available: -1}) {
 			t.Fatalf("a rejected acquisition changed state: %+v", l.Stats())
 		}
 		if st := dl.Stats(); st.Misses+st.Hits != 0 {

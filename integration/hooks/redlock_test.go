@@ -11,11 +11,11 @@ import (
 	"github.com/coordkit/coordkit/testkit"
 )
 
-// TestRedlockHookRules checks the group rules on three real servers: the group operation is admitted
+// testRedlockHookRules checks the group rules on three real servers: the group operation is admitted
 // once, before any node work; rejected renewal and release keep the lock on every node; a rejected
 // Close propagates and can be retried.
-func TestRedlockHookRules(t *testing.T) {
-	target := testkit.Targets()[0]
+func testRedlockHookRules(t *testing.T, e *env) {
+	target := e.target.Server
 	var servers []*testkit.Server
 	var clients []rueidis.Client
 	for range 3 {
@@ -31,8 +31,8 @@ func TestRedlockHookRules(t *testing.T) {
 	}
 	onNodes := func(key string) int {
 		n := 0
-		for _, s := range servers {
-			if exists(t, s, key) {
+		for i := range servers {
+			if exists(t, clients[i], key) {
 				n++
 			}
 		}

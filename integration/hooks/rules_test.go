@@ -12,7 +12,6 @@ import (
 	"github.com/coordkit/coordkit/lease"
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
-	"github.com/coordkit/coordkit/testkit"
 )
 
 // journal is a hook that records admissions and completions and rejects the operations named in
@@ -70,23 +69,9 @@ func expect(t *testing.T, j *journal, want ...string) {
 	}
 }
 
-func exists(t *testing.T, srv *testkit.Server, key string) bool {
-	t.Helper()
-	m, err := srv.Do(context.Background(), "EXISTS", key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := m.AsInt64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n == 1
-}
-
-// TestLockHookRules checks the hook contract on a real Locker, one rule per subtest.
-func TestLockHookRules(t *testing.T) {
-	srv := testkit.Start(t, testkit.Targets()[0])
-	client := srv.Client(t)
+// testLockHookRules checks the hook contract on a real Locker, one rule per subtest.
+func testLockHookRules(t *testing.T, e *env) {
+	client := e.client(t)
 	ctx := context.Background()
 	j := &journal{}
 	locker, err := lock.New(client, lock.WithHooks(j), lock.WithName("rules"), lock.WithRetryDelay(10*time.Millisecond))
@@ -102,7 +87,7 @@ func TestLockHookRules(t *testing.T) {
 			t.Fatalf("TryAcquire = %v, want the rejection unchanged", err)
 		}
 		lk, _ := lock.Keys("r1")
-		if exists(t, srv, lk) {
+		if exists(t, e.Raw, lk) {
 			t.Fatal("a rejected acquisition wrote the lease")
 		}
 		expect(t, j, "admit LOCK TRY ACQUIRE")
@@ -120,8 +105,8 @@ func TestLockHookRules(t *testing.T) {
 		if _, err := l.Release(ctx); err != errRejected { //nolint:errorlint // unchanged
 			t.Fatalf("Release = %v", err)
 		}
-		if !exists(t, srv, l.LeaseKey()) || l.Err() != nil {
-			t.Fatalf("a rejected release gave up the lease (key present %v, handle %v)", exists(t, srv, l.LeaseKey()), l.Err())
+		if !exists(t, e.Raw, l.LeaseKey()) || l.Err() != nil {
+			t.Fatalf("a rejected release gave up the lease (key present %v, handle %v)", exists(t, e.Raw, l.LeaseKey()), l.Err())
 		}
 		j.setReject()
 		if out, err := l.Release(ctx); err != nil || out != lock.Released {
@@ -140,14 +125,14 @@ func TestLockHookRules(t *testing.T) {
 		if err := l.Close(); err != errRejected { //nolint:errorlint // unchanged
 			t.Fatalf("Close = %v", err)
 		}
-		if !exists(t, srv, l.LeaseKey()) {
+		if !exists(t, e.Raw, l.LeaseKey()) {
 			t.Fatal("a rejected Close released the lease")
 		}
 		j.setReject()
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if exists(t, srv, l.LeaseKey()) {
+		if exists(t, e.Raw, l.LeaseKey()) {
 			t.Fatal("the retried Close did not release")
 		}
 		expect(t, j, "admit LOCK TRY ACQUIRE", "done LOCK TRY ACQUIRE succeeded",
@@ -246,11 +231,10 @@ func TestLockHookRules(t *testing.T) {
 	})
 }
 
-// TestHooksComposeInOrder checks that several hooks admit in order and complete in reverse, and that
+// testHooksComposeInOrder checks that several hooks admit in order and complete in reverse, and that
 // a rejection by a later hook completes the earlier ones and sends nothing, on a real lease.
-func TestHooksComposeInOrder(t *testing.T) {
-	srv := testkit.Start(t, testkit.Targets()[0])
-	client := srv.Client(t)
+func testHooksComposeInOrder(t *testing.T, e *env) {
+	client := e.client(t)
 	ctx := context.Background()
 	order := &orderHook{}
 	leases, err := lease.New(client, lease.WithHooks(order.named("a"), order.named("b")), lease.WithHooks(order.named("c")))

@@ -44,6 +44,7 @@ var scenarios = []scenario{
 	{name: "17_untracked_warns_once_per_locker", run: testUntrackedWarnsOnce},
 	{name: "18_extend_ttl", run: testExtendTTL},
 	{name: "19_least_privilege_acl", run: testLeastPrivilege},
+	{name: "20_attempt_observer", run: testAttemptObserver},
 }
 
 // TestLock runs every scenario on every target. Targets run in parallel (at most maxParallelTargets at

@@ -1,0 +1,97 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/lock"
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Log every lock operation's outcome and duration. WithName keeps this Locker's records apart from
+// other Lockers in the process; the hook never sees keys or tokens.
+func ExampleWithHooks() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	timing := luakit.HookFunc(func(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
+		start := time.Now()
+		return ctx, func(o luakit.Outcome, err error) {
+			slog.Info("coordkit", "op", op.Name, "instance", op.Instance, "outcome", o.String(),
+				"duration", time.Since(start), "error", err)
+		}, nil
+	})
+	lk, err := lock.New(client, lock.WithHooks(timing), lock.WithName("billing"))
+	if err != nil {
+		return
+	}
+	// One LOCK ACQUIRE record however long it waits, then LOCK RELEASE.
+	lease, err := lk.Acquire(context.Background(), "invoice:42", 30*time.Second)
+	if err != nil {
+		return
+	}
+	_, _ = lease.Release(context.Background())
+}
+
+// Count the attempts a waiting Acquire retries after a transient failure (LOADING, a refused
+// connection...), which its one hook completion does not show.
+func ExampleWithAttemptObserver() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	var retried atomic.Int64
+	lk, err := lock.New(client, lock.WithAttemptObserver(func(_ context.Context, err error) {
+		if luakit.IsTransient(err) {
+			retried.Add(1)
+		}
+	}))
+	if err != nil {
+		return
+	}
+	lease, err := lk.Acquire(context.Background(), "invoice:42", 30*time.Second)
+	if err != nil {
+		return
+	}
+	defer lease.Release(context.Background())
+	slog.Info("acquired", "transient_failures", retried.Load())
+}
+
+// Two Lockers in one process, named apart: one policy hook tells them apart by Operation.Instance and
+// lets only the operator's Locker force releases.
+func ExampleWithName() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	errOperatorsOnly := errors.New("force release is an operator task")
+	policy := luakit.HookFunc(func(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
+		if op.Name == "LOCK FORCE RELEASE" && op.Instance != "operator" {
+			return nil, nil, errOperatorsOnly
+		}
+		return nil, nil, nil
+	})
+	app, err := lock.New(client, lock.WithHooks(policy), lock.WithName("app"))
+	if err != nil {
+		return
+	}
+	operator, err := lock.New(client, lock.WithHooks(policy), lock.WithName("operator"))
+	if err != nil {
+		return
+	}
+	ctx := context.Background()
+	_, err = app.ForceRelease(ctx, "invoice:42")
+	fmt.Println("app:", errors.Is(err, errOperatorsOnly)) // refused before anything is sent
+	_, err = operator.ForceRelease(ctx, "invoice:42")
+	fmt.Println("operator:", err == nil)
+}
