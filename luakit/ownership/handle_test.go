@@ -387,13 +387,13 @@ func TestAccessorsAgreeWhenTimerIsLate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := &fakeBackend{held: true}
 			h := grant(t, b, 20*time.Millisecond)
-			h.mu.Lock()
-			h.timer.Stop()
-			deadline := h.deadline
-			h.mu.Unlock()
 			if h.Err() != nil || h.Remaining() <= 0 || isClosed(h.Done()) {
 				t.Fatal("a new handle vouches")
 			}
+			h.mu.Lock()
+			h.timer.Stop() // armed by Done: the handle's context exists
+			deadline := h.deadline
+			h.mu.Unlock()
 			time.Sleep(time.Until(deadline))
 			for !time.Now().After(deadline) {
 				time.Sleep(time.Millisecond)
