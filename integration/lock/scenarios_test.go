@@ -128,7 +128,8 @@ func requireCounterError(t *testing.T, err error, reason lock.CounterReason) {
 }
 
 // 4. An expiring, malformed or negative counter (and one of the wrong type) fails; no lease is written
-// and the counter, with its TTL, is unchanged.
+// and the counter, with its TTL, is unchanged. While another owner holds the lease, the answer is
+// ErrNotAcquired, as for a valid counter.
 func testCounterUnusable(t *testing.T, e *env) {
 	c := ctx(t)
 	l := e.locker(t)
@@ -171,6 +172,14 @@ func testCounterUnusable(t *testing.T, e *env) {
 			default:
 				e.requireCounter(t, fk, tc.value)
 			}
+
+			// A held lease is reported as held whatever the counter holds.
+			e.do(t, "SET", lk, "another-owner", "PX", "60000")
+			lease, err = l.TryAcquire(c, ln, 10*time.Second)
+			require.Nil(t, lease)
+			require.ErrorIs(t, err, lock.ErrNotAcquired, "held lease, %s counter", tc.name)
+			e.requireLease(t, lk, "another-owner")
+			e.do(t, "DEL", lk)
 		})
 	}
 }
