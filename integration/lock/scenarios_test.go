@@ -424,8 +424,9 @@ func testHandoffRelease(t *testing.T, e *env) {
 
 		before := counter.snapshot()
 		ch := acquireAsync(c, waiter, ln, ttl)
-		// The waiter is asleep once it has armed tracking (its PTTL read) and then gone quiet.
-		armed := counter.waitQuiet(t, before, "PTTL", 20*time.Millisecond, 3*time.Second)
+		// The waiter is asleep once it has armed tracking (CLIENT CACHING YES before its attempt on
+		// standalone, a cached PTTL read after it on Cluster) and then gone quiet.
+		armed := counter.waitQuiet(t, before, armingCommand(e), 20*time.Millisecond, 3*time.Second)
 		if round < idleRounds {
 			stats0 := e.CommandStats(t)
 			time.Sleep(idleWindow)
@@ -537,7 +538,7 @@ func testCancelWaiting(t *testing.T, e *env) {
 			ch := acquireAsync(wctx, waiter, ln, 30*time.Second)
 			need := "EVALSHA" // the attempt; then it sleeps on the PTTL deadline
 			if tracked {
-				need = "PTTL" // the arming read after the attempt
+				need = armingCommand(e)
 			}
 			counter.waitQuiet(t, before, need, 20*time.Millisecond, 3*time.Second)
 			cancelled := time.Now()
@@ -837,4 +838,13 @@ func testFencedStress(t *testing.T, e *env) {
 	release(t, cur, lock.Released)
 	e.requireAbsent(t, lk, "lease key")
 	e.requireCounter(t, fk, strconv.FormatInt(n+2, 10))
+}
+
+// armingCommand is the command a tracked waiter sends to arm tracking: CLIENT (CACHING YES, before its
+// first attempt) on standalone and Sentinel, PTTL (the cached read after a busy attempt) on Cluster.
+func armingCommand(e *env) string {
+	if e.Cluster != nil {
+		return "PTTL"
+	}
+	return "CLIENT"
 }

@@ -40,18 +40,18 @@ func testHandoffTrackedClient(t *testing.T, e *env) {
 		before := counter.snapshot()
 		var statsBefore map[string]int64
 		if e.Cluster == nil {
-			statsBefore = commandCalls(t, e)
+			statsBefore = e.CommandStats(t)
 		}
 		wctx, cancel := context.WithTimeout(c, 5*time.Second)
 		ch := acquireAsync(wctx, waiter, ln, ttl)
 		// Only a waiter that found the client's tracker arms tracking: with CLIENT CACHING YES before
 		// its attempt (standalone), or with a PTTL read after it (Cluster).
-		armed := counter.waitQuiet(t, before, "CLIENT", 20*time.Millisecond, 3*time.Second)
+		armed := counter.waitQuiet(t, before, armingCommand(e), 20*time.Millisecond, 3*time.Second)
 		if d, _ := delta(before, armed); e.Cluster == nil {
 			require.Equal(t, int64(1), d["EVALSHA"], "round %d: one attempt before sleeping (%v)", round, d)
 			require.Zero(t, d["PTTL"], "round %d: the attempt armed tracking itself: no arming read (%v)", round, d)
 			// On the server, the busy attempt read only the lease's PTTL: no counter read, no SET.
-			ran := commandCalls(t, e)
+			ran := e.CommandStats(t)
 			for _, cmd := range []string{"evalsha", "pttl", "get", "set", "incr"} {
 				ran[cmd] -= statsBefore[cmd]
 			}
@@ -174,23 +174,3 @@ func (h *logRecorder) warnings() []logRecord {
 	return out
 }
 
-// commandCalls returns the calls per command (lower case) of INFO commandstats on a standalone target.
-func commandCalls(t *testing.T, e *env) map[string]int64 {
-	t.Helper()
-	m := e.do(t, "INFO", "commandstats")
-	info, err := m.ToString()
-	require.NoError(t, err)
-	out := map[string]int64{}
-	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
-		if !ok {
-			continue
-		}
-		name, fields, _ := strings.Cut(rest, ":")
-		calls, _, _ := strings.Cut(strings.TrimPrefix(fields, "calls="), ",")
-		n, err := strconv.ParseInt(calls, 10, 64)
-		require.NoError(t, err, "commandstats line %q", line)
-		out[name] = n
-	}
-	return out
-}
