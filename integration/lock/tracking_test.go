@@ -173,4 +173,3 @@ func (h *logRecorder) warnings() []logRecord {
 	}
 	return out
 }
-
