@@ -64,7 +64,7 @@ func (l *Locker) inspect(ctx context.Context, r request) (Inspection, error) {
 }
 
 func (l *Locker) inspectOnce(ctx context.Context, r request) (Inspection, error) {
-	arr, err := inspectScript.Exec(ctx, l.client, []string{r.lease, r.fence}, nil).ToArray()
+	arr, err := inspectScript.Exec(ctx, l.client, []string{r.lease(), r.fence()}, nil).ToArray()
 	if err != nil {
 		return Inspection{}, fmt.Errorf("lock: inspect: %w", luakit.MarkForeign(err))
 	}
@@ -138,7 +138,7 @@ func (l *Locker) forceRelease(ctx context.Context, r request) (bool, error) {
 }
 
 func (l *Locker) forceReleaseOnce(ctx context.Context, r request) (bool, error) {
-	n, err := forceReleaseScript.Exec(ctx, l.client, []string{r.lease}, nil).AsInt64()
+	n, err := forceReleaseScript.Exec(ctx, l.client, []string{r.lease()}, nil).AsInt64()
 	if err != nil {
 		if luakit.IsUncertain(err) {
 			return false, fmt.Errorf("lock: force release: %w: %w", ErrUncertain, err)

@@ -142,7 +142,7 @@ func (h *Lease) FenceKey() string { return h.fenceKey }
 // after the local estimate elapsed.
 func (l *Locker) grant(ctx context.Context, r *request, owner string, token int64, start time.Time, ttl time.Duration) (*Lease, error) {
 	h := &Lease{name: r.name, leaseKey: r.leaseKey, fenceKey: r.fenceKey, token: token}
-	h.b.client, h.b.key[0], h.b.owner[0] = l.client, r.lease, owner
+	h.b.client, h.b.key[0], h.b.owner[0] = l.client, r.lease(), owner
 	if err := h.Handle.Grant(ctx, &h.b, &l.own, start, ttl); err != nil {
 		return nil, err
 	}

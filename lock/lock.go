@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -63,13 +64,20 @@ func Keys(name string) (leaseKey, fenceKey string) {
 }
 
 // request is one validated acquisition: the keys as the caller gave or the Locker derived them, the
-// physical keys, and the TTL in whole milliseconds.
+// acquire script's KEYS and ARGV, and the TTL in whole milliseconds. Every string of a request is a
+// slice of one buffer, built once per call, so that a call costs one allocation for all of them.
 type request struct {
-	name               string // the one-name form's name; "" for the two-key form
-	leaseKey, fenceKey string // without the key prefix
-	lease, fence       string // physical keys
+	name               string    // the one-name form's name; "" for the two-key form
+	leaseKey, fenceKey string    // without the key prefix
+	keys               [2]string // KEYS: the physical lease key and fence key
+	args               [3]string // ARGV: the next attempt's owner token, the TTL in ms, and "1" (lease first)
+	fresh              bool      // args[0] is a token no attempt has sent yet
 	ms                 int64
 }
+
+// lease and fence return the physical keys.
+func (r *request) lease() string { return r.keys[0] }
+func (r *request) fence() string { return r.keys[1] }
 
 // named validates a one-name acquisition before any I/O. The derived keys are checked for one slot on
 // every client: the derivation promises it, and only a name starting with '}' (or a prefix whose first
@@ -78,8 +86,7 @@ func (l *Locker) named(name string, ttl time.Duration) (request, error) {
 	if err := luakit.ValidateKey("name", name); err != nil {
 		return request{}, &layoutError{err}
 	}
-	leaseKey, fenceKey := Keys(name)
-	return l.prepare(request{name: name, leaseKey: leaseKey, fenceKey: fenceKey}, ttl, true)
+	return l.prepare(request{name: name}, "{", "}:lease", "}:fence", name, name, ttl, true)
 }
 
 // explicit validates a two-key acquisition before any I/O; slots are checked on a Cluster client or
@@ -91,23 +98,41 @@ func (l *Locker) explicit(leaseKey, fenceKey string, ttl time.Duration) (request
 	if err := luakit.ValidateKey("fence key", fenceKey); err != nil {
 		return request{}, &layoutError{err}
 	}
-	return l.prepare(request{leaseKey: leaseKey, fenceKey: fenceKey}, ttl, l.checkSlots)
+	return l.prepare(request{}, "", "", "", leaseKey, fenceKey, ttl, l.checkSlots)
 }
 
-// prepare checks the TTL and the physical keys of r (whose keys are non-empty) before any I/O.
-func (l *Locker) prepare(r request, ttl time.Duration, checkSlots bool) (request, error) {
+// prepare checks the TTL and builds r's strings in one buffer: the lease key open + leaseName +
+// leaseClose and the fence key open + fenceName + fenceClose (each after the key prefix), a fresh owner
+// token and the TTL in ms; then it checks the physical keys, all before any I/O.
+func (l *Locker) prepare(r request, open, leaseClose, fenceClose, leaseName, fenceName string, ttl time.Duration, checkSlots bool) (request, error) {
 	r.ms = ttl.Milliseconds()
 	if r.ms < 1 {
 		return request{}, fmt.Errorf("lock: %w: a lease needs at least 1ms (got %v)", ErrInvalidTTL, ttl)
 	}
-	r.lease, r.fence = l.keys.Key(r.leaseKey), l.keys.Key(r.fenceKey)
-	if r.lease == r.fence {
+	var digits [20]byte
+	ms := strconv.AppendInt(digits[:0], r.ms, 10)
+	prefix := l.keys.Prefix()
+	leaseLen := len(prefix) + len(open) + len(leaseName) + len(leaseClose)
+	fenceLen := len(prefix) + len(open) + len(fenceName) + len(fenceClose)
+	var b strings.Builder
+	b.Grow(leaseLen + fenceLen + luakit.OwnerTokenLen + len(ms))
+	for _, part := range [...]string{prefix, open, leaseName, leaseClose, prefix, open, fenceName, fenceClose} {
+		b.WriteString(part)
+	}
+	luakit.WriteOwnerToken(&b)
+	b.Write(ms)
+	buf := b.String()
+	r.keys[0], r.keys[1] = buf[:leaseLen], buf[leaseLen:leaseLen+fenceLen]
+	r.leaseKey, r.fenceKey = r.keys[0][len(prefix):], r.keys[1][len(prefix):]
+	r.args[0], r.args[1] = buf[leaseLen+fenceLen:leaseLen+fenceLen+luakit.OwnerTokenLen], buf[leaseLen+fenceLen+luakit.OwnerTokenLen:]
+	r.fresh = true
+	if r.keys[0] == r.keys[1] {
 		return request{}, ErrSameKey
 	}
-	if checkSlots {
+	if checkSlots && luakit.Slot(r.keys[0]) != luakit.Slot(r.keys[1]) {
 		if err := luakit.CheckSameSlot(
-			luakit.NamedKey{Role: "lease key", Key: r.lease},
-			luakit.NamedKey{Role: "fence key", Key: r.fence},
+			luakit.NamedKey{Role: "lease key", Key: r.keys[0]},
+			luakit.NamedKey{Role: "fence key", Key: r.keys[1]},
 		); err != nil {
 			return request{}, &layoutError{err}
 		}
@@ -147,7 +172,7 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 	r, err := l.named(name, ttl)
 	var lease *Lease
 	if err == nil {
-		lease, _, err = l.attempt(ctx, &r)
+		lease, _, _, err = l.attempt(ctx, &r, false)
 	}
 	endAcquire(&sc, err)
 	return lease, err
@@ -178,65 +203,85 @@ func (l *Locker) TryAcquireKeys(ctx context.Context, leaseKey, fenceKey string, 
 	r, err := l.explicit(leaseKey, fenceKey, ttl)
 	var lease *Lease
 	if err == nil {
-		lease, _, err = l.attempt(ctx, &r)
+		lease, _, _, err = l.attempt(ctx, &r, false)
 	}
 	endAcquire(&sc, err)
 	return lease, err
 }
 
 // attempt runs the acquire script once. On ErrNotAcquired it also returns the holder's remaining
-// lease time (-1 for a lease without expiry).
-func (l *Locker) attempt(ctx context.Context, r *request) (*Lease, time.Duration, error) {
+// lease time (-1 for a lease without expiry) and, when track is set, whether the attempt armed
+// tracking of the lease key (it is then sent with ownership.SendTracked, and a busy reply comes from
+// the script's PTTL read of the lease key, which it then makes first).
+func (l *Locker) attempt(ctx context.Context, r *request, track bool) (*Lease, time.Duration, bool, error) {
 	if err := ctx.Err(); err != nil {
 		// Nothing was sent: not uncertain.
-		return nil, 0, fmt.Errorf("lock: acquire: %w", err)
+		return nil, 0, false, fmt.Errorf("lock: acquire: %w", err)
 	}
-	owner := luakit.OwnerToken()
-	start, resp := ownership.Send(ctx, acquireScript, l.client, []string{r.lease, r.fence}, []string{owner, strconv.FormatInt(r.ms, 10)})
-	arr, err := resp.ToArray()
+	if !r.fresh {
+		r.args[0] = luakit.OwnerToken() // every attempt after the first gets a token of its own
+	}
+	r.fresh = false
+	owner := r.args[0]
+	var (
+		start   time.Time
+		resp    rueidis.RedisResult
+		tracked bool
+	)
+	if track {
+		// Lease first: a held lock answers after one tracked read of the lease key.
+		r.args[2] = "1"
+		start, resp, tracked = ownership.SendTracked(ctx, acquireScript, l.client, r.keys[:], r.args[:])
+	} else {
+		start, resp = ownership.Send(ctx, acquireScript, l.client, r.keys[:], r.args[:2])
+	}
+	msg, err := resp.ToMessage()
 	if err != nil {
 		if luakit.IsUncertain(err) {
-			if l.cleanup(ctx, r.lease, owner) {
-				return nil, 0, &settledError{err: fmt.Errorf("lock: acquire: %w: %w (cleanup confirmed this owner holds no lease)", ErrUncertain, err)}
+			if l.cleanup(ctx, r.lease(), owner) {
+				return nil, 0, false, &settledError{err: fmt.Errorf("lock: acquire: %w: %w (cleanup confirmed this owner holds no lease)", ErrUncertain, err)}
 			}
-			return nil, 0, fmt.Errorf("lock: acquire: %w: %w", ErrUncertain, err)
+			return nil, 0, false, fmt.Errorf("lock: acquire: %w: %w", ErrUncertain, err)
 		}
-		return nil, 0, fmt.Errorf("lock: acquire: %w", err)
+		return nil, 0, false, fmt.Errorf("lock: acquire: %w", err)
 	}
+	if !msg.IsArray() {
+		// Acquired: the reply is the token (an integer, or a decimal string above 2^53).
+		token, err := luakit.Int64(msg)
+		if err != nil || token <= 0 {
+			// Cannot happen with a validated counter; refuse to hand out a bad token.
+			l.cleanup(ctx, r.lease(), owner)
+			return nil, 0, false, fmt.Errorf("lock: acquire: fencing token: %w", errors.Join(ErrCounter, err))
+		}
+		lease, err := l.grant(ctx, r, owner, token, start, time.Duration(r.ms)*time.Millisecond)
+		return lease, 0, false, err
+	}
+	arr, _ := msg.ToArray()
 	if len(arr) != 2 {
-		return nil, 0, fmt.Errorf("lock: acquire: unexpected reply of %d elements", len(arr))
+		return nil, 0, false, fmt.Errorf("lock: acquire: unexpected reply of %d elements", len(arr))
 	}
 	status, err := arr[0].AsInt64()
 	if err != nil {
-		return nil, 0, fmt.Errorf("lock: acquire: status: %w", err)
+		return nil, 0, false, fmt.Errorf("lock: acquire: status: %w", err)
 	}
 	switch status {
-	case 1:
-		token, err := luakit.Int64(arr[1])
-		if err != nil || token <= 0 {
-			// Cannot happen with a validated counter; refuse to hand out a bad token.
-			l.cleanup(ctx, r.lease, owner)
-			return nil, 0, fmt.Errorf("lock: acquire: fencing token: %w", errors.Join(ErrCounter, err))
-		}
-		lease, err := l.grant(ctx, r, owner, token, start, time.Duration(r.ms)*time.Millisecond)
-		return lease, 0, err
 	case 0:
 		pttl, err := arr[1].AsInt64()
 		if err != nil {
-			return nil, 0, fmt.Errorf("lock: acquire: pttl: %w", err)
+			return nil, 0, false, fmt.Errorf("lock: acquire: pttl: %w", err)
 		}
 		if pttl < 0 {
-			return nil, -1, ErrNotAcquired
+			return nil, -1, tracked, ErrNotAcquired
 		}
-		return nil, time.Duration(pttl) * time.Millisecond, ErrNotAcquired
+		return nil, time.Duration(pttl) * time.Millisecond, tracked, ErrNotAcquired
 	case -1:
 		reason, err := arr[1].ToString()
 		if err != nil {
-			return nil, 0, fmt.Errorf("lock: acquire: reason: %w", err)
+			return nil, 0, false, fmt.Errorf("lock: acquire: reason: %w", err)
 		}
-		return nil, 0, &CounterError{Reason: CounterReason(reason)}
+		return nil, 0, false, &CounterError{Reason: CounterReason(reason)}
 	}
-	return nil, 0, fmt.Errorf("lock: acquire: unexpected status %d", status)
+	return nil, 0, false, fmt.Errorf("lock: acquire: unexpected status %d", status)
 }
 
 // cleanup sends the owner-checked release after an acquisition that gave no usable lease (see
@@ -308,8 +353,13 @@ func (l *Locker) AcquireKeys(ctx context.Context, leaseKey, fenceKey string, ttl
 // wait is Acquire's loop for a validated request.
 func (l *Locker) wait(ctx context.Context, r *request) (*Lease, error) {
 	var lease *Lease
-	err := l.waiter.Wait(ctx, r.lease, func(ctx context.Context) ownership.Attempt {
-		h, pttl, err := l.attempt(ctx, r)
+	// The first attempt arms tracking of the lease key with its own read when the lock is busy, so
+	// the waiter sleeps without an arming round trip; later attempts, most often sent because the
+	// key just changed, go without and arm separately when still busy.
+	track := l.waiter.Tracking()
+	err := l.waiter.Wait(ctx, r.lease(), func(ctx context.Context) ownership.Attempt {
+		h, pttl, tracked, err := l.attempt(ctx, r, track)
+		track = false
 		if l.observe != nil {
 			if errors.Is(err, ErrNotAcquired) {
 				l.observe(ctx, nil) // held by another owner: an answer, not a failure
@@ -322,7 +372,7 @@ func (l *Locker) wait(ctx context.Context, r *request) (*Lease, error) {
 			lease = h
 			return ownership.Attempt{}
 		case errors.Is(err, ErrNotAcquired):
-			return ownership.Attempt{Busy: true, HolderTTL: pttl}
+			return ownership.Attempt{Busy: true, HolderTTL: pttl, Tracked: tracked}
 		case errors.Is(err, ErrLateReply), luakit.IsTransient(err), isSettled(err) && ctx.Err() == nil:
 			// Late grants and settled uncertain attempts (for example a pooled connection that broke
 			// when the server restarted) leave no lease of ours behind: try again.

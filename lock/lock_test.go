@@ -110,7 +110,7 @@ func TestPrepareSameSlot(t *testing.T) {
 	if err != nil {
 		t.Fatalf("explicit: %v", err)
 	}
-	if r.lease != "{tenant}a:lease" || r.fence != "{tenant}b:fence" || r.ms != 1 || r.name != "" ||
+	if r.lease() != "{tenant}a:lease" || r.fence() != "{tenant}b:fence" || r.ms != 1 || r.name != "" ||
 		r.leaseKey != "a:lease" || r.fenceKey != "b:fence" {
 		t.Fatalf("explicit = %+v; want prefixed keys and 1ms (truncated)", r)
 	}
@@ -160,14 +160,14 @@ func TestKeys(t *testing.T) {
 			}
 			wantL, wantF := Keys(tt.name)
 			if r.name != tt.name || r.leaseKey != wantL || r.fenceKey != wantF ||
-				r.lease != tt.prefix+wantL || r.fence != tt.prefix+wantF {
+				r.lease() != tt.prefix+wantL || r.fence() != tt.prefix+wantF {
 				t.Errorf("name %q, prefix %q: request %+v", tt.name, tt.prefix, r)
 			}
-			if luakit.HashTag(r.lease) != tt.tag || luakit.HashTag(r.fence) != tt.tag {
-				t.Errorf("name %q, prefix %q: tags %q, %q; want %q", tt.name, tt.prefix, luakit.HashTag(r.lease), luakit.HashTag(r.fence), tt.tag)
+			if luakit.HashTag(r.lease()) != tt.tag || luakit.HashTag(r.fence()) != tt.tag {
+				t.Errorf("name %q, prefix %q: tags %q, %q; want %q", tt.name, tt.prefix, luakit.HashTag(r.lease()), luakit.HashTag(r.fence()), tt.tag)
 			}
-			if luakit.Slot(r.lease) != luakit.Slot(r.fence) {
-				t.Errorf("name %q, prefix %q: slots %d, %d", tt.name, tt.prefix, luakit.Slot(r.lease), luakit.Slot(r.fence))
+			if luakit.Slot(r.lease()) != luakit.Slot(r.fence()) {
+				t.Errorf("name %q, prefix %q: slots %d, %d", tt.name, tt.prefix, luakit.Slot(r.lease()), luakit.Slot(r.fence()))
 			}
 		}
 	}
@@ -209,7 +209,7 @@ func TestStrictSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := loose.explicit("a:lease", "b:fence", time.Second); err != nil || r.lease != "a:lease" {
+	if r, err := loose.explicit("a:lease", "b:fence", time.Second); err != nil || r.lease() != "a:lease" {
 		t.Fatalf("standalone without WithStrictSlots: %+v, %v", r, err)
 	}
 	strict, err := New(noIO{}, WithStrictSlots())
@@ -389,7 +389,7 @@ func TestLateGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := l.grant(context.Background(), &request{leaseKey: "l", fenceKey: "f", lease: "l", fence: "f"}, "owner", 3, time.Now().Add(-time.Second), 10*time.Millisecond)
+	h, err := l.grant(context.Background(), &request{leaseKey: "l", fenceKey: "f", keys: [2]string{"l", "f"}}, "owner", 3, time.Now().Add(-time.Second), 10*time.Millisecond)
 	if h != nil || !errors.Is(err, ErrLateReply) {
 		t.Fatalf("late grant = %v, %v; want nil, ErrLateReply", h, err)
 	}
@@ -407,7 +407,7 @@ func TestExtendTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := l.grant(context.Background(), &request{leaseKey: "l", fenceKey: "f", lease: "l", fence: "f"}, "owner", 3, time.Now(), time.Minute)
+	h, err := l.grant(context.Background(), &request{leaseKey: "l", fenceKey: "f", keys: [2]string{"l", "f"}}, "owner", 3, time.Now(), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +439,7 @@ func TestLeaseLocalState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := l.grant(context.Background(), &request{leaseKey: "l", fenceKey: "f", lease: "l", fence: "f"}, "owner", 7, time.Now(), 20*time.Millisecond)
+	h, err := l.grant(context.Background(), &request{leaseKey: "l", fenceKey: "f", keys: [2]string{"l", "f"}}, "owner", 7, time.Now(), 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

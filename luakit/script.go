@@ -215,3 +215,34 @@ func (s *Script) ExecOrdered(ctx context.Context, c rueidis.Client, keys, args [
 	}
 	return permResult(resp)
 }
+
+// ExecOrderedTracked is [Script.ExecOrdered] preceded on the same connection by CLIENT CACHING YES, so
+// that the keys the script reads with read-only commands (GET, PTTL...) are tracked for this client
+// (RESP3 client-side caching in rueidis' default OPTIN mode): the next change of such a key, or its
+// expiry, produces an invalidation that a [Tracker] turns into a wake-up, with no separate arming read
+// ([ArmTracked]) and its round trip. tracked reports whether the server accepted CLIENT CACHING YES;
+// it is false on a Cluster client (the two commands could reach different nodes: the script then runs
+// as ExecOrdered), on RESP2, with DisableCache, or with tracking options other than OPTIN; arm with
+// ArmTracked then. Keys written but not read by the script are not tracked.
+//
+// Both commands are sent pipelined, on the connection ExecOrdered uses, even with
+// DisableAutoPipelining (the pipelined connection is the one whose invalidations are read as they
+// arrive). Replies, errors and the EVALSHA-then-EVAL fallback are as for ExecOrdered. Safe for
+// concurrent use.
+func (s *Script) ExecOrderedTracked(ctx context.Context, c rueidis.Client, keys, args []string) (resp rueidis.RedisResult, tracked bool) {
+	if c.Mode() == rueidis.ClientModeCluster {
+		return s.Exec(ctx, c, keys, args), false
+	}
+	n := int64(len(keys))
+	res := c.DoMulti(ctx,
+		c.B().ClientCaching().Yes().Build().ToPipe(),
+		c.B().Evalsha().Sha1(s.sha1).Numkeys(n).Arg(keys...).Arg(args...).Build().ToPipe())
+	tracked, resp = res[0].Error() == nil, res[1]
+	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
+		res = c.DoMulti(ctx,
+			c.B().ClientCaching().Yes().Build().ToPipe(),
+			c.B().Eval().Script(s.source).Numkeys(n).Arg(keys...).Arg(args...).Build().ToPipe())
+		tracked, resp = res[0].Error() == nil, res[1]
+	}
+	return permResult(resp), tracked
+}

@@ -82,7 +82,25 @@ func InvalidConfig(module, format string, args ...any) error {
 // fails on supported Go releases (it crashes the program instead), so there is no error to handle.
 // Safe for concurrent use.
 func OwnerToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	t := ownerToken()
+	return string(t[:])
+}
+
+// OwnerTokenLen is the length in bytes of an owner token from [OwnerToken] or [WriteOwnerToken].
+const OwnerTokenLen = 32
+
+// WriteOwnerToken writes a fresh owner token, as [OwnerToken] returns it, to b. A primitive that builds
+// its keys and arguments in one strings.Builder adds the token to the same buffer and so saves the
+// token's own allocation on a hot path. Safe for concurrent use with distinct builders.
+func WriteOwnerToken(b *strings.Builder) {
+	t := ownerToken()
+	b.Write(t[:])
+}
+
+func ownerToken() [OwnerTokenLen]byte {
+	var raw [16]byte
+	_, _ = rand.Read(raw[:])
+	var t [OwnerTokenLen]byte
+	hex.Encode(t[:], raw[:])
+	return t
 }

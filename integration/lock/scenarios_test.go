@@ -128,7 +128,8 @@ func requireCounterError(t *testing.T, err error, reason lock.CounterReason) {
 }
 
 // 4. An expiring, malformed or negative counter (and one of the wrong type) fails; no lease is written
-// and the counter, with its TTL, is unchanged.
+// and the counter, with its TTL, is unchanged. While another owner holds the lease, the answer is
+// ErrNotAcquired, as for a valid counter.
 func testCounterUnusable(t *testing.T, e *env) {
 	c := ctx(t)
 	l := e.locker(t)
@@ -171,6 +172,14 @@ func testCounterUnusable(t *testing.T, e *env) {
 			default:
 				e.requireCounter(t, fk, tc.value)
 			}
+
+			// A held lease is reported as held whatever the counter holds.
+			e.do(t, "SET", lk, "another-owner", "PX", "60000")
+			lease, err = l.TryAcquire(c, ln, 10*time.Second)
+			require.Nil(t, lease)
+			require.ErrorIs(t, err, lock.ErrNotAcquired, "held lease, %s counter", tc.name)
+			e.requireLease(t, lk, "another-owner")
+			e.do(t, "DEL", lk)
 		})
 	}
 }
@@ -415,8 +424,9 @@ func testHandoffRelease(t *testing.T, e *env) {
 
 		before := counter.snapshot()
 		ch := acquireAsync(c, waiter, ln, ttl)
-		// The waiter is asleep once it has armed tracking (its PTTL read) and then gone quiet.
-		armed := counter.waitQuiet(t, before, "PTTL", 20*time.Millisecond, 3*time.Second)
+		// The waiter is asleep once it has armed tracking (CLIENT CACHING YES before its attempt on
+		// standalone, a cached PTTL read after it on Cluster) and then gone quiet.
+		armed := counter.waitQuiet(t, before, armingCommand(e), 20*time.Millisecond, 3*time.Second)
 		if round < idleRounds {
 			stats0 := e.CommandStats(t)
 			time.Sleep(idleWindow)
@@ -528,7 +538,7 @@ func testCancelWaiting(t *testing.T, e *env) {
 			ch := acquireAsync(wctx, waiter, ln, 30*time.Second)
 			need := "EVALSHA" // the attempt; then it sleeps on the PTTL deadline
 			if tracked {
-				need = "PTTL" // the arming read after the attempt
+				need = armingCommand(e)
 			}
 			counter.waitQuiet(t, before, need, 20*time.Millisecond, 3*time.Second)
 			cancelled := time.Now()
@@ -828,4 +838,13 @@ func testFencedStress(t *testing.T, e *env) {
 	release(t, cur, lock.Released)
 	e.requireAbsent(t, lk, "lease key")
 	e.requireCounter(t, fk, strconv.FormatInt(n+2, 10))
+}
+
+// armingCommand is the command a tracked waiter sends to arm tracking: CLIENT (CACHING YES, before its
+// first attempt) on standalone and Sentinel, PTTL (the cached read after a busy attempt) on Cluster.
+func armingCommand(e *env) string {
+	if e.Cluster != nil {
+		return "PTTL"
+	}
+	return "CLIENT"
 }

@@ -18,8 +18,10 @@ import (
 
 // 16. Acquire on a client from luakit.NewTrackedClient, with no WithTracker option, wakes on the
 // holder's release: the holder's lease has 30 s to run and the waiter's ctx only 5 s, so only an
-// invalidation can hand it over in time. The waiter arms tracking (its PTTL read), then sends nothing
-// until the release, and logs no warning.
+// invalidation can hand it over in time. The waiter arms tracking, then sends nothing until the
+// release, and logs no warning. On a standalone target its busy attempt arms tracking itself (CLIENT
+// CACHING YES before the acquire script, whose PTTL read of the lease key is tracked): no separate
+// PTTL read; on Cluster it arms with a cached PTTL read after the attempt.
 func testHandoffTrackedClient(t *testing.T, e *env) {
 	const (
 		rounds = 5
@@ -36,10 +38,27 @@ func testHandoffTrackedClient(t *testing.T, e *env) {
 		require.NoError(t, err, "round %d", round)
 
 		before := counter.snapshot()
+		var statsBefore map[string]int64
+		if e.Cluster == nil {
+			statsBefore = e.CommandStats(t)
+		}
 		wctx, cancel := context.WithTimeout(c, 5*time.Second)
 		ch := acquireAsync(wctx, waiter, ln, ttl)
-		// Only a waiter that found the client's tracker arms tracking with a PTTL read.
-		counter.waitQuiet(t, before, "PTTL", 20*time.Millisecond, 3*time.Second)
+		// Only a waiter that found the client's tracker arms tracking: with CLIENT CACHING YES before
+		// its attempt (standalone), or with a PTTL read after it (Cluster).
+		armed := counter.waitQuiet(t, before, armingCommand(e), 20*time.Millisecond, 3*time.Second)
+		if d, _ := delta(before, armed); e.Cluster == nil {
+			require.Equal(t, int64(1), d["EVALSHA"], "round %d: one attempt before sleeping (%v)", round, d)
+			require.Zero(t, d["PTTL"], "round %d: the attempt armed tracking itself: no arming read (%v)", round, d)
+			// On the server, the busy attempt read only the lease's PTTL: no counter read, no SET.
+			ran := e.CommandStats(t)
+			for _, cmd := range []string{"evalsha", "pttl", "get", "set", "incr"} {
+				ran[cmd] -= statsBefore[cmd]
+			}
+			require.Equal(t, map[string]int64{"evalsha": 1, "pttl": 1, "get": 0, "set": 0, "incr": 0},
+				map[string]int64{"evalsha": ran["evalsha"], "pttl": ran["pttl"], "get": ran["get"], "set": ran["set"], "incr": ran["incr"]},
+				"round %d: commands the server ran for the waiter's busy attempt", round)
+		}
 
 		start := time.Now()
 		release(t, h, lock.Released)

@@ -178,12 +178,17 @@ type Handle struct {
 	b   Backend
 	cfg *Config
 
-	ctx    context.Context // fixed for the handle's life
-	cancel context.CancelCauseFunc
-	hctx   handleContext // what Context returns: ctx, checking the clock like Err
-	op     chan struct{} // one slot: Extend and Release run one at a time
-
-	mu            sync.Mutex
+	mu sync.Mutex
+	// ctx, cancel and hctx are made on first need (Done, Context, KeepAlive), and the timer that ends
+	// the handle at its deadline is armed with them: until something can wait on the handle, the
+	// clock checks of every accessor (vouchingLocked) are all there is to end it, so a handle that is
+	// taken and released without anyone waiting on it allocates neither a context nor a timer.
+	ctx           context.Context
+	cancel        context.CancelCauseFunc
+	hctx          handleContext // what Context returns: ctx, checking the clock like Err
+	cause         error         // why the handle ended (the first cause); nil while it vouches
+	opBusy        bool          // Extend or Release runs: they run one at a time
+	opWait        chan struct{} // closed when opBusy clears; made only when an operation has to wait
 	ttl           time.Duration
 	deadline      time.Time // zero: no expiry
 	timer         *time.Timer
@@ -212,15 +217,24 @@ func (h *Handle) Grant(ctx context.Context, b Backend, cfg *Config, start time.T
 		}
 	}
 	h.b, h.cfg, h.ttl, h.deadline = b, cfg, ttl, deadline
-	h.ctx, h.cancel = context.WithCancelCause(context.Background())
-	h.hctx = handleContext{Context: h.ctx, h: h}
-	h.op = make(chan struct{}, 1)
-	if ttl > 0 {
-		h.mu.Lock() // expire runs on the timer's goroutine and reads h.timer under h.mu
-		h.timer = time.AfterFunc(time.Until(deadline), h.expire)
-		h.mu.Unlock()
-	}
 	return nil
+}
+
+// contextLocked returns the handle's context, making it (and arming the deadline's timer) on first
+// use; a handle that already ended gets a context cancelled with its cause. h.mu must be held.
+func (h *Handle) contextLocked() context.Context {
+	if h.ctx == nil {
+		h.ctx, h.cancel = context.WithCancelCause(context.Background())
+		h.hctx = handleContext{Context: h.ctx, h: h}
+		switch {
+		case h.cause != nil:
+			h.cancel(h.cause)
+		case !h.deadline.IsZero():
+			// expire runs on the timer's goroutine and reads h.timer under h.mu
+			h.timer = time.AfterFunc(time.Until(h.deadline), h.expire)
+		}
+	}
+	return h.ctx
 }
 
 // Cleanup sends release (a Backend's Release) once, after an acquisition whose outcome was uncertain or
@@ -246,7 +260,7 @@ func Cleanup(ctx context.Context, cfg *Config, release func(context.Context) (bo
 func (h *Handle) expire() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ctx.Err() != nil || h.deadline.IsZero() {
+	if h.cause != nil || h.deadline.IsZero() {
 		return
 	}
 	if d := time.Until(h.deadline); d > 0 {
@@ -262,7 +276,7 @@ func (h *Handle) expire() {
 // [luakit.ErrExpired] first when the estimate elapsed, so they agree at every instant. h.mu must be
 // held.
 func (h *Handle) vouchingLocked() bool {
-	if h.ctx.Err() != nil {
+	if h.cause != nil {
 		return false
 	}
 	if !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
@@ -294,10 +308,18 @@ func (c handleContext) Err() error {
 	return c.Context.Err()
 }
 
-// endLocked ends the handle with cause (the first cause wins); h.mu must be held.
+// endLocked ends the handle with cause (the first cause wins); h.mu must be held. A handle whose
+// estimate already elapsed ends with [luakit.ErrExpired] whatever cause is given, as its timer would
+// have ended it.
 func (h *Handle) endLocked(cause error) {
-	if h.ctx.Err() == nil {
-		h.cancel(cause)
+	if h.cause == nil {
+		if !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
+			cause = luakit.ErrExpired
+		}
+		h.cause = cause
+		if h.cancel != nil {
+			h.cancel(cause)
+		}
 	}
 	if h.timer != nil {
 		h.timer.Stop()
@@ -306,20 +328,36 @@ func (h *Handle) endLocked(cause error) {
 
 // lockOp takes the operation slot or returns ctx's error.
 func (h *Handle) lockOp(ctx context.Context, op string) error {
-	select {
-	case h.op <- struct{}{}:
-		return nil
-	default:
-	}
-	select {
-	case h.op <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%s: %s: waiting for a concurrent operation on the handle: %w", h.cfg.name(), op, ctx.Err())
+	for {
+		h.mu.Lock()
+		if !h.opBusy {
+			h.opBusy = true
+			h.mu.Unlock()
+			return nil
+		}
+		if h.opWait == nil {
+			h.opWait = make(chan struct{})
+		}
+		wait := h.opWait
+		h.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %s: waiting for a concurrent operation on the handle: %w", h.cfg.name(), op, ctx.Err())
+		}
 	}
 }
 
-func (h *Handle) unlockOp() { <-h.op }
+// unlockOp frees the operation slot and wakes the operations waiting for it.
+func (h *Handle) unlockOp() {
+	h.mu.Lock()
+	h.opBusy = false
+	if h.opWait != nil {
+		close(h.opWait)
+		h.opWait = nil
+	}
+	h.mu.Unlock()
+}
 
 // wrap returns err prefixed with the module's name and op, marked uncertain when no reply was read and
 // as foreign data for a WRONGTYPE reply.
@@ -374,8 +412,10 @@ func (h *Handle) Remaining() time.Duration {
 // Remaining and Context also read the clock and close it first when the estimate elapsed, so once
 // Remaining is 0 or Err is not nil the channel is closed, and while it is open Err is nil.
 func (h *Handle) Done() <-chan struct{} {
-	h.vouching()
-	return h.ctx.Done()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.vouchingLocked()
+	return h.contextLocked().Done()
 }
 
 // Context returns a context cancelled when [Handle.Done] closes, with [Handle.Err] as its cause
@@ -383,17 +423,24 @@ func (h *Handle) Done() <-chan struct{} {
 // context for the handle's whole life; its Done and Err check the clock as [Handle.Done] does, and read
 // context.Cause after one of them. Derive the protected work's context from it: a derived context ends
 // when the handle's timer (or any accessor) ends the handle.
-func (h *Handle) Context() context.Context { return h.hctx }
+func (h *Handle) Context() context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.contextLocked()
+	return h.hctx
+}
 
 // Err returns nil while the handle vouches for ownership, then its cause: [luakit.ErrExpired],
 // [luakit.ErrLost] or [luakit.ErrReleased]. The first cause is kept. It reads the clock: once the local
 // estimate elapsed it returns [luakit.ErrExpired] (and closes [Handle.Done]) even if the handle's timer
 // has not fired yet.
 func (h *Handle) Err() error {
-	if h.vouching() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.vouchingLocked() {
 		return nil
 	}
-	return context.Cause(h.ctx)
+	return h.cause
 }
 
 // Extend renews the hold at its current TTL; see [Handle.ExtendTTL].
@@ -474,7 +521,7 @@ func (h *Handle) extendTTL(ctx context.Context, ttl time.Duration) (bool, error)
 	if err != nil {
 		if errors.Is(err, luakit.ErrUncertain) || luakit.IsUncertain(err) {
 			// The renewal may run later: keep the estimate, lowered if the new TTL is shorter.
-			if ttl > 0 && h.ctx.Err() == nil {
+			if ttl > 0 && h.cause == nil {
 				if d := h.cfg.estimate(start, ttl); h.deadline.IsZero() || d.Before(h.deadline) {
 					h.setDeadlineLocked(d)
 				}
@@ -488,7 +535,7 @@ func (h *Handle) extendTTL(ctx context.Context, ttl time.Duration) (bool, error)
 		h.mu.Unlock()
 		return false, nil
 	}
-	if h.ctx.Err() != nil || (!h.deadline.IsZero() && !time.Now().Before(h.deadline)) {
+	if h.cause != nil || (!h.deadline.IsZero() && !time.Now().Before(h.deadline)) {
 		// The reply came after the estimate elapsed: not a success. The server renewed, so give the
 		// hold back instead of leaving it for its whole TTL (for ever with no expiry).
 		h.endLocked(luakit.ErrExpired)
@@ -517,11 +564,13 @@ func (h *Handle) extendTTL(ctx context.Context, ttl time.Duration) (bool, error)
 // setDeadlineLocked moves the local estimate to d and rearms the timer; h.mu must be held.
 func (h *Handle) setDeadlineLocked(d time.Time) {
 	h.deadline = d
-	if h.timer == nil {
+	switch {
+	case h.timer != nil:
+		h.timer.Reset(time.Until(d))
+	case h.ctx != nil:
+		// The context exists, so something may wait on Done: arm the timer (a hold that had no expiry).
 		h.timer = time.AfterFunc(time.Until(d), h.expire)
-		return
 	}
-	h.timer.Reset(time.Until(d))
 }
 
 // Verify asks the server whether this owner holds at this instant; it cannot vouch for any later

@@ -387,13 +387,13 @@ func TestAccessorsAgreeWhenTimerIsLate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := &fakeBackend{held: true}
 			h := grant(t, b, 20*time.Millisecond)
-			h.mu.Lock()
-			h.timer.Stop()
-			deadline := h.deadline
-			h.mu.Unlock()
 			if h.Err() != nil || h.Remaining() <= 0 || isClosed(h.Done()) {
 				t.Fatal("a new handle vouches")
 			}
+			h.mu.Lock()
+			h.timer.Stop() // armed by Done: the handle's context exists
+			deadline := h.deadline
+			h.mu.Unlock()
 			time.Sleep(time.Until(deadline))
 			for !time.Now().After(deadline) {
 				time.Sleep(time.Millisecond)
@@ -432,5 +432,50 @@ func TestSetRenewFractionBounds(t *testing.T) {
 		if (err == nil) != tt.ok {
 			t.Errorf("SetRenewFraction(%v): err = %v, want ok = %v", tt.f, err, tt.ok)
 		}
+	}
+}
+
+// TestGrantReleaseAllocations: a handle that is granted and released without anyone waiting on it
+// (no Done, Context or KeepAlive) allocates nothing beyond itself: its context and deadline timer
+// are made on first need, and the operation slot needs no channel.
+func TestGrantReleaseAllocations(t *testing.T) {
+	b := &fakeBackend{}
+	cfg := &Config{Name: "test", Logger: quiet}
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(200, func() {
+		b.held = true
+		h := new(Handle)
+		if err := h.Grant(ctx, b, cfg, time.Now(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := h.Release(ctx); err != nil || out != Released {
+			t.Fatalf("Release = %v, %v", out, err)
+		}
+	})
+	if allocs > 1 {
+		t.Fatalf("Grant+Release allocated %v times per cycle; want at most 1 (the Handle)", allocs)
+	}
+}
+
+// TestLazyContextAgrees: the context made on first need after the handle ended is already cancelled
+// with the handle's cause, and a handle released after its estimate elapsed, with no timer armed,
+// ends with ErrExpired as a fired timer would have ended it.
+func TestLazyContextAgrees(t *testing.T) {
+	b := &fakeBackend{held: true}
+	h := grant(t, b, time.Minute)
+	if _, err := h.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !isClosed(h.Done()) || !errors.Is(context.Cause(h.Context()), luakit.ErrReleased) || !errors.Is(h.Context().Err(), context.Canceled) {
+		t.Fatalf("after Release: Done closed %v, cause %v, Err %v", isClosed(h.Done()), context.Cause(h.Context()), h.Context().Err())
+	}
+
+	h = grant(t, &fakeBackend{held: true}, 5*time.Millisecond)
+	time.Sleep(10 * time.Millisecond)
+	if _, err := h.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Err(); !errors.Is(err, luakit.ErrExpired) {
+		t.Fatalf("released after the estimate elapsed: Err = %v, want ErrExpired", err)
 	}
 }

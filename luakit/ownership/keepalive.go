@@ -31,7 +31,7 @@ func (h *Handle) KeepAlive(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.vouchingLocked() {
-		return context.Cause(h.ctx)
+		return h.cause
 	}
 	if h.keepAliveDone != nil {
 		select {
@@ -46,9 +46,10 @@ func (h *Handle) KeepAlive(ctx context.Context) error {
 	kctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	h.keepAliveStop, h.keepAliveDone = stop, done
+	ended := h.contextLocked().Done()
 	go func() {
 		defer stop() // release the derived context when renewing ends on its own (loss, expiry)
-		h.keepAlive(kctx, done)
+		h.keepAlive(kctx, ended, done)
 	}()
 	return nil
 }
@@ -64,7 +65,7 @@ func (h *Handle) stopKeepAlive() {
 	}
 }
 
-func (h *Handle) keepAlive(ctx context.Context, done chan struct{}) {
+func (h *Handle) keepAlive(ctx context.Context, ended <-chan struct{}, done chan struct{}) {
 	defer close(done)
 	period := func() time.Duration {
 		return max(time.Duration(float64(h.TTL())*h.cfg.renewFraction()), time.Millisecond)
@@ -76,7 +77,7 @@ func (h *Handle) keepAlive(ctx context.Context, done chan struct{}) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-h.ctx.Done():
+		case <-ended:
 			return
 		case <-t.C:
 		}
@@ -105,7 +106,7 @@ func (h *Handle) keepAlive(ctx context.Context, done chan struct{}) {
 				h.mu.Unlock()
 				return
 			}
-			if h.ctx.Err() == nil {
+			if h.vouching() {
 				h.cfg.logger().LogAttrs(context.Background(), slog.LevelWarn,
 					"coordkit/"+h.cfg.name()+": renewal failed; retrying",
 					slog.Bool("uncertain", errors.Is(err, luakit.ErrUncertain)), slog.String("error", err.Error()),

@@ -24,6 +24,11 @@ type Attempt struct {
 	Retry bool
 	// Err ends the wait when neither Busy nor Retry is set: nil means acquired.
 	Err error
+	// Tracked, when Busy, says the attempt itself made the server track the key for this client: its
+	// script read the key right after CLIENT CACHING YES ([SendTracked]). A Waiter without
+	// KeyPersists then sleeps at once, without an arming read, until an invalidation or HolderTTL (a
+	// holder without expiry: re-checked after luakit.ArmCacheTTL).
+	Tracked bool
 }
 
 // Waiter is the waiting loop shared by every blocking acquisition: try, and while the resource is
@@ -53,6 +58,10 @@ type Waiter struct {
 	warnOnce sync.Once
 }
 
+// Tracking reports whether waiting can wake on invalidations: the Waiter has a tracker (its own or the
+// client's). An attempt may then be sent with [SendTracked].
+func (w *Waiter) Tracking() bool { return w.tracker() != nil }
+
 func (w *Waiter) tracker() *luakit.Tracker {
 	if w.Tracker != nil {
 		return w.Tracker
@@ -75,7 +84,7 @@ func (w *Waiter) warn(why string) {
 // (a physical key whose writes mean "try again") is busy. It registers interest in key before each
 // attempt, so no invalidation after the attempt is missed, and arms tracking with a cached PTTL read
 // ([luakit.ArmTracked]). Without KeyPersists it arms after each busy attempt (one round trip per wait)
-// and retries at once when the key is gone. With KeyPersists it arms after the first busy attempt and
+// and retries at once when the key is gone, unless the attempt was Tracked (its own read armed it). With KeyPersists it arms after the first busy attempt and
 // tries once more at once, so a change made between that attempt and the arming read is not slept
 // through; from then on an arming read precedes each attempt, served from rueidis' local cache while
 // the server tracks the key.
@@ -110,6 +119,13 @@ func (w *Waiter) Wait(ctx context.Context, key string, attempt func(context.Cont
 		a := attempt(ctx)
 		var wait time.Duration
 		switch {
+		case a.Busy && watch != nil && !w.KeyPersists && a.Tracked:
+			// The attempt's own read armed tracking: the Watch, registered before it, catches the
+			// next change.
+			wait = a.HolderTTL
+			if wait < 0 {
+				wait = luakit.ArmCacheTTL
+			}
 		case a.Busy && watch != nil && !w.KeyPersists:
 			// Arm after the attempt: a release deletes the key, so a release between the two shows
 			// as a missing key, and then we retry at once.
