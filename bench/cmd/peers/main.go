@@ -76,7 +76,7 @@ func (c config) has(section string) bool {
 func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	var c config
 	target := fs.String("target", string(testkit.Redis8), "server target started by testkit: redis70, redis8, valkey8, valkey9 (with $"+testkit.EnvRedisURL+" set, that server is used and this only labels it)")
-	fs.IntVar(&c.rounds, "rounds", 3, "rounds per measurement (medians over them; the contenders' order rotates every round)")
+	fs.IntVar(&c.rounds, "rounds", 5, "rounds per measurement (medians over them; the contenders' order rotates every round)")
 	fs.DurationVar(&c.duration, "duration", 500*time.Millisecond, "duration of one throughput measurement (one contender, one caller count, one round)")
 	fs.DurationVar(&c.warmup, "warmup", 200*time.Millisecond, "warm-up of each contender before the rounds")
 	callers := fs.String("callers", "1,8,64", "caller (goroutine) counts, comma-separated")

@@ -33,7 +33,7 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.target != testkit.Redis8 || c.rounds != 3 || !slices.Equal(c.callers, []int{1, 8, 64}) ||
+	if c.target != testkit.Redis8 || c.rounds != 5 || !slices.Equal(c.callers, []int{1, 8, 64}) ||
 		!slices.Equal(c.sections, []string{sectionLock, sectionHandoff, sectionGCRA}) || c.has(sectionCluster) {
 		t.Errorf("defaults: %+v", c)
 	}

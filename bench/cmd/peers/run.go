@@ -183,7 +183,7 @@ func (r *runner) measure(ctx context.Context, callers int, d time.Duration, f op
 	if err != nil {
 		return peers.Sample{}, err
 	}
-	return peers.Sample{Ops: total.Load(), Elapsed: elapsed, Server: peers.Delta(before.stats, after.stats, skipCommands...),
+	return peers.Sample{Ops: total.Load(), Elapsed: elapsed, Server: peers.Work(before.stats, after.stats, skipCommands...),
 		CPUUsec: after.cpu - before.cpu}, nil
 }
 

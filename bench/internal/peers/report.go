@@ -61,7 +61,7 @@ func Quantile(ds []time.Duration, q float64) time.Duration {
 type Sample struct {
 	Ops     int64
 	Elapsed time.Duration
-	Server  Stat  // commandstats delta (calls incl. commands run inside scripts; usec)
+	Server  Stat  // commandstats work (Work: calls incl. commands run inside scripts; usec counted once)
 	CPUUsec int64 // INFO cpu delta (server process, user + sys)
 }
 
@@ -95,7 +95,7 @@ type Throughput struct {
 	// scripts included), median over rounds.
 	CommandsPerOp float64 `json:"server_commands_per_op"`
 	// CmdstatUsecPerOp is the commandstats usec per operation: the command execution time the server
-	// reports (a script's usec includes its nested commands, which are also counted on their own).
+	// reports, a script's commands counted once (see Work).
 	CmdstatUsecPerOp float64 `json:"server_cmdstat_usec_per_op"`
 	// CPUUsecPerOp is the server process's CPU time (INFO cpu, user + sys) per operation: command
 	// execution plus network I/O and event-loop work.
