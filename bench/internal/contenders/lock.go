@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
@@ -113,10 +114,16 @@ func coordkitRelease(ctx context.Context, lease *lock.Lease) error {
 type rueidislockLock struct{ l rueidislock.Locker }
 
 // rueidislockOption returns the rueidislock option of every rueidislock row: one key per lock
-// (KeyMajority 1, like the other single-server locks here), KeyValidity TTL, defaults otherwise.
+// (KeyMajority 1, like the other single-server locks here), KeyValidity TTL, TryNextAfter
+// RueidislockTryNextAfter, defaults otherwise.
 func rueidislockOption(s Server) rueidislock.LockerOption {
-	return rueidislock.LockerOption{ClientOption: s.Option, KeyMajority: 1, KeyValidity: TTL}
+	return rueidislock.LockerOption{ClientOption: s.Option, KeyMajority: 1, KeyValidity: TTL, TryNextAfter: RueidislockTryNextAfter}
 }
+
+// RueidislockTryNextAfter is rueidislock's TryNextAfter in every row: the deadline of each
+// acquisition call. Its 20 ms default fails calls that queue longer on a loaded machine (context
+// deadline exceeded at 8 callers on 2 shared cores); with one key there is no next key to try.
+const RueidislockTryNextAfter = time.Second
 
 // NewRueidislock returns rueidislock (github.com/redis/rueidis/rueidislock): TryWithContext, then
 // its cancel function (which deletes the key and returns once it is deleted).
