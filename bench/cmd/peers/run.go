@@ -500,6 +500,8 @@ func (r *runner) cleanup(ctx context.Context) {
 	}
 }
 
+// unlinkMatching deletes the keys matching pattern, one UNLINK per key (a cluster node refuses a
+// multi-key UNLINK across slots).
 func unlinkMatching(ctx context.Context, c rueidis.Client, pattern string) error {
 	var cursor uint64
 	for {
@@ -507,8 +509,12 @@ func unlinkMatching(ctx context.Context, c rueidis.Client, pattern string) error
 		if err != nil {
 			return err
 		}
-		if len(e.Elements) > 0 {
-			if err := c.Do(ctx, c.B().Unlink().Key(e.Elements...).Build()).Error(); err != nil {
+		cmds := make(rueidis.Commands, 0, len(e.Elements))
+		for _, k := range e.Elements {
+			cmds = append(cmds, c.B().Unlink().Key(k).Build())
+		}
+		for _, r := range c.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil {
 				return err
 			}
 		}
