@@ -152,3 +152,27 @@ func TestClusterSmoke(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanup checks that cleanup deletes this run's keys and no other.
+func TestCleanup(t *testing.T) {
+	s := testkit.Start(t, smokeTarget(t))
+	ctx := context.Background()
+	r := &runner{prefix: "ckpeers:cleanuptest", nodes: []*testkit.Server{s}, out: io.Discard}
+	for _, k := range []string{"ckpeers:cleanuptest:a", "{ckpeers:cleanuptest:b}:lease", "rate:{ckpeers:cleanuptest:c}", "ckpeers:other:d"} {
+		if _, err := s.Do(ctx, "SET", k, "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.cleanup(ctx)
+	m, err := s.Do(ctx, "KEYS", "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := m.AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keys, []string{"ckpeers:other:d"}) {
+		t.Errorf("keys after cleanup: %v, want only ckpeers:other:d", keys)
+	}
+}
