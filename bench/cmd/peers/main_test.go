@@ -176,3 +176,25 @@ func TestCleanup(t *testing.T) {
 		t.Errorf("keys after cleanup: %v, want only ckpeers:other:d", keys)
 	}
 }
+
+var sinkBytes [][]byte
+
+// TestAllocs checks that allocs counts the operation's allocations less the key-only baseline's.
+func TestAllocs(t *testing.T) {
+	alloc := func(n int) op {
+		return func(context.Context, int64) error {
+			for range n {
+				sinkBytes = append(sinkBytes[:0], make([]byte, 64))
+			}
+			return nil
+		}
+	}
+	sinkBytes = make([][]byte, 0, 8)
+	got, err := allocs(context.Background(), 1000, alloc(3), alloc(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got < 1.9 || got > 2.1 {
+		t.Errorf("allocs = %v per op, want 2 (3 less the baseline's 1)", got)
+	}
+}
