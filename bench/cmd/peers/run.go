@@ -207,10 +207,6 @@ func allocs(ctx context.Context, ops int, f, keyOnly op) (float64, error) {
 	return max(n-base, 0), err
 }
 
-// sinkKey keeps the key-only operation's keys, so that building them is not optimised away (the
-// allocation phase runs on one goroutine).
-var sinkKey string
-
 // mallocs runs f ops times on this goroutine and returns runtime.MemStats.Mallocs per operation.
 func mallocs(ctx context.Context, ops int, f op) (float64, error) {
 	var a, b runtime.MemStats
@@ -277,7 +273,12 @@ func (r *runner) lockSection(ctx context.Context, srv contenders.Server) ([]peer
 	var al []peers.Allocs
 	for _, name := range names {
 		key := r.keyer("lk")
-		keyOnly := func(_ context.Context, n int64) error { sinkKey = key(n); return nil }
+		keyOnly := func(_ context.Context, n int64) error { // the key, used, so that it is built
+			if key(n) == "" {
+				return errors.New("empty key")
+			}
+			return nil
+		}
 		a, err := allocs(ctx, r.cfg.allocOps, cycle(locks[name], "la"), keyOnly)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s allocations: %w", name, err)
