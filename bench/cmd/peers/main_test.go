@@ -20,7 +20,9 @@ import (
 	"github.com/coordkit/coordkit/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines, with testkit's exceptions for rueidis' detached cluster
+// goroutines (TestClusterSmoke makes a cluster client).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.GoleakOptions()...) }
 
 func parse(args ...string) (config, error) {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)

@@ -223,19 +223,11 @@ func mallocs(ctx context.Context, ops int, f op) (float64, error) {
 
 // lockSection measures lock cycles of every lock contender at every caller count.
 func (r *runner) lockSection(ctx context.Context, srv contenders.Server) ([]peers.Throughput, []peers.Allocs, error) {
-	locks := map[string]contenders.Lock{}
-	defer func() {
-		for _, l := range locks {
-			l.Close()
-		}
-	}()
-	for _, spec := range contenders.Locks {
-		l, err := spec.New(srv)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", spec.Name, err)
-		}
-		locks[spec.Name] = l
+	locks, closeAll, err := contenders.Build(contenders.Locks, srv)
+	if err != nil {
+		return nil, nil, err
 	}
+	defer closeAll()
 	cycle := func(l contenders.Lock, tag string) op {
 		key := r.keyer(tag)
 		return func(ctx context.Context, n int64) error { return l.TryAcquireRelease(ctx, key(n)) }
@@ -303,19 +295,11 @@ const (
 
 // handoffSection measures the contended hand-off of every hand-off contender.
 func (r *runner) handoffSection(ctx context.Context, srv contenders.Server) ([]peers.Handoff, error) {
-	hs := map[string]contenders.Handoff{}
-	defer func() {
-		for _, h := range hs {
-			h.Close()
-		}
-	}()
-	for _, spec := range contenders.Handoffs {
-		h, err := spec.New(srv)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", spec.Name, err)
-		}
-		hs[spec.Name] = h
+	hs, closeAll, err := contenders.Build(contenders.Handoffs, srv)
+	if err != nil {
+		return nil, err
 	}
+	defer closeAll()
 	names := contenders.HandoffNames()
 	for _, name := range names { // warm-up: scripts loaded, connections made
 		if _, err := r.handoffs(ctx, hs[name], 2); err != nil {
@@ -401,19 +385,11 @@ func (r *runner) handoffs(ctx context.Context, h contenders.Handoff, n int) ([]t
 // gcraSection measures GCRA decisions of every decider, hot key and spread keys, at every caller
 // count.
 func (r *runner) gcraSection(ctx context.Context, srv contenders.Server) ([]peers.Throughput, []peers.Allocs, error) {
-	ds := map[string]contenders.Decider{}
-	defer func() {
-		for _, d := range ds {
-			d.Close()
-		}
-	}()
-	for _, spec := range contenders.Deciders {
-		d, err := spec.New(srv)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", spec.Name, err)
-		}
-		ds[spec.Name] = d
+	ds, closeAll, err := contenders.Build(contenders.Deciders, srv)
+	if err != nil {
+		return nil, nil, err
 	}
+	defer closeAll()
 	decide := func(d contenders.Decider, pattern string) op {
 		key := r.keyer("g")
 		n := int64(1)

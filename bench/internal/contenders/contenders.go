@@ -6,6 +6,7 @@
 package contenders
 
 import (
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,47 @@ func (s Server) GoRedis() *redis.Options {
 
 // newClient returns a cache-free rueidis client of s.
 func (s Server) newClient() (rueidis.Client, error) { return rueidis.NewClient(s.rueidisOption()) }
+
+// Spec is a row of a contender table: a contender of type T (Lock, Handoff or Decider) and how to
+// build it.
+type Spec[T any] struct {
+	// Name is the row name (the sub-benchmark name of the lock benchmarks).
+	Name string
+	// Ceiling marks the raw-script row: the server ceiling (for the hand-off, the floor) the others
+	// are read against.
+	Ceiling bool
+	// New builds the contender over its own clients of s.
+	New func(s Server) (T, error)
+}
+
+// Names returns the names of specs, in table order.
+func Names[T any](specs []Spec[T]) []string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// Build builds every contender of specs over s, by name, and returns them with a function that
+// closes them all; on an error it closes those built and returns it.
+func Build[T interface{ Close() }](specs []Spec[T], s Server) (map[string]T, func(), error) {
+	built := map[string]T{}
+	closeAll := func() {
+		for _, c := range built {
+			c.Close()
+		}
+	}
+	for _, spec := range specs {
+		c, err := spec.New(s)
+		if err != nil {
+			closeAll()
+			return nil, func() {}, fmt.Errorf("%s: %w", spec.Name, err)
+		}
+		built[spec.Name] = c
+	}
+	return built, closeAll, nil
+}
 
 // closers closes what a contender built, in reverse order.
 type closers []func()

@@ -31,14 +31,7 @@ type Decider interface {
 }
 
 // DeciderSpec is a row of the GCRA contender table.
-type DeciderSpec struct {
-	// Name is the row name.
-	Name string
-	// Ceiling marks the raw one-script row.
-	Ceiling bool
-	// New builds the contender over its own clients of s.
-	New func(s Server) (Decider, error)
-}
+type DeciderSpec = Spec[Decider]
 
 // Row names of the GCRA contenders (Coordkit's row is [Coordkit]).
 const (
@@ -55,13 +48,7 @@ var Deciders = []DeciderSpec{
 }
 
 // DeciderNames returns the names of Deciders, in table order.
-func DeciderNames() []string {
-	names := make([]string, len(Deciders))
-	for i, d := range Deciders {
-		names[i] = d.Name
-	}
-	return names
-}
+func DeciderNames() []string { return Names(Deciders) }
 
 type coordkitGCRA struct {
 	k *ratelimit.Keyed

@@ -33,15 +33,9 @@ type Handoff interface {
 	Close()
 }
 
-// HandoffSpec is a row of the hand-off contender table.
-type HandoffSpec struct {
-	// Name is the row name.
-	Name string
-	// Ceiling marks the raw row (no waiting at all: the floor of two round trips).
-	Ceiling bool
-	// New builds the holder and the waiter, each over its own clients of s.
-	New func(s Server) (Handoff, error)
-}
+// HandoffSpec is a row of the hand-off contender table (its ceiling row is the floor: no waiting at
+// all, two round trips; New builds the holder and the waiter, each over its own clients).
+type HandoffSpec = Spec[Handoff]
 
 // Handoffs is the hand-off contender table.
 var Handoffs = []HandoffSpec{
@@ -53,13 +47,7 @@ var Handoffs = []HandoffSpec{
 }
 
 // HandoffNames returns the names of Handoffs, in table order.
-func HandoffNames() []string {
-	names := make([]string, len(Handoffs))
-	for i, h := range Handoffs {
-		names[i] = h.Name
-	}
-	return names
-}
+func HandoffNames() []string { return Names(Handoffs) }
 
 type coordkitHandoff struct {
 	holder, waiter *lock.Locker

@@ -31,14 +31,7 @@ type Lock interface {
 }
 
 // LockSpec is a row of the lock contender table.
-type LockSpec struct {
-	// Name is the row name (the sub-benchmark name).
-	Name string
-	// Ceiling marks the raw-script row: the server ceiling the others are read against.
-	Ceiling bool
-	// New builds the contender over its own clients of s.
-	New func(s Server) (Lock, error)
-}
+type LockSpec = Spec[Lock]
 
 // Row names of the lock contenders.
 const (
@@ -59,13 +52,7 @@ var Locks = []LockSpec{
 }
 
 // LockNames returns the names of Locks, in table order.
-func LockNames() []string {
-	names := make([]string, len(Locks))
-	for i, l := range Locks {
-		names[i] = l.Name
-	}
-	return names
-}
+func LockNames() []string { return Names(Locks) }
 
 // coordkitLock: lock.Locker TryAcquire + Lease.Release over one cache-free client.
 type coordkitLock struct {
