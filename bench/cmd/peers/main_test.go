@@ -117,7 +117,7 @@ func TestRunSmoke(t *testing.T) {
 		t.Fatalf("hand-off rows: %+v", rep.Handoff)
 	}
 	for _, h := range rep.Handoff {
-		if h.Count != 2 || h.P50Ms <= 0 || h.P99Ms < h.P50Ms || h.CommandsPerHandoff < 1 {
+		if h.Count+h.Stalls != 2 || (h.Count > 0 && (h.P50Ms <= 0 || h.P99Ms < h.P50Ms)) || h.CommandsPerHandoff < 1 {
 			t.Errorf("hand-off row %+v", h)
 		}
 	}
@@ -198,5 +198,33 @@ func TestAllocs(t *testing.T) {
 	}
 	if got < 1.9 || got > 2.1 {
 		t.Errorf("allocs = %v per op, want 2 (3 less the baseline's 1)", got)
+	}
+}
+
+// neverWoken is a hand-off whose waiter is never woken: it returns when its context ends.
+type neverWoken struct{}
+
+func (neverWoken) Name() string { return "never-woken" }
+func (neverWoken) Hold(context.Context, string) (contenders.Release, error) {
+	return func(context.Context) error { return nil }, nil
+}
+func (neverWoken) Wait(ctx context.Context, _ string) (contenders.Release, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (neverWoken) Close() {}
+
+// TestHandoffStalls checks that a waiter never woken counts as a stall, without a latency, and
+// does not end the run.
+func TestHandoffStalls(t *testing.T) {
+	defer func(d time.Duration) { handoffStall = d }(handoffStall)
+	handoffStall = 30 * time.Millisecond
+	r := &runner{prefix: "ckpeers:stalltest", out: io.Discard}
+	lat, stalls, err := r.handoffs(context.Background(), neverWoken{}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lat) != 0 || stalls != 2 {
+		t.Errorf("latencies %v, stalls %d; want none and 2", lat, stalls)
 	}
 }

@@ -293,6 +293,10 @@ const (
 	handoffTimeout = 15 * time.Second
 )
 
+// handoffStall is how long a waiter may take after it started before its hand-off counts as a
+// stall: counted, not timed (a lost wake-up). A variable for the tests.
+var handoffStall = 3 * time.Second
+
 // handoffSection measures the contended hand-off of every hand-off contender.
 func (r *runner) handoffSection(ctx context.Context, srv contenders.Server) ([]peers.Handoff, error) {
 	hs, closeAll, err := contenders.Build(contenders.Handoffs, srv)
@@ -302,11 +306,12 @@ func (r *runner) handoffSection(ctx context.Context, srv contenders.Server) ([]p
 	defer closeAll()
 	names := contenders.HandoffNames()
 	for _, name := range names { // warm-up: scripts loaded, connections made
-		if _, err := r.handoffs(ctx, hs[name], 2); err != nil {
+		if _, _, err := r.handoffs(ctx, hs[name], 2); err != nil {
 			return nil, fmt.Errorf("%s warm-up: %w", name, err)
 		}
 	}
 	lat := map[string][]time.Duration{}
+	stalls := map[string]int{}
 	cmds := map[string][]float64{}
 	for round := range r.cfg.rounds {
 		for _, name := range peers.Rotate(names, round) {
@@ -314,23 +319,24 @@ func (r *runner) handoffSection(ctx context.Context, srv contenders.Server) ([]p
 			if err != nil {
 				return nil, err
 			}
-			l, err := r.handoffs(ctx, hs[name], r.cfg.handoffs)
+			l, st, err := r.handoffs(ctx, hs[name], r.cfg.handoffs)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
+			stalls[name] += st
 			after, err := r.snap(ctx)
 			if err != nil {
 				return nil, err
 			}
 			lat[name] = append(lat[name], l...)
-			cmds[name] = append(cmds[name], float64(peers.Delta(before.stats, after.stats, skipCommands...).Calls)/float64(len(l)))
+			cmds[name] = append(cmds[name], float64(peers.Delta(before.stats, after.stats, skipCommands...).Calls)/float64(r.cfg.handoffs))
 		}
 		logf(r.out, "hand-off: round %d/%d done", round+1, r.cfg.rounds)
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	var rows []peers.Handoff
 	for _, name := range names {
-		rows = append(rows, peers.Handoff{Contender: name, Count: len(lat[name]), P50Ms: ms(peers.Quantile(lat[name], 0.50)),
+		rows = append(rows, peers.Handoff{Contender: name, Count: len(lat[name]), Stalls: stalls[name], P50Ms: ms(peers.Quantile(lat[name], 0.50)),
 			P99Ms: ms(peers.Quantile(lat[name], 0.99)), CommandsPerHandoff: peers.Median(cmds[name])})
 	}
 	peers.SetHandoffRatios(rows, contenders.RawRueidis, contenders.Rueidislock)
@@ -338,8 +344,9 @@ func (r *runner) handoffSection(ctx context.Context, srv contenders.Server) ([]p
 		contenders.RawRueidis, contenders.Rueidislock, rows)
 }
 
-// handoffs runs n hand-offs of h on fresh keys and returns their latencies.
-func (r *runner) handoffs(ctx context.Context, h contenders.Handoff, n int) ([]time.Duration, error) {
+// handoffs runs n hand-offs of h on fresh keys and returns the latencies of those whose waiter
+// acquired, and how many stalled (the waiter not woken within handoffStall).
+func (r *runner) handoffs(ctx context.Context, h contenders.Handoff, n int) ([]time.Duration, int, error) {
 	key := r.keyer("h")
 	type acquired struct {
 		release contenders.Release
@@ -347,6 +354,7 @@ func (r *runner) handoffs(ctx context.Context, h contenders.Handoff, n int) ([]t
 		at      time.Time
 	}
 	out := make([]time.Duration, 0, n)
+	stalls := 0
 	for i := range n {
 		if err := func() error {
 			ctx, cancel := context.WithTimeout(ctx, handoffTimeout)
@@ -357,8 +365,10 @@ func (r *runner) handoffs(ctx context.Context, h contenders.Handoff, n int) ([]t
 				return fmt.Errorf("hold: %w", err)
 			}
 			done := make(chan acquired, 1)
+			wctx, wcancel := context.WithTimeout(ctx, handoffStall)
+			defer wcancel()
 			go func() {
-				rel, err := h.Wait(ctx, k)
+				rel, err := h.Wait(wctx, k)
 				done <- acquired{rel, err, time.Now()}
 			}()
 			time.Sleep(handoffSettle + rand.N(handoffJitter))
@@ -367,6 +377,10 @@ func (r *runner) handoffs(ctx context.Context, h contenders.Handoff, n int) ([]t
 				return fmt.Errorf("holder's release: %w", err)
 			}
 			a := <-done
+			if a.err != nil && wctx.Err() != nil && ctx.Err() == nil {
+				stalls++ // released, never woken
+				return nil
+			}
 			if a.err != nil {
 				return fmt.Errorf("wait: %w", a.err)
 			}
@@ -376,10 +390,10 @@ func (r *runner) handoffs(ctx context.Context, h contenders.Handoff, n int) ([]t
 			}
 			return nil
 		}(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return out, nil
+	return out, stalls, nil
 }
 
 // gcraSection measures GCRA decisions of every decider, hot key and spread keys, at every caller

@@ -144,10 +144,13 @@ type Allocs struct {
 // Handoff is one hand-off row: the latency from the holder's release call to the waiting
 // acquisition returning, over every hand-off of every round.
 type Handoff struct {
-	Contender string  `json:"contender"`
-	Count     int     `json:"handoffs"`
-	P50Ms     float64 `json:"p50_ms"`
-	P99Ms     float64 `json:"p99_ms"`
+	Contender string `json:"contender"`
+	Count     int    `json:"handoffs"` // hand-offs whose waiter acquired (the latencies)
+	// Stalls is the hand-offs whose waiter was not woken within the runner's stall limit after the
+	// release (a lost wake-up; not in the latencies).
+	Stalls int     `json:"stalls"`
+	P50Ms  float64 `json:"p50_ms"`
+	P99Ms  float64 `json:"p99_ms"`
 	// P50VsPeer is P50Ms / the reference peer's (lower is better; 0: none).
 	P50VsPeer float64 `json:"p50_vs_peer"`
 	// P50VsCeiling is P50Ms / the floor row's.
@@ -267,9 +270,9 @@ func WriteAllocs(w io.Writer, title string, rows []Allocs) error {
 // WriteHandoff prints the hand-off rows.
 func WriteHandoff(w io.Writer, title, ceiling, peer string, rows []Handoff) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\ncontender\thand-offs\tp50 ms\tp99 ms\tp50 vs %s\tp50 vs %s\tcmds/hand-off\t\n", title, ceiling, peer)
+	fmt.Fprintf(tw, "%s\ncontender\thand-offs\tstalls\tp50 ms\tp99 ms\tp50 vs %s\tp50 vs %s\tcmds/hand-off\t\n", title, ceiling, peer)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Contender, r.Count, fmtNum(r.P50Ms, 3), fmtNum(r.P99Ms, 3),
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Contender, r.Count, r.Stalls, fmtNum(r.P50Ms, 3), fmtNum(r.P99Ms, 3),
 			fmtRatio(r.P50VsCeiling), fmtRatio(r.P50VsPeer), fmtNum(r.CommandsPerHandoff, 1))
 	}
 	fmt.Fprintln(tw)

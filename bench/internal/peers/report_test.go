@@ -120,7 +120,7 @@ func TestReportJSON(t *testing.T) {
 		"settings":    {"rounds", "duration_per_round", "callers", "handoffs_per_round", "sections"},
 		"lock":        {"contender", "callers", "ops_per_sec", "rounds_ops_per_sec", "vs_ceiling", "vs_peer", "server_commands_per_op", "server_cmdstat_usec_per_op", "server_cpu_usec_per_op"},
 		"lock_allocs": {"contender", "allocs_per_op", "ops"},
-		"handoff":     {"contender", "handoffs", "p50_ms", "p99_ms", "p50_vs_peer", "p50_vs_ceiling", "server_commands_per_handoff"},
+		"handoff":     {"contender", "handoffs", "stalls", "p50_ms", "p99_ms", "p50_vs_peer", "p50_vs_ceiling", "server_commands_per_handoff"},
 		"gcra":        {"contender", "keys", "callers", "ops_per_sec"},
 		"cluster":     {"contender", "primaries", "version", "rows", "measured_scale"},
 	}
