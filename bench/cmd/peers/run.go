@@ -262,26 +262,36 @@ func (r *runner) lockSection(ctx context.Context, srv contenders.Server) ([]peer
 		}
 	}
 	peers.SetRatios(rows, contenders.RawRueidis, contenders.Rueidislock)
+	return r.report(ctx, names, "Lock cycles (TryAcquire + Release)", "cycles/s", contenders.RawRueidis, contenders.Rueidislock, "Lock cycle client allocations (one goroutine)", rows,
+		func(name string) (op, op) {
+			key := r.keyer("lk")
+			keyOnly := func(_ context.Context, n int64) error { // the key, used, so that it is built
+				if key(n) == "" {
+					return errors.New("empty key")
+				}
+				return nil
+			}
+			return cycle(locks[name], "la"), keyOnly
+		})
+}
+
+// report measures the allocations of every named contender (ops returns its operation and the
+// runner's own part of it, the key-only baseline), and prints the throughput and allocation tables.
+func (r *runner) report(ctx context.Context, names []string, title, unit, ceiling, peer, allocTitle string, rows []peers.Throughput,
+	ops func(name string) (f, keyOnly op)) ([]peers.Throughput, []peers.Allocs, error) {
 	var al []peers.Allocs
 	for _, name := range names {
-		key := r.keyer("lk")
-		keyOnly := func(_ context.Context, n int64) error { // the key, used, so that it is built
-			if key(n) == "" {
-				return errors.New("empty key")
-			}
-			return nil
-		}
-		a, err := allocs(ctx, r.cfg.allocOps, cycle(locks[name], "la"), keyOnly)
+		f, keyOnly := ops(name)
+		a, err := allocs(ctx, r.cfg.allocOps, f, keyOnly)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s allocations: %w", name, err)
 		}
 		al = append(al, peers.Allocs{Contender: name, PerOp: a, Ops: r.cfg.allocOps})
 	}
-	if err := peers.WriteThroughput(r.out, "Lock cycles (TryAcquire + Release), medians of "+strconv.Itoa(r.cfg.rounds)+" rounds",
-		"cycles/s", contenders.RawRueidis, contenders.Rueidislock, rows); err != nil {
+	if err := peers.WriteThroughput(r.out, title+", medians of "+strconv.Itoa(r.cfg.rounds)+" rounds", unit, ceiling, peer, rows); err != nil {
 		return nil, nil, err
 	}
-	return rows, al, peers.WriteAllocs(r.out, "Lock cycle client allocations (one goroutine)", al)
+	return rows, al, peers.WriteAllocs(r.out, allocTitle, al)
 }
 
 // Hand-off timing: the holder keeps the lease handoffSettle plus a random share of handoffJitter
@@ -461,19 +471,10 @@ func (r *runner) gcraSection(ctx context.Context, srv contenders.Server) ([]peer
 		}
 	}
 	peers.SetRatios(rows, contenders.RawGCRA, contenders.RedisRate)
-	var al []peers.Allocs
-	for _, name := range names {
-		a, err := allocs(ctx, r.cfg.allocOps, decide(ds[name], keysHot), func(context.Context, int64) error { return nil })
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s allocations: %w", name, err)
-		}
-		al = append(al, peers.Allocs{Contender: name, PerOp: a, Ops: r.cfg.allocOps})
-	}
-	if err := peers.WriteThroughput(r.out, "GCRA decisions, medians of "+strconv.Itoa(r.cfg.rounds)+" rounds",
-		"decisions/s", contenders.RawGCRA, contenders.RedisRate, rows); err != nil {
-		return nil, nil, err
-	}
-	return rows, al, peers.WriteAllocs(r.out, "GCRA decision client allocations (one goroutine, hot key)", al)
+	return r.report(ctx, names, "GCRA decisions", "decisions/s", contenders.RawGCRA, contenders.RedisRate, "GCRA decision client allocations (one goroutine, hot key)", rows,
+		func(name string) (op, op) {
+			return decide(ds[name], keysHot), func(context.Context, int64) error { return nil }
+		})
 }
 
 // cleanup deletes this run's keys from every node (SCAN + UNLINK; errors are printed, not returned).
