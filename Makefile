@@ -28,7 +28,7 @@ EACH := scripts/modules.sh
 ONLY ?=
 pick = $(if $(ONLY),$(filter $(ONLY),$(1)),$(1))
 
-.PHONY: help setup servers images deps test unit integration containers demo bench lint tidy-check fuzz clean
+.PHONY: help setup servers images deps test unit integration containers demo bench bench-peers lint tidy-check fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -75,6 +75,12 @@ demo: ## start a throwaway Redis 7.0 and run the demo scenario
 
 bench: setup ## benchmarks (bench module)
 	@$(EACH) bench bench
+
+# PEERSFLAGS are passed to the runner, e.g. PEERSFLAGS='-target=valkey9 -json peers.json'; with
+# COORDKIT_REDIS_URL set it measures that server instead of starting one.
+PEERSFLAGS ?=
+bench-peers: setup ## Coordkit side by side with its peers on one server (bench/cmd/peers; PEERSFLAGS=...)
+	cd bench && go run ./cmd/peers $(PEERSFLAGS)
 
 lint: ## gofmt -l, go vet, staticcheck per module; doc comments of every exported name in the released ones
 	@$(EACH) gofmt,vet,staticcheck $(call pick,$(MODULES))

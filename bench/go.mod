@@ -3,12 +3,14 @@ module github.com/coordkit/coordkit/bench
 go 1.26.0
 
 require (
+	github.com/bsm/redislock v0.9.4
 	github.com/coordkit/coordkit/lock v0.1.0
 	github.com/coordkit/coordkit/luakit v0.1.0
 	github.com/coordkit/coordkit/ratelimit v0.1.0
 	github.com/coordkit/coordkit/testkit v0.1.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
-	github.com/redis/go-redis/v9 v9.0.2
+	github.com/go-redsync/redsync/v4 v4.18.1
+	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	go.uber.org/goleak v1.3.0
 )
@@ -26,7 +28,6 @@ require (
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/containerd/platforms v0.2.1 // indirect
 	github.com/cpuguy83/dockercfg v0.3.2 // indirect
-	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
 	github.com/distribution/reference v0.6.0 // indirect
 	github.com/docker/go-connections v0.8.2 // indirect
 	github.com/docker/go-units v0.5.0 // indirect
@@ -75,6 +76,7 @@ require (
 	go.opentelemetry.io/otel v1.44.0 // indirect
 	go.opentelemetry.io/otel/metric v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -1,5 +1,6 @@
 // Package peers holds the pure parts of the side-by-side peer runner (bench/cmd/peers): medians,
-// the rotated order of rounds, and the parsing of INFO commandstats.
+// the rotated order of rounds, the parsing of INFO commandstats and INFO cpu, per-operation and
+// ratio math, the JSON report and the printed tables.
 package peers
 
 import (
@@ -102,4 +103,30 @@ func Delta(before, after map[string]Stat, skip ...string) Stat {
 		d.Usec += a.Usec - b.Usec
 	}
 	return d
+}
+
+// scriptCommands are the commands that run a script; the commands a script runs are counted on
+// their own too, and the script's usec already includes theirs.
+var scriptCommands = []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"}
+
+// Work returns the server work between two snapshots, leaving out the names in skip: Calls counts
+// every command, those run inside scripts included; Usec avoids counting a script's commands twice
+// (commandstats counts a script's time, which includes its commands', and its commands' time again):
+// when any script ran, it is the scripts' usec alone (a command sent beside the scripts, such as
+// redsync's top-level SET NX, is then left out: about 1 µs each); otherwise every command's usec.
+func Work(before, after map[string]Stat, skip ...string) Stat {
+	all := Delta(before, after, skip...)
+	var scripts Stat
+	for _, name := range scriptCommands {
+		if slices.Contains(skip, name) {
+			continue
+		}
+		a, b := after[name], before[name]
+		scripts.Calls += a.Calls - b.Calls
+		scripts.Usec += a.Usec - b.Usec
+	}
+	if scripts.Calls > 0 {
+		return Stat{Calls: all.Calls, Usec: scripts.Usec}
+	}
+	return all
 }

@@ -89,3 +89,18 @@ func FuzzParseCommandstats(f *testing.F) {
 		}
 	})
 }
+
+func TestWork(t *testing.T) {
+	b := map[string]Stat{"evalsha": {1, 10}, "get": {1, 1}}
+	// Two scripts (usec 50, including their GETs' 4) and a top-level SET: calls count everything,
+	// usec only the scripts.
+	a := map[string]Stat{"evalsha": {3, 60}, "get": {3, 5}, "set": {1, 2}, "info": {5, 5}}
+	if got := Work(b, a, "info"); got != (Stat{Calls: 5, Usec: 50}) {
+		t.Errorf("Work with scripts = %v, want {5 50}", got)
+	}
+	// No script: every command's usec.
+	a = map[string]Stat{"evalsha": {1, 10}, "get": {4, 7}, "set": {1, 2}}
+	if got := Work(b, a); got != (Stat{Calls: 4, Usec: 8}) {
+		t.Errorf("Work without scripts = %v, want {4 8}", got)
+	}
+}

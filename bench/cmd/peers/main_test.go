@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/coordkit/coordkit/bench/internal/contenders"
+	"github.com/coordkit/coordkit/bench/internal/peers"
+	"github.com/coordkit/coordkit/testkit"
+)
+
+// TestMain checks for leaked goroutines, with testkit's exceptions for rueidis' detached cluster
+// goroutines (TestClusterSmoke makes a cluster client).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.GoleakOptions()...) }
+
+func parse(args ...string) (config, error) {
+	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return parseFlags(fs, args)
+}
+
+func TestParseFlags(t *testing.T) {
+	c, err := parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.target != testkit.Redis8 || c.rounds != 5 || !slices.Equal(c.callers, []int{1, 8, 64}) ||
+		!slices.Equal(c.sections, []string{sectionLock, sectionHandoff, sectionGCRA}) || c.has(sectionCluster) {
+		t.Errorf("defaults: %+v", c)
+	}
+	c, err = parse("-target=valkey9", "-rounds=5", "-duration=2s", "-callers=2, 16", "-only=gcra,cluster", "-json=x.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.target != testkit.Valkey9 || c.rounds != 5 || c.duration != 2*time.Second || !slices.Equal(c.callers, []int{2, 16}) ||
+		!slices.Equal(c.sections, []string{sectionGCRA, sectionCluster}) || c.jsonPath != "x.json" {
+		t.Errorf("parsed: %+v", c)
+	}
+	for _, bad := range [][]string{
+		{"-target=redis6"}, {"-callers=0"}, {"-callers=a"}, {"-callers="}, {"-only=locks"}, {"-only=,"},
+		{"-rounds=0"}, {"-duration=0s"}, {"-handoffs=0"}, {"extra"},
+	} {
+		if _, err := parse(bad...); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+}
+
+// smokeTarget returns the target of the smoke runs, skipping when no server is available.
+func smokeTarget(t *testing.T) testkit.Target {
+	t.Helper()
+	if os.Getenv(testkit.EnvRedisURL) != "" {
+		return testkit.Redis8
+	}
+	for _, target := range []testkit.Target{testkit.Redis8, testkit.Redis70} {
+		if _, err := testkit.Binary(target); err == nil {
+			return target
+		}
+	}
+	t.Skip("no server installed (make setup)")
+	return ""
+}
+
+// TestRunSmoke runs every section except the cluster once, as briefly as possible, and checks the
+// JSON: every contender has its rows with operations counted and server commands seen. Timing is
+// not checked.
+func TestRunSmoke(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.json")
+	cfg := config{target: smokeTarget(t), rounds: 1, duration: 30 * time.Millisecond, warmup: 10 * time.Millisecond,
+		callers: []int{1, 2}, sections: []string{sectionLock, sectionHandoff, sectionGCRA}, handoffs: 2, allocOps: 20, jsonPath: path}
+	var out bytes.Buffer
+	if err := run(context.Background(), cfg, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep peers.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Server.Version == "" || rep.Machine.NumCPU == 0 || rep.Date == "" {
+		t.Errorf("header: %+v %+v %q", rep.Server, rep.Machine, rep.Date)
+	}
+	checkRows := func(section string, rows []peers.Throughput, names []string, perName int) {
+		t.Helper()
+		if len(rows) != len(names)*perName {
+			t.Errorf("%s: %d rows, want %d", section, len(rows), len(names)*perName)
+		}
+		for _, r := range rows {
+			if !slices.Contains(names, r.Contender) || r.OpsPerSec <= 0 || r.CommandsPerOp < 1 || len(r.Rounds) != 1 {
+				t.Errorf("%s row %+v", section, r)
+			}
+			if r.Contender == names[len(names)-1] && r.VsCeiling != 1 { // the ceiling is the table's last row
+				t.Errorf("%s: the ceiling's own ratio %v, want 1", section, r.VsCeiling)
+			}
+		}
+	}
+	checkRows("lock", rep.Lock, contenders.LockNames(), 2)
+	checkRows("gcra", rep.GCRA, contenders.DeciderNames(), 4)
+	if len(rep.LockAllocs) != len(contenders.Locks) || len(rep.GCRAAllocs) != len(contenders.Deciders) {
+		t.Errorf("allocs: %+v %+v", rep.LockAllocs, rep.GCRAAllocs)
+	}
+	if len(rep.Handoff) != len(contenders.Handoffs) {
+		t.Fatalf("hand-off rows: %+v", rep.Handoff)
+	}
+	for _, h := range rep.Handoff {
+		if h.Count+h.Stalls != 2 || (h.Count > 0 && (h.P50Ms <= 0 || h.P99Ms < h.P50Ms)) || h.CommandsPerHandoff < 1 {
+			t.Errorf("hand-off row %+v", h)
+		}
+	}
+	for _, want := range []string{"Lock cycles", "Contended hand-off", "GCRA decisions", "vs rueidislock", "vs redis_rate"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// TestClusterSmoke runs the cluster section once on a testkit cluster.
+func TestClusterSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	if os.Getenv(testkit.EnvRedisURL) != "" && os.Getenv(testkit.EnvRedisClusterURL) == "" {
+		t.Skip("external standalone server only")
+	}
+	cfg := config{target: smokeTarget(t), rounds: 1, duration: 30 * time.Millisecond, warmup: 10 * time.Millisecond,
+		callers: []int{1}, sections: []string{sectionCluster}, handoffs: 1, allocOps: 1, clusterCallers: 4}
+	var out bytes.Buffer
+	r := &runner{cfg: cfg, prefix: "ckpeers:test", out: &out}
+	rep := &peers.Report{}
+	cl, err := r.clusterSection(context.Background(), rep)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if cl.Primaries != 3 || len(cl.Rows) != 2 || cl.Rows[0].Keys != onePrimary || cl.Rows[1].Keys != allPrimaries {
+		t.Fatalf("cluster: %+v", cl)
+	}
+	for _, row := range cl.Rows {
+		if row.OpsPerSec <= 0 || row.CommandsPerOp < 1 {
+			t.Errorf("row %+v", row)
+		}
+	}
+}
+
+// TestCleanup checks that cleanup deletes this run's keys and no other.
+func TestCleanup(t *testing.T) {
+	s := testkit.Start(t, smokeTarget(t))
+	ctx := context.Background()
+	r := &runner{prefix: "ckpeers:cleanuptest", nodes: []*testkit.Server{s}, out: io.Discard}
+	for _, k := range []string{"ckpeers:cleanuptest:a", "{ckpeers:cleanuptest:b}:lease", "rate:{ckpeers:cleanuptest:c}", "ckpeers:other:d"} {
+		if _, err := s.Do(ctx, "SET", k, "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.cleanup(ctx)
+	m, err := s.Do(ctx, "KEYS", "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := m.AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keys, []string{"ckpeers:other:d"}) {
+		t.Errorf("keys after cleanup: %v, want only ckpeers:other:d", keys)
+	}
+}
+
+var sinkBytes [][]byte
+
+// TestAllocs checks that allocs counts the operation's allocations less the key-only baseline's.
+func TestAllocs(t *testing.T) {
+	alloc := func(n int) op {
+		return func(context.Context, int64) error {
+			for range n {
+				sinkBytes = append(sinkBytes[:0], make([]byte, 64))
+			}
+			return nil
+		}
+	}
+	sinkBytes = make([][]byte, 0, 8)
+	got, err := allocs(context.Background(), 1000, alloc(3), alloc(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got < 1.9 || got > 2.1 {
+		t.Errorf("allocs = %v per op, want 2 (3 less the baseline's 1)", got)
+	}
+}
+
+// neverWoken is a hand-off whose waiter is never woken: it returns when its context ends.
+type neverWoken struct{}
+
+func (neverWoken) Name() string { return "never-woken" }
+func (neverWoken) Hold(context.Context, string) (contenders.Release, error) {
+	return func(context.Context) error { return nil }, nil
+}
+func (neverWoken) Wait(ctx context.Context, _ string) (contenders.Release, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (neverWoken) Close() {}
+
+// TestHandoffStalls checks that a waiter never woken counts as a stall, without a latency, and
+// does not end the run.
+func TestHandoffStalls(t *testing.T) {
+	defer func(d time.Duration) { handoffStall = d }(handoffStall)
+	handoffStall = 30 * time.Millisecond
+	r := &runner{prefix: "ckpeers:stalltest", out: io.Discard}
+	lat, stalls, err := r.handoffs(context.Background(), neverWoken{}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lat) != 0 || stalls != 2 {
+		t.Errorf("latencies %v, stalls %d; want none and 2", lat, stalls)
+	}
+}
