@@ -13,8 +13,8 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// replyLen is the number of integers of a decide reply: allowed, remaining, retryAfter ms, reset ms,
-// component, server time ms.
+// replyLen is the number of integers of a decide reply: allowed, remaining, retryAfter µs, reset µs,
+// component, server time µs.
 const replyLen = 6
 
 // script returns the script deciding and migrating c's layout.
@@ -119,22 +119,22 @@ func checkReply(v [replyLen]int64, ncomp int64) (decision, error) {
 		return decision{}, fmt.Errorf("ratelimit: decide reply: allowed is %d", allowed)
 	case remaining < 0 || remaining > MaxLimit:
 		return decision{}, fmt.Errorf("ratelimit: decide reply: remaining is %d", remaining)
-	case retry < 0 || retry > maxMillis || (allowed == 1 && retry != 0):
-		return decision{}, fmt.Errorf("ratelimit: decide reply: retry after %d ms (allowed %d)", retry, allowed)
-	case reset < 0 || reset > maxMillis:
-		return decision{}, fmt.Errorf("ratelimit: decide reply: reset %d ms", reset)
+	case retry < 0 || retry > maxReply || (allowed == 1 && retry != 0):
+		return decision{}, fmt.Errorf("ratelimit: decide reply: retry after %d µs (allowed %d)", retry, allowed)
+	case reset < 0 || reset > maxReply:
+		return decision{}, fmt.Errorf("ratelimit: decide reply: reset %d µs", reset)
 	case comp < 0 || comp >= ncomp:
 		return decision{}, fmt.Errorf("ratelimit: decide reply: component %d of %d", comp, ncomp)
-	case now <= 0 || now > maxMillis:
-		return decision{}, fmt.Errorf("ratelimit: decide reply: server time %d ms", now)
+	case now <= 0 || now > maxReply:
+		return decision{}, fmt.Errorf("ratelimit: decide reply: server time %d µs", now)
 	}
 	d := decision{
 		allowed:    allowed == 1,
 		remaining:  remaining,
-		retryAfter: time.Duration(retry) * time.Millisecond,
-		reset:      time.Duration(reset) * time.Millisecond,
+		retryAfter: time.Duration(retry) * time.Microsecond,
+		reset:      time.Duration(reset) * time.Microsecond,
 		component:  int(comp),
-		at:         time.UnixMilli(now),
+		at:         time.UnixMicro(now),
 	}
 	return d, nil
 }

@@ -17,7 +17,7 @@ func (c *compiled) keyedFor(version int64, fallback *compiled) *compiled {
 		if fallback != nil && fallback.algo == algoGCRA && !fallback.equal(c) {
 			fb = strconv.FormatInt(fallback.emission, 10)
 		}
-		head = append(head, ver, c.sig, fb)
+		head = append(head, ver, "|"+ver+"|"+c.sig, fb)
 		head = append(head, c.block...)
 	} else {
 		fbb := fallbackBlock(c, fallback)

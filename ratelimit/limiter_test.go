@@ -198,7 +198,7 @@ func TestUpdateWithoutIO(t *testing.T) {
 	if err := l.Update(ctx, fw10, Migrate); err != nil {
 		t.Fatalf("identical Migrate = %v", err)
 	}
-	if err := l.Update(ctx, FixedWindow{Limit: 10, Window: time.Second - 100*time.Microsecond}, Migrate); err != nil {
+	if err := l.Update(ctx, FixedWindow{Limit: 10, Window: time.Second - 100*time.Nanosecond}, Migrate); err != nil {
 		t.Fatalf("identical after rounding = %v", err)
 	}
 	for name, tc := range map[string]struct {
