@@ -76,9 +76,10 @@
 //
 // Stored state of earlier builds, which computed in milliseconds, is recognised by its format and
 // read as milliseconds: a GCRA value without the leading "u" marker, a hash without the "U" field (its
-// times, and the durations of its "v1|..." signature, are read times 1000). The first decision that
-// writes stores it in the microsecond form (a keyed rejection too; a probe or an Inspect never
-// writes). Earlier builds cannot read the new form: they report [ErrForeignData] on such a key and
+// times, and the durations of its "v1|..." signature, are read times 1000), so the same settings
+// match and nothing is lost. The first write stores it in the microsecond form: an admission, a
+// migration, a refund of a GCRA value, or any decision of a [Keyed] (which stores conversions with
+// rejections too); a [Limiter]'s rejection, a probe and Inspect never write. Earlier builds cannot read the new form: they report [ErrForeignData] on such a key and
 // never misread it. Standalone layouts differ from the composite's and record no signature: dedicate
 // each key to one limiter kind and one configuration (or use the update protocol below).
 //

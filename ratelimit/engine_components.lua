@@ -5,7 +5,7 @@
 --            L        layout tag: "fw", "sw", "tb" (standalone) or "cp" (composite)
 --            U        "1": times are µs. A hash without it was stored by an earlier build in ms; it
 --                     is read as ms (times and signature durations times 1000) and rewritten in µs
---                     by the first decision that writes (a keyed rejection too; never a probe)
+--                     by the first write (an admission, or any keyed decision but a probe)
 --            S        configuration signature (composite, and any hash a keyed limiter wrote)
 --            V        policy version (written by a keyed limiter)
 --            <i>.n    fixed window: permits used in the current window
@@ -162,7 +162,7 @@ local function load(b)
     st[i] = h.byIdx[i - 1] or {segs = {}}
   end
   if not h.exists then
-    return st, false, nil
+    return st, false, nil, h
   end
   if h.tag ~= b.tag then
     return nil, true, redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout'), h
@@ -434,10 +434,11 @@ local function parseSig(sig, tag)
   return b
 end
 
--- decide decides n permits on the prepared states st of block b. hdr (or nil) holds the L, S and V
--- fields to store with an admission; rewrite replaces the whole hash (after a migration) and is
--- written even by a rejection (never by a probe). Returns the reply.
-local function decide(b, st, n, hdr, rewrite)
+-- decide decides n permits on the prepared states st of block b. hdr (or nil) holds the L, U, S and
+-- V fields to store with an admission; rewrite replaces the whole hash (after a migration, or state
+-- stored in ms) and is written even by a rejection when onReject is set (never by a probe). Returns
+-- the reply.
+local function decide(b, st, n, hdr, rewrite, onReject)
   local want = n
   if want == 0 then
     want = 1
@@ -455,7 +456,7 @@ local function decide(b, st, n, hdr, rewrite)
     end
   end
   local used = 0
-  if n > 0 and (allowed == 1 or rewrite) then
+  if n > 0 and (allowed == 1 or (rewrite and onReject)) then
     local set, del = {}, {}
     if hdr then
       for _, x in ipairs(hdr) do
@@ -516,7 +517,8 @@ if ARGV[1] == 'd' then
   elseif h.legacy then
     hdr = header(b, h)
   end
-  local r = decide(b, st, n, hdr, h.legacy or false)
+  -- State in ms is rewritten in µs by an admission; a rejection writes nothing.
+  local r = decide(b, st, n, hdr, h.legacy or false, false)
   r[7] = nil
   return r
 end
@@ -599,7 +601,7 @@ if ARGV[1] == 'k' then
   elseif not rewrite then
     hdr = nil
   end
-  return decide(use, st, n, hdr, rewrite)
+  return decide(use, st, n, hdr, rewrite, true)
 end
 
 -- Migration: ARGV = "m", old block, new block.

@@ -8,8 +8,8 @@
 --          limiter, "u<TAT>|version|g<burst>/<T>" (T in µs), expiring (PEXPIREAT, whole ms rounded
 --          up) at the TAT, when the full burst is available again. Earlier builds stored "<TAT>" and
 --          "<TAT>|version|g<burst>/<T>" in ms (no "u"): such a value is read as ms (TAT and T times
---          1000) and stored in the µs form by the first write (a rejection of a keyed decision too;
---          never a probe).
+--          1000) and stored in the µs form by the first write (an admission, or any keyed decision
+--          but a probe).
 --
 -- Decide:  ARGV = "d", n (>= 0; 0 probes one permit and writes nothing), burst, emission interval µs
 --   With tat = max(stored TAT, now) and T the emission interval, n permits are allowed iff
@@ -176,7 +176,8 @@ local function decide(n, burst, T, suffix, store)
 end
 
 if ARGV[1] == 'd' then
-  local r = decide(tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), nil, legacy)
+  -- A TAT in ms is stored in µs by an admission (which always stores); a rejection writes nothing.
+  local r = decide(tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), nil, false)
   r[7] = nil
   return r
 end
