@@ -36,6 +36,7 @@ if not (ARGV[1] == 'd' and ARGV[2] == '0') then -- a probe (n = 0, also run read
 end
 local key = KEYS[1]
 local maxDebt = 2251799813685248 -- 2^51 µs
+local mode = ARGV[1]
 
 local v = redis.pcall('GET', key)
 if type(v) == 'table' and v.err then
@@ -45,19 +46,29 @@ if type(v) == 'table' and v.err then
   return redis.error_reply('RLFOREIGN ratelimit key holds another type')
 end
 -- A stored value is "u" and the TAT alone, or (written by a keyed limiter) "uTAT|version|g<burst>/<T>";
--- without the "u", the same in ms.
-local tat, sver, sburst, sT, legacy = nil, nil, nil, nil, false
+-- without the "u", the same in ms. The fast paths (a plain "uTAT" for "d", this keyed limiter's own
+-- suffix for "k") read the TAT with one substring and no pattern.
+local tat, sver, sburst, sT, legacy, fast = nil, nil, nil, nil, false, false
 if v then
-  local a = nil
   local bar = string.find(v, '|', 2, true)
-  local us = string.byte(v, 1) == 117 -- "u"
-  if us and bar and ARGV[1] == 'k' and string.sub(v, bar) == ARGV[4] then
-    -- The keyed fast path: stored by these settings and version.
-    a = string.match(string.sub(v, 2, bar - 1), '^%d+$')
-    sver, sburst, sT = tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
-  else
-    local body = v
-    if us then
+  if string.byte(v, 1) == 117 then -- "u"
+    if not bar then
+      fast = mode ~= 'k'
+      if fast then
+        tat = tonumber(string.sub(v, 2))
+      end
+    elseif mode == 'k' and #v - bar + 1 == #ARGV[4] and string.find(v, ARGV[4], bar, true) == bar then
+      fast = true
+      tat = tonumber(string.sub(v, 2, bar - 1))
+    end
+    if fast and not (tat and tat >= 0 and tat % 1 == 0) then
+      return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
+    end
+  end
+  if not fast then
+    local body, a = v, nil
+    legacy = string.byte(v, 1) ~= 117
+    if not legacy then
       body = string.sub(v, 2)
     end
     if not bar then
@@ -72,16 +83,15 @@ if v then
         end
       end
     end
-    legacy = not us
-  end
-  tat = a and tonumber(a)
-  if not tat then
-    return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
-  end
-  if legacy then
-    tat = tat * 1000
-    if sT then
-      sT = sT * 1000
+    tat = a and tonumber(a)
+    if not tat then
+      return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
+    end
+    if legacy then
+      tat = tat * 1000
+      if sT then
+        sT = sT * 1000
+      end
     end
   end
 end
@@ -190,8 +200,12 @@ if ARGV[1] == 'k' then
   -- interval, which stay stored); otherwise outstanding debt stored under another interval is
   -- rescaled to the own one as by "m", and stored with the decision even when rejected. Replies like
   -- "d", plus the burst applied.
-  local n, ver, fbT = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[5])
-  local burst, T = tonumber(ARGV[6]), tonumber(ARGV[7])
+  local n, burst, T = tonumber(ARGV[2]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  if fast or not v then
+    -- Stored by these settings and version (or absent): decided as they are.
+    return decide(n, burst, T, ARGV[4], false)
+  end
+  local ver, fbT = tonumber(ARGV[3]), tonumber(ARGV[5])
   local fromT = sT
   if not fromT then
     fromT = T
