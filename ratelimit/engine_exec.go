@@ -58,9 +58,12 @@ func (c *compiled) decodeResult(res rueidis.RedisResult) (decision, error) {
 		return decision{}, engineError(err)
 	}
 	var v [replyLen + 1]int64
+	// A keyed decision may apply stored settings: its reply then adds the controlling component's
+	// limit (always for the hash layouts; for GCRA only when the stored settings were adopted).
+	keyedLimit := c.keyed && (c.algo != algoGCRA || len(arr) == replyLen+1)
 	want := replyLen
-	if c.keyed {
-		want++ // the controlling component's limit: a keyed decision may apply stored settings
+	if keyedLimit {
+		want++
 	}
 	if len(arr) != want {
 		return decision{}, fmt.Errorf("ratelimit: decide script replied %d elements, want %d", len(arr), want)
@@ -70,7 +73,7 @@ func (c *compiled) decodeResult(res rueidis.RedisResult) (decision, error) {
 			return decision{}, fmt.Errorf("ratelimit: decide script reply element %d: %w", i, err)
 		}
 	}
-	if c.keyed {
+	if keyedLimit {
 		return c.decodeKeyedReply(v)
 	}
 	return c.decodeReply([replyLen]int64(v[:replyLen]))

@@ -57,7 +57,7 @@ if v then
       if fast then
         tat = tonumber(string.sub(v, 2))
       end
-    elseif mode == 'k' and #v - bar + 1 == #ARGV[4] and string.find(v, ARGV[4], bar, true) == bar then
+    elseif mode == 'k' and #v - bar + 1 == #ARGV[3] and string.find(v, ARGV[3], bar, true) == bar then
       fast = true
       tat = tonumber(string.sub(v, 2, bar - 1))
     end
@@ -193,19 +193,22 @@ if ARGV[1] == 'd' then
 end
 
 if ARGV[1] == 'k' then
-  -- Keyed decide: ARGV = "k", n, version, own suffix ("|<version>|g<burst>/<T>"), fallback T ("0":
-  -- none), burst, T.
+  -- Keyed decide: ARGV = "k", n, own suffix ("|<version>|g<burst>/<T>"), burst, T[, fallback T].
   -- A TAT stored without settings is taken to hold the fallback interval (the own one without a
   -- fallback). A stored version above the own one is adopted (decided with the stored burst and
   -- interval, which stay stored); otherwise outstanding debt stored under another interval is
   -- rescaled to the own one as by "m", and stored with the decision even when rejected. Replies like
-  -- "d", plus the burst applied.
-  local n, burst, T = tonumber(ARGV[2]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  -- "d" when decided with the own settings, plus the burst applied when adopted.
+  local n, burst, T = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local r
   if fast or not v then
     -- Stored by these settings and version (or absent): decided as they are.
-    return decide(n, burst, T, ARGV[4], false)
+    r = decide(n, burst, T, ARGV[3], false)
+    r[7] = nil
+    return r
   end
-  local ver, fbT = tonumber(ARGV[3]), tonumber(ARGV[5])
+  local verText = string.match(ARGV[3], '^|(%d+)|')
+  local ver, fbT = tonumber(verText), tonumber(ARGV[6] or '0')
   local fromT = sT
   if not fromT then
     fromT = T
@@ -217,9 +220,9 @@ if ARGV[1] == 'k' then
   if sver and sver > ver and (sburst ~= burst or sT ~= T) then
     return decide(n, sburst, sT, '|' .. string.format('%d', sver) .. '|g' .. string.format('%d', sburst) .. '/' .. string.format('%d', sT), legacy)
   end
-  local suffix = ARGV[4]
+  local suffix = ARGV[3]
   if wver > ver then
-    suffix = '|' .. string.format('%d', wver) .. string.sub(ARGV[4], #ARGV[3] + 2)
+    suffix = '|' .. string.format('%d', wver) .. string.sub(ARGV[3], #verText + 2)
   end
   local store = legacy
   if tat and tat > now and fromT ~= T then
@@ -229,7 +232,9 @@ if ARGV[1] == 'k' then
     end
     tat, store = now + scaled, true
   end
-  return decide(n, burst, T, suffix, store)
+  r = decide(n, burst, T, suffix, store)
+  r[7] = nil
+  return r
 end
 
 -- Migration.
