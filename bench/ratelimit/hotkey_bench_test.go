@@ -155,7 +155,7 @@ func readEvalStats(b *testing.B, c rueidis.Client) evalStats {
 }
 
 // roundOps is how many decisions one contender makes before the next one takes its turn.
-const roundOps = 2000
+const roundOps = 500
 
 // runCallers makes ops calls of f from callers goroutines (ops split evenly) and returns the wall
 // time they took.
