@@ -64,12 +64,23 @@
 //     A stored signature that differs from a [Limiter]'s is [ErrConfigMismatch] with nothing
 //     consumed ([Keyed] converts the key instead; see below).
 //
-// Every key expires once every component could be back at full capacity. Durations are rounded up to
-// whole milliseconds, where other Coordkit modules truncate TTLs: a window, period or emission
-// interval is a lower bound on how long permits stay counted, and the key's expiry derives from it,
-// so rounding down would let a key expire (and its permits come back) before its window ended, and
-// a 1.5ms interval would admit more than asked. Settings out of range are [ErrInvalidPolicy] from
-// the constructor. Standalone layouts differ from the composite's and record no signature: dedicate
+// Every key expires once every component could be back at full capacity. Precision: every script
+// computes in whole microseconds from the server's TIME (seconds and microseconds), so a 1.5ms or
+// 0.3ms emission interval, a 400µs refill period or 2500 permits a second on one key are enforced
+// exactly. Durations are rounded up to whole microseconds (Policy reports the rounded values), where
+// other Coordkit modules truncate TTLs: a window, period or emission interval is a lower bound on
+// how long permits stay counted, and the key's expiry derives from it, so rounding down would let
+// permits come back early. Key expiry (PEXPIREAT) is in whole ms, rounded up. Settings out of range
+// (a duration below 1µs or above [MaxSpan], a derived span above MaxSpan) are [ErrInvalidPolicy]
+// from the constructor, before any I/O.
+//
+// Stored state of earlier builds, which computed in milliseconds, is recognised by its format and
+// read as milliseconds: a GCRA value without the leading "u" marker, a hash without the "U" field (its
+// times, and the durations of its "v1|..." signature, are read times 1000), so the same settings
+// match and nothing is lost. The first write stores it in the microsecond form: an admission, a
+// migration, a refund of a GCRA value, or any decision of a [Keyed] (which stores conversions with
+// rejections too); a [Limiter]'s rejection, a probe and Inspect never write. Earlier builds cannot read the new form: they report [ErrForeignData] on such a key and
+// never misread it. Standalone layouts differ from the composite's and record no signature: dedicate
 // each key to one limiter kind and one configuration (or use the update protocol below).
 //
 // # Results
@@ -113,8 +124,8 @@
 //	                new refill period at the migration time (the old partial period is dropped). A
 //	                larger capacity is refilled, not granted.
 //	GCRA            Keep the outstanding debt (partial permits too), rescaled to the new emission
-//	                interval and rounded up to milliseconds. Debt above the new burst must drain first.
-//	                Debt beyond the time.Duration range is ErrDebtOverflow (nothing written).
+//	                interval and rounded up to microseconds. Debt above the new burst must drain first.
+//	                Debt above MaxSpan is ErrDebtOverflow (nothing written).
 //	Composite       Each component by its rule, and the new signature, atomically.
 //
 // An absent or expired key stays absent. A composite signature mismatch, a GCRA debt overflow or a
@@ -133,7 +144,7 @@
 //
 // [Keyed.Update] cannot visit every key, so a [Keyed] converts keys lazily: every key it writes
 // records the signature of its settings and a policy version ([WithPolicyVersion], raised by one by
-// each Update; field "S" and "V" of a hash, "TAT|version|g<burst>/<interval ms>" for GCRA). Each
+// each Update; field "S" and "V" of a hash, "uTAT|version|g<burst>/<interval µs>" for GCRA). Each
 // decision script compares the stored settings with the Keyed's and, in the same round trip:
 //
 //   - equal settings: decides as usual;
@@ -145,8 +156,8 @@
 //     admitted or not (a probe stores nothing). A composite's component list may change: the j-th
 //     new component of a kind inherits the j-th stored component of that kind, a new component
 //     without one starts at full capacity, and stored components without a counterpart are dropped.
-//     State without a signature (written by a [Limiter], or by earlier versions of this package, in
-//     their millisecond formats) is taken to hold the policy given to [NewKeyed].
+//     State without a signature (written by a [Limiter], or by earlier versions of this package) is
+//     taken to hold the policy given to [NewKeyed].
 //
 // A Keyed therefore never returns [ErrConfigMismatch], and ratelimithttp never fails closed on a
 // key stored under other settings. In a rolling deploy, start the new processes with a higher

@@ -11,15 +11,15 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// compiled is a validated policy with durations in whole milliseconds. It is immutable and safe for
+// compiled is a validated policy with durations in whole microseconds. It is immutable and safe for
 // concurrent use.
 type compiled struct {
-	src  Policy
+	src  Policy // the policy enforced: durations rounded up to whole µs
 	algo algo
 	// comps holds the components of a composite, or the single component of a standalone fixed
 	// window, sliding window or token bucket; nil for GCRA.
 	comps []component
-	// burst and emission (ms) are the GCRA settings.
+	// burst and emission (µs) are the GCRA settings.
 	burst, emission int64
 
 	cap    int64 // capacity(): the smallest component limit (GCRA: burst)
@@ -28,6 +28,9 @@ type compiled struct {
 	// sig is the canonical text of the rounded settings: equal settings have equal sig. For a
 	// composite it is the configuration signature stored with the state.
 	sig string
+	// legacySig is the signature earlier builds stored for the same settings (durations in whole
+	// ms, "v1|..."), "" when a duration is not a whole number of ms (and for GCRA).
+	legacySig string
 	// block is the settings part of the script's ARGV (see engine_components.lua, engine_gcra.lua);
 	// argsProbe and argsOne are the complete decide ARGV for n = 0 and n = 1, shared read-only.
 	block              []string
@@ -39,7 +42,7 @@ type compiled struct {
 	keyedArgs []string
 }
 
-// compile validates p and rounds its durations up to whole milliseconds. It returns an error wrapping
+// compile validates p and rounds its durations up to whole microseconds (c.src is the rounded policy). It returns an error wrapping
 // ErrInvalidPolicy naming the bad field. It does no I/O.
 func compile(p Policy) (*compiled, error) { return compilePolicy(p) }
 
@@ -63,7 +66,7 @@ type decision struct {
 	retryAfter time.Duration // >0 only when !allowed and a retry can succeed
 	reset      time.Duration // until the controlling component is back at full capacity
 	component  int           // index of the component with the lowest remaining (0 for standalone)
-	at         time.Time     // server clock of the decision (ms precision); zero when decided locally
+	at         time.Time     // server clock of the decision (µs precision); zero when decided locally
 }
 
 // decide runs one script (one round trip) deciding n permits (n >= 0; n == 0 probes and writes

@@ -36,7 +36,7 @@ func (a algo) String() string {
 	return "algo(" + strconv.Itoa(int(a)) + ")"
 }
 
-// component is one validated fixed window, sliding window or token bucket, durations in whole ms.
+// component is one validated fixed window, sliding window or token bucket, durations in whole µs.
 type component struct {
 	algo     algo
 	limit    int64
@@ -47,16 +47,35 @@ type component struct {
 	period   int64 // token bucket refill period
 }
 
+// maxSpan is the largest time span in µs a policy may need the scripts to add to the server time:
+// a duration, a GCRA's Burst × EmissionInterval, a token bucket's full refill, a migrated debt
+// (2^51 µs, about 71 years). The scripts compute in Lua doubles, exact below 2^53: the server time
+// in µs (about 1.8·10^15 today) plus twice maxSpan stays below 2^53 until about 2100.
+const maxSpan = int64(1) << 51
+
+// maxReply bounds the µs values of a decide reply (RetryAfter and Reset at most twice maxSpan, the
+// server time below 2^53).
+const maxReply = int64(1) << 53
+
 // maxMillis is the largest whole number of milliseconds a time.Duration holds.
 const maxMillis = int64(math.MaxInt64 / int64(time.Millisecond))
 
-// ceilMillis rounds d (> 0) up to whole milliseconds.
-func ceilMillis(d time.Duration) int64 {
-	ms := int64(d / time.Millisecond)
-	if d%time.Millisecond != 0 {
-		ms++
+// ceilMicros rounds d (> 0) up to whole microseconds.
+func ceilMicros(d time.Duration) int64 {
+	us := int64(d / time.Microsecond)
+	if d%time.Microsecond != 0 {
+		us++
 	}
-	return ms
+	return us
+}
+
+// roundMicros is d rounded up to whole microseconds, as a Duration (d itself when d <= 0 or when
+// rounding would overflow; compile rejects both).
+func roundMicros(d time.Duration) time.Duration {
+	if d <= 0 || d%time.Microsecond == 0 || d > math.MaxInt64-time.Microsecond {
+		return d
+	}
+	return d - d%time.Microsecond + time.Microsecond
 }
 
 func invalid(field, format string, args ...any) error {
@@ -71,14 +90,14 @@ func checkLimit(field string, v int64) error {
 }
 
 func checkDuration(field string, d time.Duration) (int64, error) {
-	if d < time.Millisecond {
-		return 0, invalid(field, "is %v, want at least 1ms", d)
+	if d < time.Microsecond {
+		return 0, invalid(field, "is %v, want at least 1µs", d)
 	}
-	ms := ceilMillis(d)
-	if ms > maxMillis {
-		return 0, invalid(field, "is %v: rounded up to whole milliseconds it exceeds the time.Duration range", d)
+	us := ceilMicros(d)
+	if us > maxSpan {
+		return 0, invalid(field, "is %v, want at most %v (2^51 µs: the scripts' arithmetic must stay exact)", d, time.Duration(maxSpan)*time.Microsecond)
 	}
-	return ms, nil
+	return us, nil
 }
 
 // compileComponent validates one component; name prefixes the field names in errors.
@@ -106,9 +125,6 @@ func compileComponent(name string, p Policy) (component, error) {
 		if err != nil {
 			return component{}, err
 		}
-		if w > maxMillis/2 {
-			return component{}, invalid(name+".Window", "is %v: twice the window must fit in a time.Duration", v.Window)
-		}
 		seg := int64(v.Segments)
 		if seg == 0 {
 			seg = DefaultSegments
@@ -134,8 +150,8 @@ func compileComponent(name string, p Policy) (component, error) {
 			return component{}, err
 		}
 		periods := (v.Limit + v.TokensPerPeriod - 1) / v.TokensPerPeriod
-		if periods > maxMillis/per {
-			return component{}, invalid(name+".Period", "is %v: the full refill duration (%d periods) must fit in a time.Duration", v.Period, periods)
+		if periods > maxSpan/per {
+			return component{}, invalid(name+".Period", "is %v: the full refill duration (%d periods) must be at most %v", v.Period, periods, time.Duration(maxSpan)*time.Microsecond)
 		}
 		return component{algo: algoBucket, limit: v.Limit, tokens: v.TokensPerPeriod, period: per}, nil
 	case *TokenBucket:
@@ -163,8 +179,8 @@ func compilePolicy(p Policy) (*compiled, error) {
 		if err != nil {
 			return nil, err
 		}
-		if v.Burst > maxMillis/t {
-			return nil, invalid("GCRA.EmissionInterval", "is %v: Burst × EmissionInterval must fit in a time.Duration", v.EmissionInterval)
+		if v.Burst > maxSpan/t {
+			return nil, invalid("GCRA.EmissionInterval", "is %v: Burst × EmissionInterval must be at most %v", v.EmissionInterval, time.Duration(maxSpan)*time.Microsecond)
 		}
 		c.algo, c.burst, c.emission, c.cap = algoGCRA, v.Burst, t, v.Burst
 	case *GCRA:
@@ -200,8 +216,36 @@ func compilePolicy(p Policy) (*compiled, error) {
 		c.algo = cc.algo
 		c.comps = []component{cc}
 	}
+	c.src = roundPolicy(p)
 	c.finish()
 	return c, nil
+}
+
+// roundPolicy returns p (a valid policy) with every duration rounded up to whole microseconds, as
+// plain values: the settings enforced, which Policy reports.
+func roundPolicy(p Policy) Policy {
+	switch v := clonePolicy(p).(type) {
+	case FixedWindow:
+		v.Window = roundMicros(v.Window)
+		return v
+	case SlidingWindow:
+		v.Window = roundMicros(v.Window)
+		return v
+	case TokenBucket:
+		v.Period = roundMicros(v.Period)
+		return v
+	case GCRA:
+		v.EmissionInterval = roundMicros(v.EmissionInterval)
+		return v
+	case Composite:
+		for i, c := range v.Components {
+			if rc, ok := roundPolicy(c).(Component); ok {
+				v.Components[i] = rc
+			}
+		}
+		return v
+	}
+	return p
 }
 
 // finish computes the derived fields: capacity, signature and the script arguments.
@@ -216,7 +260,8 @@ func (c *compiled) finish() {
 				c.cap, c.capIdx = cc.limit, i
 			}
 		}
-		c.sig = signature(c.comps)
+		c.sig = signature(c.comps, 1)
+		c.legacySig = signature(c.comps, 1000)
 		stored := ""
 		if c.algo == algoComposite {
 			stored = c.sig
@@ -264,26 +309,36 @@ func layoutTag(a algo) string {
 }
 
 // signature is the configuration signature of components: an ordered, deterministic text of each
-// component's rounded settings, e.g. "v1|f100/60000|s100/60000/10|t10/2/1000" (limit, then window
-// ms and segments, or tokens per period and period ms). Two component lists have the same signature
-// exactly when they have the same rounded settings in the same order.
-func signature(comps []component) string {
+// component's rounded settings, e.g. "v2|f100/60000000|s100/60000000/10|t10/2/1000000" (limit, then
+// window µs and segments, or tokens per period and period µs). Two component lists have the same
+// signature exactly when they have the same rounded settings in the same order.
+//
+// With div 1000 it is the signature earlier builds stored, in whole milliseconds ("v1|f100/60000|..."),
+// or "" when a duration is not a whole number of milliseconds (no such state can exist).
+func signature(comps []component, div int64) string {
 	var b strings.Builder
 	b.Grow(8 + 24*len(comps))
-	b.WriteString("v1")
+	if div == 1 {
+		b.WriteString("v2")
+	} else {
+		b.WriteString("v1")
+	}
 	for _, cc := range comps {
+		if cc.window%div != 0 || cc.period%div != 0 {
+			return ""
+		}
 		b.WriteByte('|')
 		switch cc.algo {
 		case algoFixed:
 			b.WriteByte('f')
 			b.WriteString(strconv.FormatInt(cc.limit, 10))
 			b.WriteByte('/')
-			b.WriteString(strconv.FormatInt(cc.window, 10))
+			b.WriteString(strconv.FormatInt(cc.window/div, 10))
 		case algoSliding:
 			b.WriteByte('s')
 			b.WriteString(strconv.FormatInt(cc.limit, 10))
 			b.WriteByte('/')
-			b.WriteString(strconv.FormatInt(cc.window, 10))
+			b.WriteString(strconv.FormatInt(cc.window/div, 10))
 			b.WriteByte('/')
 			b.WriteString(strconv.FormatInt(cc.segments, 10))
 		case algoBucket:
@@ -292,7 +347,7 @@ func signature(comps []component) string {
 			b.WriteByte('/')
 			b.WriteString(strconv.FormatInt(cc.tokens, 10))
 			b.WriteByte('/')
-			b.WriteString(strconv.FormatInt(cc.period, 10))
+			b.WriteString(strconv.FormatInt(cc.period/div, 10))
 		}
 	}
 	return b.String()

@@ -1,9 +1,13 @@
 -- engine_components: decide or migrate a fixed window, sliding window, token bucket or composite
 -- limit kept in one hash.
 --
--- KEYS[1]  the limiter's hash. Fields (component index i from 0, times in server-time Unix ms):
+-- KEYS[1]  the limiter's hash. Fields (component index i from 0, times in server-time Unix µs):
 --            L        layout tag: "fw", "sw", "tb" (standalone) or "cp" (composite)
---            S        configuration signature (composite only)
+--            U        "1": times are µs. A hash without it was stored by an earlier build in ms; it
+--                     is read as ms (times and signature durations times 1000) and rewritten in µs
+--                     by the first write (an admission, or any keyed decision but a probe)
+--            S        configuration signature (composite, and any hash a keyed limiter wrote)
+--            V        policy version (written by a keyed limiter)
 --            <i>.n    fixed window: permits used in the current window
 --            <i>.e    fixed window: end of the current window
 --            <i>:<e>  sliding window: permits charged to the segment ending at e
@@ -12,17 +16,20 @@
 --
 -- A settings block is: tag, signature ("" for standalone), k (component count), then k groups of
 -- four: kind, limit, p1, p2 with
---   "f"  fixed window:   limit, window ms, 0
---   "s"  sliding window: limit, window ms, segment width ms
---   "t"  token bucket:   limit, tokens per period, period ms
+--   "f"  fixed window:   limit, window µs, 0
+--   "s"  sliding window: limit, window µs, segment width µs
+--   "t"  token bucket:   limit, tokens per period, period µs
+-- Every time is a whole number of µs: the server time (about 1.8e15) plus twice any duration (Go
+-- rejects durations above 2^51 µs) stays below 2^53, exact in Lua doubles.
 --
 -- Decide:  ARGV = "d", n (>= 0; 0 probes one permit and writes nothing), block
 --   Returns {allowed, remaining, retryAfter, reset, component, now}: allowed 1/0; remaining permits
---   after the decision (minimum over components, >= 0); retryAfter ms until the whole batch could be
---   admitted (0 when allowed); reset ms until the controlling component (lowest remaining, first on
---   ties) is back at full capacity; component its 0-based index; now the server time in ms.
+--   after the decision (minimum over components, >= 0); retryAfter µs until the whole batch could be
+--   admitted (0 when allowed); reset µs until the controlling component (lowest remaining, first on
+--   ties) is back at full capacity; component its 0-based index; now the server time in µs.
 --   Only an allowed decision with n > 0 writes: every component consumes n, expired sliding segments
---   are deleted and the key expires (PEXPIREAT) when every component is back at full capacity.
+--   are deleted and the key expires (PEXPIREAT, whole ms rounded up) when every component is back at
+--   full capacity.
 --
 -- Migrate: ARGV = "m", old block, new block (same component count and kinds)
 --   Converts the stored usage by the rules of each kind (see policy.go) and stores the new signature.
@@ -55,6 +62,32 @@ local function block(at)
   return b, j
 end
 
+-- upgradeSig returns the µs signature ("v2|...", see signature in engine_compile.go) of a signature
+-- stored by an earlier build ("v1|...", durations in ms); any other text as it is.
+local function upgradeSig(sig)
+  if string.sub(sig, 1, 3) ~= 'v1|' then
+    return sig
+  end
+  local out = {'v2'}
+  for part in string.gmatch(string.sub(sig, 3), '|([^|]+)') do
+    local kind = string.sub(part, 1, 1)
+    local v = {}
+    for d in string.gmatch(string.sub(part, 2), '%d+') do
+      v[#v + 1] = d
+    end
+    if kind == 'f' and #v == 2 then
+      out[#out + 1] = 'f' .. v[1] .. '/' .. int(tonumber(v[2]) * 1000)
+    elseif kind == 's' and #v == 3 then
+      out[#out + 1] = 's' .. v[1] .. '/' .. int(tonumber(v[2]) * 1000) .. '/' .. v[3]
+    elseif kind == 't' and #v == 3 then
+      out[#out + 1] = 't' .. v[1] .. '/' .. v[2] .. '/' .. int(tonumber(v[3]) * 1000)
+    else
+      return sig
+    end
+  end
+  return table.concat(out, '|')
+end
+
 -- loadRaw reads the hash: its layout tag, signature, version and one state table per stored
 -- component index (0-based); or an error reply when the key holds another type.
 local function loadRaw()
@@ -74,6 +107,8 @@ local function loadRaw()
       h.sig = v
     elseif f == 'V' then
       h.ver = tonumber(v)
+    elseif f == 'U' then
+      h.us = true
     else
       local idx, sep, rest = string.match(f, '^(%d+)([.:])(%d*%a*)$')
       local x = tonumber(v)
@@ -92,34 +127,70 @@ local function loadRaw()
       end
     end
   end
+  if h.exists and not h.us then
+    -- Stored by an earlier build: times in ms.
+    h.legacy = true
+    for _, st in pairs(h.byIdx) do
+      if st.e then
+        st.e = st.e * 1000
+      end
+      if st.r then
+        st.r = st.r * 1000
+      end
+      local segs = {}
+      for e, cnt in pairs(st.segs) do
+        segs[e * 1000] = cnt
+      end
+      st.segs = segs
+    end
+    if h.sig then
+      h.sig = upgradeSig(h.sig)
+    end
+  end
   return h, nil
 end
 
 -- load reads the hash into one state table per component of b; returns states, exists, or an error
--- reply.
+-- reply, and the raw hash.
 local function load(b)
   local h, err = loadRaw()
   if err then
-    return nil, false, err
+    return nil, false, err, nil
   end
   local st = {}
   for i = 1, b.k do
     st[i] = h.byIdx[i - 1] or {segs = {}}
   end
   if not h.exists then
-    return st, false, nil
+    return st, false, nil, h
   end
   if h.tag ~= b.tag then
-    return nil, true, redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
+    return nil, true, redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout'), h
   end
   if b.sig ~= '' and h.sig ~= b.sig then
-    return nil, true, redis.error_reply('RLMISMATCH ratelimit stored composite configuration differs')
+    return nil, true, redis.error_reply('RLMISMATCH ratelimit stored composite configuration differs'), h
   end
-  return st, true, nil
+  return st, true, nil, h
+end
+
+-- header returns the L, U, S and V fields a rewrite of hash h (settings block b) stores.
+local function header(b, h)
+  local hdr = {'L', b.tag, 'U', '1'}
+  local sig = h.sig
+  if b.sig ~= '' then
+    sig = b.sig
+  end
+  if sig then
+    hdr[#hdr + 1], hdr[#hdr + 2] = 'S', sig
+  end
+  if h.ver then
+    hdr[#hdr + 1], hdr[#hdr + 2] = 'V', int(h.ver)
+  end
+  return hdr
 end
 
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 -- prepare settles component state at now and returns permits available now.
 local function prepare(c, s)
@@ -164,7 +235,7 @@ local function prepare(c, s)
   end
 end
 
--- retry returns ms until the component can admit n permits (0 when it can now).
+-- retry returns µs until the component can admit n permits (0 when it can now).
 local function retry(c, s, avail, n)
   if avail >= n then
     return 0
@@ -255,7 +326,11 @@ local function write(set, del, expireAt)
     redis.call('HSET', key, unpack(set))
   end
   if expireAt > now then
-    redis.call('PEXPIREAT', key, int(expireAt))
+    local ms = (expireAt - expireAt % 1000) / 1000
+    if expireAt % 1000 > 0 then
+      ms = ms + 1
+    end
+    redis.call('PEXPIREAT', key, int(ms))
   else
     redis.call('DEL', key)
   end
@@ -324,10 +399,10 @@ local function dump(i, c, s, set)
   end
 end
 
--- parseSig rebuilds the settings block of a stored signature (see signature in engine_compile.go);
--- nil when it is not one.
+-- parseSig rebuilds the settings block of a stored signature (see signature in engine_compile.go;
+-- upgradeSig converts those of earlier builds); nil when it is not one.
 local function parseSig(sig, tag)
-  if string.sub(sig, 1, 3) ~= 'v1|' then
+  if string.sub(sig, 1, 3) ~= 'v2|' then
     return nil
   end
   local b = {tag = tag, sig = '', k = 0, c = {}}
@@ -359,10 +434,11 @@ local function parseSig(sig, tag)
   return b
 end
 
--- decide decides n permits on the prepared states st of block b. hdr (or nil) holds the L, S and V
--- fields to store with an admission; rewrite replaces the whole hash (after a migration) and is
--- written even by a rejection (never by a probe). Returns the reply.
-local function decide(b, st, n, hdr, rewrite)
+-- decide decides n permits on the prepared states st of block b. hdr (or nil) holds the L, U, S and
+-- V fields to store with an admission; rewrite replaces the whole hash (after a migration, or state
+-- stored in ms) and is written even by a rejection when onReject is set (never by a probe). Returns
+-- the reply.
+local function decide(b, st, n, hdr, rewrite, onReject)
   local want = n
   if want == 0 then
     want = 1
@@ -380,7 +456,7 @@ local function decide(b, st, n, hdr, rewrite)
     end
   end
   local used = 0
-  if n > 0 and (allowed == 1 or rewrite) then
+  if n > 0 and (allowed == 1 or (rewrite and onReject)) then
     local set, del = {}, {}
     if hdr then
       for _, x in ipairs(hdr) do
@@ -428,18 +504,21 @@ end
 if ARGV[1] == 'd' then
   local n = tonumber(ARGV[2])
   local b = block(3)
-  local st, exists, err = load(b)
+  local st, exists, err, h = load(b)
   if err then
     return err
   end
   local hdr = nil
   if not exists then
-    hdr = {'L', b.tag}
+    hdr = {'L', b.tag, 'U', '1'}
     if b.sig ~= '' then
-      hdr[3], hdr[4] = 'S', b.sig
+      hdr[5], hdr[6] = 'S', b.sig
     end
+  elseif h.legacy then
+    hdr = header(b, h)
   end
-  local r = decide(b, st, n, hdr, false)
+  -- State in ms is rewritten in µs by an admission; a rejection writes nothing.
+  local r = decide(b, st, n, hdr, h.legacy or false, false)
   r[7] = nil
   return r
 end
@@ -490,14 +569,14 @@ if ARGV[1] == 'k' then
   if ver > wver then
     wver = ver
   end
-  local hdr = {'L', own.tag, 'S', useSig, 'V', int(wver)}
+  local hdr = {'L', own.tag, 'S', useSig, 'V', int(wver), 'U', '1'}
   local st = {}
-  local rewrite = false
+  local rewrite = h.legacy or false
   if use == from then
     for i = 1, use.k do
       st[i] = h.byIdx[i - 1] or {segs = {}}
     end
-  else
+  else -- state from other settings: converted component by component
     rewrite = true
     local seen, kinds = {}, {}
     for i = 1, from.k do
@@ -522,13 +601,13 @@ if ARGV[1] == 'k' then
   elseif not rewrite then
     hdr = nil
   end
-  return decide(use, st, n, hdr, rewrite)
+  return decide(use, st, n, hdr, rewrite, true)
 end
 
 -- Migration: ARGV = "m", old block, new block.
 local old, j = block(2)
 local new = block(j)
-local st, exists, err = load(old)
+local st, exists, err, h = load(old)
 if err then
   return err
 end
@@ -536,7 +615,10 @@ if not exists then
   return {0, now}
 end
 local set, del = {}, {}
-if new.sig ~= '' then
+if h.legacy then
+  -- Stored in ms: rewritten whole in µs.
+  set = header(new, h)
+elseif new.sig ~= '' then
   set[1], set[2] = 'S', new.sig
 end
 local last = now
@@ -544,19 +626,26 @@ for i = 1, new.k do
   local s = st[i]
   local p = tostring(i - 1)
   convert(old.c[i], new.c[i], s)
-  for _, e in ipairs(s.gone or {}) do
-    del[#del + 1] = p .. ':' .. int(e)
-  end
-  if s.dirty then
-    set[#set + 1] = p .. '.t'
-    set[#set + 1] = int(s.t)
-    set[#set + 1] = p .. '.r'
-    set[#set + 1] = int(s.r)
+  if h.legacy then
+    dump(i, new.c[i], s, set)
+  else
+    for _, e in ipairs(s.gone or {}) do
+      del[#del + 1] = p .. ':' .. int(e)
+    end
+    if s.dirty then
+      set[#set + 1] = p .. '.t'
+      set[#set + 1] = int(s.t)
+      set[#set + 1] = p .. '.r'
+      set[#set + 1] = int(s.r)
+    end
   end
   local f = full(new.c[i], s)
   if f > last then
     last = f
   end
+end
+if h.legacy then
+  redis.call('DEL', key)
 end
 write(set, del, last)
 return {1, now}

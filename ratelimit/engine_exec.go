@@ -13,8 +13,8 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// replyLen is the number of integers of a decide reply: allowed, remaining, retryAfter ms, reset ms,
-// component, server time ms.
+// replyLen is the number of integers of a decide reply: allowed, remaining, retryAfter µs, reset µs,
+// component, server time µs.
 const replyLen = 6
 
 // script returns the script deciding and migrating c's layout.
@@ -58,9 +58,12 @@ func (c *compiled) decodeResult(res rueidis.RedisResult) (decision, error) {
 		return decision{}, engineError(err)
 	}
 	var v [replyLen + 1]int64
+	// A keyed decision may apply stored settings: its reply then adds the controlling component's
+	// limit (always for the hash layouts; for GCRA only when the stored settings were adopted).
+	keyedLimit := c.keyed && (c.algo != algoGCRA || len(arr) == replyLen+1)
 	want := replyLen
-	if c.keyed {
-		want++ // the controlling component's limit: a keyed decision may apply stored settings
+	if keyedLimit {
+		want++
 	}
 	if len(arr) != want {
 		return decision{}, fmt.Errorf("ratelimit: decide script replied %d elements, want %d", len(arr), want)
@@ -70,7 +73,7 @@ func (c *compiled) decodeResult(res rueidis.RedisResult) (decision, error) {
 			return decision{}, fmt.Errorf("ratelimit: decide script reply element %d: %w", i, err)
 		}
 	}
-	if c.keyed {
+	if keyedLimit {
 		return c.decodeKeyedReply(v)
 	}
 	return c.decodeReply([replyLen]int64(v[:replyLen]))
@@ -119,22 +122,22 @@ func checkReply(v [replyLen]int64, ncomp int64) (decision, error) {
 		return decision{}, fmt.Errorf("ratelimit: decide reply: allowed is %d", allowed)
 	case remaining < 0 || remaining > MaxLimit:
 		return decision{}, fmt.Errorf("ratelimit: decide reply: remaining is %d", remaining)
-	case retry < 0 || retry > maxMillis || (allowed == 1 && retry != 0):
-		return decision{}, fmt.Errorf("ratelimit: decide reply: retry after %d ms (allowed %d)", retry, allowed)
-	case reset < 0 || reset > maxMillis:
-		return decision{}, fmt.Errorf("ratelimit: decide reply: reset %d ms", reset)
+	case retry < 0 || retry > maxReply || (allowed == 1 && retry != 0):
+		return decision{}, fmt.Errorf("ratelimit: decide reply: retry after %d µs (allowed %d)", retry, allowed)
+	case reset < 0 || reset > maxReply:
+		return decision{}, fmt.Errorf("ratelimit: decide reply: reset %d µs", reset)
 	case comp < 0 || comp >= ncomp:
 		return decision{}, fmt.Errorf("ratelimit: decide reply: component %d of %d", comp, ncomp)
-	case now <= 0 || now > maxMillis:
-		return decision{}, fmt.Errorf("ratelimit: decide reply: server time %d ms", now)
+	case now <= 0 || now > maxReply:
+		return decision{}, fmt.Errorf("ratelimit: decide reply: server time %d µs", now)
 	}
 	d := decision{
 		allowed:    allowed == 1,
 		remaining:  remaining,
-		retryAfter: time.Duration(retry) * time.Millisecond,
-		reset:      time.Duration(reset) * time.Millisecond,
+		retryAfter: time.Duration(retry) * time.Microsecond,
+		reset:      time.Duration(reset) * time.Microsecond,
 		component:  int(comp),
-		at:         time.UnixMilli(now),
+		at:         time.UnixMicro(now),
 	}
 	return d, nil
 }

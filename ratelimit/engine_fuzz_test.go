@@ -9,10 +9,10 @@ import (
 // FuzzDecodeReply checks that any six integers either decode into a decision within the documented
 // ranges or are rejected, never panicking.
 func FuzzDecodeReply(f *testing.F) {
-	f.Add(int64(1), int64(3), int64(0), int64(2000), int64(1), int64(1796069434113))
-	f.Add(int64(0), int64(0), int64(250), int64(900), int64(0), int64(1796069434113))
+	f.Add(int64(1), int64(3), int64(0), int64(2000000), int64(1), int64(1796069434113456))
+	f.Add(int64(0), int64(0), int64(250), int64(900), int64(0), int64(1796069434113456))
 	f.Add(int64(0), int64(-1), int64(-1), int64(-1), int64(-1), int64(-1))
-	f.Add(int64(1), int64(MaxLimit+1), int64(maxMillis+1), int64(maxMillis), int64(2), int64(maxMillis))
+	f.Add(int64(1), int64(MaxLimit+1), int64(maxReply+1), int64(maxReply), int64(2), int64(maxReply))
 	c, err := compile(Composite{Components: []Component{
 		FixedWindow{Limit: 9, Window: time.Second},
 		TokenBucket{Limit: 4, TokensPerPeriod: 1, Period: time.Second},
@@ -32,7 +32,7 @@ func FuzzDecodeReply(f *testing.F) {
 			t.Fatalf("allowed with RetryAfter: %+v", d)
 		case d.component < 0 || d.component >= len(c.comps) || d.limit != c.comps[d.component].limit:
 			t.Fatalf("component: %+v", d)
-		case d.at.UnixMilli() != now:
+		case d.at.UnixMicro() != now, d.retryAfter != time.Duration(retry)*time.Microsecond, d.reset != time.Duration(reset)*time.Microsecond:
 			t.Fatalf("server time %d decoded as %v", now, d.at)
 		}
 	})

@@ -1,24 +1,32 @@
 -- engine_gcra: decide or migrate a GCRA limit (Generic Cell Rate Algorithm, virtual scheduling form).
 --
--- KEYS[1]  the limiter's key: a string holding the theoretical arrival time (TAT) in server-time Unix
---          ms, expiring (PEXPIREAT) at the TAT, when the full burst is available again.
+-- Every time is a whole number of microseconds (server TIME: seconds and microseconds): the server
+-- time now, the emission interval T and the TAT. Lua doubles hold them exactly: Go rejects settings
+-- whose Burst*T exceeds 2^51 µs, so every sum below stays under 2^53.
 --
--- Decide:  ARGV = "d", n (>= 0; 0 probes one permit and writes nothing), burst, emission interval ms
+-- KEYS[1]  the limiter's key: a string "u<TAT>" (TAT in server-time Unix µs) or, written by a keyed
+--          limiter, "u<TAT>|version|g<burst>/<T>" (T in µs), expiring (PEXPIREAT, whole ms rounded
+--          up) at the TAT, when the full burst is available again. Earlier builds stored "<TAT>" and
+--          "<TAT>|version|g<burst>/<T>" in ms (no "u"): such a value is read as ms (TAT and T times
+--          1000) and stored in the µs form by the first write (an admission, or any keyed decision
+--          but a probe).
+--
+-- Decide:  ARGV = "d", n (>= 0; 0 probes one permit and writes nothing), burst, emission interval µs
 --   With tat = max(stored TAT, now) and T the emission interval, n permits are allowed iff
 --   tat + n*T - now <= burst*T; an allowed decision with n > 0 stores tat + n*T. Rejections write
 --   nothing.
 --   Returns {allowed, remaining, retryAfter, reset, 0, now}: remaining = floor((burst*T - debt)/T)
---   permits after the decision (>= 0) where debt = TAT - now; retryAfter ms until the whole batch
---   could be admitted (0 when allowed); reset = debt in ms; now the server time in ms.
+--   permits after the decision (>= 0) where debt = TAT - now; retryAfter µs until the whole batch
+--   could be admitted (0 when allowed); reset = debt in µs; now the server time in µs.
 --
--- Migrate: ARGV = "m", old emission interval ms, new emission interval ms
+-- Migrate: ARGV = "m", old emission interval µs, new emission interval µs
 --   The debt (TAT - now, including a partial permit) is rescaled to debt*new/old, rounded up to
---   whole ms. Returns {1, now} when converted, {0, now} when the key is absent or has no debt (it
+--   whole µs. Returns {1, now} when converted, {0, now} when the key is absent or has no debt (it
 --   stays absent).
 --
 -- Errors (nothing written), the script's own codes (never a server code such as WRONGTYPE):
 -- "RLFOREIGN ..." when the key holds anything but a TAT; "RLDEBT ..." when the rescaled debt exceeds
--- 9223372036854 ms (the time.Duration range).
+-- 2^51 µs.
 -- Complexity: O(1).
 -- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
 -- user the ACL refuses one of them gets NOPERM and nothing is written.
@@ -27,7 +35,8 @@ if not (ARGV[1] == 'd' and ARGV[2] == '0') then -- a probe (n = 0, also run read
   luakit_acl({'set', KEYS[1]}, {'del', KEYS[1]})
 end
 local key = KEYS[1]
-local maxDebt = 9223372036854
+local maxDebt = 2251799813685248 -- 2^51 µs
+local mode = ARGV[1]
 
 local v = redis.pcall('GET', key)
 if type(v) == 'table' and v.err then
@@ -36,37 +45,60 @@ if type(v) == 'table' and v.err then
   end
   return redis.error_reply('RLFOREIGN ratelimit key holds another type')
 end
--- A stored value is the TAT alone, or (written by a keyed limiter) "TAT|version|g<burst>/<T>".
-local tat, sver, sburst, sT = nil, nil, nil, nil
+-- A stored value is "u" and the TAT alone, or (written by a keyed limiter) "uTAT|version|g<burst>/<T>";
+-- without the "u", the same in ms. The fast paths (a plain "uTAT" for "d", this keyed limiter's own
+-- suffix for "k") read the TAT with one substring and no pattern.
+local tat, sver, sburst, sT, legacy, fast = nil, nil, nil, nil, false, false
 if v then
-  local a = nil
-  local bar = string.find(v, '|', 1, true)
-  if not bar then
-    a = string.match(v, '^(%d+)$')
-  elseif ARGV[1] == 'k' and string.sub(v, bar) == '|' .. ARGV[3] .. '|' .. ARGV[4] then
-    -- The keyed fast path: stored by these settings and version.
-    a = string.sub(v, 1, bar - 1)
-    sver, sburst, sT = tonumber(ARGV[3]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  local bar = string.find(v, '|', 2, true)
+  if string.byte(v, 1) == 117 then -- "u"
+    if not bar then
+      fast = mode ~= 'k'
+      if fast then
+        tat = tonumber(string.sub(v, 2))
+      end
+    elseif mode == 'k' and #v - bar + 1 == #ARGV[3] and string.find(v, ARGV[3], bar, true) == bar then
+      fast = true
+      tat = tonumber(string.sub(v, 2, bar - 1))
+    end
+    if fast and not (tat and tat >= 0 and tat % 1 == 0) then
+      return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
+    end
   end
-  if not a and bar then
-    local x, y, z
-    a, x, y, z = string.match(v, '^(%d+)|(%d+)|g(%d+)/(%d+)$')
-    if a then
-      sver, sburst, sT = tonumber(x), tonumber(y), tonumber(z)
-      if sT < 1 then
-        a = nil
+  if not fast then
+    local body, a = v, nil
+    legacy = string.byte(v, 1) ~= 117
+    if not legacy then
+      body = string.sub(v, 2)
+    end
+    if not bar then
+      a = string.match(body, '^(%d+)$')
+    else
+      local x, y, z
+      a, x, y, z = string.match(body, '^(%d+)|(%d+)|g(%d+)/(%d+)$')
+      if a then
+        sver, sburst, sT = tonumber(x), tonumber(y), tonumber(z)
+        if sT < 1 then
+          a = nil
+        end
+      end
+    end
+    tat = a and tonumber(a)
+    if not tat then
+      return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
+    end
+    if legacy then
+      tat = tat * 1000
+      if sT then
+        sT = sT * 1000
       end
     end
   end
-  tat = a and tonumber(a)
-  if not tat then
-    return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
-  end
 end
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
--- rescale returns debt (ms, > 0) rescaled from emission interval oldT to newT, rounded up; nil when
+-- rescale returns debt (µs, > 0) rescaled from emission interval oldT to newT, rounded up; nil when
 -- it exceeds maxDebt.
 local function rescale(debt, oldT, newT)
   local q = math.floor(debt / oldT)
@@ -106,6 +138,20 @@ local function rescale(debt, oldT, newT)
   return scaled
 end
 
+-- put stores the TAT (µs, > now) with suffix (or nil), expiring at the TAT rounded up to whole ms.
+local function put(suffix)
+  local at = string.format('%d', tat)
+  local val = 'u' .. at
+  if suffix then
+    val = val .. suffix
+  end
+  local ms = (tat - tat % 1000) / 1000
+  if tat % 1000 > 0 then
+    ms = ms + 1
+  end
+  redis.call('SET', key, val, 'PXAT', string.format('%d', ms))
+end
+
 -- decide decides n permits with burst and T; suffix (or nil) is appended to the stored TAT; store
 -- writes the TAT even when rejected (never for a probe). Returns the reply.
 local function decide(n, burst, T, suffix, store)
@@ -127,12 +173,7 @@ local function decide(n, burst, T, suffix, store)
   end
   if store and n > 0 then
     if tat > now then
-      local at = string.format('%d', tat)
-      local val = at
-      if suffix then
-        val = at .. suffix
-      end
-      redis.call('SET', key, val, 'PXAT', at)
+      put(suffix)
     else
       redis.call('DEL', key)
     end
@@ -145,21 +186,29 @@ local function decide(n, burst, T, suffix, store)
 end
 
 if ARGV[1] == 'd' then
+  -- A TAT in ms is stored in µs by an admission (which always stores); a rejection writes nothing.
   local r = decide(tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), nil, false)
   r[7] = nil
   return r
 end
 
 if ARGV[1] == 'k' then
-  -- Keyed decide: ARGV = "k", n, version, own signature ("g<burst>/<T>"), fallback T ("0": none),
-  -- burst, T.
+  -- Keyed decide: ARGV = "k", n, own suffix ("|<version>|g<burst>/<T>"), burst, T[, fallback T].
   -- A TAT stored without settings is taken to hold the fallback interval (the own one without a
   -- fallback). A stored version above the own one is adopted (decided with the stored burst and
   -- interval, which stay stored); otherwise outstanding debt stored under another interval is
   -- rescaled to the own one as by "m", and stored with the decision even when rejected. Replies like
-  -- "d", plus the burst applied.
-  local n, ver, fbT = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[5])
-  local burst, T = tonumber(ARGV[6]), tonumber(ARGV[7])
+  -- "d" when decided with the own settings, plus the burst applied when adopted.
+  local n, burst, T = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local r
+  if fast or not v then
+    -- Stored by these settings and version (or absent): decided as they are.
+    r = decide(n, burst, T, ARGV[3], false)
+    r[7] = nil
+    return r
+  end
+  local verText = string.match(ARGV[3], '^|(%d+)|')
+  local ver, fbT = tonumber(verText), tonumber(ARGV[6] or '0')
   local fromT = sT
   if not fromT then
     fromT = T
@@ -169,13 +218,13 @@ if ARGV[1] == 'k' then
   end
   local wver = sver or 0
   if sver and sver > ver and (sburst ~= burst or sT ~= T) then
-    return decide(n, sburst, sT, '|' .. string.format('%d', sver) .. '|g' .. string.format('%d', sburst) .. '/' .. string.format('%d', sT), false)
+    return decide(n, sburst, sT, '|' .. string.format('%d', sver) .. '|g' .. string.format('%d', sburst) .. '/' .. string.format('%d', sT), legacy)
   end
-  local suffix = '|' .. ARGV[3] .. '|' .. ARGV[4]
+  local suffix = ARGV[3]
   if wver > ver then
-    suffix = '|' .. string.format('%d', wver) .. '|' .. ARGV[4]
+    suffix = '|' .. string.format('%d', wver) .. string.sub(ARGV[3], #verText + 2)
   end
-  local store = false
+  local store = legacy
   if tat and tat > now and fromT ~= T then
     local scaled = rescale(tat - now, fromT, T)
     if not scaled then
@@ -183,7 +232,9 @@ if ARGV[1] == 'k' then
     end
     tat, store = now + scaled, true
   end
-  return decide(n, burst, T, suffix, store)
+  r = decide(n, burst, T, suffix, store)
+  r[7] = nil
+  return r
 end
 
 -- Migration.
@@ -194,10 +245,10 @@ local scaled = rescale(tat - now, tonumber(ARGV[2]), tonumber(ARGV[3]))
 if not scaled then
   return redis.error_reply('RLDEBT ratelimit migrated GCRA debt out of range')
 end
-local at = string.format('%d', now + scaled)
-local val = at
+tat = now + scaled
 if sver then
-  val = at .. '|' .. string.format('%d', sver) .. '|g' .. string.format('%d', sburst) .. '/' .. string.format('%d', tonumber(ARGV[3]))
+  put('|' .. string.format('%d', sver) .. '|g' .. string.format('%d', sburst) .. '/' .. string.format('%d', tonumber(ARGV[3])))
+else
+  put(nil)
 end
-redis.call('SET', key, val, 'PXAT', at)
 return {1, now}

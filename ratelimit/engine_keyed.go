@@ -13,12 +13,13 @@ func (c *compiled) keyedFor(version int64, fallback *compiled) *compiled {
 	head := make([]string, 0, 5+len(c.block)+len(fallbackBlock(c, fallback)))
 	ver := strconv.FormatInt(version, 10)
 	if c.algo == algoGCRA {
-		fb := "0"
-		if fallback != nil && fallback.algo == algoGCRA && !fallback.equal(c) {
-			fb = strconv.FormatInt(fallback.emission, 10)
-		}
-		head = append(head, ver, c.sig, fb)
+		// "|version|signature", burst, T, and the fallback T only when there is one: the fewer
+		// arguments, the less work per call for the server.
+		head = append(head, "|"+ver+"|"+c.sig)
 		head = append(head, c.block...)
+		if fallback != nil && fallback.algo == algoGCRA && !fallback.equal(c) {
+			head = append(head, strconv.FormatInt(fallback.emission, 10))
+		}
 	} else {
 		fbb := fallbackBlock(c, fallback)
 		has := "0"

@@ -35,8 +35,12 @@ func TestCompileValidation(t *testing.T) {
 		{"fixed limit above max", FixedWindow{Limit: MaxLimit + 1, Window: time.Second}, "FixedWindow.Limit"},
 		{"fixed window 0", FixedWindow{Limit: 1}, "FixedWindow.Window"},
 		{"fixed window negative", FixedWindow{Limit: 1, Window: -time.Second}, "FixedWindow.Window"},
-		{"fixed window below 1ms", FixedWindow{Limit: 1, Window: 999 * time.Microsecond}, "FixedWindow.Window"},
-		{"fixed window max whole ms", FixedWindow{Limit: 1, Window: time.Duration(maxMillis) * time.Millisecond}, ""},
+		{"fixed window below 1µs", FixedWindow{Limit: 1, Window: 999 * time.Nanosecond}, "FixedWindow.Window"},
+		{"fixed window 1µs", FixedWindow{Limit: 1, Window: time.Microsecond}, ""},
+		{"fixed window 0.3ms", FixedWindow{Limit: 1, Window: 300 * time.Microsecond}, ""},
+		{"fixed window MaxSpan", FixedWindow{Limit: 1, Window: MaxSpan}, ""},
+		{"fixed window above MaxSpan", FixedWindow{Limit: 1, Window: MaxSpan + time.Microsecond}, "FixedWindow.Window"},
+		{"fixed window above MaxSpan after rounding", FixedWindow{Limit: 1, Window: MaxSpan + 1}, "FixedWindow.Window"},
 		{"fixed window rounds beyond duration", FixedWindow{Limit: 1, Window: maxD}, "FixedWindow.Window"},
 		{"nil fixed pointer", (*FixedWindow)(nil), "FixedWindow"},
 		{"sliding ok", SlidingWindow{Limit: 10, Window: time.Minute, Segments: 10}, ""},
@@ -46,25 +50,35 @@ func TestCompileValidation(t *testing.T) {
 		{"sliding segments negative", SlidingWindow{Limit: 10, Window: time.Minute, Segments: -1}, "SlidingWindow.Segments"},
 		{"sliding limit 0", SlidingWindow{Limit: 0, Window: time.Minute}, "SlidingWindow.Limit"},
 		{"sliding window 0", SlidingWindow{Limit: 1}, "SlidingWindow.Window"},
-		{"sliding retention fits", SlidingWindow{Limit: 1, Window: time.Duration(maxMillis/2) * time.Millisecond}, ""},
-		{"sliding retention overflows", SlidingWindow{Limit: 1, Window: time.Duration(maxMillis/2+1) * time.Millisecond}, "SlidingWindow.Window"},
-		{"sliding retention overflows after rounding", SlidingWindow{Limit: 1, Window: time.Duration(maxMillis/2)*time.Millisecond + 1}, "SlidingWindow.Window"},
+		{"sliding window MaxSpan", SlidingWindow{Limit: 1, Window: MaxSpan}, ""},
+		{"sliding window above MaxSpan", SlidingWindow{Limit: 1, Window: MaxSpan + time.Microsecond}, "SlidingWindow.Window"},
+		{"sliding window above MaxSpan after rounding", SlidingWindow{Limit: 1, Window: MaxSpan + 1}, "SlidingWindow.Window"},
+		{"sliding window 1µs", SlidingWindow{Limit: 1, Window: time.Microsecond, Segments: 1}, ""},
+		{"sliding window below 1µs", SlidingWindow{Limit: 1, Window: 1}, "SlidingWindow.Window"},
 		{"bucket ok", TokenBucket{Limit: 10, TokensPerPeriod: 2, Period: time.Second}, ""},
 		{"bucket tokens above limit", TokenBucket{Limit: 10, TokensPerPeriod: 20, Period: time.Second}, ""},
 		{"bucket limit 0", TokenBucket{Limit: 0, TokensPerPeriod: 1, Period: time.Second}, "TokenBucket.Limit"},
 		{"bucket tokens 0", TokenBucket{Limit: 1, TokensPerPeriod: 0, Period: time.Second}, "TokenBucket.TokensPerPeriod"},
 		{"bucket tokens above max", TokenBucket{Limit: 1, TokensPerPeriod: MaxLimit + 1, Period: time.Second}, "TokenBucket.TokensPerPeriod"},
 		{"bucket period 0", TokenBucket{Limit: 1, TokensPerPeriod: 1}, "TokenBucket.Period"},
-		{"bucket refill fits", TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Duration(maxMillis/2) * time.Millisecond}, ""},
-		{"bucket refill overflows", TokenBucket{Limit: 3, TokensPerPeriod: 1, Period: time.Duration(maxMillis/2) * time.Millisecond}, "TokenBucket.Period"},
+		{"bucket refill fits", TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: MaxSpan / 2}, ""},
+		{"bucket refill overflows", TokenBucket{Limit: 3, TokensPerPeriod: 1, Period: MaxSpan / 2}, "TokenBucket.Period"},
+		{"bucket period 0.4ms", TokenBucket{Limit: 3, TokensPerPeriod: 1, Period: 400 * time.Microsecond}, ""},
+		{"bucket period below 1µs", TokenBucket{Limit: 3, TokensPerPeriod: 1, Period: 500}, "TokenBucket.Period"},
 		{"gcra ok", GCRA{Burst: 20, EmissionInterval: 100 * time.Millisecond}, ""},
 		{"gcra pointer ok", &GCRA{Burst: 20, EmissionInterval: 100 * time.Millisecond}, ""},
 		{"nil gcra pointer", (*GCRA)(nil), "policy"},
 		{"gcra burst 0", GCRA{Burst: 0, EmissionInterval: time.Millisecond}, "GCRA.Burst"},
 		{"gcra interval 0", GCRA{Burst: 1}, "GCRA.EmissionInterval"},
-		{"gcra interval below 1ms", GCRA{Burst: 1, EmissionInterval: time.Microsecond}, "GCRA.EmissionInterval"},
-		{"gcra refill fits", GCRA{Burst: 1, EmissionInterval: time.Duration(maxMillis) * time.Millisecond}, ""},
-		{"gcra refill overflows", GCRA{Burst: 2, EmissionInterval: time.Duration(maxMillis/2+1) * time.Millisecond}, "GCRA.EmissionInterval"},
+		{"gcra interval below 1µs", GCRA{Burst: 1, EmissionInterval: time.Nanosecond}, "GCRA.EmissionInterval"},
+		{"gcra interval 1µs", GCRA{Burst: 1, EmissionInterval: time.Microsecond}, ""},
+		{"gcra interval 1.5ms", GCRA{Burst: 10, EmissionInterval: 1500 * time.Microsecond}, ""},
+		{"gcra interval 400µs (2500/s)", GCRA{Burst: 10, EmissionInterval: 400 * time.Microsecond}, ""},
+		{"gcra refill fits", GCRA{Burst: 1, EmissionInterval: MaxSpan}, ""},
+		{"gcra refill overflows", GCRA{Burst: 2, EmissionInterval: MaxSpan/2 + time.Microsecond}, "GCRA.EmissionInterval"},
+		{"gcra burst × interval at 2^51 µs", GCRA{Burst: MaxLimit, EmissionInterval: 2 * time.Microsecond}, ""},
+		{"gcra burst × interval above 2^51 µs", GCRA{Burst: MaxLimit, EmissionInterval: 3 * time.Microsecond}, "GCRA.EmissionInterval"},
+		{"gcra interval above MaxSpan", GCRA{Burst: 1, EmissionInterval: time.Duration(math.MaxInt64)}, "GCRA.EmissionInterval"},
 		{"nil policy", nil, "policy"},
 		{"composite ok", Composite{Components: []Component{
 			TokenBucket{Limit: 10, TokensPerPeriod: 2, Period: time.Second},
@@ -108,14 +122,18 @@ func TestCompileRoundsUp(t *testing.T) {
 		p    Policy
 		sig  string
 	}{
-		{"whole ms unchanged", FixedWindow{Limit: 3, Window: 1500 * time.Millisecond}, "v1|f3/1500"},
-		{"1ns over rounds up", FixedWindow{Limit: 3, Window: time.Second + 1}, "v1|f3/1001"},
-		{"1.5ms rounds to 2ms", FixedWindow{Limit: 3, Window: 1500 * time.Microsecond}, "v1|f3/2"},
-		{"sliding segments 0 is 10", SlidingWindow{Limit: 5, Window: time.Second}, "v1|s5/1000/10"},
-		{"sliding window rounds", SlidingWindow{Limit: 5, Window: 999*time.Millisecond + 1, Segments: 3}, "v1|s5/1000/3"},
-		{"bucket period rounds", TokenBucket{Limit: 4, TokensPerPeriod: 2, Period: 250*time.Millisecond + 999999}, "v1|t4/2/251"},
-		{"gcra interval rounds", GCRA{Burst: 7, EmissionInterval: 100*time.Millisecond + 1}, "g7/101"},
-		{"largest whole ms", FixedWindow{Limit: 1, Window: time.Duration(maxMillis) * time.Millisecond}, "v1|f1/9223372036854"},
+		{"whole ms unchanged", FixedWindow{Limit: 3, Window: 1500 * time.Millisecond}, "v2|f3/1500000"},
+		{"1ns over rounds up to the next µs", FixedWindow{Limit: 3, Window: time.Second + 1}, "v2|f3/1000001"},
+		{"1.5ms is exact", FixedWindow{Limit: 3, Window: 1500 * time.Microsecond}, "v2|f3/1500"},
+		{"0.3ms is exact", FixedWindow{Limit: 3, Window: 300 * time.Microsecond}, "v2|f3/300"},
+		{"sliding segments 0 is 10", SlidingWindow{Limit: 5, Window: time.Second}, "v2|s5/1000000/10"},
+		{"sliding window rounds", SlidingWindow{Limit: 5, Window: 999*time.Millisecond + 1, Segments: 3}, "v2|s5/999001/3"},
+		{"bucket period rounds", TokenBucket{Limit: 4, TokensPerPeriod: 2, Period: 250*time.Millisecond + 999999}, "v2|t4/2/251000"},
+		{"gcra interval rounds", GCRA{Burst: 7, EmissionInterval: 100*time.Millisecond + 1}, "g7/100001"},
+		{"gcra 1.5ms", GCRA{Burst: 7, EmissionInterval: 1500 * time.Microsecond}, "g7/1500"},
+		{"gcra 2500/s", GCRA{Burst: 7, EmissionInterval: time.Second / 2500}, "g7/400"},
+		{"gcra 1/3 s rounds up", GCRA{Burst: 7, EmissionInterval: time.Second / 3}, "g7/333334"},
+		{"largest", FixedWindow{Limit: 1, Window: MaxSpan}, "v2|f1/2251799813685248"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,11 +155,12 @@ func TestSlidingSegmentWidth(t *testing.T) {
 		segments int
 		width    int64
 	}{
-		{time.Second, 10, 100},
-		{time.Second, 3, 334},
-		{time.Second, 1, 1000},
-		{5 * time.Millisecond, 10, 1},
-		{time.Minute, 1024, 59},
+		{time.Second, 10, 100000},
+		{time.Second, 3, 333334},
+		{time.Second, 1, 1000000},
+		{5 * time.Millisecond, 10, 500},
+		{time.Minute, 1024, 58594},
+		{1500 * time.Microsecond, 4, 375},
 	}
 	for _, tt := range tests {
 		c, err := compile(SlidingWindow{Limit: 1, Window: tt.window, Segments: tt.segments})
@@ -149,7 +168,7 @@ func TestSlidingSegmentWidth(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := c.comps[0].width; got != tt.width {
-			t.Errorf("window %v / %d segments: width %d ms, want %d", tt.window, tt.segments, got, tt.width)
+			t.Errorf("window %v / %d segments: width %d µs, want %d", tt.window, tt.segments, got, tt.width)
 		}
 		if got := c.block[len(c.block)-1]; got != strconv.FormatInt(tt.width, 10) {
 			t.Errorf("script argument width %q, want %d", got, tt.width)
@@ -168,11 +187,14 @@ func TestCompositeSignatureAndArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const sig = "v1|t10/2/1000|s100/60000/10|f1000/3600000"
+	const sig = "v2|t10/2/1000000|s100/60000000/10|f1000/3600000000"
 	if c.sig != sig {
 		t.Fatalf("signature %q, want %q", c.sig, sig)
 	}
-	want := []string{"d", "1", "cp", sig, "3", "t", "10", "2", "1000", "s", "100", "60000", "6000", "f", "1000", "3600000", "0"}
+	if legacy := "v1|t10/2/1000|s100/60000/10|f1000/3600000"; c.legacySig != legacy {
+		t.Fatalf("signature of earlier builds %q, want %q", c.legacySig, legacy)
+	}
+	want := []string{"d", "1", "cp", sig, "3", "t", "10", "2", "1000000", "s", "100", "60000000", "6000000", "f", "1000", "3600000000", "0"}
 	if strings.Join(c.argsOne, ",") != strings.Join(want, ",") {
 		t.Fatalf("args %q, want %q", c.argsOne, want)
 	}
@@ -211,8 +233,11 @@ func TestEqualAndCompatible(t *testing.T) {
 		return c
 	}
 	fw := mustCompile(FixedWindow{Limit: 5, Window: time.Second})
-	if !fw.equal(mustCompile(FixedWindow{Limit: 5, Window: time.Second - time.Microsecond})) {
+	if !fw.equal(mustCompile(FixedWindow{Limit: 5, Window: time.Second - time.Microsecond + 1})) {
 		t.Fatal("settings equal after rounding are not equal")
+	}
+	if fw.equal(mustCompile(FixedWindow{Limit: 5, Window: time.Second - time.Microsecond})) {
+		t.Fatal("settings 1µs apart are equal")
 	}
 	if fw.equal(mustCompile(FixedWindow{Limit: 6, Window: time.Second})) {
 		t.Fatal("different limits are equal")
@@ -301,7 +326,7 @@ func TestDecodeReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const now = 1796069434113
+	const now = 1796069434113456
 	tests := []struct {
 		name string
 		c    *compiled
@@ -309,9 +334,9 @@ func TestDecodeReply(t *testing.T) {
 		want decision
 		bad  bool
 	}{
-		{"allowed", comp, [replyLen]int64{1, 3, 0, 2000, 1, now}, decision{allowed: true, remaining: 3, limit: 4, reset: 2 * time.Second, component: 1, at: time.UnixMilli(now)}, false},
-		{"rejected", comp, [replyLen]int64{0, 0, 250, 900, 0, now}, decision{remaining: 0, limit: 9, retryAfter: 250 * time.Millisecond, reset: 900 * time.Millisecond, at: time.UnixMilli(now)}, false},
-		{"gcra", gcra, [replyLen]int64{1, 19, 0, 100, 0, now}, decision{allowed: true, remaining: 19, limit: 20, reset: 100 * time.Millisecond, at: time.UnixMilli(now)}, false},
+		{"allowed", comp, [replyLen]int64{1, 3, 0, 2000000, 1, now}, decision{allowed: true, remaining: 3, limit: 4, reset: 2 * time.Second, component: 1, at: time.UnixMicro(now)}, false},
+		{"rejected", comp, [replyLen]int64{0, 0, 250001, 900, 0, now}, decision{remaining: 0, limit: 9, retryAfter: 250001 * time.Microsecond, reset: 900 * time.Microsecond, at: time.UnixMicro(now)}, false},
+		{"gcra", gcra, [replyLen]int64{1, 19, 0, 1500, 0, now}, decision{allowed: true, remaining: 19, limit: 20, reset: 1500 * time.Microsecond, at: time.UnixMicro(now)}, false},
 		{"allowed 2", comp, [replyLen]int64{2, 3, 0, 0, 0, now}, decision{}, true},
 		{"negative remaining", comp, [replyLen]int64{1, -1, 0, 0, 0, now}, decision{}, true},
 		{"retry when allowed", comp, [replyLen]int64{1, 1, 5, 0, 0, now}, decision{}, true},
@@ -320,7 +345,9 @@ func TestDecodeReply(t *testing.T) {
 		{"component out of range", comp, [replyLen]int64{0, 1, 5, 1, 2, now}, decision{}, true},
 		{"gcra component 1", gcra, [replyLen]int64{0, 1, 5, 1, 1, now}, decision{}, true},
 		{"no server time", comp, [replyLen]int64{0, 1, 5, 1, 0, 0}, decision{}, true},
-		{"retry beyond duration", comp, [replyLen]int64{0, 1, maxMillis + 1, 1, 0, now}, decision{}, true},
+		{"retry beyond range", comp, [replyLen]int64{0, 1, maxReply + 1, 1, 0, now}, decision{}, true},
+		{"reset beyond range", comp, [replyLen]int64{0, 1, 1, maxReply + 1, 0, now}, decision{}, true},
+		{"server time beyond 2^53", comp, [replyLen]int64{0, 1, 1, 1, 0, maxReply + 1}, decision{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -406,16 +433,17 @@ func TestScriptsDoNotForgeServerErrors(t *testing.T) {
 }
 
 // TestSlidingDefaultSegments: Segments 0 means DefaultSegments (10), so the segment width, the
-// lateness bound, is a tenth of the window (rounded up to whole ms).
+// lateness bound, is a tenth of the window (rounded up to whole µs).
 func TestSlidingDefaultSegments(t *testing.T) {
 	for _, tc := range []struct {
 		window time.Duration
 		width  int64
 	}{
-		{10 * time.Second, 1000},
-		{time.Minute, 6000},
-		{15 * time.Millisecond, 2},
-		{time.Millisecond, 1},
+		{10 * time.Second, 1000000},
+		{time.Minute, 6000000},
+		{15 * time.Millisecond, 1500},
+		{time.Millisecond, 100},
+		{5 * time.Microsecond, 1},
 	} {
 		c, err := compile(SlidingWindow{Limit: 3, Window: tc.window})
 		if err != nil {

@@ -46,8 +46,8 @@ var (
 	// limiter's: another process uses other settings for the key. Nothing was consumed.
 	ErrConfigMismatch = errors.New("ratelimit: stored composite configuration differs")
 
-	// ErrDebtOverflow is returned by a GCRA migration whose rescaled debt would not fit in a
-	// time.Duration. Nothing was written and the limiter keeps its old settings.
+	// ErrDebtOverflow is returned by a GCRA migration whose rescaled debt would exceed [MaxSpan].
+	// Nothing was written and the limiter keeps its old settings.
 	ErrDebtOverflow = errors.New("ratelimit: migrated GCRA debt out of range")
 )
 

@@ -92,11 +92,11 @@ func NewKeyed(client rueidis.Client, policy Policy, opts ...KeyedOption) (*Keyed
 	if client == nil {
 		return nil, errNilClient
 	}
-	policy = clonePolicy(policy)
-	c, err := compile(policy)
+	c, err := compile(clonePolicy(policy))
 	if err != nil {
 		return nil, err
 	}
+	policy = c.src // durations rounded up to whole µs: what is enforced
 	cfg, err := applyKeyedOptions(opts)
 	if err != nil {
 		return nil, err
@@ -369,7 +369,8 @@ func (k *Keyed) janitor() {
 	}
 }
 
-// Policy returns the policy given to NewKeyed, as a copy made of plain values (see [Limiter.Policy]).
+// Policy returns the policy in force (given to NewKeyed or the last Update), durations rounded up to
+// whole microseconds, as a copy made of plain values (see [Limiter.Policy]).
 func (k *Keyed) Policy() Policy { _, p := k.current(); return clonePolicy(p) }
 
 // Stats returns the statistics of key's local state: zero counts with Available -1 when it has none
@@ -460,11 +461,11 @@ func (k *Keyed) Update(ctx context.Context, policy Policy) error {
 }
 
 func (k *Keyed) update(ctx context.Context, policy Policy) error {
-	policy = clonePolicy(policy)
-	nc, err := compile(policy)
+	nc, err := compile(clonePolicy(policy))
 	if err != nil {
 		return err
 	}
+	policy = nc.src // durations rounded up to whole µs
 	k.updMu.Lock()
 	defer k.updMu.Unlock()
 	if k.isClosed() {

@@ -71,7 +71,7 @@ type Limiter struct {
 //
 // key is binary-safe, must not be empty, and needs no hash tag on Cluster (one key per limiter).
 // Dedicate the key to this limiter's algorithm and settings: every process sharing it must use the
-// same policy. The policy is copied; its durations round up to whole milliseconds.
+// same policy. The policy is copied; its durations round up to whole microseconds (see [Limiter.Policy]).
 //
 // New returns an error wrapping [ErrNilClient] for a nil client; every other error matches
 // [ErrInvalidConfig]: one wrapping [ErrInvalidPolicy] naming the bad field, one wrapping
@@ -83,11 +83,11 @@ func New(client rueidis.Client, key string, policy Policy, opts ...Option) (*Lim
 	if key == "" {
 		return nil, emptyKey("rate limit key")
 	}
-	policy = clonePolicy(policy)
-	c, err := compile(policy)
+	c, err := compile(clonePolicy(policy))
 	if err != nil {
 		return nil, err
 	}
+	policy = c.src // durations rounded up to whole µs: what is enforced
 	cfg, err := applyOptions(opts)
 	if err != nil {
 		return nil, err
@@ -537,11 +537,11 @@ func (l *Limiter) update(ctx context.Context, policy Policy, mode UpdateMode) er
 	if mode != Migrate && mode != Adopt {
 		return fmt.Errorf("%w: unknown update mode %v", ErrInvalidUpdate, mode)
 	}
-	policy = clonePolicy(policy)
-	nc, err := compile(policy)
+	nc, err := compile(clonePolicy(policy))
 	if err != nil {
 		return err
 	}
+	policy = nc.src // durations rounded up to whole µs
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ratelimit: update: %w", err)
 	}
@@ -665,9 +665,10 @@ func (l *Limiter) release(nc *compiled, p Policy) {
 	}
 }
 
-// Policy returns the current settings as given to New or to the last successful Update, as a copy
-// made of plain values (a pointer policy or component is returned as the value it pointed to when
-// given; a Composite has its own component list). It is safe to call concurrently with Update.
+// Policy returns the current settings as enforced: those given to New or to the last successful
+// Update with every duration rounded up to whole microseconds, as a copy made of plain values (a
+// pointer policy or component is returned as the value it pointed to when given; a Composite has its
+// own component list). It is safe to call concurrently with Update.
 func (l *Limiter) Policy() Policy {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -198,7 +198,7 @@ func TestUpdateWithoutIO(t *testing.T) {
 	if err := l.Update(ctx, fw10, Migrate); err != nil {
 		t.Fatalf("identical Migrate = %v", err)
 	}
-	if err := l.Update(ctx, FixedWindow{Limit: 10, Window: time.Second - 100*time.Microsecond}, Migrate); err != nil {
+	if err := l.Update(ctx, FixedWindow{Limit: 10, Window: time.Second - 100*time.Nanosecond}, Migrate); err != nil {
 		t.Fatalf("identical after rounding = %v", err)
 	}
 	for name, tc := range map[string]struct {
@@ -419,5 +419,44 @@ func TestPolicyPointersCopied(t *testing.T) {
 	}
 	if got := l.Policy(); got != Policy(FixedWindow{Limit: 6, Window: time.Second}) {
 		t.Fatalf("Update(&FixedWindow): Policy = %#v", got)
+	}
+}
+
+// TestPolicyReportsEnforced: Policy reports the settings enforced, every duration rounded up to
+// whole microseconds (sub-millisecond and non-integer-millisecond values exact), for a Limiter, a
+// Keyed and after Update.
+func TestPolicyReportsEnforced(t *testing.T) {
+	l := newTestLimiter(t, noIO{}, "k", GCRA{Burst: 4, EmissionInterval: 1500*time.Microsecond + 1})
+	if got, want := l.Policy(), (GCRA{Burst: 4, EmissionInterval: 1501 * time.Microsecond}); got != want {
+		t.Fatalf("Limiter.Policy() = %v, want %v", got, want)
+	}
+	if err := l.Update(context.Background(), GCRA{Burst: 4, EmissionInterval: time.Second / 3}, Adopt); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.Policy(), (GCRA{Burst: 4, EmissionInterval: 333334 * time.Microsecond}); got != want {
+		t.Fatalf("after Update: Policy() = %v, want %v", got, want)
+	}
+	k, err := NewKeyed(noIO{}, Composite{Components: []Component{
+		FixedWindow{Limit: 3, Window: 300 * time.Microsecond},
+		&TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: 400*time.Microsecond + 999},
+		SlidingWindow{Limit: 2, Window: 1500 * time.Microsecond, Segments: 3},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close(context.Background())
+	want := Composite{Components: []Component{
+		FixedWindow{Limit: 3, Window: 300 * time.Microsecond},
+		TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: 401 * time.Microsecond},
+		SlidingWindow{Limit: 2, Window: 1500 * time.Microsecond, Segments: 3},
+	}}
+	got, ok := k.Policy().(Composite)
+	if !ok || len(got.Components) != 3 {
+		t.Fatalf("Keyed.Policy() = %#v", k.Policy())
+	}
+	for i := range want.Components {
+		if got.Components[i] != want.Components[i] {
+			t.Fatalf("Keyed.Policy() component %d = %#v, want %#v", i, got.Components[i], want.Components[i])
+		}
 	}
 }

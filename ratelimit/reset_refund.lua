@@ -4,16 +4,22 @@
 --
 -- Reset:  ARGV = "x", layout ("g" for GCRA, or the hash layout tag "fw", "tb", "sw", "cp")
 --   Deletes the key when it holds that layout; returns 1 when deleted, 0 when absent.
--- Refund: ARGV = "r", n (> 0), then for GCRA: "g", emission interval ms; for a hash: tag, signature
---   ("" for standalone), k, then k groups: kind ("f" or "t"), limit
+-- Refund: ARGV = "r", n (> 0), then for GCRA: "g", emission interval µs; for a hash: tag, signature
+--   ("" for standalone), the same signature in the ms form of earlier builds ("" when none), k,
+--   then k groups: kind ("f" or "t"), limit
 --   GCRA: TAT = max(now, TAT - n*T) (deleted when no debt is left). Fixed window: the current
 --   window's count drops by n (not below 0). Token bucket: the tokens rise by n (not above the
 --   limit). The expiry is left as it is (it may outlive the state's return to full, harmlessly:
 --   every decision settles at full capacity). Returns 1 when state changed, 0 when absent or
 --   nothing was owed.
 --
--- A keyed refund appends "k", own signature: state stored under another signature (not yet
--- converted by a keyed decision) is refunded nothing (returns 0), and never an RLMISMATCH.
+-- A keyed refund appends "k", own signature (for a hash also its ms form, "" when none): state stored
+-- under another signature (not yet converted by a keyed decision) is refunded nothing (returns 0),
+-- and never an RLMISMATCH.
+--
+-- Times are µs (server TIME). State stored by earlier builds in ms (a GCRA value without the "u"
+-- marker, a hash without the "U" field) is read as ms; a refunded GCRA value is stored in the µs
+-- form, a refunded hash keeps its times (only counts change).
 --
 -- Errors (nothing written): "RLFOREIGN ..." when the key holds another type or layout;
 -- "RLMISMATCH ..." when a composite's stored signature differs.
@@ -24,7 +30,7 @@ luakit_acl({'time'}, {'type', KEYS[1]}, {'get', KEYS[1]}, {'del', KEYS[1]}, {'se
   {'hget', KEYS[1]}, {'hset', KEYS[1]})
 local key = KEYS[1]
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local layout = ARGV[1] == 'x' and ARGV[2] or ARGV[3]
 
 local typ = redis.call('TYPE', key).ok
@@ -36,9 +42,14 @@ if layout == 'g' then
     return redis.error_reply('RLFOREIGN ratelimit key holds another type')
   end
   local v = redis.call('GET', key)
-  local a, suffix = string.match(v, '^(%d+)$'), ''
+  local us = string.byte(v, 1) == 117 -- "u": times in µs
+  local body = v
+  if us then
+    body = string.sub(v, 2)
+  end
+  local a, sv, sb, sT = string.match(body, '^(%d+)$'), nil, nil, nil
   if not a then
-    a, suffix = string.match(v, '^(%d+)(|%d+|g%d+/%d+)$')
+    a, sv, sb, sT = string.match(body, '^(%d+)|(%d+)|g(%d+)/(%d+)$')
   end
   if not a then
     return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
@@ -46,10 +57,20 @@ if layout == 'g' then
   if ARGV[1] == 'x' then
     return redis.call('DEL', key)
   end
-  if ARGV[5] == 'k' and suffix ~= '' and string.match(suffix, '|(g%d+/%d+)$') ~= ARGV[6] then
-    return 0
-  end
   local tat = tonumber(a)
+  local suffix = ''
+  if not us then
+    tat = tat * 1000
+  end
+  if sv then
+    if not us then
+      sT = string.format('%d', tonumber(sT) * 1000)
+    end
+    suffix = '|' .. sv .. '|g' .. sb .. '/' .. sT
+    if ARGV[5] == 'k' and 'g' .. sb .. '/' .. sT ~= ARGV[6] then
+      return 0
+    end
+  end
   if tat <= now then
     return 0
   end
@@ -58,7 +79,11 @@ if layout == 'g' then
     redis.call('DEL', key)
   else
     local at = string.format('%d', tat)
-    redis.call('SET', key, at .. suffix, 'PXAT', at)
+    local ms = (tat - tat % 1000) / 1000
+    if tat % 1000 > 0 then
+      ms = ms + 1
+    end
+    redis.call('SET', key, 'u' .. at .. suffix, 'PXAT', string.format('%d', ms))
   end
   return 1
 end
@@ -72,24 +97,31 @@ if ARGV[1] == 'x' then
   return redis.call('DEL', key)
 end
 local n = tonumber(ARGV[2])
-local sig = ARGV[4]
-local tail = 6 + 2 * tonumber(ARGV[5])
+local us = redis.call('HGET', key, 'U') -- times in µs; absent: ms (earlier builds)
+local k = tonumber(ARGV[6])
+local tail = 7 + 2 * k
 if ARGV[tail] == 'k' then
   local stored = redis.call('HGET', key, 'S')
-  if stored and stored ~= ARGV[tail + 1] then
+  if stored and not (us and stored == ARGV[tail + 1] or not us and stored == ARGV[tail + 2]) then
     return 0
   end
-elseif sig ~= '' and redis.call('HGET', key, 'S') ~= sig then
-  return redis.error_reply('RLMISMATCH ratelimit stored composite configuration differs')
+elseif ARGV[4] ~= '' then
+  local stored = redis.call('HGET', key, 'S')
+  if not (us and stored == ARGV[4] or not us and stored == ARGV[5]) then
+    return redis.error_reply('RLMISMATCH ratelimit stored composite configuration differs')
+  end
 end
 local changed = 0
-local j = 6
-for i = 1, tonumber(ARGV[5]) do
+local j = 7
+for i = 1, k do
   local kind, limit = ARGV[j], tonumber(ARGV[j + 1])
   local p = tostring(i - 1)
   if kind == 'f' then
     local e = tonumber(redis.call('HGET', key, p .. '.e'))
     local c = tonumber(redis.call('HGET', key, p .. '.n'))
+    if e and not us then
+      e = e * 1000
+    end
     if e and c and e > now and c > 0 then
       c = c - n
       if c < 0 then

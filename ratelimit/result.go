@@ -47,7 +47,7 @@ type Result struct {
 	// rejections of a request that never reached the server), whatever the key's state. Used for
 	// the IETF RateLimit "t" parameter.
 	Reset time.Duration
-	// At is the server clock when the decision was made (millisecond precision); the zero time for
+	// At is the server clock when the decision was made (microsecond precision); the zero time for
 	// decisions made without the server (n above the capacity, deny-list rejections, queue
 	// rejections of a request that never reached the server). A request rejected or evicted by the
 	// queue after an attempt reports that attempt's At (and its Remaining, Limit and Reset).

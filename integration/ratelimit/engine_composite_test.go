@@ -68,7 +68,7 @@ func engCompositeRejection(t *testing.T, e *env) {
 	require.False(t, res.Allowed, "%+v", res)
 	require.False(t, res.At.IsZero(), "%+v", res)
 	require.Equal(t, before, e.dump(t, key), "a rejection by one component consumed from another")
-	require.Equal(t, time.Duration(end-res.At.UnixMilli())*time.Millisecond, res.RetryAfter, "the fixed window's end")
+	require.Equal(t, time.Duration(end-res.At.UnixMicro())*time.Microsecond, res.RetryAfter, "the fixed window's end")
 	require.Equal(t, 1, res.Component)
 
 	// Two permits: the bucket (a refill in three hours) and the fixed window (its end in two) both
@@ -77,7 +77,7 @@ func engCompositeRejection(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.False(t, res.Allowed, "%+v", res)
 	require.False(t, res.At.IsZero(), "%+v", res)
-	require.Equal(t, time.Duration(refill+3*3600*1000-res.At.UnixMilli())*time.Millisecond, res.RetryAfter, "the bucket's refill")
+	require.Equal(t, time.Duration(refill+3*3600*1000000-res.At.UnixMicro())*time.Microsecond, res.RetryAfter, "the bucket's refill")
 	require.Equal(t, before, e.dump(t, key))
 }
 

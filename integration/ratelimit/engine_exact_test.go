@@ -113,6 +113,64 @@ var engExactCases = []engCase{
 		{200, 1, "one interval later"},
 		{200, 2, "above the burst"},
 	}},
+	// Sub-millisecond and non-integer-millisecond settings: exact in µs (steps in µs). Late
+	// arrivals are common at this scale; the models compute every expectation from the decision's
+	// server time, so a late row checks another instant exactly.
+	{name: "gcra_1.5ms", unit: time.Microsecond, policy: ratelimit.GCRA{Burst: 4, EmissionInterval: 1500 * time.Microsecond}, steps: []engStep{
+		{0, 4, "burst used: debt 6ms"},
+		{0, 1, "rejected: RetryAfter exactly 1.5ms"},
+		{0, 0, "probe: TAT unchanged"},
+		{1500, 1, "one 1.5ms interval later"},
+		{2250, 1, "rejected: RetryAfter the remaining 0.75ms"},
+		{4500, 2, "two intervals"},
+		{20000, 0, "drained"},
+		{20000, 4, "full burst again"},
+	}},
+	{name: "gcra_2500_per_s", unit: time.Microsecond, policy: ratelimit.GCRA{Burst: 5, EmissionInterval: time.Second / 2500}, steps: []engStep{
+		{0, 5, "burst"},
+		{0, 1, "rejected: RetryAfter 400µs"},
+		{400, 1, "one 400µs interval later"},
+		{1200, 2, "two more"},
+		{10000, 5, "drained"},
+	}},
+	{name: "gcra_0.3ms", unit: time.Microsecond, policy: ratelimit.GCRA{Burst: 3, EmissionInterval: 300 * time.Microsecond}, steps: []engStep{
+		{0, 3, "burst"},
+		{0, 3, "n = burst: RetryAfter 0.9ms"},
+		{300, 1, "one 0.3ms interval later"},
+		{5000, 3, "drained"},
+	}},
+	{name: "fixed_1.5ms", unit: time.Microsecond, policy: ratelimit.FixedWindow{Limit: 2, Window: 1500 * time.Microsecond}, steps: []engStep{
+		{0, 2, "window starts: ends 1.5ms later"},
+		{0, 1, "full: RetryAfter until the window ends"},
+		{1500, 2, "the window ended at 1.5ms"},
+		{20000, 1, "a later window"},
+	}},
+	{name: "sliding_0.3ms_segments", unit: time.Microsecond, policy: ratelimit.SlidingWindow{Limit: 2, Window: 3 * time.Millisecond, Segments: 10}, steps: []engStep{
+		{0, 1, "charged to the 300µs segment ending at the anchor"},
+		{300, 1, "the next segment; full"},
+		{600, 1, "rejected until the first segment is one window old"},
+		{3000, 1, "the first segment expired"},
+		{20000, 2, "all expired"},
+	}},
+	{name: "bucket_0.4ms", unit: time.Microsecond, policy: ratelimit.TokenBucket{Limit: 3, TokensPerPeriod: 1, Period: 400 * time.Microsecond}, steps: []engStep{
+		{0, 3, "empties; the refill clock starts"},
+		{0, 1, "rejected: RetryAfter one 0.4ms period"},
+		{400, 1, "refill edge"},
+		{600, 1, "rejected: the partial period is retained"},
+		{800, 1, "second refill"},
+		{20000, 3, "full again"},
+	}},
+	{name: "composite_non_integer_ms", unit: time.Microsecond, policy: ratelimit.Composite{Components: []ratelimit.Component{
+		ratelimit.FixedWindow{Limit: 3, Window: 2500 * time.Microsecond},
+		ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: 700 * time.Microsecond},
+	}}, steps: []engStep{
+		{0, 2, "the bucket empties, the window counts 2"},
+		{0, 1, "rejected by the bucket: RetryAfter 0.7ms"},
+		{700, 1, "one token back; the window is full"},
+		{1400, 1, "rejected by the window until 2.5ms"},
+		{2500, 1, "new window"},
+		{30000, 2, "everything full again"},
+	}},
 }
 
 func init() {
@@ -136,7 +194,7 @@ func engExactTables(t *testing.T, e *env) {
 			total.timed += st.timed
 		})
 	}
-	t.Logf("exactness tables: %d cases, %d rows (%d decided locally); %d of %d rows sent at a future time arrived on their target ms",
+	t.Logf("exactness tables: %d cases, %d rows (%d decided locally); %d of %d rows sent at a future time arrived on their target time",
 		len(engExactCases), total.rows, total.local, total.onTarget, total.timed)
 }
 

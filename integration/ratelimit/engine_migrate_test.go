@@ -21,12 +21,28 @@ func init() {
 	)
 }
 
-// engSeed writes a raw state at key (fields of a hash, or the string value under "") with an expiry
-// at the given server time, as a previous limiter would have left it.
+// engSeed writes a raw state at key in the µs form (fields of a hash, to which it adds "U"; or the
+// TAT of a GCRA string under "", to which it adds the "u" marker) with an expiry at the given server
+// time (µs, rounded up to ms), as a previous limiter would have left it.
 func engSeed(t *testing.T, e *env, key string, state map[string]string, expireAt int64) {
 	t.Helper()
+	st := make(map[string]string, len(state)+1)
+	for f, v := range state {
+		st[f] = v
+	}
+	if v, ok := st[""]; ok {
+		st[""] = "u" + v
+	} else {
+		st["U"] = "1"
+	}
+	engSeedRaw(t, e, key, st, engCeilDiv(expireAt, 1000))
+}
+
+// engSeedRaw writes state at key as it is, expiring at expireAtMs (Unix ms).
+func engSeedRaw(t *testing.T, e *env, key string, state map[string]string, expireAtMs int64) {
+	t.Helper()
 	if v, ok := state[""]; ok {
-		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value(v).PxatMillisecondsTimestamp(expireAt).Build()).Error())
+		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value(v).PxatMillisecondsTimestamp(expireAtMs).Build()).Error())
 		return
 	}
 	cmd := e.Raw.B().Hset().Key(key).FieldValue()
@@ -34,20 +50,23 @@ func engSeed(t *testing.T, e *env, key string, state map[string]string, expireAt
 		cmd = cmd.FieldValue(f, v)
 	}
 	require.NoError(t, e.Raw.Do(ctx(t), cmd.Build()).Error())
-	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Pexpireat().Key(key).MillisecondsTimestamp(expireAt).Build()).Error())
+	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Pexpireat().Key(key).MillisecondsTimestamp(expireAtMs).Build()).Error())
 }
+
+// engPXT is the PEXPIRETIME (ms) of an expiry at server time us (µs): rounded up.
+func engPXT(us int64) int64 { return engCeilDiv(us, 1000) }
 
 func engI(v int64) string { return strconv.FormatInt(v, 10) }
 
-// engMigrated runs Update(Migrate) and returns the server-time interval [before, after] that
+// engMigrated runs Update(Migrate) and returns the server-time interval [before, after] (µs) that
 // contains the migration script's clock.
 func engMigrated(t *testing.T, e *env, l *ratelimit.Limiter, key string, p ratelimit.Policy) (int64, int64) {
 	t.Helper()
-	before := e.serverMillis(t, key)
+	before := e.serverMicros(t, key)
 	scripts := engScripts(e.CommandStats(t))
 	require.NoError(t, l.Update(ctx(t), p, ratelimit.Migrate))
 	require.Equal(t, int64(1), engScripts(e.CommandStats(t))-scripts, "one migration script")
-	return before, e.serverMillis(t, key)
+	return before, e.serverMicros(t, key)
 }
 
 // engMigrateFixed: the count and the deadline are kept; a new limit applies at once, the new width
@@ -66,13 +85,13 @@ func engMigrateFixed(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, res.Allowed, "the larger limit applies at once")
 	require.Zero(t, res.Remaining)
-	require.Equal(t, engInt(before, "0.e")-res.At.UnixMilli(), res.Reset.Milliseconds(), "same deadline")
+	require.Equal(t, engInt(before, "0.e")-res.At.UnixMicro(), res.Reset.Microseconds(), "same deadline")
 
 	engMigrated(t, e, l, key, ratelimit.FixedWindow{Limit: 1, Window: 2 * time.Hour})
 	res, err = l.AllowN(ctx(t), 1)
 	require.NoError(t, err)
 	require.False(t, res.Allowed, "a decrease below the count denies until the deadline")
-	require.Equal(t, engInt(before, "0.e")-res.At.UnixMilli(), res.RetryAfter.Milliseconds())
+	require.Equal(t, engInt(before, "0.e")-res.At.UnixMicro(), res.RetryAfter.Microseconds())
 	require.Equal(t, "5", e.dump(t, key)["0.n"])
 	require.Equal(t, pxt, engExpireTime(t, e, key))
 
@@ -87,7 +106,7 @@ func engMigrateFixed(t *testing.T, e *env) {
 	res, err = l2.AllowN(ctx(t), 1)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
-	require.Equal(t, res.At.UnixMilli()+3600*1000, engInt(e.dump(t, k2), "0.e"), "next window uses the new width")
+	require.Equal(t, res.At.UnixMicro()+3600*1000000, engInt(e.dump(t, k2), "0.e"), "next window uses the new width")
 }
 
 // engMigrateSliding: segments active under both windows are kept, the new window sets their
@@ -96,34 +115,34 @@ func engMigrateSliding(t *testing.T, e *env) {
 	key := e.key(t)
 	old := ratelimit.SlidingWindow{Limit: 10, Window: 10 * time.Second, Segments: 10}
 	l := e.limiter(t, nil, key, old)
-	now := e.serverMillis(t, key)
+	now := e.serverMicros(t, key)
 	// Ends: expired under the old window, active under old only, active under both.
-	expired, oldOnly, both, recent := now-12000, now-7000, now-3000, now+500
+	expired, oldOnly, both, recent := now-12000000, now-7000000, now-3000000, now+500000
 	engSeed(t, e, key, map[string]string{
 		"L": "sw", "0:" + engI(expired): "1", "0:" + engI(oldOnly): "2", "0:" + engI(both): "3", "0:" + engI(recent): "1",
-	}, recent+10000)
+	}, recent+10000000)
 
 	// Growing the window to 20s does not recover the expired segment.
 	engMigrated(t, e, l, key, ratelimit.SlidingWindow{Limit: 10, Window: 20 * time.Second, Segments: 10})
 	got := e.dump(t, key)
 	require.NotContains(t, got, "0:"+engI(expired), "expired history recovered")
 	require.Equal(t, "2", got["0:"+engI(oldOnly)])
-	require.Equal(t, recent+20000, engExpireTime(t, e, key), "the new window sets the lifetime")
+	require.Equal(t, engPXT(recent+20000000), engExpireTime(t, e, key), "the new window sets the lifetime")
 
 	// Shrinking it to 5s keeps only segments active under both windows.
 	engMigrated(t, e, l, key, ratelimit.SlidingWindow{Limit: 10, Window: 5 * time.Second, Segments: 5})
 	got = e.dump(t, key)
-	require.Equal(t, map[string]string{"L": "sw", "0:" + engI(both): "3", "0:" + engI(recent): "1"}, got)
-	require.Equal(t, recent+5000, engExpireTime(t, e, key))
+	require.Equal(t, map[string]string{"L": "sw", "U": "1", "0:" + engI(both): "3", "0:" + engI(recent): "1"}, got)
+	require.Equal(t, engPXT(recent+5000000), engExpireTime(t, e, key))
 	res, err := l.AllowN(ctx(t), 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), res.Remaining)
-	require.Equal(t, recent+5000-res.At.UnixMilli(), res.Reset.Milliseconds())
+	require.Equal(t, recent+5000000-res.At.UnixMicro(), res.Reset.Microseconds())
 	// New permits use the new segmentation (1s segments).
 	res, err = l.AllowN(ctx(t), 1)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
-	seg := (res.At.UnixMilli() + 999) / 1000 * 1000
+	seg := engCeilDiv(res.At.UnixMicro(), 1000000) * 1000000
 	require.Contains(t, e.dump(t, key), "0:"+engI(seg))
 }
 
@@ -134,25 +153,25 @@ func engMigrateBucket(t *testing.T, e *env) {
 	t.Run("settle_and_restart", func(t *testing.T) {
 		key := e.key(t)
 		l := e.limiter(t, nil, key, old)
-		now := e.serverMillis(t, key)
+		now := e.serverMicros(t, key)
 		// One token at a period that started 2.5 s ago: two complete periods (+2), half a period.
-		engSeed(t, e, key, map[string]string{"L": "tb", "0.t": "1", "0.r": engI(now - 2500)}, now+60000)
+		engSeed(t, e, key, map[string]string{"L": "tb", "0.t": "1", "0.r": engI(now - 2500000)}, now+60000000)
 		from, to := engMigrated(t, e, l, key, ratelimit.TokenBucket{Limit: 20, TokensPerPeriod: 2, Period: 300 * time.Millisecond})
 		got := e.dump(t, key)
 		require.Equal(t, "3", got["0.t"], "settled at the old rate; a larger limit adds no tokens")
 		r := engInt(got, "0.r")
 		require.GreaterOrEqual(t, r, from)
 		require.LessOrEqual(t, r, to, "the new period starts at the migration")
-		require.Equal(t, r+9*300, engExpireTime(t, e, key), "full after ceil(17/2) new periods")
+		require.Equal(t, engPXT(r+9*300000), engExpireTime(t, e, key), "full after ceil(17/2) new periods")
 		res, err := l.AllowN(ctx(t), 0)
 		require.NoError(t, err)
-		require.Equal(t, max(int64(3), 3+2*((res.At.UnixMilli()-r)/300)), res.Remaining)
+		require.Equal(t, max(int64(3), 3+2*((res.At.UnixMicro()-r)/300000)), res.Remaining)
 	})
 	t.Run("clamp", func(t *testing.T) {
 		key := e.key(t)
 		l := e.limiter(t, nil, key, old)
-		now := e.serverMillis(t, key)
-		engSeed(t, e, key, map[string]string{"L": "tb", "0.t": "6", "0.r": engI(now - 100)}, now+60000)
+		now := e.serverMicros(t, key)
+		engSeed(t, e, key, map[string]string{"L": "tb", "0.t": "6", "0.r": engI(now - 100000)}, now+60000000)
 		engMigrated(t, e, l, key, ratelimit.TokenBucket{Limit: 4, TokensPerPeriod: 1, Period: time.Second})
 		// Six tokens clamp to the new limit of four: the bucket is full, which is the absent state.
 		require.False(t, e.exists(t, key), "a full bucket after clamping stays stored")
@@ -163,8 +182,8 @@ func engMigrateBucket(t *testing.T, e *env) {
 	t.Run("clamp_below", func(t *testing.T) {
 		key := e.key(t)
 		l := e.limiter(t, nil, key, old)
-		now := e.serverMillis(t, key)
-		engSeed(t, e, key, map[string]string{"L": "tb", "0.t": "2", "0.r": engI(now - 100)}, now+60000)
+		now := e.serverMicros(t, key)
+		engSeed(t, e, key, map[string]string{"L": "tb", "0.t": "2", "0.r": engI(now - 100000)}, now+60000000)
 		from, to := engMigrated(t, e, l, key, ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: time.Hour})
 		got := e.dump(t, key)
 		require.Equal(t, "2", got["0.t"])
@@ -174,34 +193,34 @@ func engMigrateBucket(t *testing.T, e *env) {
 }
 
 // engMigrateGCRA: the debt, including a partial permit, is rescaled by new/old emission interval and
-// rounded up to whole ms; a debt beyond the time.Duration range is rejected with nothing written.
+// rounded up to whole µs; a debt above MaxSpan is rejected with nothing written.
 func engMigrateGCRA(t *testing.T, e *env) {
 	t.Run("rescale_round_up", func(t *testing.T) {
 		key := e.key(t)
 		l := e.limiter(t, nil, key, ratelimit.GCRA{Burst: 10, EmissionInterval: time.Second})
-		now := e.serverMillis(t, key)
-		tat := now + 2500 // two and a half permits of debt
+		now := e.serverMicros(t, key)
+		tat := now + 2500000 // two and a half permits of debt
 		engSeed(t, e, key, map[string]string{"": engI(tat)}, tat)
-		from, to := engMigrated(t, e, l, key, ratelimit.GCRA{Burst: 10, EmissionInterval: 333 * time.Millisecond})
-		got := engInt(e.dump(t, key), "")
+		from, to := engMigrated(t, e, l, key, ratelimit.GCRA{Burst: 10, EmissionInterval: 333333 * time.Microsecond})
+		got := engTAT(e.dump(t, key))
 		match := false
 		for m := from; m <= to; m++ { // the migration's server time m is within [from, to]
 			debt := tat - m
-			if got == m+(debt*333+999)/1000 {
+			if got == m+(debt*333333+999999)/1000000 {
 				match = true
 			}
 		}
-		require.True(t, match, "TAT %d is not now + ceil(debt*333/1000) for any migration time in [%d, %d] (TAT was %d)", got, from, to, tat)
-		require.Equal(t, got, engExpireTime(t, e, key))
+		require.True(t, match, "TAT %d is not now + ceil(debt*333333/1000000) for any migration time in [%d, %d] (TAT was %d)", got, from, to, tat)
+		require.Equal(t, engPXT(got), engExpireTime(t, e, key))
 	})
 	t.Run("exact_multiple", func(t *testing.T) {
 		key := e.key(t)
 		l := e.limiter(t, nil, key, ratelimit.GCRA{Burst: 10, EmissionInterval: 3 * time.Millisecond})
-		now := e.serverMillis(t, key)
-		tat := now + 30000
+		now := e.serverMicros(t, key)
+		tat := now + 30000000
 		engSeed(t, e, key, map[string]string{"": engI(tat)}, tat)
 		from, to := engMigrated(t, e, l, key, ratelimit.GCRA{Burst: 10, EmissionInterval: 7 * time.Millisecond})
-		got := engInt(e.dump(t, key), "")
+		got := engTAT(e.dump(t, key))
 		match := false
 		for m := from; m <= to; m++ {
 			if got == m+((tat-m)*7+2)/3 {
@@ -219,8 +238,8 @@ func engMigrateGCRA(t *testing.T, e *env) {
 		res, err := l.AllowN(ctx(t), 1)
 		require.NoError(t, err)
 		require.False(t, res.Allowed, "debt above the new burst waits to drain")
-		tat := engInt(e.dump(t, key), "")
-		require.Equal(t, tat+100-200-res.At.UnixMilli(), res.RetryAfter.Milliseconds())
+		tat := engTAT(e.dump(t, key))
+		require.Equal(t, tat+100000-200000-res.At.UnixMicro(), res.RetryAfter.Microseconds())
 	})
 	t.Run("overflow", func(t *testing.T) {
 		key := e.key(t)
@@ -229,7 +248,7 @@ func engMigrateGCRA(t *testing.T, e *env) {
 		_, err := l.AllowN(ctx(t), 500)
 		require.NoError(t, err)
 		before, pxt := e.dump(t, key), engExpireTime(t, e, key)
-		huge := ratelimit.GCRA{Burst: 1, EmissionInterval: time.Duration(1<<62) / time.Millisecond * time.Millisecond}
+		huge := ratelimit.GCRA{Burst: 1, EmissionInterval: ratelimit.MaxSpan}
 		err = l.Update(ctx(t), huge, ratelimit.Migrate)
 		require.ErrorIs(t, err, ratelimit.ErrDebtOverflow)
 		require.Equal(t, before, e.dump(t, key), "nothing written")
@@ -262,7 +281,7 @@ func engMigrateComposite(t *testing.T, e *env) {
 	lm := e.limiter(t, nil, mkey, from)
 	_, err = lm.AllowN(ctx(t), 1)
 	require.NoError(t, err)
-	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Hset().Key(mkey).FieldValue().FieldValue("S", "v1|other").Build()).Error())
+	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Hset().Key(mkey).FieldValue().FieldValue("S", "v2|other").Build()).Error())
 	mstate := e.dump(t, mkey)
 	require.ErrorIs(t, lm.Update(ctx(t), to, ratelimit.Migrate), ratelimit.ErrConfigMismatch)
 	require.Equal(t, mstate, e.dump(t, mkey))
@@ -282,7 +301,7 @@ func engMigrateComposite(t *testing.T, e *env) {
 		}
 	}
 	// Every component back at full capacity: the fixed window's end is the latest.
-	require.Equal(t, engInt(got, "0.e"), engExpireTime(t, e, key))
+	require.Equal(t, engPXT(engInt(got, "0.e")), engExpireTime(t, e, key))
 	res, err := l.AllowN(ctx(t), 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), res.Remaining, "fixed 8-3 is now the lowest")

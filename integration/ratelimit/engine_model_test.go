@@ -22,17 +22,17 @@ import (
 // engWant is the expected outcome of one decision.
 type engWant struct {
 	allowed                        bool
-	remaining, limit, retry, reset int64 // retry and reset in ms
+	remaining, limit, retry, reset int64 // retry and reset in µs
 	component                      int
 }
 
 // engModel is the reference model of the state at one key.
 type engModel interface {
-	// decide applies one decision of n permits at server time now (ms).
+	// decide applies one decision of n permits at server time now (µs).
 	decide(now, n int64) engWant
 	// fields is the expected raw state (as env.dump returns it), nil when absent.
 	fields() map[string]string
-	// expireAt is the expected PEXPIRETIME (0 when absent).
+	// expireAt is the expected PEXPIRETIME in ms (the µs expiry rounded up; 0 when absent).
 	expireAt() int64
 	// effective describes the usage a raw state (a dump or fields()) means at server time at, so
 	// that a state compared after it may have expired still compares.
@@ -54,6 +54,11 @@ type engComp interface {
 }
 
 func engCeilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// engGone reports whether the server has expired a key set to expire at server time exp (µs) by
+// server time now (µs): PEXPIREAT is exp rounded up to whole ms, and the server expires a key once
+// its clock in ms passes that.
+func engGone(now, exp int64) bool { return now/1000 > engCeilDiv(exp, 1000) }
 
 // engFixed models a fixed window: count n in the window ending at e.
 type engFixed struct{ lim, w, n, e int64 }
@@ -239,7 +244,7 @@ type engHash struct {
 }
 
 func (h *engHash) decide(now, n int64) engWant {
-	if h.exists && now > h.exp { // the server expires a key when its time passes PEXPIREAT
+	if h.exists && engGone(now, h.exp) {
 		h.exists, h.exp = false, 0
 		for _, c := range h.comps {
 			c.clear()
@@ -280,7 +285,7 @@ func (h *engHash) fields() map[string]string {
 	if !h.exists {
 		return nil
 	}
-	f := map[string]string{"L": h.tag}
+	f := map[string]string{"L": h.tag, "U": "1"}
 	if h.sig != "" {
 		f["S"] = h.sig
 	}
@@ -290,7 +295,7 @@ func (h *engHash) fields() map[string]string {
 	return f
 }
 
-func (h *engHash) expireAt() int64 { return h.exp }
+func (h *engHash) expireAt() int64 { return engCeilDiv(h.exp, 1000) }
 
 func (h *engHash) effective(raw map[string]string, at int64) string {
 	parts := make([]string, len(h.comps))
@@ -311,7 +316,7 @@ func (h *engHash) anchor(at int64) int64 {
 type engGCRA struct{ burst, T, tat int64 }
 
 func (g *engGCRA) decide(now, n int64) engWant {
-	if g.tat != 0 && now > g.tat {
+	if g.tat != 0 && engGone(now, g.tat) {
 		g.tat = 0
 	}
 	base := max(g.tat, now)
@@ -335,19 +340,38 @@ func (g *engGCRA) fields() map[string]string {
 	if g.tat == 0 {
 		return nil
 	}
-	return map[string]string{"": strconv.FormatInt(g.tat, 10)}
+	return map[string]string{"": "u" + strconv.FormatInt(g.tat, 10)}
 }
 
-func (g *engGCRA) expireAt() int64 { return g.tat }
+func (g *engGCRA) expireAt() int64 { return engCeilDiv(g.tat, 1000) }
 
 func (g *engGCRA) effective(raw map[string]string, at int64) string {
-	if tat := engInt(raw, ""); tat > at {
+	if tat := engTAT(raw); tat > at {
 		return "tat=" + strconv.FormatInt(tat, 10)
 	}
 	return "full"
 }
 
 func (g *engGCRA) anchor(at int64) int64 { return at }
+
+// engTAT is the TAT (µs) of a stored GCRA value ("u<TAT>", optionally with "|version|signature"); 0
+// when absent, -1 when it is not one.
+func engTAT(raw map[string]string) int64 {
+	v, ok := raw[""]
+	if !ok {
+		return 0
+	}
+	v, ok = strings.CutPrefix(v, "u")
+	if !ok {
+		return -1
+	}
+	v, _, _ = strings.Cut(v, "|")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
 
 func engInt(raw map[string]string, k string) int64 {
 	v, ok := raw[k]
@@ -361,27 +385,26 @@ func engInt(raw map[string]string, k string) int64 {
 	return n
 }
 
-// engModelOf builds the model of p (durations already whole milliseconds in the tables, rounded up
-// otherwise).
+// engModelOf builds the model of p, durations in µs (rounded up).
 func engModelOf(t *testing.T, p ratelimit.Policy) engModel {
 	t.Helper()
-	ms := func(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+	us := engMicros
 	comp := func(c ratelimit.Policy) engComp {
 		switch v := c.(type) {
 		case ratelimit.FixedWindow:
-			return &engFixed{lim: v.Limit, w: ms(v.Window)}
+			return &engFixed{lim: v.Limit, w: us(v.Window)}
 		case ratelimit.SlidingWindow:
-			seg := int64(max(v.Segments, 1))
-			return &engSliding{lim: v.Limit, w: ms(v.Window), width: engCeilDiv(ms(v.Window), seg), segs: map[int64]int64{}}
+			seg := engSegments(v)
+			return &engSliding{lim: v.Limit, w: us(v.Window), width: engCeilDiv(us(v.Window), seg), segs: map[int64]int64{}}
 		case ratelimit.TokenBucket:
-			return &engBucket{lim: v.Limit, tpp: v.TokensPerPeriod, per: ms(v.Period)}
+			return &engBucket{lim: v.Limit, tpp: v.TokensPerPeriod, per: us(v.Period)}
 		}
 		t.Fatalf("no model for %T", c)
 		return nil
 	}
 	switch v := p.(type) {
 	case ratelimit.GCRA:
-		return &engGCRA{burst: v.Burst, T: ms(v.EmissionInterval)}
+		return &engGCRA{burst: v.Burst, T: us(v.EmissionInterval)}
 	case ratelimit.FixedWindow:
 		return &engHash{tag: "fw", comps: []engComp{comp(v)}}
 	case ratelimit.SlidingWindow:
@@ -399,19 +422,30 @@ func engModelOf(t *testing.T, p ratelimit.Policy) engModel {
 	return nil
 }
 
-// engSignature is the documented signature text of a composite with whole-millisecond durations.
+// engSegments is the sliding window's segment count (0 means ratelimit.DefaultSegments).
+func engSegments(v ratelimit.SlidingWindow) int64 {
+	if v.Segments == 0 {
+		return ratelimit.DefaultSegments
+	}
+	return int64(v.Segments)
+}
+
+// engMicros is d in whole µs, rounded up.
+func engMicros(d time.Duration) int64 { return int64((d + time.Microsecond - 1) / time.Microsecond) }
+
+// engSignature is the documented signature text of a composite (durations in µs).
 func engSignature(t *testing.T, c ratelimit.Composite) string {
 	t.Helper()
-	ms := func(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
-	parts := []string{"v1"}
+	us := engMicros
+	parts := []string{"v2"}
 	for _, p := range c.Components {
 		switch v := p.(type) {
 		case ratelimit.FixedWindow:
-			parts = append(parts, fmt.Sprintf("f%d/%d", v.Limit, ms(v.Window)))
+			parts = append(parts, fmt.Sprintf("f%d/%d", v.Limit, us(v.Window)))
 		case ratelimit.SlidingWindow:
-			parts = append(parts, fmt.Sprintf("s%d/%d/%d", v.Limit, ms(v.Window), max(v.Segments, 1)))
+			parts = append(parts, fmt.Sprintf("s%d/%d/%d", v.Limit, us(v.Window), engSegments(v)))
 		case ratelimit.TokenBucket:
-			parts = append(parts, fmt.Sprintf("t%d/%d/%d", v.Limit, v.TokensPerPeriod, ms(v.Period)))
+			parts = append(parts, fmt.Sprintf("t%d/%d/%d", v.Limit, v.TokensPerPeriod, us(v.Period)))
 		default:
 			t.Fatalf("component %T", p)
 		}
@@ -447,7 +481,7 @@ func engCheckState(t *testing.T, e *env, key string, m engModel, step string) {
 	t.Helper()
 	dump := engDump(t, e, key, m)
 	pxt := engExpireTime(t, e, key)
-	at := e.serverMillis(t, key)
+	at := e.serverMicros(t, key)
 	want := m.fields()
 	if dump != nil && want != nil {
 		require.Equal(t, want, dump, "%s: stored state", step)
@@ -457,7 +491,7 @@ func engCheckState(t *testing.T, e *env, key string, m engModel, step string) {
 	case pxt >= 0:
 		require.Equal(t, m.expireAt(), pxt, "%s: PEXPIRETIME", step)
 	case pxt == -2:
-		require.LessOrEqual(t, m.expireAt(), at, "%s: key absent although the model expires later", step)
+		require.LessOrEqual(t, m.expireAt(), at/1000, "%s: key absent although the model expires later", step)
 	default:
 		t.Fatalf("%s: key without expiry", step)
 	}
@@ -483,25 +517,26 @@ func engDump(t *testing.T, e *env, key string, m engModel) map[string]string {
 	return h
 }
 
-// engWaitServer returns once the server clock of key's node reaches target (Unix ms): it sleeps
+// engWaitServer returns once the server clock of key's node reaches target (Unix µs): it sleeps
 // until about a millisecond before and then reads TIME until it passes. Only when a step is sent
 // depends on this; what the step must return is computed from the decision's own server time.
 func engWaitServer(t *testing.T, e *env, key string, target int64) {
 	t.Helper()
 	node := e.nodeOf(t, key) // looked up once: a lookup per read would make the wait coarse on Cluster
 	for {
-		now := nodeMillis(t, node)
+		now := nodeMicros(t, node)
 		if now >= target {
 			return
 		}
-		if d := target - now; d > 2 {
-			time.Sleep(time.Duration(d-1) * time.Millisecond)
+		if d := target - now; d > 2000 {
+			time.Sleep(time.Duration(d-1000) * time.Microsecond)
 		}
 	}
 }
 
-// engStep is one row of an exactness table: n permits requested off ms after the case's anchor (the
-// first step's server time, or the end of its segment for a sliding window).
+// engStep is one row of an exactness table: n permits requested off units (the case's unit, ms by
+// default) after the case's anchor (the first step's server time, or the end of its segment for a
+// sliding window).
 type engStep struct {
 	off  int64
 	n    int64
@@ -513,6 +548,7 @@ type engCase struct {
 	name   string
 	policy ratelimit.Policy
 	steps  []engStep
+	unit   time.Duration // of the steps' offsets: time.Millisecond when 0
 }
 
 // engStats aggregates how a run went.
@@ -538,9 +574,13 @@ func engRun(t *testing.T, e *env, c engCase) engStats {
 	var base, last int64
 	for i, s := range c.steps {
 		step := fmt.Sprintf("%s step %d (off %d, n %d: %s)", c.name, i, s.off, s.n, s.note)
-		target := base + s.off
+		unit := c.unit
+		if unit == 0 {
+			unit = time.Millisecond
+		}
+		target := base + s.off*engMicros(unit)
 		before := e.CommandStats(t)
-		timed := i > 0 && e.serverMillis(t, key) < target
+		timed := i > 0 && e.serverMicros(t, key) < target
 		if timed {
 			engWaitServer(t, e, key, target)
 			st.timed++
@@ -561,8 +601,8 @@ func engRun(t *testing.T, e *env, c engCase) engStats {
 			continue
 		}
 		require.LessOrEqual(t, s.n, engCapacity(c.policy), "%s: a request above the capacity reached the server", step)
-		now := res.At.UnixMilli()
-		require.Equal(t, res.At, time.UnixMilli(now), "%s: At has millisecond precision", step)
+		now := res.At.UnixMicro()
+		require.Equal(t, res.At, time.UnixMicro(now), "%s: At has microsecond precision", step)
 		require.GreaterOrEqual(t, now, last, "%s: server time went back", step)
 		last = now
 		if i == 0 {
@@ -572,9 +612,10 @@ func engRun(t *testing.T, e *env, c engCase) engStats {
 		}
 		want := m.decide(now, s.n)
 		got := engWant{allowed: res.Allowed, remaining: res.Remaining, limit: res.Limit,
-			retry: res.RetryAfter.Milliseconds(), reset: res.Reset.Milliseconds(), component: res.Component}
-		require.Equal(t, want, got, "%s at server time %d (anchor %+d ms)", step, now, now-base)
-		require.Equal(t, res.RetryAfter, time.Duration(want.retry)*time.Millisecond, step)
+			retry: res.RetryAfter.Microseconds(), reset: res.Reset.Microseconds(), component: res.Component}
+		require.Equal(t, want, got, "%s at server time %d (anchor %+d µs)", step, now, now-base)
+		require.Equal(t, res.RetryAfter, time.Duration(want.retry)*time.Microsecond, step)
+		require.Equal(t, res.Reset, time.Duration(want.reset)*time.Microsecond, step)
 		if res.Allowed {
 			require.Equal(t, ratelimit.ReasonNone, res.Reason, step)
 		} else {

@@ -65,8 +65,20 @@ func (e *env) serverMillis(t *testing.T, key string) int64 {
 	return nodeMillis(t, e.nodeOf(t, key))
 }
 
+// serverMicros returns the server clock (TIME) of the node serving key, in Unix microseconds.
+func (e *env) serverMicros(t *testing.T, key string) int64 {
+	t.Helper()
+	return nodeMicros(t, e.nodeOf(t, key))
+}
+
 // nodeMillis returns node's clock (TIME) in Unix milliseconds.
 func nodeMillis(t *testing.T, node *testkit.Server) int64 {
+	t.Helper()
+	return nodeMicros(t, node) / 1000
+}
+
+// nodeMicros returns node's clock (TIME) in Unix microseconds.
+func nodeMicros(t *testing.T, node *testkit.Server) int64 {
 	t.Helper()
 	msg, err := node.Do(ctx(t), "TIME")
 	require.NoError(t, err)
@@ -77,7 +89,7 @@ func nodeMillis(t *testing.T, node *testkit.Server) int64 {
 	require.NoError(t, err)
 	usec, err := strconv.ParseInt(v[1], 10, 64)
 	require.NoError(t, err)
-	return sec*1000 + usec/1000
+	return sec*1000000 + usec
 }
 
 // nodeOf returns the server process that owns key's slot.

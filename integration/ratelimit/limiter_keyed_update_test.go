@@ -194,7 +194,7 @@ func testKeyedUpdateOldWriter(t *testing.T, e *env) {
 	require.Equal(t, int64(4), res.Limit)
 	stored := e.dump(t, prefix+"x")
 	require.Equal(t, "1", stored["V"])
-	require.Equal(t, "v1|f4/3600000", stored["S"])
+	require.Equal(t, "v2|f4/3600000000", stored["S"])
 
 	res, err = oldK.AllowN(ctx(t), "x", 1)
 	require.NoError(t, err)
@@ -207,7 +207,7 @@ func testKeyedUpdateOldWriter(t *testing.T, e *env) {
 	res, err = sameK.AllowN(ctx(t), "x", 2)
 	require.NoError(t, err)
 	require.True(t, res.Allowed, "count 4 kept, limit 6")
-	require.Equal(t, "v1|f6/3600000", e.dump(t, prefix+"x")["S"])
+	require.Equal(t, "v2|f6/3600000000", e.dump(t, prefix+"x")["S"])
 }
 
 // State stored without a signature (by a Limiter, or earlier versions of the package) is taken to
@@ -217,8 +217,8 @@ func testKeyedUpdateUnsigned(t *testing.T, e *env) {
 	prefix := e.key(t) + ":"
 	p := ratelimit.GCRA{Burst: 10, EmissionInterval: time.Second}
 	now := e.serverMillis(t, prefix+"g")
-	// A TAT 4 s ahead: 4 permits of debt at 1 s each.
-	engSeed(t, e, prefix+"g", map[string]string{"": engI(now + 4000)}, now+4000)
+	// A TAT 4 s ahead: 4 permits of debt at 1 s each, stored as earlier builds did (ms, no "u").
+	engSeedRaw(t, e, prefix+"g", map[string]string{"": engI(now + 4000)}, now+4000)
 	k := limKeyed(t, e, p, ratelimit.WithKeyPrefix(prefix))
 	res, err := k.AllowN(ctx(t), "g", 0)
 	require.NoError(t, err)
@@ -233,7 +233,7 @@ func testKeyedUpdateUnsigned(t *testing.T, e *env) {
 	require.Equal(t, int64(5), res.Remaining)
 	require.Greater(t, res.Reset, 9*time.Second)
 	v := e.dump(t, prefix+"g")[""]
-	require.True(t, strings.HasSuffix(v, "|1|g10/2000"), "stored %q", v)
+	require.True(t, strings.HasPrefix(v, "u") && strings.HasSuffix(v, "|1|g10/2000000"), "stored %q (µs form)", v)
 
 	l := e.limiter(t, nil, prefix+"g", ratelimit.GCRA{Burst: 10, EmissionInterval: 2 * time.Second})
 	res, err = l.AllowN(ctx(t), 0)

@@ -100,7 +100,7 @@ func limQueueNeverPolls(t *testing.T, e *env) {
 	st := e.dump(t, key)
 	end := engInt(st, "0.e")
 	require.Equal(t, "1", st["0.n"])
-	require.Equal(t, first.At.UnixMilli()+window.Milliseconds(), end, "the window starts at the acquisition")
+	require.Equal(t, first.At.UnixMicro()+window.Microseconds(), end, "the window starts at the acquisition")
 
 	// No EVAL (dump) between the snapshots: only the limiter's scripts are counted.
 	before := limScripts(t, e)
@@ -112,11 +112,11 @@ func limQueueNeverPolls(t *testing.T, e *env) {
 	require.True(t, o.res.Allowed, "%+v", o.res)
 	require.Equal(t, before+2, limScripts(t, e),
 		"the queued request sent only its first attempt and one retry at the server-computed time")
-	require.GreaterOrEqual(t, o.res.At.UnixMilli(), end, "admitted at or after the stored window end")
+	require.GreaterOrEqual(t, o.res.At.UnixMicro(), end, "admitted at or after the stored window end")
 
 	st = e.dump(t, key)
 	require.Equal(t, "1", st["0.n"], "a new window holds the retry's permit")
-	require.Equal(t, o.res.At.UnixMilli()+window.Milliseconds(), engInt(st, "0.e"))
+	require.Equal(t, o.res.At.UnixMicro()+window.Microseconds(), engInt(st, "0.e"))
 	stats := l.Stats()
 	require.Equal(t, int64(2), stats.Granted)
 	require.Zero(t, stats.Rejected, "the queued request's rejected attempt is not a final outcome")
@@ -212,7 +212,7 @@ func gcraMigrated(tat, now, oldT, newT int64) int64 {
 }
 
 // gcraTwoMigrations returns the range of the TAT after migrating tat from t0 to t1 at m1 and then from
-// t1 to t2 at m2, over lo <= m1 <= m2 <= hi (the extremes lie at the corners, up to 1 ms of rounding).
+// t1 to t2 at m2, over lo <= m1 <= m2 <= hi (the extremes lie at the corners, up to 1 µs of rounding).
 func gcraTwoMigrations(tat, lo, hi, t0, t1, t2 int64) (minTAT, maxTAT int64) {
 	minTAT, maxTAT = int64(1<<62), int64(-1<<62)
 	for _, m := range [][2]int64{{lo, lo}, {lo, hi}, {hi, hi}} {
@@ -228,19 +228,19 @@ func gcraTwoMigrations(tat, lo, hi, t0, t1, t2 int64) (minTAT, maxTAT int64) {
 // ta about 2×; two migrations both from t0 would give about 8×).
 func limUpdateSerialized(t *testing.T, e *env) {
 	const burst = 100
-	const t0, ta, tb = int64(1000), int64(2000), int64(4000) // emission intervals, ms
-	gcra := func(ms int64) ratelimit.GCRA {
-		return ratelimit.GCRA{Burst: burst, EmissionInterval: time.Duration(ms) * time.Millisecond}
+	const t0, ta, tb = int64(1000000), int64(2000000), int64(4000000) // emission intervals, µs
+	gcra := func(us int64) ratelimit.GCRA {
+		return ratelimit.GCRA{Burst: burst, EmissionInterval: time.Duration(us) * time.Microsecond}
 	}
 	key := e.key(t)
 	l := e.limiter(t, unpipelinedClient(t, e), key, gcra(t0))
 	res, err := l.AllowN(ctx(t), 50)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
-	lo := res.At.UnixMilli()
-	tat0 := lo + res.Reset.Milliseconds()
+	lo := res.At.UnixMicro()
+	tat0 := lo + res.Reset.Microseconds()
 	require.Equal(t, lo+50*t0, tat0)
-	require.Equal(t, strconv.FormatInt(tat0, 10), e.dump(t, key)[""])
+	require.Equal(t, "u"+strconv.FormatInt(tat0, 10), e.dump(t, key)[""])
 
 	c := ctx(t)
 	unpause := denyPauseWrites(t, e, key)
@@ -259,9 +259,9 @@ func limUpdateSerialized(t *testing.T, e *env) {
 			t.Fatal("an Update did not return")
 		}
 	}
-	hi := e.serverMillis(t, key)
+	hi := e.serverMicros(t, key)
 	raw := e.dump(t, key)[""]
-	tat, err := strconv.ParseInt(raw, 10, 64)
+	tat, err := strconv.ParseInt(strings.TrimPrefix(raw, "u"), 10, 64)
 	require.NoError(t, err, "stored TAT %q", raw)
 
 	abMin, abMax := gcraTwoMigrations(tat0, lo, hi, t0, ta, tb)

@@ -68,7 +68,7 @@ func testLimiterUpdateNoopInvalid(t *testing.T, e *env) {
 	before := limScripts(t, e)
 	require.NoError(t, l.Update(ctx(t), pol, ratelimit.Migrate))
 	require.NoError(t, l.Update(ctx(t), ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 2,
-		Period: time.Second - 300*time.Microsecond}, ratelimit.Migrate), "rounds up to the same settings")
+		Period: time.Second - 300*time.Nanosecond}, ratelimit.Migrate), "rounds up to the same settings")
 	require.ErrorIs(t, l.Update(ctx(t), ratelimit.TokenBucket{Limit: 0, TokensPerPeriod: 2, Period: time.Second},
 		ratelimit.Migrate), ratelimit.ErrInvalidPolicy)
 	require.ErrorIs(t, l.Update(ctx(t), ratelimit.FixedWindow{Limit: 10, Window: time.Second},

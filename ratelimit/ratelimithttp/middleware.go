@@ -249,21 +249,22 @@ func (m *Middleware) describe(res ratelimit.Result) (name string, limit int64, w
 // quota returns the capacity and the window of a standalone policy or component: the window of a
 // fixed or sliding window, the full refill time of a token bucket (ceil(Limit/TokensPerPeriod)
 // periods), and Burst × EmissionInterval for GCRA (the time an empty burst takes to refill).
-// Durations are rounded up to whole milliseconds first, as the limiter does.
+// The durations are the enforced ones (the limiter's Policy reports them rounded up to whole
+// microseconds).
 func quota(p ratelimit.Policy) (limit int64, window time.Duration) {
 	switch p := p.(type) {
 	case ratelimit.FixedWindow:
-		return p.Limit, ceilMillis(p.Window)
+		return p.Limit, p.Window
 	case ratelimit.SlidingWindow:
-		return p.Limit, ceilMillis(p.Window)
+		return p.Limit, p.Window
 	case ratelimit.TokenBucket:
 		if p.TokensPerPeriod <= 0 {
 			return p.Limit, 0
 		}
 		periods := (p.Limit + p.TokensPerPeriod - 1) / p.TokensPerPeriod
-		return p.Limit, mulSat(ceilMillis(p.Period), periods)
+		return p.Limit, mulSat(p.Period, periods)
 	case ratelimit.GCRA:
-		return p.Burst, mulSat(ceilMillis(p.EmissionInterval), p.Burst)
+		return p.Burst, mulSat(p.EmissionInterval, p.Burst)
 	}
 	return 0, 0
 }
@@ -356,17 +357,6 @@ func ceilSeconds(d time.Duration) int64 {
 		s++
 	}
 	return s
-}
-
-// ceilMillis rounds d up to whole milliseconds.
-func ceilMillis(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	if r := d % time.Millisecond; r != 0 && d <= time.Duration(1<<63-1)-time.Millisecond {
-		d += time.Millisecond - r
-	}
-	return d
 }
 
 // mulSat is d × n, saturating at the largest Duration.

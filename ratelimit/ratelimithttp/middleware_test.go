@@ -82,12 +82,14 @@ func TestQuota(t *testing.T) {
 		window time.Duration
 	}{
 		{ratelimit.FixedWindow{Limit: 100, Window: time.Minute}, 100, time.Minute},
-		{ratelimit.SlidingWindow{Limit: 10, Window: 1500 * time.Microsecond, Segments: 3}, 10, 2 * time.Millisecond},
+		// Exact below 1ms: the limiter enforces (and its Policy reports) whole microseconds.
+		{ratelimit.SlidingWindow{Limit: 10, Window: 1500 * time.Microsecond, Segments: 3}, 10, 1500 * time.Microsecond},
 		// ceil(10/3) = 4 periods of 1s.
 		{ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 3, Period: time.Second}, 10, 4 * time.Second},
 		{ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 10, Period: 500 * time.Millisecond}, 10, 500 * time.Millisecond},
-		// The emission interval is rounded up to 2ms before the product.
-		{ratelimit.GCRA{Burst: 20, EmissionInterval: 1500 * time.Microsecond}, 20, 40 * time.Millisecond},
+		// 20 × 1.5ms, exact (it was rounded up to 2ms before the product).
+		{ratelimit.GCRA{Burst: 20, EmissionInterval: 1500 * time.Microsecond}, 20, 30 * time.Millisecond},
+		{ratelimit.GCRA{Burst: 700, EmissionInterval: 1500 * time.Microsecond}, 700, 1050 * time.Millisecond},
 		{ratelimit.GCRA{Burst: 20, EmissionInterval: 100 * time.Millisecond}, 20, 2 * time.Second},
 	}
 	for _, tt := range tests {
