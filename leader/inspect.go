@@ -31,12 +31,15 @@ type Inspection struct {
 // It fails with an error wrapping [lock.ErrForeignData] when a key holds data the lock never writes,
 // or with the client's error (a timeout or cancellation changes nothing). The keys were validated by
 // [New], so there is no input error. It blocks for one round trip, bounded by ctx. Safe for concurrent
-// use, also while Run runs.
-func (e *Election) Inspect(ctx context.Context) (Inspection, error) {
-	var (
-		in  lock.Inspection
-		err error
-	)
+// use, also while Run runs. With [WithHooks] it is the operation LEADER INSPECT; a rejection is
+// returned unchanged with nothing read.
+func (e *Election) Inspect(ctx context.Context) (_ Inspection, err error) {
+	ctx, sc, err := e.cfg.hooks.Begin(ctx, e.op(opInspect))
+	if err != nil {
+		return Inspection{}, err
+	}
+	defer func() { sc.End(err) }()
+	var in lock.Inspection
 	if e.named {
 		in, err = e.locker.Inspect(ctx, e.name)
 	} else {

@@ -359,6 +359,7 @@ const (
 	opCampaign = "LEADER CAMPAIGN"
 	opRenew    = "LEADER RENEW"
 	opResign   = "LEADER RESIGN"
+	opInspect  = "LEADER INSPECT"
 )
 
 // acquire campaigns once through the lock: by name, so the lock derives the keys, or with the keys

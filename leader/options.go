@@ -283,7 +283,7 @@ func OnChange(fn func(Change)) Option {
 // WithHooks adds hooks that admit and observe the Election's operations (see [luakit.Hook]; primitive
 // "leader"): LEADER CAMPAIGN for each campaign wait (one operation however many attempts it makes),
 // LEADER RENEW for each renewal, LEADER RESIGN when leadership is given up (its repeats after
-// uncertain replies included). The hooks are not passed to the lock the Election campaigns with: its
+// uncertain replies included), LEADER INSPECT for [Election.Inspect]. The hooks are not passed to the lock the Election campaigns with: its
 // LOCK operations are part of these and create no scope of their own. A rejected campaign ends
 // [Election.Run] with the hook's error unchanged; a rejected renewal is handled like a failed one
 // (retried until the lease can no longer be vouched for); a rejected resignation releases nothing

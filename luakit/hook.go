@@ -11,8 +11,8 @@ type Operation struct {
 	// Primitive is the module that runs the operation: "lock", "lease", "rwlock", "semaphore",
 	// "redlock", "latch", "leader", "idempotency", "counter", "ratelimit".
 	Primitive string
-	// Name is the operation's upper-case name, for example "LOCK ACQUIRE"; the luakit README lists
-	// every name.
+	// Name is the operation's upper-case name, for example "LOCK ACQUIRE"; docs/hooks.md in the
+	// repository lists every name with the calls it covers.
 	Name string
 	// Instance is the name the application gave the primitive with its WithName option; "" when none.
 	Instance string

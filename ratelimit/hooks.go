@@ -25,13 +25,22 @@ func op(name, inst string) luakit.Operation {
 }
 
 // endDecision completes an acquisition's scope: a call that returns a decision (admitted or not,
-// including a wait that ends with ErrDenied, ErrExceedsCapacity or ErrQueueFull) succeeded.
+// including a wait that ends with ErrDenied, ErrExceedsCapacity or ErrQueueFull) succeeded; a wait
+// that returned early because its next admission would come after the caller's deadline was
+// canceled by that deadline (the caller's context has not ended yet, so End would call it failed).
 func endDecision(sc *luakit.Scope, err error) {
-	if err != nil && (errors.Is(err, ErrDenied) || errors.Is(err, ErrExceedsCapacity) || errors.Is(err, ErrQueueFull)) {
-		sc.EndWith(luakit.OutcomeSucceeded, err)
+	if err == nil {
+		sc.End(nil)
 		return
 	}
-	sc.End(err)
+	switch {
+	case errors.Is(err, ErrDenied) || errors.Is(err, ErrExceedsCapacity) || errors.Is(err, ErrQueueFull):
+		sc.EndWith(luakit.OutcomeSucceeded, err)
+	case errors.Is(err, errPastDeadline):
+		sc.EndWith(luakit.OutcomeCanceled, err)
+	default:
+		sc.End(err)
+	}
 }
 
 // CommonOption is an option of [New], [NewKeyed] and [NewDenyList] alike: it is an [Option], a
@@ -59,8 +68,9 @@ func (o commonOption) applyDeny(c *denyConfig) error { return o.deny(c) }
 //     changes and before anything is sent; a rejected admission returns the hook's error unchanged
 //     and decides nothing. A call that returns a decision, admitted or not (including a wait ending
 //     with [ErrDenied], [ErrExceedsCapacity] or [ErrQueueFull]), completes as
-//     [luakit.OutcomeSucceeded]; one whose ctx ended as [luakit.OutcomeCanceled]; any other error as
-//     [luakit.OutcomeFailed].
+//     [luakit.OutcomeSucceeded]; one whose ctx ended as [luakit.OutcomeCanceled], and so is a wait
+//     that returns early because its next admission would come after ctx's deadline; any other
+//     error as [luakit.OutcomeFailed].
 //   - RATE LIMIT UPDATE, RATE LIMIT RESET, RATE LIMIT REFUND, RATE LIMIT INSPECT: Update, Reset,
 //     Refund and Inspect.
 //   - RATE LIMIT DENY LIST READ, RATE LIMIT DENY LIST WRITE, RATE LIMIT DENY LIST ENTRIES:

@@ -317,6 +317,23 @@ func notAdmitted(res Result, n, capacity int64) error {
 	return ErrQueueFull
 }
 
+// pastDeadlineError is a wait that returned before the caller's deadline because its next admission
+// (in d) would come after it. It wraps context.DeadlineExceeded; its hook outcome is canceled, as if
+// the wait had slept until the deadline.
+type pastDeadlineError struct{ d time.Duration }
+
+func (e pastDeadlineError) Error() string {
+	return fmt.Sprintf("ratelimit: wait: admission in %v would be after the context deadline: %v", e.d, context.DeadlineExceeded)
+}
+
+func (pastDeadlineError) Unwrap() error { return context.DeadlineExceeded }
+
+// Is makes errors.Is(err, errPastDeadline) find a pastDeadlineError without allocating.
+func (pastDeadlineError) Is(target error) bool { return target == errPastDeadline }
+
+// errPastDeadline is the target that matches any pastDeadlineError.
+var errPastDeadline = errors.New("ratelimit: wait: admission would be after the context deadline")
+
 // waitLoop is the wait without a queue: attempt until admitted, sleeping each rejection's
 // RetryAfter with a timer. It returns a rejection that can never be admitted (deny list, n above the
 // capacity) as it is, for the caller to turn into an error.
@@ -334,7 +351,7 @@ func waitLoop(ctx, closeCtx context.Context, closedErr func() error, attempt fun
 		}
 		d := res.RetryAfter
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
-			return res, fmt.Errorf("ratelimit: wait: admission in %v would be after the context deadline: %w", d, context.DeadlineExceeded)
+			return res, pastDeadlineError{d}
 		}
 		if timer == nil {
 			timer = time.NewTimer(d)

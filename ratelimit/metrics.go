@@ -31,8 +31,9 @@ const meterName = "github.com/coordkit/coordkit/ratelimit"
 type metrics struct {
 	allowed metric.Int64Counter
 	blocked metric.Int64Counter
-	// Pre-built attribute sets: recording allocates nothing per call.
-	allowAttr, denyAttr, capAttr metric.AddOption
+	// Pre-built attribute options, passed as whole slices (allowAttr...): recording allocates nothing
+	// per call, where a single option argument would build a variadic slice each time.
+	allowAttr, denyAttr, capAttr []metric.AddOption
 }
 
 // newMetrics creates the instruments; instance (the WithName name) becomes the coordkit.instance
@@ -51,11 +52,11 @@ func newMetrics(mp metric.MeterProvider, instance string) (*metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: metric %s: %w", MetricBlocked, err)
 	}
-	attrs := func(kv ...attribute.KeyValue) metric.AddOption {
+	attrs := func(kv ...attribute.KeyValue) []metric.AddOption {
 		if instance != "" {
 			kv = append(kv, attribute.String(AttrInstance, instance))
 		}
-		return metric.WithAttributeSet(attribute.NewSet(kv...))
+		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
 	}
 	return &metrics{
 		allowed:   allowed,
@@ -84,7 +85,7 @@ func (m *metrics) record(c *counts, res Result) {
 	ctx := context.Background()
 	if res.Allowed {
 		if m != nil {
-			m.allowed.Add(ctx, 1, m.allowAttr)
+			m.allowed.Add(ctx, 1, m.allowAttr...)
 		}
 		if c != nil {
 			c.granted.Add(1)
@@ -93,9 +94,9 @@ func (m *metrics) record(c *counts, res Result) {
 	}
 	if m != nil {
 		if res.Reason == ReasonDenyList {
-			m.blocked.Add(ctx, 1, m.denyAttr)
+			m.blocked.Add(ctx, 1, m.denyAttr...)
 		} else {
-			m.blocked.Add(ctx, 1, m.capAttr)
+			m.blocked.Add(ctx, 1, m.capAttr...)
 		}
 	}
 	if c != nil {

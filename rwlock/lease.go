@@ -113,12 +113,23 @@ func (h *Lease) OwnerToken() string { return h.b.entry[2:] }
 //
 // An entry that Close misses (server unreachable, timeout) keeps blocking conflicting holders until it
 // expires. Call [Lease.Release] when you need the outcome, and prefer short leases.
+//
+// With [WithHooks] it is the operation RWLOCK CLOSE; a rejection is returned unchanged, nothing is
+// sent or logged, the lease is kept and Close can be called again.
 func (h *Lease) Close() error {
 	if h.Settled() {
 		return nil
 	}
-	err := h.Handle.Close()
-	if err != nil {
+	timeout := h.l.cfg.own.CleanupTimeout
+	if timeout <= 0 {
+		timeout = time.Second // the Handle's default
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := h.Handle.CloseContext(ctx) // the operation RWLOCK CLOSE, as Handle.Close
+	// Nothing was sent and the lease is unchanged before the timeout: a hook rejected the Close. No
+	// release failed, so there is nothing to log; the caller gets the rejection and may call again.
+	if err != nil && !(ctx.Err() == nil && h.Err() == nil) {
 		lg := h.l.cfg.own.Logger // nil without WithLogger: the default, as the Handle's own warnings
 		if lg == nil {
 			lg = slog.Default()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 	"github.com/redis/rueidis"
 )
 
@@ -40,8 +41,9 @@ type Inspection struct {
 // capacity, the unexpired permits and the key's PTTL atomically. Unlike every acquisition it does not
 // prune expired permits: nothing is written and no expiry changes (PTTL before and after are equal).
 // Owner tokens are never returned. It needs no capacity (it reports the stored one), so it is a
-// function rather than a method; of opts only [WithKeyPrefix] matters (others are validated and
-// ignored). The read counts as an access for the server's LRU/LFU eviction, as any read does.
+// function rather than a method; of opts only [WithKeyPrefix], [WithHooks] and [WithName] matter
+// (others are validated and ignored): with hooks it is the operation SEMAPHORE INSPECT, admitted after
+// the input checks and before the read. The read counts as an access for the server's LRU/LFU eviction, as any read does.
 //
 // It fails before any I/O with an error wrapping [ErrNilClient] for a nil client and one matching
 // [ErrInvalidConfig] for an empty key or an invalid option; with an error wrapping [ErrForeignData]
@@ -64,11 +66,13 @@ func Inspect(ctx context.Context, client rueidis.Client, key string, opts ...Opt
 			return Inspection{}, err
 		}
 	}
-	arr, err := inspectScript.Exec(ctx, client, []string{cfg.keys.Key(key)}, nil).ToArray()
-	if err != nil {
-		return Inspection{}, fmt.Errorf("semaphore: inspect: %w", luakit.MarkForeign(err))
-	}
-	return decodeInspection(arr)
+	return ownership.Do(ctx, &cfg.own, "INSPECT", func(ctx context.Context) (Inspection, error) {
+		arr, err := inspectScript.Exec(ctx, client, []string{cfg.keys.Key(key)}, nil).ToArray()
+		if err != nil {
+			return Inspection{}, fmt.Errorf("semaphore: inspect: %w", luakit.MarkForeign(err))
+		}
+		return decodeInspection(arr)
+	})
 }
 
 // decodeInspection decodes the reply of inspect.lua.

@@ -109,9 +109,11 @@ func (c *config) provider() metric.MeterProvider {
 }
 
 // WithHooks adds hooks that admit and observe the operations of the Semaphore (see [luakit.Hook]):
-// SEMAPHORE TRY ACQUIRE, SEMAPHORE ACQUIRE (one operation however many attempts it waits through), and on each Permit SEMAPHORE EXTEND, SEMAPHORE VERIFY, SEMAPHORE RELEASE and SEMAPHORE CLOSE. No free permit (ErrNotAcquired)
-// completes as [luakit.OutcomeSucceeded]. Hooks compose in order across calls. Default: none, and
-// operations then allocate nothing for hooks.
+// SEMAPHORE TRY ACQUIRE, SEMAPHORE ACQUIRE (one operation however many attempts it waits through), on
+// each Permit SEMAPHORE EXTEND, SEMAPHORE VERIFY, SEMAPHORE RELEASE and SEMAPHORE CLOSE ([Permit.Close]),
+// and SEMAPHORE INSPECT when given to [Inspect]. No free
+// permit (ErrNotAcquired) completes as [luakit.OutcomeSucceeded]. Hooks compose in order across calls.
+// Default: none, and operations then allocate nothing for hooks.
 func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.own.Hooks = append(c.own.Hooks, hooks...); return nil })
 }

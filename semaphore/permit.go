@@ -132,13 +132,23 @@ func (p *Permit) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error)
 // [Semaphore.Close] waits for or stops those retries. Close after an answered release does no I/O and
 // returns nil. Close is also how to finish the surrender of a permit whose late renewal's release went
 // unanswered.
+//
+// With [WithHooks] it is the operation SEMAPHORE CLOSE (not a SEMAPHORE RELEASE as well). A rejection is
+// returned unchanged with nothing sent, the permit kept and no background retry, so Close can be
+// called again.
 func (p *Permit) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), p.b.s.cfg.own.CleanupTimeout)
-	err := p.release(ctx)
-	cancel()
-	if err != nil {
-		p.b.s.retryLater(stageClose, err, p.release)
+	defer cancel()
+	err := p.Handle.CloseContext(ctx)
+	if err == nil {
+		return nil
 	}
+	// Nothing was sent and the permit is unchanged although the cleanup timeout has not passed: a hook
+	// rejected the Close (every other unsent attempt ends with ctx). There is nothing to retry.
+	if ctx.Err() == nil && p.Handle.Err() == nil {
+		return err
+	}
+	p.b.s.retryLater(stageClose, err, p.release)
 	return err
 }
 

@@ -58,6 +58,8 @@ var scenarios = []scenario{
 	{name: "leader_rejected_renew", run: testLeaderRejectedRenew},
 	{name: "leader_rejected_resign", run: testLeaderRejectedResign},
 	{name: "otel_lock_spans", run: testLockSpansAndDurations},
+	{name: "semaphore", run: testSemaphoreHooks},
+	{name: "rwlock_rejected_close", run: testRWLockRejectedClose},
 }
 
 // TestHooks runs every hook scenario on every target of the matrix (targets in parallel, at most

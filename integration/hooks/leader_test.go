@@ -110,6 +110,15 @@ func testLeaderRejectedCampaign(t *testing.T, e *env) {
 		t.Fatal("a rejected campaign wrote the lease")
 	}
 	expect(t, j, "admit LEADER CAMPAIGN")
+	// Inspect is an operation of its own (the lock it reads through has no hooks).
+	if _, err := el.Inspect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	j.setReject("LEADER INSPECT")
+	if _, err := el.Inspect(context.Background()); err != errRejected { //nolint:errorlint // unchanged
+		t.Fatalf("Inspect = %v, want the rejection unchanged", err)
+	}
+	expect(t, j, "admit LEADER INSPECT", "done LEADER INSPECT succeeded", "admit LEADER INSPECT")
 }
 
 // elected waits until e leads and returns its term; the bound only turns a lost campaign into a

@@ -163,6 +163,41 @@ func testRateLimitHookRules(t *testing.T, e *env) {
 		}
 	})
 
+	// A wait whose next admission would come after the caller's deadline returns at once with an error
+	// wrapping context.DeadlineExceeded, before the deadline: the caller's deadline ended it, as if it
+	// had slept until then, so it is canceled (not a failure, and not an uncertain one).
+	t.Run("wait_past_the_deadline_is_canceled", func(t *testing.T) {
+		l, err := ratelimit.New(client, "rl-deadline", ratelimit.FixedWindow{Limit: 1, Window: time.Hour},
+			ratelimit.WithHooks(j))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = l.Close(ctx) }()
+		k, err := ratelimit.NewKeyed(client, ratelimit.FixedWindow{Limit: 1, Window: time.Hour}, ratelimit.WithHooks(j))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = k.Close(ctx) }()
+		if res, err := l.AllowN(ctx, 1); err != nil || !res.Allowed {
+			t.Fatalf("AllowN = %+v %v", res, err)
+		}
+		if res, err := k.AllowN(ctx, "deadline-user", 1); err != nil || !res.Allowed {
+			t.Fatalf("Keyed AllowN = %+v %v", res, err)
+		}
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		defer cancel()
+		if _, err := l.WaitN(dctx, 1); !errors.Is(err, context.DeadlineExceeded) || dctx.Err() != nil {
+			t.Fatalf("WaitN = %v (ctx %v), want a deadline error before the deadline", err, dctx.Err())
+		}
+		if _, err := k.WaitN(dctx, "deadline-user", 1); !errors.Is(err, context.DeadlineExceeded) || dctx.Err() != nil {
+			t.Fatalf("Keyed WaitN = %v (ctx %v), want a deadline error before the deadline", err, dctx.Err())
+		}
+		expect(t, j, "admit RATE LIMIT ACQUIRE", "done RATE LIMIT ACQUIRE succeeded",
+			"admit RATE LIMIT ACQUIRE", "done RATE LIMIT ACQUIRE succeeded",
+			"admit RATE LIMIT ACQUIRE", "done RATE LIMIT ACQUIRE canceled",
+			"admit RATE LIMIT ACQUIRE", "done RATE LIMIT ACQUIRE canceled")
+	})
+
 	t.Run("keyed_and_deny_list_operations", func(t *testing.T) {
 		k, err := ratelimit.NewKeyed(client, ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 5, Period: time.Minute},
 			ratelimit.WithHooks(j), ratelimit.WithName("per-user"), ratelimit.WithKeyedDenyList(dl, nil))
