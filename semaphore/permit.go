@@ -152,8 +152,9 @@ func (p *Permit) Close() error {
 	return err
 }
 
-// release is Release without its outcome: Close's attempt and its background retries.
+// release is one background retry of an admitted Close's unanswered release: owed cleanup, not
+// admitted again (the Close's one scope covers it).
 func (p *Permit) release(ctx context.Context) error {
-	_, err := p.Handle.Release(ctx)
+	_, err := p.Handle.ReleaseOwed(ctx)
 	return err
 }

@@ -3,6 +3,7 @@ package hooks_test
 import (
 	"context"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,6 +60,52 @@ func testSemaphoreHooks(t *testing.T, e *env) {
 		}
 		expect(t, j, "admit SEMAPHORE TRY ACQUIRE", "done SEMAPHORE TRY ACQUIRE succeeded",
 			"admit SEMAPHORE CLOSE", "admit SEMAPHORE CLOSE", "done SEMAPHORE CLOSE succeeded")
+	})
+
+	// An admitted Close whose release gets no answer (every node pauses writes for longer than the
+	// cleanup timeout) is retried in the background: the retries are cleanup owed after the admitted
+	// Close, so the hooks see that one CLOSE and no RELEASE, and the permit is gone once they answer.
+	t.Run("owed_release_is_not_readmitted", func(t *testing.T) {
+		s, err := semaphore.New(client, "sem-hooks-owed", 1, semaphore.WithHooks(j),
+			semaphore.WithCleanupTimeout(50*time.Millisecond), semaphore.WithCleanupRetryWindow(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.TryAcquire(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin := e.client(t)
+		for addr, node := range admin.Nodes() {
+			if err := node.Do(ctx, node.B().ClientPause().Timeout(400).Write().Build()).Error(); err != nil {
+				t.Fatalf("CLIENT PAUSE on %s: %v", addr, err)
+			}
+		}
+		if err := p.Close(); err == nil {
+			t.Fatal("Close answered although every node paused writes past the cleanup timeout")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			in, err := semaphore.Inspect(ctx, admin, "sem-hooks-owed")
+			if err == nil && len(in.Permits) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the background release never removed the permit: %+v, %v", in, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The Close's completion is canceled or failed by how its cleanup timeout ended the wait (the
+		// server's version decides whether the paused write errs first); either way exactly one.
+		got := j.take()
+		want := []string{"admit SEMAPHORE TRY ACQUIRE", "done SEMAPHORE TRY ACQUIRE succeeded", "admit SEMAPHORE CLOSE"}
+		if len(got) != 4 || !slices.Equal(got[:3], want) ||
+			(got[3] != "done SEMAPHORE CLOSE canceled" && got[3] != "done SEMAPHORE CLOSE failed") {
+			t.Fatalf("hook journal\n got %q\nwant %q and one CLOSE completion (canceled or failed), no RELEASE", got, want)
+		}
 	})
 
 	t.Run("inspect", func(t *testing.T) {

@@ -641,6 +641,12 @@ func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 	return admitted(h, ctx, "RELEASE", h.release)
 }
 
+// ReleaseOwed is [Handle.Release] without admission: the release a primitive owes after an admitted
+// operation whose own release got no answer (a Close's background retries). It opens no hook scope and
+// completes none, so the one admitted operation stays the only one the hooks see; a rejection cannot
+// happen. Outcomes, errors, ordering and ctx are those of Release.
+func (h *Handle) ReleaseOwed(ctx context.Context) (Outcome, error) { return h.release(ctx) }
+
 func (h *Handle) release(ctx context.Context) (Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("%s: release: nothing sent, the handle is unchanged: %w", h.cfg.name(), err)
