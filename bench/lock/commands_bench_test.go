@@ -2,6 +2,7 @@ package lockbench
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/coordkit/coordkit/bench/internal/benchkit"
+	contenderpkg "github.com/coordkit/coordkit/bench/internal/contenders"
 	"github.com/coordkit/coordkit/bench/internal/peers"
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
@@ -73,11 +75,11 @@ func BenchmarkCycleCommands(b *testing.B) {
 	for _, spec := range []struct {
 		name  string
 		fresh bool
-		c     contender
+		c     contenderpkg.Lock
 	}{
-		{"coordkit/fresh", true, newCoordkit(b, s)},
-		{"coordkit/existing", false, newCoordkit(b, s)},
-		{"raw-rueidis/fresh", true, newRaw(b, s)},
+		{"coordkit/fresh", true, newContender(b, lockSpec(b, contenderpkg.Coordkit), s)},
+		{"coordkit/existing", false, newContender(b, lockSpec(b, contenderpkg.Coordkit), s)},
+		{"raw-rueidis/fresh", true, newContender(b, lockSpec(b, contenderpkg.RawRueidis), s)},
 	} {
 		b.Run(spec.name, func(b *testing.B) {
 			ctx := context.Background()
@@ -389,7 +391,28 @@ func BenchmarkCycleSettings(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			runContender(b, coordkitContender{lk})
+			runContender(b, lockerContender{lk})
 		})
 	}
+}
+
+// lockerContender is Coordkit's row over a Locker built here (BenchmarkCycleSettings' clients).
+type lockerContender struct{ lk *lock.Locker }
+
+func (lockerContender) Name() string { return contenderpkg.Coordkit }
+func (lockerContender) Close()       {}
+
+func (c lockerContender) TryAcquireRelease(ctx context.Context, key string) error {
+	lease, err := c.lk.TryAcquire(ctx, key, time.Second)
+	if err != nil {
+		return err
+	}
+	out, err := lease.Release(ctx)
+	if err != nil {
+		return err
+	}
+	if out != lock.Released {
+		return fmt.Errorf("release: %v", out)
+	}
+	return nil
 }

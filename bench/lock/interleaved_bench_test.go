@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/bench/internal/benchkit"
+	contenderpkg "github.com/coordkit/coordkit/bench/internal/contenders"
 )
 
 // interleavedRounds is how many rounds BenchmarkCycleInterleaved runs per caller count.
@@ -22,7 +23,7 @@ const interleavedRounds = 5
 // median of the per-round ratios. Run it with a count, for example -benchtime=3000x.
 func BenchmarkCycleInterleaved(b *testing.B) {
 	s := benchkit.StartServer(b, "bench:{*", "{bench:*")
-	specs := []contender{newCoordkit(b, s), newRaw(b, s)}
+	specs := []contenderpkg.Lock{newContender(b, lockSpec(b, contenderpkg.Coordkit), s), newContender(b, lockSpec(b, contenderpkg.RawRueidis), s)}
 	for _, callers := range []int{1, 8, 64} {
 		b.Run("callers="+strconv.Itoa(callers), func(b *testing.B) {
 			rates := make([][]float64, len(specs))
@@ -47,7 +48,7 @@ func BenchmarkCycleInterleaved(b *testing.B) {
 }
 
 // cycles runs n cycles of c with callers goroutines and returns cycles per second.
-func cycles(b *testing.B, c contender, callers, n int) float64 {
+func cycles(b *testing.B, c contenderpkg.Lock, callers, n int) float64 {
 	ctx := context.Background()
 	run := strconv.FormatInt(runSeq.Add(1), 10)
 	var next atomic.Int64
@@ -69,4 +70,16 @@ func cycles(b *testing.B, c contender, callers, n int) float64 {
 	}
 	wg.Wait()
 	return float64(n) / time.Since(start).Seconds()
+}
+
+// lockSpec returns the row of the lock contender table named name.
+func lockSpec(b *testing.B, name string) contenderpkg.LockSpec {
+	b.Helper()
+	for _, spec := range contenderpkg.Locks {
+		if spec.Name == name {
+			return spec
+		}
+	}
+	b.Fatalf("no lock contender %q", name)
+	return contenderpkg.LockSpec{}
 }
