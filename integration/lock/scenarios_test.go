@@ -869,8 +869,8 @@ func armingCommand(e *env) string {
 
 // 21. The server side of one TryAcquire+Release cycle on an existing counter, from INFO commandstats
 // summed over every server process: the two EVALSHAs and the commands they run (acquire: SET NX PX,
-// INCR, PTTL of the counter; release: GET, DEL), 7 in all, as with a new counter. INFO and the PINGs
-// rueidis sends on idle connections are left out.
+// INCR, PTTL of the counter; release: GET, DEL), 7 in all, as with a new counter; and of a TryAcquire
+// on a held lock, 3. INFO and the PINGs rueidis sends on idle connections are left out.
 func testCycleCommands(t *testing.T, e *env) {
 	c := ctx(t)
 	l := e.locker(t)
@@ -889,6 +889,25 @@ func testCycleCommands(t *testing.T, e *env) {
 	cycle()
 	after := e.CommandStats(t)
 	e.requireCounter(t, fk, "2")
+	got := commandsSince(before, after)
+	require.Equal(t, map[string]int64{"evalsha": 2, "set": 1, "incr": 1, "pttl": 1, "get": 1, "del": 1}, got,
+		"commands of one cycle on an existing counter")
+
+	// A held lock: the script's SET NX fails and PTTL reads the holder's remaining time, nothing more.
+	held, err := l.TryAcquire(c, ln, 10*time.Second)
+	require.NoError(t, err)
+	before = e.CommandStats(t)
+	lease, err := l.TryAcquire(c, ln, 10*time.Second)
+	require.Nil(t, lease)
+	require.ErrorIs(t, err, lock.ErrNotAcquired)
+	got = commandsSince(before, e.CommandStats(t))
+	require.Equal(t, map[string]int64{"evalsha": 1, "set": 1, "pttl": 1}, got, "commands of an attempt on a held lock")
+	_, err = held.Release(c)
+	require.NoError(t, err)
+}
+
+// commandsSince returns after-before per command, without INFO and PING.
+func commandsSince(before, after map[string]int64) map[string]int64 {
 	got := map[string]int64{}
 	for name, n := range after {
 		if name == "info" || name == "ping" {
@@ -898,6 +917,5 @@ func testCycleCommands(t *testing.T, e *env) {
 			got[name] = d
 		}
 	}
-	require.Equal(t, map[string]int64{"evalsha": 2, "set": 1, "incr": 1, "pttl": 1, "get": 1, "del": 1}, got,
-		"commands of one cycle on an existing counter")
+	return got
 }
