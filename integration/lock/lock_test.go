@@ -45,6 +45,7 @@ var scenarios = []scenario{
 	{name: "18_extend_ttl", run: testExtendTTL},
 	{name: "19_least_privilege_acl", run: testLeastPrivilege},
 	{name: "20_attempt_observer", run: testAttemptObserver},
+	{name: "21_cycle_commands", run: testCycleCommands},
 }
 
 // TestLock runs every scenario on every target. Targets run in parallel (at most maxParallelTargets at

@@ -127,24 +127,47 @@ func requireCounterError(t *testing.T, err error, reason lock.CounterReason) {
 	require.Equal(t, reason, ce.Reason, "counter error reason (%v)", err)
 }
 
-// 4. An expiring, malformed or negative counter (and one of the wrong type) fails; no lease is written
-// and the counter, with its TTL, is unchanged. While another owner holds the lease, the answer is
-// ErrNotAcquired, as for a valid counter.
+// 4. An expiring, malformed, negative or overflowing counter (and one of the wrong type) fails; no lease
+// is written and the counter is unchanged: DUMP and TTL as before, though the script takes the lease and
+// increments the counter before it knows (INCR + DECR, SET + DEL). While another owner holds the lease,
+// the answer is ErrNotAcquired, as for a valid counter, and nothing is written.
 func testCounterUnusable(t *testing.T, e *env) {
 	c := ctx(t)
 	l := e.locker(t)
 	cases := []struct {
 		name   string
 		setup  []string // SET arguments after the key; nil: a hash
-		value  string
 		reason lock.CounterReason
 	}{
-		{"expiring", []string{"7", "PX", "600000"}, "7", lock.CounterExpiring},
-		{"malformed", []string{"abc"}, "abc", lock.CounterMalformed},
-		{"negative", []string{"-5"}, "-5", lock.CounterNegative},
-		{"leading_zero", []string{"007"}, "007", lock.CounterMalformed},
-		{"too_long", []string{"99999999999999999999"}, "99999999999999999999", lock.CounterMalformed},
-		{"wrongtype", nil, "", lock.CounterWrongType},
+		{"expiring", []string{"7", "PX", "600000"}, lock.CounterExpiring},
+		{"expiring_negative", []string{"-5", "PX", "600000"}, lock.CounterExpiring},
+		{"expiring_malformed", []string{"abc", "PX", "600000"}, lock.CounterExpiring},
+		{"expiring_max", []string{"9223372036854775807", "PX", "600000"}, lock.CounterExpiring},
+		{"expiring_zero", []string{"0", "PX", "600000"}, lock.CounterExpiring},
+		{"expiring_nine", []string{"9", "PX", "600000"}, lock.CounterExpiring},
+		{"expiring_ten", []string{"10", "PX", "600000"}, lock.CounterExpiring},
+		{"expiring_above_2_53", []string{"9007199254740993", "PX", "600000"}, lock.CounterExpiring},
+		{"expiring_max_minus_one", []string{"9223372036854775806", "PX", "600000"}, lock.CounterExpiring},
+		{"malformed", []string{"abc"}, lock.CounterMalformed},
+		{"empty", []string{""}, lock.CounterMalformed},
+		{"negative", []string{"-5"}, lock.CounterNegative},
+		{"minus_one", []string{"-1"}, lock.CounterNegative},
+		{"minus_nine", []string{"-9"}, lock.CounterNegative},
+		{"minus_ten", []string{"-10"}, lock.CounterNegative},
+		{"minus_hundred", []string{"-100"}, lock.CounterNegative},
+		{"negative_below_2_53", []string{"-9007199254740993"}, lock.CounterNegative},
+		{"negative_large", []string{"-5000000000000"}, lock.CounterNegative},
+		{"min_int64", []string{"-9223372036854775808"}, lock.CounterNegative},
+		{"minus_zero", []string{"-0"}, lock.CounterMalformed},
+		{"leading_zero", []string{"007"}, lock.CounterMalformed},
+		{"plus_sign", []string{"+5"}, lock.CounterMalformed},
+		{"leading_space", []string{" 5"}, lock.CounterMalformed},
+		{"trailing_space", []string{"5 "}, lock.CounterMalformed},
+		{"float", []string{"1.5"}, lock.CounterMalformed},
+		{"above_max", []string{"9223372036854775808"}, lock.CounterMalformed},
+		{"too_long", []string{"99999999999999999999"}, lock.CounterMalformed},
+		{"max_int64", []string{"9223372036854775807"}, lock.CounterOverflow},
+		{"wrongtype", nil, lock.CounterWrongType},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,31 +177,26 @@ func testCounterUnusable(t *testing.T, e *env) {
 			} else {
 				e.do(t, "HSET", fk, "f", "1")
 			}
+			pattern := "{" + ln + "}:*"
+			before := e.Snapshot(t, pattern)
+			require.Len(t, before, 1, "only the counter exists")
 			lease, err := l.TryAcquire(c, ln, 10*time.Second)
 			require.Nil(t, lease)
 			requireCounterError(t, err, tc.reason)
 			e.requireAbsent(t, lk, "lease key")
-			switch {
-			case tc.setup == nil:
-				m := e.do(t, "TYPE", fk)
-				typ, err := m.ToString()
-				require.NoError(t, err)
-				require.Equal(t, "hash", typ)
-			case tc.reason == lock.CounterExpiring:
-				v, ok := e.get(t, fk)
-				require.True(t, ok)
-				require.Equal(t, tc.value, v, "counter value unchanged")
+			require.Equal(t, before, e.Snapshot(t, pattern), "counter DUMP and PTTL unchanged")
+			if tc.reason == lock.CounterExpiring {
 				require.Greater(t, e.pttl(t, fk), int64(0), "counter keeps its TTL")
-			default:
-				e.requireCounter(t, fk, tc.value)
 			}
 
 			// A held lease is reported as held whatever the counter holds.
 			e.do(t, "SET", lk, "another-owner", "PX", "60000")
+			before = e.Snapshot(t, pattern)
 			lease, err = l.TryAcquire(c, ln, 10*time.Second)
 			require.Nil(t, lease)
 			require.ErrorIs(t, err, lock.ErrNotAcquired, "held lease, %s counter", tc.name)
 			e.requireLease(t, lk, "another-owner")
+			require.Equal(t, before, e.Snapshot(t, pattern), "a busy attempt writes nothing")
 			e.do(t, "DEL", lk)
 		})
 	}
@@ -847,4 +865,57 @@ func armingCommand(e *env) string {
 		return "PTTL"
 	}
 	return "CLIENT"
+}
+
+// 21. The server side of one TryAcquire+Release cycle on an existing counter, from INFO commandstats
+// summed over every server process: the two EVALSHAs and the commands they run (acquire: SET NX PX,
+// INCR, PTTL of the counter; release: GET, DEL), 7 in all, as with a new counter; and of a TryAcquire
+// on a held lock, 3. INFO and the PINGs rueidis sends on idle connections are left out.
+func testCycleCommands(t *testing.T, e *env) {
+	c := ctx(t)
+	l := e.locker(t)
+	ln, _, fk := named("s21")
+	cycle := func() {
+		t.Helper()
+		lease, err := l.TryAcquire(c, ln, 10*time.Second)
+		require.NoError(t, err)
+		out, err := lease.Release(c)
+		require.NoError(t, err)
+		require.Equal(t, lock.Released, out)
+	}
+	cycle() // loads the scripts (EVAL after NOSCRIPT) and creates the counter
+	e.requireCounter(t, fk, "1")
+	before := e.CommandStats(t)
+	cycle()
+	after := e.CommandStats(t)
+	e.requireCounter(t, fk, "2")
+	got := commandsSince(before, after)
+	require.Equal(t, map[string]int64{"evalsha": 2, "set": 1, "incr": 1, "pttl": 1, "get": 1, "del": 1}, got,
+		"commands of one cycle on an existing counter")
+
+	// A held lock: the script's SET NX fails and PTTL reads the holder's remaining time, nothing more.
+	held, err := l.TryAcquire(c, ln, 10*time.Second)
+	require.NoError(t, err)
+	before = e.CommandStats(t)
+	lease, err := l.TryAcquire(c, ln, 10*time.Second)
+	require.Nil(t, lease)
+	require.ErrorIs(t, err, lock.ErrNotAcquired)
+	got = commandsSince(before, e.CommandStats(t))
+	require.Equal(t, map[string]int64{"evalsha": 1, "set": 1, "pttl": 1}, got, "commands of an attempt on a held lock")
+	_, err = held.Release(c)
+	require.NoError(t, err)
+}
+
+// commandsSince returns after-before per command, without INFO and PING.
+func commandsSince(before, after map[string]int64) map[string]int64 {
+	got := map[string]int64{}
+	for name, n := range after {
+		if name == "info" || name == "ping" {
+			continue
+		}
+		if d := n - before[name]; d != 0 {
+			got[name] = d
+		}
+	}
+	return got
 }
