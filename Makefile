@@ -52,9 +52,11 @@ servers: ## install/build the servers in SERVERS into ~/.cache/coordkit/servers
 images: servers ## build the container images of SERVERS from the cached binaries (FROM scratch; nothing is pulled)
 	@cd testkit && go run ./cmd/coordkit-images $(SERVERS)
 
-deps: ## go mod download in every module (workspace and GOWORK=off)
-	@go mod download
-	@out=$$($(EACH) download $(call pick,$(MODULES)) 2>&1) || { echo "$$out"; exit 1; }
+# The workspace step downloads only the modules its packages and tests import: a workspace-wide
+# `go mod download` also fetches every module a peer library of the bench module merely requires
+# (redsync requires valkey-go's valkeycompat, which the module proxy does not serve).
+deps: ## download every module's dependencies (GOWORK=off go mod download; in the workspace, what the packages import)
+	@out=$$($(EACH) download,wsdownload $(call pick,$(MODULES)) 2>&1) || { echo "$$out"; exit 1; }
 
 test: setup images ## vet + race tests per module (workspace, GOWORK=off), tidy-check, then the container pass
 	@$(EACH) ws,off,tidy $(call pick,$(MODULES))

@@ -13,6 +13,7 @@
 #   doccheck     go tool revive (exported rule only)    (pinned in tools/go.mod; released modules in `make lint`)
 #   tidy         GOWORK=off go mod tidy -diff           (fails on any go.mod/go.sum difference; edits nothing)
 #   download     GOWORK=off go mod download
+#   wsdownload   go list -deps -test ./... in the workspace (downloads what the packages import)
 #   fuzz         every FuzzXxx in the module for $FUZZTIME each
 #   bench        go test -run='^$' -bench=. -benchmem ./...
 #
@@ -69,6 +70,7 @@ step_staticcheck() { go tool staticcheck ./...; }
 # tools/go.mod, configured in tools/revive.toml).
 step_doccheck()    { go tool revive -config "$ROOT/tools/revive.toml" ./...; }
 step_download()    { GOWORK=off go mod download; }
+step_wsdownload()  { go list -deps -test ./... >/dev/null; }
 step_tidy()        { GOWORK=off go mod tidy -diff; }
 step_bench()       { go test -run='^$' -bench=. -benchmem ./...; }
 step_gofmt() {
