@@ -59,7 +59,7 @@ func StartCluster(t testing.TB, target Target, opts ...Option) *Cluster {
 	t.Helper()
 	c, err := LaunchCluster(context.Background(), target, opts...)
 	if err != nil {
-		failOrSkip(t, err)
+		FailOrSkip(t, err)
 		return nil
 	}
 	t.Cleanup(func() {

@@ -78,7 +78,7 @@ func NewNetwork(t testing.TB) *Network {
 	t.Helper()
 	n, err := LaunchNetwork(context.Background())
 	if err != nil {
-		failOrSkip(t, err)
+		FailOrSkip(t, err)
 		return nil
 	}
 	t.Cleanup(func() {

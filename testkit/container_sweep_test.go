@@ -38,7 +38,7 @@ func TestSweepHelper(t *testing.T) {
 func TestSweepAfterKilledBinary(t *testing.T) {
 	ctx := context.Background()
 	if err := probeEngine(ctx); err != nil {
-		failOrSkip(t, err)
+		FailOrSkip(t, err)
 	}
 	t.Setenv(EnvBackend, BackendContainer)
 	mine := Start(t, firstAvailable(t), WithStartTimeout(60*time.Second)) // a live owner's container

@@ -22,7 +22,7 @@ func firstAvailable(t *testing.T) Target {
 			firstErr = err
 		}
 	}
-	failOrSkip(t, firstErr)
+	FailOrSkip(t, firstErr)
 	return ""
 }
 

@@ -149,7 +149,7 @@ func StartReplicated(t testing.TB, target Target, opts ...Option) *Replicated {
 		if errors.Is(err, ErrUnsupported) {
 			t.Skipf("%v", err)
 		}
-		failOrSkip(t, err)
+		FailOrSkip(t, err)
 		return nil
 	}
 	t.Cleanup(func() {

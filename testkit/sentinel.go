@@ -106,7 +106,7 @@ func StartSentinel(t testing.TB, target Target, opts ...Option) *Sentinel {
 		if errors.Is(err, ErrUnsupported) {
 			t.Skipf("%v", err)
 		}
-		failOrSkip(t, err)
+		FailOrSkip(t, err)
 		return nil
 	}
 	t.Cleanup(func() {

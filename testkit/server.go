@@ -96,7 +96,7 @@ func Start(t testing.TB, target Target, opts ...Option) *Server {
 	t.Helper()
 	s, err := Launch(context.Background(), target, opts...)
 	if err != nil {
-		failOrSkip(t, err)
+		FailOrSkip(t, err)
 		return nil
 	}
 	t.Cleanup(func() {
@@ -107,7 +107,12 @@ func Start(t testing.TB, target Target, opts ...Option) *Server {
 	return s
 }
 
-func failOrSkip(t testing.TB, err error) {
+// FailOrSkip ends the test t for err: skipped when err wraps [ErrUnavailable] (no server binary, no
+// Docker engine, an external server of another kind) and CI is not "true" (EnvCI), failed otherwise, so
+// that in CI a missing server is a failure. It never returns (t.Skipf and t.Fatalf stop the test's
+// goroutine). Tests that start servers through [Launch] or [LaunchCluster] themselves call it with
+// their error; [Start] and [StartCluster] call it for theirs.
+func FailOrSkip(t testing.TB, err error) {
 	t.Helper()
 	if errors.Is(err, ErrUnavailable) && !isCI() {
 		t.Skipf("%v", err)
