@@ -38,7 +38,7 @@ var scriptInner = map[string]bool{
 
 // background lists what a Sentinel target's sentinels and replica send the primary on their own
 // (PING and hello PUBLISH every second or two, REPLCONF ACK): never the counter's.
-var background = map[string]bool{"ping": true, "publish": true, "replconf": true, "subscribe": true}
+var background = matrix.SentinelTraffic
 
 // commandsDelta returns, per command, how many calls the target's servers counted between two
 // snapshots, leaving out INFO (the snapshots themselves), the client's topology refreshes and

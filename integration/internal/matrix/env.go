@@ -100,6 +100,26 @@ func (e *Env) CommandStats(t testing.TB) map[string]int64 {
 	return sum
 }
 
+// SentinelTraffic names the commands (lower case, as INFO commandstats names them) that a Sentinel
+// group's own processes run on its primary: a replica acknowledges replication offsets (REPLCONF)
+// every second and pings; each Sentinel subscribes to and publishes its hello message every 2 s and
+// reads INFO every 10 s. Read only.
+var SentinelTraffic = map[string]bool{"ping": true, "publish": true, "replconf": true, "subscribe": true, "info": true}
+
+// BackgroundCommands returns the commands (lower case, as INFO commandstats names them) that run on the
+// target's nodes without any client of a test: INFO and PING on every target (INFO from the assertion
+// client's CommandStats, PING from rueidis' idle-connection probes) and SentinelTraffic on a Sentinel
+// target. A test that asserts a quiet server leaves these out. The map is new on each call.
+func (e *Env) BackgroundCommands() map[string]bool {
+	bg := map[string]bool{"info": true, "ping": true}
+	if e.Sentinel != nil {
+		for k := range SentinelTraffic {
+			bg[k] = true
+		}
+	}
+	return bg
+}
+
 // Ctx returns a context for one scenario's I/O: it ends after 60s or when t ends.
 func Ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
