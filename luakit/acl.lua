@@ -5,8 +5,10 @@
 -- right shape elsewhere), and checks each with redis.acl_check_cmd (Redis 7.0 and later, every
 -- Valkey). The first one the caller's user may not run raises
 --   NOPERM this user has no permissions to run the '<cmd>' command this script needs
--- Call it before the script's first write, so that a refused script writes nothing.
--- Cost: one ACL lookup per table, no I/O, no allocation on the server beyond the arguments.
+-- Call it before the script's first write, so that a refused script writes nothing. MustLoad writes
+-- the checks out in front of each call (if not (redis.acl_check_cmd(...) and ...) then luakit_acl(...)
+-- end), so a permitted script costs one ACL lookup per command and this function runs only to name
+-- the command refused.
 local function luakit_acl(...)
   for i = 1, select('#', ...) do
     local c = select(i, ...)

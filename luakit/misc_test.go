@@ -124,17 +124,51 @@ func TestMarkForeign(t *testing.T) {
 }
 
 func TestWithACLPreamble(t *testing.T) {
+	const check = "redis.acl_check_cmd"
 	tests := []struct {
 		name, src string
-		want      string
+		want      string // after the preamble
+		inline    bool
 	}{
-		{"unused", "-- x: y\nreturn 1\n", "-- x: y\nreturn 1\n"},
-		{"after header", "-- x: y\n--\nluakit_acl({'get', KEYS[1]})\nreturn 1\n", "-- x: y\n--\n" + ACLPreamble + "luakit_acl({'get', KEYS[1]})\nreturn 1\n"},
+		{"unused", "-- x: y\nreturn 1\n", "", true},
+		{"after header", "-- x: y\n--\nluakit_acl({'get', KEYS[1]})\nreturn 1\n",
+			"if not (" + check + "('get', KEYS[1])) then luakit_acl({'get', KEYS[1]}) end\nreturn 1\n", true},
+		{"several, over two lines, in a block",
+			"if x then\n  luakit_acl({'set', KEYS[1]}, {'time'},\n    {'pexpire', KEYS[1], '1'})\nend\n",
+			"if x then\n  if not (" + check + "('set', KEYS[1]) and " + check + "('time') and " + check +
+				"('pexpire', KEYS[1], '1')) then luakit_acl({'set', KEYS[1]}, {'time'},\n    {'pexpire', KEYS[1], '1'}) end\nend\n", true},
+		{"strings with braces and quotes", `luakit_acl({'spublish', KEYS[1], '}{\'"'})`,
+			"if not (" + check + `('spublish', KEYS[1], '}{\'"')) then luakit_acl({'spublish', KEYS[1], '}{\'"'}) end`, true},
+		{"nested expression", "luakit_acl({'get', KEYS[tonumber(ARGV[1])]})",
+			"if not (" + check + "('get', KEYS[tonumber(ARGV[1])])) then luakit_acl({'get', KEYS[tonumber(ARGV[1])]}) end", true},
+		{"comments and strings are not calls", "local a = 1 -- luakit_acl({'get'})\nlocal s = 'luakit_acl({1})'\nmy_luakit_acl({'x'})\n",
+			"local a = 1 -- luakit_acl({'get'})\nlocal s = 'luakit_acl({1})'\nmy_luakit_acl({'x'})\n", true},
+		{"argument not a table", "luakit_acl(cmds)\n", "luakit_acl(cmds)\n", false},
+		{"table over two lines", "luakit_acl({'get',\n KEYS[1]})\n", "luakit_acl({'get',\n KEYS[1]})\n", false},
+		{"no arguments", "luakit_acl()\n", "luakit_acl()\n", false},
+		{"unterminated", "luakit_acl({'get', KEYS[1]}\n", "luakit_acl({'get', KEYS[1]}\n", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := WithACLPreamble(tt.src); got != tt.want {
-				t.Fatalf("got %q", got)
+			got, inline := withACLPreamble(tt.src)
+			want := tt.src // no call: unchanged
+			if tt.want != "" {
+				head, _, _ := strings.Cut(tt.src, "--\n")
+				if head == tt.src {
+					head = ""
+				} else {
+					head += "--\n"
+				}
+				want = head + ACLPreamble + tt.want
+			}
+			if got != want || inline != tt.inline {
+				t.Fatalf("got %q, %v\nwant %q, %v", got, inline, want, tt.inline)
+			}
+			if WithACLPreamble(tt.src) != got {
+				t.Fatal("WithACLPreamble differs from withACLPreamble")
+			}
+			if strings.Count(got, "\n") != strings.Count(tt.src, "\n")+strings.Count(ACLPreamble, "\n") && tt.want != "" {
+				t.Fatal("the rewrite changed the number of lines")
 			}
 		})
 	}

@@ -58,7 +58,8 @@ func NewReadOnlyScript(name, source string) *Script {
 // declared with //go:embed *.lua) and returns NewScript(name,
 // WithACLPreamble(source)).
 //
-// It panics if the file is missing, unreadable or empty (only white space):
+// It panics if the file is missing, unreadable or empty (only white space), or
+// calls luakit_acl with an argument that is not a table constructor on one line:
 // it is meant for package initialisation, where such a failure is a
 // programming error caught by any test that imports the package.
 func MustLoad(fsys fs.FS, name string) *Script {
@@ -69,7 +70,11 @@ func MustLoad(fsys fs.FS, name string) *Script {
 	if strings.TrimSpace(string(b)) == "" {
 		panic(fmt.Sprintf("luakit: load script %q: %s.lua is empty", name, name))
 	}
-	return NewScript(name, WithACLPreamble(string(b)))
+	src, ok := withACLPreamble(string(b))
+	if !ok {
+		panic(fmt.Sprintf("luakit: load script %q: a luakit_acl call whose arguments are not one table constructor each", name))
+	}
+	return NewScript(name, src)
 }
 
 // ACLPreamble is the Lua source of the function luakit_acl, which a script calls before its first
@@ -77,17 +82,33 @@ func MustLoad(fsys fs.FS, name string) *Script {
 // redis.acl_check_cmd (Redis 7.0 and later, every Valkey) and raises
 // "NOPERM this user has no permissions to run the '<cmd>' command this script needs" for the first
 // one the caller's user may not run, so a script refused by the ACL writes nothing. The reply then
-// matches [ErrNoPermission] through [Script]. Each check is one ACL lookup on the server, no I/O.
+// matches [ErrNoPermission] through [Script]. [WithACLPreamble] puts the checks inline in front of
+// each call, so that a permitted script pays one ACL lookup per command (no I/O) and calls the
+// function only when a check fails.
 //
 //go:embed acl.lua
 var ACLPreamble string
 
-// WithACLPreamble returns source with [ACLPreamble] inserted after its leading comment lines when
-// source calls luakit_acl, and
-// source unchanged otherwise. [MustLoad] applies it; call it when building a script from a string.
+// WithACLPreamble returns source with [ACLPreamble] inserted after its leading comment lines and each
+// statement luakit_acl({...}, ...) of source rewritten to
+//
+//	if not (redis.acl_check_cmd(...) and ...) then luakit_acl({...}, ...) end
+//
+// (the same checks written out, on the call's own lines, so line numbers in error replies stay those
+// of source): a permitted script builds no tables and makes no function call, which costs a few
+// microseconds of server time per call otherwise. Source that does not call luakit_acl is returned
+// unchanged. A call whose arguments are not all table constructors is left as it is (it still checks,
+// at the function's cost); [MustLoad] panics on one. MustLoad applies WithACLPreamble; call it when
+// building a script from a string.
 func WithACLPreamble(source string) string {
+	out, _ := withACLPreamble(source)
+	return out
+}
+
+// withACLPreamble is WithACLPreamble, also reporting whether every call was put inline.
+func withACLPreamble(source string) (string, bool) {
 	if !strings.Contains(source, "luakit_acl(") {
-		return source
+		return source, true
 	}
 	// After the script's leading comment block, so its header stays the first thing of the source.
 	i := 0
@@ -102,7 +123,122 @@ func WithACLPreamble(source string) string {
 		}
 		i += end + 1
 	}
-	return source[:i] + ACLPreamble + source[i:]
+	body, ok := inlineACLChecks(source[i:])
+	return source[:i] + ACLPreamble + body, ok
+}
+
+// inlineACLChecks rewrites each call luakit_acl(t1, t2, ...) outside comments and strings of body,
+// every ti a table constructor {...}, to "if not (redis.acl_check_cmd(<t1's fields>) and ...) then
+// <the call> end". It reports false when some call had another argument (left as it is).
+func inlineACLChecks(body string) (string, bool) {
+	const name = "luakit_acl("
+	var b strings.Builder
+	ok := true
+	last := 0
+	for i := 0; i < len(body); {
+		switch c := body[i]; {
+		case c == '\'' || c == '"':
+			i = skipLuaString(body, i)
+		case c == '-' && strings.HasPrefix(body[i:], "--"):
+			if j := strings.IndexByte(body[i:], '\n'); j >= 0 {
+				i += j
+			} else {
+				i = len(body)
+			}
+		case strings.HasPrefix(body[i:], name) && (i == 0 || !isLuaNameByte(body[i-1])):
+			end, fields := parseACLCall(body, i+len(name))
+			if fields == nil {
+				ok = false
+				i += len(name)
+				continue
+			}
+			b.WriteString(body[last:i])
+			b.WriteString("if not (")
+			for k, f := range fields {
+				if k > 0 {
+					b.WriteString(" and ")
+				}
+				b.WriteString("redis.acl_check_cmd(")
+				b.WriteString(f)
+				b.WriteString(")")
+			}
+			b.WriteString(") then ")
+			b.WriteString(body[i:end])
+			b.WriteString(" end")
+			i, last = end, end
+		default:
+			i++
+		}
+	}
+	if last == 0 {
+		return body, ok
+	}
+	b.WriteString(body[last:])
+	return b.String(), ok
+}
+
+// parseACLCall reads the arguments of a luakit_acl call from body[i:] (just after its "("): it returns
+// the index just after the closing ")" and the text inside each table constructor, or nil fields when
+// an argument is not a table constructor or the call does not end.
+func parseACLCall(body string, i int) (int, []string) {
+	var fields []string
+	for i < len(body) {
+		switch c := body[i]; c {
+		case ' ', '\t', '\r', '\n', ',':
+			i++
+		case ')':
+			if len(fields) == 0 {
+				return 0, nil
+			}
+			return i + 1, fields
+		case '{':
+			start, depth := i+1, 1
+			for i++; i < len(body) && depth > 0; {
+				switch body[i] {
+				case '\'', '"':
+					i = skipLuaString(body, i)
+					continue
+				case '{', '(', '[':
+					depth++
+				case '}', ')', ']':
+					depth--
+				case '\n':
+					return 0, nil // one table per line keeps the rewrite on the call's lines
+				}
+				i++
+			}
+			if depth != 0 || body[i-1] != '}' {
+				return 0, nil
+			}
+			f := strings.TrimSpace(body[start : i-1])
+			if f == "" {
+				return 0, nil
+			}
+			fields = append(fields, f)
+		default:
+			return 0, nil
+		}
+	}
+	return 0, nil
+}
+
+// skipLuaString returns the index just after the quoted Lua string starting at body[i] (its quote).
+func skipLuaString(body string, i int) int {
+	q := body[i]
+	for i++; i < len(body); i++ {
+		switch body[i] {
+		case '\\':
+			i++
+		case q, '\n':
+			return i + 1
+		}
+	}
+	return len(body)
+}
+
+// isLuaNameByte reports whether c may be part of a Lua name.
+func isLuaNameByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '.' || c == ':'
 }
 
 // Name returns the name given to NewScript or MustLoad.
