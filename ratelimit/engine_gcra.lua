@@ -138,9 +138,11 @@ end
 -- put stores the TAT (µs, > now) with suffix (or nil), expiring at the TAT rounded up to whole ms.
 local function put(suffix)
   local at = string.format('%d', tat)
-  local val = 'u' .. at
+  local val
   if suffix then
-    val = val .. suffix
+    val = 'u' .. at .. suffix -- one concatenation, one new string
+  else
+    val = 'u' .. at
   end
   local ms = (tat - tat % 1000) / 1000
   if tat % 1000 > 0 then

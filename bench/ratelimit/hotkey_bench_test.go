@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +30,9 @@ import (
 // Each b.N iteration is one decision per contender; the contenders run in interleaved rounds of
 // roundOps decisions each, the order rotating every round (so that machine load drifts alike for all
 // three), each on its own key. It reports ns/decision per contender and the ratios limiter/raw and
-// keyed/raw of decisions/s (1.0 = no overhead), and the server's CPU time per script call of each
+// keyed/raw of decisions/s (1.0 = no overhead) over the whole run and as the median of the
+// per-round ratios (limiter/raw-median, keyed/raw-median: robust to load that drifts between
+// rounds), and the server's CPU time per script call of each
 // contender (INFO commandstats, cmdstat_evalsha usec/calls, read around each of its rounds) with the
 // ratios to raw's, and logs them all. Timing is reported, never asserted.
 func BenchmarkHotKeyOverhead(b *testing.B) {
@@ -74,9 +77,11 @@ func BenchmarkHotKeyOverhead(b *testing.B) {
 			}
 			var spent [3]time.Duration
 			var server [3]evalStats
+			var perRound [2][]float64 // limiter/raw and keyed/raw of each full round
 			b.ResetTimer()
 			for round := 0; round*roundOps < b.N; round++ {
 				ops := min(roundOps, b.N-round*roundOps)
+				var took [3]time.Duration
 				for j := range contenders {
 					i := (j + round) % len(contenders) // rotate who goes first
 					before := readEvalStats(b, c)
@@ -85,7 +90,12 @@ func BenchmarkHotKeyOverhead(b *testing.B) {
 						b.Fatal(err)
 					}
 					spent[i] += d
+					took[i] = d
 					server[i].add(readEvalStats(b, c).sub(before))
+				}
+				if ops == roundOps {
+					perRound[0] = append(perRound[0], float64(took[0])/float64(took[1]))
+					perRound[1] = append(perRound[1], float64(took[0])/float64(took[2]))
 				}
 			}
 			b.StopTimer()
@@ -98,6 +108,11 @@ func BenchmarkHotKeyOverhead(b *testing.B) {
 			b.ReportMetric(ns(2), "keyed-ns/decision")
 			b.ReportMetric(ns(0)/ns(1), "limiter/raw")
 			b.ReportMetric(ns(0)/ns(2), "keyed/raw")
+			med := func(xs []float64) float64 { xs = slices.Clone(xs); slices.Sort(xs); return xs[len(xs)/2] }
+			if len(perRound[0]) > 0 {
+				b.ReportMetric(med(perRound[0]), "limiter/raw-median")
+				b.ReportMetric(med(perRound[1]), "keyed/raw-median")
+			}
 			us := func(i int) float64 { return server[i].perCall() }
 			b.ReportMetric(us(0), "raw-server-us/call")
 			b.ReportMetric(us(1), "limiter-server-us/call")
@@ -106,6 +121,10 @@ func BenchmarkHotKeyOverhead(b *testing.B) {
 				"server µs per script call: raw %.2f, Limiter %.2f (×%.3f), Keyed %.2f (×%.3f)",
 				callers, b.N, 1e9/ns(0), 1e9/ns(1), ns(0)/ns(1), 1e9/ns(2), ns(0)/ns(2),
 				us(0), us(1), us(1)/us(0), us(2), us(2)/us(0))
+			if len(perRound[0]) > 0 {
+				b.Logf("median over %d rounds of the per-round ratio: limiter/raw %.3f, keyed/raw %.3f",
+					len(perRound[0]), med(perRound[0]), med(perRound[1]))
+			}
 		})
 	}
 }

@@ -43,6 +43,7 @@ var Handoffs = []HandoffSpec{
 	{Name: Rueidislock, New: NewRueidislockHandoff},
 	{Name: BsmRedislock, New: NewBsmHandoff},
 	{Name: Redsync, New: NewRedsyncHandoff},
+	{Name: SketchGrant, New: NewSketchGrantHandoff},
 	{Name: RawRueidis, Ceiling: true, New: NewRawHandoff},
 }
 
