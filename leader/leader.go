@@ -27,7 +27,9 @@ const (
 	// after the retry delay. Contention (another leader holds the lease) is not a failure.
 	MetricAcquireFailures = "coordkit.leader_election.acquire_failures"
 	// MetricIsLeader is an observable Int64Gauge: 1 while this Election holds a current term
-	// ([Election.Current]), else 0, so followers export the series too.
+	// ([Election.Current]), else 0, so running followers export the series too. Only a running
+	// Election reports it: its callback is registered when [Election.Run] begins and unregistered
+	// when Run returns, so a stopped (or never run) Election exports no is-leader point.
 	MetricIsLeader = "coordkit.leader_election.is_leader"
 )
 
@@ -38,7 +40,7 @@ const meterName = "github.com/coordkit/coordkit/leader"
 
 // Election campaigns for leadership of one fenced lease (the [lock] module's lease key and fence
 // counter) on behalf of this process. Create it with [New]; run it with [Election.Run] (or
-// [Election.Start] / [Election.Stop]). Its methods are safe for concurrent use; one Run at a time.
+// [Election.Start] / [Election.Stop]). It exports the [MetricIsLeader] gauge only while it runs. Its methods are safe for concurrent use; one Run at a time.
 //
 // An Election never closes or reconfigures the caller's client.
 type Election struct {
@@ -52,6 +54,8 @@ type Election struct {
 	attrElected        metric.MeasurementOption // state=elected (and the instance, when named)
 	attrRevoked        metric.MeasurementOption
 	attrInstance       metric.MeasurementOption // the instance alone; no attributes when unnamed
+	meter              metric.Meter
+	isLeader           metric.Int64ObservableGauge
 
 	// unreachableSince is the UnixNano of the first of the current run of campaign attempts that did
 	// not reach the server (0: the last one did); stopCampaign ends the campaign in flight with a cause.
@@ -75,7 +79,7 @@ type Election struct {
 // binary-safe and must not be empty. Reserve both keys for this election: never delete or expire the
 // counter.
 //
-// New does no I/O. It fails with an error wrapping [ErrNilClient] for a nil client and with an error
+// New does no I/O and registers no metric callback ([Election.Run] does, for its length). It fails with an error wrapping [ErrNilClient] for a nil client and with an error
 // matching [ErrInvalidConfig] for an empty name, an invalid key pair (empty or equal keys, keys in
 // different Cluster slots: see [WithKeys] and [WithStrictSlots]; a derived pair in two slots, which
 // only a name starting with '}' or a prefix whose first braces are empty can give) or an invalid
@@ -151,18 +155,7 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 	if err != nil {
 		return nil, fmt.Errorf("leader: metric %s: %w", MetricIsLeader, err)
 	}
-	// One callback per Election (an instrument's own callback option is kept only for the first of
-	// several Elections sharing a meter). It lives as long as the meter provider.
-	if _, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		v := int64(0)
-		if _, ok := e.Current(); ok {
-			v = 1
-		}
-		o.ObserveInt64(gauge, v, e.attrInstance)
-		return nil
-	}, gauge); err != nil {
-		return nil, fmt.Errorf("leader: metric %s: %w", MetricIsLeader, err)
-	}
+	e.meter, e.isLeader = meter, gauge
 	if e.changes, err = meter.Int64Counter(MetricChanges, metric.WithUnit("{change}"),
 		metric.WithDescription("Leadership changes of this process (state=elected|revoked).")); err != nil {
 		return nil, fmt.Errorf("leader: metric %s: %w", MetricChanges, err)
@@ -172,6 +165,16 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 		return nil, fmt.Errorf("leader: metric %s: %w", MetricAcquireFailures, err)
 	}
 	return e, nil
+}
+
+// observeIsLeader is the is-leader gauge's callback, registered for the length of one Run.
+func (e *Election) observeIsLeader(_ context.Context, o metric.Observer) error {
+	v := int64(0)
+	if _, ok := e.Current(); ok {
+		v = 1
+	}
+	o.ObserveInt64(e.isLeader, v, e.attrInstance)
+	return nil
 }
 
 // observeAttempt sees each attempt of a campaign's lock.Locker.Acquire (lock.WithAttemptObserver):
@@ -245,6 +248,11 @@ func (e *Election) Current() (Term, bool) {
 // broken connection or timeout) are retried after the retry delay and counted in [MetricAcquireFailures];
 // attempts that do not reach the server at all are retried for the connection-recovery budget
 // ([WithRecoveryBudget], default 2 minutes) and then end Run.
+//
+// While Run runs, the [MetricIsLeader] gauge reports this Election (0 as a follower, 1 as the leader);
+// it reports nothing once Run returned. Run fails at once with an error if its callback cannot be
+// registered with the meter.
+//
 // Run returns:
 //   - nil when ctx ends (after revoking and releasing a held term);
 //   - [ErrRunning] at once when the Election already runs;
@@ -270,6 +278,17 @@ func (e *Election) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer e.running.Store(false)
+	// The is-leader gauge's callback lives as long as this Run: a stopped Election exports nothing,
+	// and Elections made over time leave no callbacks behind on a shared meter provider.
+	reg, err := e.meter.RegisterCallback(e.observeIsLeader, e.isLeader)
+	if err != nil {
+		return fmt.Errorf("leader: metric %s: %w", MetricIsLeader, err)
+	}
+	defer func() {
+		if uerr := reg.Unregister(); uerr != nil {
+			e.cfg.logger.Warn("leader: unregistering the is-leader gauge callback failed", "err", uerr)
+		}
+	}()
 	defer e.renewals.Wait() // no renewal goroutine outlives Run
 	n := newNotifier(e.cfg.observers, e.cfg)
 	defer n.close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -378,5 +379,43 @@ func TestRetryable(t *testing.T) {
 		if got := retryable(tt.err); got != tt.want {
 			t.Errorf("retryable(%v) = %v, want %v", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestIsLeaderGaugeOnlyWhileRunning: New registers no is-leader callback, and a Run that returned
+// (here at once, on a terminal error) leaves none behind, for many Elections on one provider.
+func TestIsLeaderGaugeOnlyWhileRunning(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	points := func() int {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if m.Name == MetricIsLeader {
+					n += len(m.Data.(metricdata.Gauge[int64]).DataPoints)
+				}
+			}
+		}
+		return n
+	}
+	for i := range 50 {
+		e, err := New(&failing{errs: []error{rueidis.ErrClosing}}, "gauge", WithMeterProvider(mp),
+			WithName("e"+strconv.Itoa(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := points(); n != 0 {
+			t.Fatalf("after New: %d is-leader points, want 0", n)
+		}
+		if err := e.Run(context.Background()); !errors.Is(err, rueidis.ErrClosing) {
+			t.Fatalf("Run = %v", err)
+		}
+	}
+	if n := points(); n != 0 {
+		t.Fatalf("after 50 finished runs: %d is-leader points, want 0", n)
 	}
 }
