@@ -24,10 +24,15 @@
 -- Errors (nothing written): "RLFOREIGN ..." when the key holds another type or layout;
 -- "RLMISMATCH ..." when a composite's stored signature differs.
 -- Complexity: O(k) for a refund of k components, O(1) for GCRA; a reset is one DEL.
--- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
--- user the ACL refuses one of them gets NOPERM and nothing is written.
-luakit_acl({'time'}, {'type', KEYS[1]}, {'get', KEYS[1]}, {'del', KEYS[1]}, {'set', KEYS[1]},
-  {'hget', KEYS[1]}, {'hset', KEYS[1]})
+-- ACL: TIME, TYPE, GET, DEL, SET, HGET and HSET. A reset and a GCRA refund write at most once (one DEL
+-- or SET), as their last command; a hash refund of k components runs HGET and HSET per component, so
+-- with k > 1 an HGET or HSET may run after an HSET: luakit_acl (below) checks those two then, before
+-- anything else, and a user the ACL refuses one of them gets NOPERM and nothing is written. Every
+-- other refusal is the server's NOPERM error before any write: each check costs server time on every
+-- call.
+if ARGV[1] ~= 'x' and ARGV[3] ~= 'g' and (tonumber(ARGV[6]) or 0) > 1 then
+  luakit_acl({'hget', KEYS[1]}, {'hset', KEYS[1]})
+end
 local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
