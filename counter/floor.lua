@@ -13,9 +13,10 @@
 -- The key's expiry is never changed; an allowed call on an absent key creates it without expiry.
 -- The comparison is exact over the whole int64 range (see limit.lua); a refused call writes nothing;
 -- an allowed call cannot overflow (the result is >= floor).
--- Every command is checked against the caller's ACL first (luakit_acl): a refused one raises NOPERM and
--- nothing is written.
--- Complexity: O(1).
+-- ACL: GET and DECRBY. luakit_acl (below) checks, before anything else, every command this script may
+-- run after its first write (the DECRBY; GET runs again after it): a user the ACL refuses one of them
+-- gets NOPERM and nothing is written. A refused DECRBY fails before any write (the server's NOPERM
+-- error), so it is not checked: each check costs server time on every call. Complexity: O(1).
 
 -- canonical: as in limit.lua.
 local function canonical(s)
@@ -43,7 +44,7 @@ local function split(s)
   return hi, lo
 end
 
-luakit_acl({'get', KEYS[1]}, {'decrby', KEYS[1], '0'})
+luakit_acl({'get', KEYS[1]})
 local cur = redis.call('GET', KEYS[1])
 local curs = cur or '0'
 if not canonical(curs) then

@@ -17,9 +17,10 @@
 -- The comparison is exact over the whole int64 range: both sides are split into (high, low) parts of
 -- 9 decimal digits, which Lua's doubles hold exactly. A refused call writes nothing; an allowed call
 -- cannot overflow (the result is <= limit).
--- Every command is checked against the caller's ACL first (luakit_acl): a refused one raises NOPERM and
--- nothing is written.
--- Complexity: O(1).
+-- ACL: GET, INCRBY, PEXPIRE (ttl > 0) and PTTL. luakit_acl (below) checks, before anything else, every
+-- command this script may run after its first write (the INCRBY): a user the ACL refuses one of them
+-- gets NOPERM and nothing is written. A refused INCRBY fails before any write (the server's NOPERM
+-- error), so it is not checked: each check costs server time on every call. Complexity: O(1).
 
 -- canonical reports whether s is the canonical decimal form of an int64 (the form INCRBY accepts and
 -- Go's strconv.FormatInt writes): '0', or an optional '-', a digit 1-9 and more digits, within
@@ -49,7 +50,7 @@ local function split(s)
   return hi, lo
 end
 
-luakit_acl({'get', KEYS[1]}, {'incrby', KEYS[1], '0'}, {'pttl', KEYS[1]})
+luakit_acl({'get', KEYS[1]}, {'pttl', KEYS[1]})
 if ARGV[3] ~= '0' then
   luakit_acl({'pexpire', KEYS[1], '1'})
 end

@@ -7,9 +7,8 @@
 -- Returns 1 when the claim was pending with this owner token and generation and was deleted; 0
 -- otherwise (absent, expired, completed, another owner or generation), writing nothing; -1 when the
 -- key holds another Redis type (data this package did not write), writing nothing. O(1).
--- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
--- user the ACL refuses one of them gets NOPERM and nothing is written.
-luakit_acl({'type', KEYS[1]}, {'hmget', KEYS[1]}, {'del', KEYS[1]})
+-- ACL: TYPE, HMGET and DEL. DEL is the only write and the last command, so a user the ACL refuses one
+-- of them gets the server's NOPERM error and nothing is written: no luakit_acl check is needed.
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
   return 0

@@ -9,9 +9,11 @@
 -- ARGV[3] and field x records it. Returns 0 otherwise (absent, expired, completed, abandoned, another
 -- owner or generation) and writes nothing: a completed result's retention is never changed. Returns
 -- -1, writing nothing, when the key holds another Redis type. O(1).
--- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
--- user the ACL refuses one of them gets NOPERM and nothing is written.
-luakit_acl({'type', KEYS[1]}, {'hmget', KEYS[1]}, {'hset', KEYS[1]}, {'pexpire', KEYS[1]})
+-- ACL: TYPE, HMGET, HSET and PEXPIRE. luakit_acl (below) checks, before anything else, every command
+-- this script may run after its first write (the HSET): a user the ACL refuses one of them gets NOPERM
+-- and nothing is written. A refused TYPE, HMGET or HSET would fail before any write (the server's
+-- NOPERM error), so they are not checked: each check costs server time on every call.
+luakit_acl({'pexpire', KEYS[1]})
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
   return 0

@@ -5,9 +5,8 @@
 --
 -- Returns 1 when the field was deleted, 0 when it was absent (nothing written), -1 when the key holds
 -- another Redis type (left alone). Other fields and their expiries are untouched. O(1).
--- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
--- user the ACL refuses one of them gets NOPERM and nothing is written.
-luakit_acl({'type', KEYS[1]}, {'hdel', KEYS[1]})
+-- ACL: TYPE and HDEL. HDEL is the only write and the last command, so a user the ACL refuses one of
+-- them gets the server's NOPERM error and nothing is written: no luakit_acl check is needed.
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'none' then
   return 0

@@ -6,9 +6,8 @@
 --
 -- Returns 1 when deleted, 0 when the field does not exist, -1 when another owner holds it (nothing
 -- written). Deleting the last field deletes the hash. O(1).
--- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
--- user the ACL refuses one of them gets NOPERM and nothing is written.
-luakit_acl({'hget', KEYS[1]}, {'hdel', KEYS[1]})
+-- ACL: HGET and HDEL. HDEL is the only write and the last command, so a user the ACL refuses one of
+-- them gets the server's NOPERM error and nothing is written: no luakit_acl check is needed.
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v then
   return 0

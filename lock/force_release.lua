@@ -5,9 +5,8 @@
 -- Returns 1 when the lease key was deleted, 0 when it was absent (nothing written), -1 when it holds
 -- another Redis type (left alone). The fence counter is never touched, so the next holder's fencing
 -- token is still higher than every earlier one. O(1).
--- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
--- user the ACL refuses one of them gets NOPERM and nothing is written.
-luakit_acl({'type', KEYS[1]}, {'del', KEYS[1]})
+-- ACL: TYPE and DEL. DEL is the only write and the last command, so a user the ACL refuses one of them
+-- gets the server's NOPERM error and nothing is written: no luakit_acl check is needed.
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'none' then
   return 0

@@ -9,9 +9,8 @@
 -- key of another type is the server's own WRONGTYPE error (raised by SADD or SREM) with nothing
 -- written.
 -- Complexity: O(1).
--- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
--- user the ACL refuses one of them gets NOPERM and nothing is written.
-luakit_acl({'sadd', KEYS[1]}, {'srem', KEYS[1]})
+-- ACL: SADD or SREM. The one command is the only write, so a user the ACL refuses one of them gets the
+-- server's NOPERM error and nothing is written: no luakit_acl check is needed.
 if ARGV[2] == '1' then
   return redis.call('SADD', KEYS[1], ARGV[1])
 end

@@ -22,8 +22,9 @@
 -- written. Redis 7.0+ and Valkey 8+ allow INFO in scripts (it is not flagged noscript), also before
 -- writes (scripts replicate their effects).
 -- Complexity: O(1) (INFO server formats a fixed set of fields).
--- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
--- user the ACL refuses one of them gets NOPERM and nothing is written.
+-- ACL: SET, INFO (quarantine on) and TYPE, PTTL, GET (fenced). SET NX is this script's only write and
+-- its last command, but a fenced acquisition runs fence.lua (GET, TYPE, SET, PTTL, GET) after it: the
+-- checks below (all kept) refuse the whole acquisition before the lock is written.
 luakit_acl({'set', KEYS[1]})
 if ARGV[3] == '1' then
   luakit_acl({'info', 'server'})

@@ -5,9 +5,8 @@
 -- ARGV[2]  new TTL in milliseconds (positive integer)
 --
 -- Returns 1 when extended, 0 when this owner does not hold the lock on this node (nothing written). O(1).
--- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
--- user the ACL refuses one of them gets NOPERM and nothing is written.
-luakit_acl({'get', KEYS[1]}, {'pexpire', KEYS[1]})
+-- ACL: GET and PEXPIRE. PEXPIRE is the only write and the last command, so a user the ACL refuses one
+-- of them gets the server's NOPERM error and nothing is written: no luakit_acl check is needed.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1

@@ -4,9 +4,8 @@
 -- ARGV[1]  owner token
 --
 -- Returns 1 when deleted, 0 when no lock exists, -1 when another owner holds it (nothing written). O(1).
--- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
--- user the ACL refuses one of them gets NOPERM and nothing is written.
-luakit_acl({'get', KEYS[1]}, {'del', KEYS[1]})
+-- ACL: GET and DEL. DEL is the only write and the last command, so a user the ACL refuses one of them
+-- gets the server's NOPERM error and nothing is written: no luakit_acl check is needed.
 local v = redis.call('GET', KEYS[1])
 if not v then
   return 0
