@@ -40,7 +40,8 @@ const meterName = "github.com/coordkit/coordkit/leader"
 
 // Election campaigns for leadership of one fenced lease (the [lock] module's lease key and fence
 // counter) on behalf of this process. Create it with [New]; run it with [Election.Run] (or
-// [Election.Start] / [Election.Stop]). It exports the [MetricIsLeader] gauge only while it runs. Its methods are safe for concurrent use; one Run at a time.
+// [Election.Start] / [Election.Stop]). It exports the [MetricIsLeader] gauge only while it runs.
+// Its methods are safe for concurrent use; one Run at a time.
 //
 // An Election never closes or reconfigures the caller's client.
 type Election struct {
@@ -79,8 +80,8 @@ type Election struct {
 // binary-safe and must not be empty. Reserve both keys for this election: never delete or expire the
 // counter.
 //
-// New does no I/O and registers no metric callback ([Election.Run] does, for its length). It fails with an error wrapping [ErrNilClient] for a nil client and with an error
-// matching [ErrInvalidConfig] for an empty name, an invalid key pair (empty or equal keys, keys in
+// New does no I/O and registers no metric callback ([Election.Run] does, for its length). It fails
+// with an error wrapping [ErrNilClient] for a nil client and with an error matching [ErrInvalidConfig] for an empty name, an invalid key pair (empty or equal keys, keys in
 // different Cluster slots: see [WithKeys] and [WithStrictSlots]; a derived pair in two slots, which
 // only a name starting with '}' or a prefix whose first braces are empty can give) or an invalid
 // option (including a safety margin not under half the lease duration).
