@@ -38,7 +38,7 @@ func isLeader(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
 }
 
 // testLeaderIsLeaderGauge checks that two named elections in one process export separate is-leader
-// series, the follower's included, and that the leader's hooks see its lock's operations.
+// series while they run, the follower's included, none before or after, and that the leader's hooks see its lock's operations.
 func testLeaderIsLeaderGauge(t *testing.T, e *env) {
 	client := e.client(t)
 	reader := sdkmetric.NewManualReader()
@@ -53,8 +53,9 @@ func testLeaderIsLeaderGauge(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := isLeader(t, reader); got["first"] != 0 || got["second"] != 0 || len(got) != 2 {
-		t.Fatalf("before campaigning: %v", got)
+	// Only a running Election reports the gauge: none has run yet.
+	if got := isLeader(t, reader); len(got) != 0 {
+		t.Fatalf("before campaigning: %v, want no point", got)
 	}
 	ctx := context.Background()
 	if err := first.Start(ctx); err != nil {
@@ -68,7 +69,12 @@ func testLeaderIsLeaderGauge(t *testing.T, e *env) {
 	if err := second.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := isLeader(t, reader); got["first"] != 1 || got["second"] != 0 {
+	// Start runs Run in a goroutine, which registers the gauge's callback: wait for second's point.
+	got := isLeader(t, reader)
+	for end := time.Now().Add(10 * time.Second); len(got) < 2 && time.Now().Before(end); got = isLeader(t, reader) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got["first"] != 1 || got["second"] != 0 || len(got) != 2 {
 		t.Fatalf("while first leads: %v", got)
 	}
 	if err := second.Stop(ctx); err != nil {
@@ -77,8 +83,8 @@ func testLeaderIsLeaderGauge(t *testing.T, e *env) {
 	if err := first.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := isLeader(t, reader); got["first"] != 0 {
-		t.Fatalf("after Stop: %v", got)
+	if got := isLeader(t, reader); len(got) != 0 {
+		t.Fatalf("after Stop: %v, want no point (a stopped Election reports nothing)", got)
 	}
 	log := j.take()
 	// The Election's own operations, and none of its lock's: a campaign, then (when leadership ends)
