@@ -125,14 +125,20 @@ func testKeyedUpdateRolling(t *testing.T, e *env) {
 		_, err := oldK.AllowN(ctx(t), key, 5)
 		require.NoError(t, err)
 	}
+	// The new process touches every key first with a decision that stores (a probe would convert
+	// without storing, leaving the old process free to decide under the old policy until the new
+	// one's first write): from then on the stored version is 1 and both processes decide by it.
 	firstNew := make(map[string]time.Time)
+	admits := make(map[string][]rollAdmit)
 	for _, key := range keys {
-		res, err := newK.AllowN(ctx(t), key, 0)
+		res, err := newK.AllowN(ctx(t), key, 1)
 		require.NoError(t, err)
 		firstNew[key] = res.At
+		if res.Allowed {
+			admits[key] = append(admits[key], rollAdmit{at: res.At})
+		}
 	}
 	var mu sync.Mutex
-	admits := make(map[string][]rollAdmit)
 	var wg sync.WaitGroup
 	for _, k := range []*ratelimit.Keyed{oldK, newK, oldK, newK} {
 		wg.Add(1)
