@@ -9,32 +9,16 @@ import (
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/leader"
 	"github.com/coordkit/coordkit/lock"
 )
 
-// isLeader reads the is-leader gauge's points as instance -> value.
+// isLeader returns the is-leader gauge's points as instance -> value.
 func isLeader(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != leader.MetricIsLeader {
-				continue
-			}
-			for _, dp := range m.Data.(metricdata.Gauge[int64]).DataPoints {
-				v, _ := dp.Attributes.Value(leader.AttrInstance)
-				out[v.AsString()] = dp.Value
-			}
-		}
-	}
-	return out
+	return matrix.GaugePoints(t, r, leader.MetricIsLeader, string(leader.AttrInstance))
 }
 
 // testLeaderIsLeaderGauge checks that two named elections in one process export separate is-leader

@@ -10,7 +10,6 @@ import (
 	"github.com/coordkit/coordkit/leader"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // TestLeaderIsLeaderGauge: the is-leader gauge reports 1 for the leader and 0 for a running follower
@@ -65,22 +64,8 @@ func TestLeaderIsLeaderGauge(t *testing.T) {
 	}
 }
 
-// gaugePoints collects reader and returns the is-leader points by instance attribute.
+// gaugePoints returns the is-leader gauge's points as instance -> value.
 func gaugePoints(t *testing.T, r *sdkmetric.ManualReader) map[string]int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, r.Collect(context.Background(), &rm))
-	out := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != leader.MetricIsLeader {
-				continue
-			}
-			for _, dp := range m.Data.(metricdata.Gauge[int64]).DataPoints {
-				v, _ := dp.Attributes.Value(leader.AttrInstance)
-				out[v.AsString()] += dp.Value
-			}
-		}
-	}
-	return out
+	return matrix.GaugePoints(t, r, leader.MetricIsLeader, string(leader.AttrInstance))
 }
