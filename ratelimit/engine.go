@@ -36,8 +36,8 @@ type compiled struct {
 	block              []string
 	argsProbe, argsOne []string
 
-	// keyed selects the keyed form of the decide script (see keyedFor); keyedArgs is its ARGV after
-	// "k" and n.
+	// keyed selects the keyed form of the decide script (see keyedFor); keyedArgs is its ARGV
+	// without the mode and n ("k", n, keyedArgs...; for GCRA keyedArgs[0], n, keyedArgs[1:]).
 	keyed     bool
 	keyedArgs []string
 }

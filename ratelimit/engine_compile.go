@@ -284,6 +284,13 @@ func (c *compiled) finish() {
 }
 
 func (c *compiled) decideArgs(n string) []string {
+	if c.keyed && c.algo == algoGCRA {
+		// The keyed GCRA form has no mode argument: its suffix (keyedArgs[0], starting with "|")
+		// comes first, then n; one argument fewer per call (see engine_gcra.lua).
+		a := make([]string, 0, 1+len(c.keyedArgs))
+		a = append(a, c.keyedArgs[0], n)
+		return append(a, c.keyedArgs[1:]...)
+	}
 	if c.keyed {
 		a := make([]string, 0, 2+len(c.keyedArgs))
 		a = append(a, "k", n)

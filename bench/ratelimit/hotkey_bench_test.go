@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,8 +28,9 @@ import (
 //   - limiter: Limiter.AllowN(ctx, 1);
 //   - keyed: Keyed.AllowN(ctx, key, 1).
 //
-// Each b.N iteration is one decision per contender; the contenders run in interleaved rounds of
-// roundOps decisions each, the order rotating every round (so that machine load drifts alike for all
+// Each b.N iteration is one decision per contender, made by the same callers goroutines throughout
+// (started, and warmed up, before the timer); the contenders run in interleaved rounds of roundOps
+// decisions each, the order rotating every round (so that machine load drifts alike for all
 // three), each on its own key. It reports ns/decision per contender and the ratios limiter/raw and
 // keyed/raw of decisions/s (1.0 = no overhead) over the whole run and as the median of the
 // per-round ratios (limiter/raw-median, keyed/raw-median: robust to load that drifts between
@@ -68,11 +70,17 @@ func BenchmarkHotKeyOverhead(b *testing.B) {
 			}
 			// Warm up: load the scripts (a first EVALSHA meets NOSCRIPT and falls back to EVAL, which
 			// compiles) and the connections, outside the timed rounds.
+			// The caller goroutines live for the whole sub-benchmark (see callerPool) and warm up too.
+			pool := newCallerPool(callers)
+			defer pool.close()
 			for _, f := range contenders {
 				for range 100 {
 					if err := f(); err != nil {
 						b.Fatal(err)
 					}
+				}
+				if _, err := pool.run(4*callers, f); err != nil {
+					b.Fatal(err)
 				}
 			}
 			var spent [3]time.Duration
@@ -85,7 +93,7 @@ func BenchmarkHotKeyOverhead(b *testing.B) {
 				for j := range contenders {
 					i := (j + round) % len(contenders) // rotate who goes first
 					before := readEvalStats(b, c)
-					d, err := runCallers(callers, ops, contenders[i])
+					d, err := pool.run(ops, contenders[i])
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -176,31 +184,72 @@ func readEvalStats(b *testing.B, c rueidis.Client) evalStats {
 // roundOps is how many decisions one contender makes before the next one takes its turn.
 const roundOps = 500
 
-// runCallers makes ops calls of f from callers goroutines (ops split evenly) and returns the wall
-// time they took.
-func runCallers(callers, ops int, f func() error) (time.Duration, error) {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
+// callerPool is callers goroutines that live for a whole sub-benchmark and make the calls of every
+// round: like the long-lived goroutines of a server (one per connection), they grow their stacks
+// once, so a round measures the calls and not goroutine start-up and stack growth (a fresh goroutine
+// per caller per round spent about a third of its CPU time growing its stack for the deepest call
+// path, a cost of the harness that would have decided the ratios).
+type callerPool struct {
+	work []chan poolRound
+	done sync.WaitGroup // one Done per worker per round
+	exit sync.WaitGroup // the workers themselves
+}
+
+// poolRound is one worker's share of a round.
+type poolRound struct {
+	n     int
+	f     func() error
+	first *atomic.Pointer[error]
+}
+
+func newCallerPool(callers int) *callerPool {
+	p := &callerPool{work: make([]chan poolRound, callers)}
+	for i := range p.work {
+		ch := make(chan poolRound)
+		p.work[i] = ch
+		p.exit.Add(1)
+		go func() {
+			defer p.exit.Done()
+			for r := range ch {
+				for range r.n {
+					if err := r.f(); err != nil {
+						r.first.CompareAndSwap(nil, &err)
+						break
+					}
+				}
+				p.done.Done()
+			}
+		}()
+	}
+	return p
+}
+
+// run makes ops calls of f from the pool's goroutines (ops split evenly) and returns the wall time
+// they took and the first error.
+func (p *callerPool) run(ops int, f func() error) (time.Duration, error) {
+	var first atomic.Pointer[error]
+	callers := len(p.work)
+	p.done.Add(callers)
 	start := time.Now()
-	for g := range callers {
+	for g, ch := range p.work {
 		share := ops / callers
 		if g < ops%callers {
 			share++
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range share {
-				if err := f(); err != nil {
-					mu.Lock()
-					first = err
-					mu.Unlock()
-					return
-				}
-			}
-		}()
+		ch <- poolRound{n: share, f: f, first: &first}
 	}
-	wg.Wait()
-	return time.Since(start), first
+	p.done.Wait()
+	d := time.Since(start)
+	if e := first.Load(); e != nil {
+		return d, *e
+	}
+	return d, nil
+}
+
+// close ends the pool's goroutines and waits for them.
+func (p *callerPool) close() {
+	for _, ch := range p.work {
+		close(ch)
+	}
+	p.exit.Wait()
 }
