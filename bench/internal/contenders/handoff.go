@@ -44,6 +44,7 @@ var Handoffs = []HandoffSpec{
 	{Name: BsmRedislock, New: NewBsmHandoff},
 	{Name: Redsync, New: NewRedsyncHandoff},
 	{Name: SketchGrant, New: NewSketchGrantHandoff},
+	{Name: SketchBlock, New: NewSketchBlockHandoff},
 	{Name: RawRueidis, Ceiling: true, New: NewRawHandoff},
 }
 
