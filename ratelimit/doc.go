@@ -150,7 +150,9 @@
 //   - equal settings: decides as usual;
 //   - stored with a higher version: decides by the stored settings (rebuilt from the signature) and
 //     leaves them stored. A process still running older settings thus follows every key a newer
-//     process has touched, and never converts it back;
+//     process has touched, and never converts it back, for as long as the key's state lives: once it
+//     has expired (a key with nothing outstanding is absent), the next process to touch it writes it
+//     under its own settings;
 //   - otherwise (a lower or equal version, or no signature): converts the state to the Keyed's
 //     settings by the table above and decides on it; the conversion is stored with that decision,
 //     admitted or not (a probe stores nothing). A composite's component list may change: the j-th

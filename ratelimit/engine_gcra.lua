@@ -205,8 +205,10 @@ if mode == 'k' then
   -- A TAT stored without settings is taken to hold the fallback interval (the own one without a
   -- fallback). A stored version above the own one is adopted (decided with the stored burst and
   -- interval, which stay stored); otherwise outstanding debt stored under another interval is
-  -- rescaled to the own one as by "m", and stored with the decision even when rejected. Replies like
-  -- "d" when decided with the own settings, plus the burst applied when adopted.
+  -- rescaled to the own one as by "m", and state stored under other settings (another burst or
+  -- interval, no settings, or ms) is stored converted with the decision even when rejected, so that
+  -- a process deciding by older settings adopts the new ones from then on. Replies like "d" when
+  -- decided with the own settings, plus the burst applied when adopted.
   local n, burst, T = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local r
   if fast or not v then
@@ -232,7 +234,9 @@ if mode == 'k' then
   if wver > ver then
     suffix = '|' .. string.format('%d', wver) .. string.sub(ARGV[1], #verText + 2)
   end
-  local store = legacy
+  -- Same settings under another version (below the own one: the version moves up with the next
+  -- admission) need no write on a rejection; any other settings do.
+  local store = legacy or sburst ~= burst or sT ~= T
   if tat and tat > now and fromT ~= T then
     local scaled = rescale(tat - now, fromT, T)
     if not scaled then

@@ -22,6 +22,7 @@ func init() {
 		scenario{name: "limiter_keyed_update_old_writer_follows", run: testKeyedUpdateOldWriter},
 		scenario{name: "limiter_keyed_update_unsigned_state", run: testKeyedUpdateUnsigned},
 		scenario{name: "limiter_keyed_update_rolling_deploy_http", run: testKeyedUpdateRollingHTTP},
+		scenario{name: "limiter_keyed_update_burst_only", run: testKeyedUpdateBurstOnly},
 	)
 }
 
@@ -313,4 +314,38 @@ func testKeyedUpdateRollingHTTP(t *testing.T, e *env) {
 		require.Equal(t, 3, ok[c], "client %s", c)
 	}
 	require.NotContains(t, oldRig.log.String()+newRig.log.String(), "differs")
+}
+
+// A rolling deploy that changes only a GCRA's burst: the new process's first decision on a key is a
+// rejection (the old process's debt exceeds the new burst), and that rejection stores the key under
+// the new settings and version, so the old process, deciding next, adopts them: no admission by
+// either process exceeds the stricter policy from the new process's first decision on.
+func testKeyedUpdateBurstOnly(t *testing.T, e *env) {
+	prefix := e.key(t) + ":"
+	oldP := ratelimit.GCRA{Burst: 20, EmissionInterval: 50 * time.Millisecond}
+	newP := ratelimit.GCRA{Burst: 3, EmissionInterval: 50 * time.Millisecond}
+	oldK := limKeyed(t, e, oldP, ratelimit.WithKeyPrefix(prefix))
+	newK := limKeyed(t, e, newP, ratelimit.WithKeyPrefix(prefix), ratelimit.WithPolicyVersion(1))
+	res, err := oldK.AllowN(ctx(t), "k", 5) // 250 ms of debt: 5 permits, above the new burst
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	res, err = newK.AllowN(ctx(t), "k", 1)
+	require.NoError(t, err)
+	require.False(t, res.Allowed, "5 permits of debt leave none of a burst of 3")
+	t0 := res.At
+	v := e.dump(t, prefix+"k")[""]
+	require.True(t, strings.HasSuffix(v, "|1|g3/50000"), "the rejection stored the new settings: %q", v)
+	var admits []time.Time
+	for range 10 {
+		res, err := oldK.AllowN(ctx(t), "k", 1)
+		require.NoError(t, err)
+		require.Equal(t, newP.Burst, res.Limit, "the old process decides by the stored, newer settings")
+		if res.Allowed {
+			admits = append(admits, res.At)
+		}
+	}
+	for i, at := range admits {
+		allowed := newP.Burst + int64(at.Sub(t0)/newP.EmissionInterval)
+		require.LessOrEqual(t, int64(i+1), allowed, "admission %d at +%v", i+1, at.Sub(t0))
+	}
 }
