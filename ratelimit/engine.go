@@ -61,11 +61,11 @@ func (c *compiled) compatible(o *compiled) error { return compatibleWith(c, o) }
 // decision is one server reply.
 type decision struct {
 	allowed    bool
-	remaining  int64         // available permits after the decision (minimum over components)
-	limit      int64         // capacity of the component with the lowest remaining
+	remaining  int64         // available permits of the controlling component after the decision
+	limit      int64         // capacity of the controlling component (see Result.Component)
 	retryAfter time.Duration // >0 only when !allowed and a retry can succeed
 	reset      time.Duration // until the controlling component is back at full capacity
-	component  int           // index of the component with the lowest remaining (0 for standalone)
+	component  int           // index of the controlling component (0 for standalone)
 	at         time.Time     // server clock of the decision (µs precision); zero when decided locally
 }
 

@@ -23,10 +23,11 @@
 -- rejects durations above 2^51 µs) stays below 2^53, exact in Lua doubles.
 --
 -- Decide:  ARGV = "d", n (>= 0; 0 probes one permit and writes nothing), block
---   Returns {allowed, remaining, retryAfter, reset, component, now}: allowed 1/0; remaining permits
---   after the decision (minimum over components, >= 0); retryAfter µs until the whole batch could be
---   admitted (0 when allowed); reset µs until the controlling component (lowest remaining, first on
---   ties) is back at full capacity; component its 0-based index; now the server time in µs.
+--   Returns {allowed, remaining, retryAfter, reset, component, now}: allowed 1/0; the controlling
+--   component's 0-based index (when allowed, the one with the lowest remaining, first on ties; when
+--   rejected, the rejecting one with the longest wait, first on ties: the one the request waits for),
+--   its remaining permits after the decision (>= 0) and reset, µs until it is back at full capacity;
+--   retryAfter µs until the whole batch could be admitted (0 when allowed); now the server time in µs.
 --   Only an allowed decision with n > 0 writes: every component consumes n, expired sliding segments
 --   are deleted and the key expires (PEXPIREAT, whole ms rounded up) when every component is back at
 --   full capacity.
@@ -445,15 +446,17 @@ local function decide(b, st, n, hdr, rewrite, onReject)
   if want == 0 then
     want = 1
   end
-  local avail, allowed, wait = {}, 1, 0
+  -- bind is the rejecting component with the longest wait (the first on ties): the one a rejection
+  -- reports, since the request is admissible only once it is.
+  local avail, allowed, wait, bind = {}, 1, 0, nil
   for i = 1, b.k do
     local a = prepare(b.c[i], st[i])
     avail[i] = a
     local r = retry(b.c[i], st[i], a, want)
     if a < want then
       allowed = 0
-      if r > wait then
-        wait = r
+      if not bind or r > wait then
+        wait, bind = r, i
       end
     end
   end
@@ -491,13 +494,20 @@ local function decide(b, st, n, hdr, rewrite, onReject)
     write(set, del, last)
   end
   local low, comp = nil, 1
-  for i = 1, b.k do
-    local rem = avail[i] - used
-    if rem < 0 then
-      rem = 0
+  if bind then
+    low, comp = avail[bind], bind
+    if low < 0 then
+      low = 0
     end
-    if not low or rem < low then
-      low, comp = rem, i
+  else
+    for i = 1, b.k do
+      local rem = avail[i] - used
+      if rem < 0 then
+        rem = 0
+      end
+      if not low or rem < low then
+        low, comp = rem, i
+      end
     end
   end
   return {allowed, low, wait, full(b.c[comp], st[comp]) - now, comp - 1, now, b.c[comp].limit}

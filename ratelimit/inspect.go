@@ -21,8 +21,8 @@ type Inspection struct {
 	Policy Policy
 	// Key is the key as given to [New] or to the Keyed call, without the [WithKeyPrefix] prefix.
 	Key string
-	// Remaining is the number of permits available now (the minimum over the components of a
-	// composite); Limit when the key holds no state.
+	// Remaining is the number of permits available now (for a composite, those of the component
+	// reported in Component); Limit when the key holds no state.
 	Remaining int64
 	// Limit is the capacity of the component reported in Component (the policy's capacity for a
 	// standalone policy).
@@ -34,8 +34,10 @@ type Inspection struct {
 	RetryAfter time.Duration
 	// At is the server clock of the inspection.
 	At time.Time
-	// Component is the index in [Composite.Components] of the component with the lowest Remaining
-	// (the first on ties); 0 for standalone policies.
+	// Component is the index in [Composite.Components] of the controlling component: when a permit is
+	// available now, the one with the lowest Remaining (the first on ties), otherwise the component
+	// without a permit that waits longest (the first on ties; its wait is RetryAfter). 0 for
+	// standalone policies.
 	Component int
 }
 

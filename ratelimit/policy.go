@@ -128,9 +128,10 @@ type GCRA struct {
 
 // Composite applies 1 to 32 component limits to one key atomically: a request is admitted only if
 // every component admits it, and then consumes from every component; a rejection or an n = 0 probe
-// writes nothing. RetryAfter is the maximum over the components for the whole request; Remaining the
-// minimum, and Result.Component names the component with the lowest Remaining (the first on ties),
-// whose Limit and Reset are reported.
+// writes nothing. RetryAfter is the maximum over the components for the whole request.
+// Result.Component names the controlling component, whose Remaining, Limit and Reset are reported:
+// for an admission the one with the lowest Remaining, for a rejection the rejecting component with
+// the longest wait (the first on ties in both cases).
 //
 // State: one hash at the key with every component's fields and a configuration signature: the
 // ordered list of every component's rounded settings. A stored signature that differs from the

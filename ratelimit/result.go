@@ -27,13 +27,13 @@ type Result struct {
 	Allowed bool
 	// Reason is ReasonNone when Allowed, otherwise why not.
 	Reason Reason
-	// Remaining is the number of permits available after this decision, from this reply (the minimum
-	// over the components of a composite). It is not a fresh global observation. 0 for a deny-list
+	// Remaining is the number of permits available after this decision, from this reply (for a
+	// composite, those of the component reported in Component). It is not a fresh global
+	// observation. 0 for a deny-list
 	// rejection and for other rejections decided without the server (see At), except a queue
 	// rejection of a request that was attempted before, which keeps its last reply's value.
 	Remaining int64
-	// Limit is the capacity of the policy (of the component with the lowest Remaining for a
-	// composite).
+	// Limit is the capacity of the policy (of the component reported in Component for a composite).
 	Limit int64
 	// RetryAfter, when positive, is how long until the whole request (all n permits; one permit for
 	// an n = 0 probe) could be admitted, computed from server time; competing callers may take the
@@ -52,9 +52,11 @@ type Result struct {
 	// rejections of a request that never reached the server). A request rejected or evicted by the
 	// queue after an attempt reports that attempt's At (and its Remaining, Limit and Reset).
 	At time.Time
-	// Component is the index in [Composite.Components] of the component with the lowest Remaining
-	// (the one that limits this key the most; for n above the capacity, decided without the server,
-	// the component with the smallest Limit); 0 for standalone policies.
+	// Component is the index in [Composite.Components] of the controlling component: when Allowed, the
+	// one with the lowest Remaining (the first on ties); when rejected by the server, the rejecting
+	// component with the longest wait (the first on ties: the one the request waits for, whose wait is
+	// RetryAfter); for n above the capacity, decided without the server, the component with the
+	// smallest Limit. 0 for standalone policies.
 	Component int
 }
 

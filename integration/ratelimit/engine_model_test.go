@@ -253,11 +253,14 @@ func (h *engHash) decide(now, n int64) engWant {
 	want := max(n, 1)
 	w := engWant{allowed: true}
 	avail := make([]int64, len(h.comps))
+	bind := -1 // the rejecting component with the longest wait, the first on ties
 	for i, c := range h.comps {
 		avail[i] = c.avail(now)
 		if avail[i] < want {
 			w.allowed = false
-			w.retry = max(w.retry, c.retry(now, want))
+			if r := c.retry(now, want); bind < 0 || r > w.retry {
+				w.retry, bind = r, i
+			}
 		}
 	}
 	used := int64(0)
@@ -271,8 +274,11 @@ func (h *engHash) decide(now, n int64) engWant {
 		}
 	}
 	w.remaining = -1
+	if bind >= 0 {
+		w.remaining, w.component = max(avail[bind], 0), bind
+	}
 	for i := range h.comps {
-		if r := max(avail[i]-used, 0); w.remaining < 0 || r < w.remaining {
+		if r := max(avail[i]-used, 0); bind < 0 && (w.remaining < 0 || r < w.remaining) {
 			w.remaining, w.component = r, i
 		}
 	}

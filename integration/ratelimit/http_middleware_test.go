@@ -29,7 +29,7 @@ func init() {
 	register(
 		scenario{name: "http_allowed_then_limited", run: httpAllowedThenLimited},
 		scenario{name: "http_cost_probe_and_above_capacity", run: httpCostProbeAndAboveCapacity},
-		scenario{name: "http_composite_names_lowest", run: httpCompositeNamesLowest},
+		scenario{name: "http_composite_names_binding", run: httpCompositeNamesBinding},
 		scenario{name: "http_deny_list", run: httpDenyList},
 		scenario{name: "http_limiter_failure", run: httpLimiterFailure},
 		scenario{name: "http_server_paused", run: httpServerPaused, standaloneOnly: true},
@@ -281,9 +281,10 @@ func httpCostProbeAndAboveCapacity(t *testing.T, e *env) {
 
 }
 
-// Composites: the fields name the component with the fewest permits left, with its own quota and
-// window, whichever position it has.
-func httpCompositeNamesLowest(t *testing.T, e *env) {
+// Composites: the fields name the binding component, with its own quota and window, whichever
+// position it has: for an admission the one with the fewest permits left, for a rejection the one
+// the request waits for longest.
+func httpCompositeNamesBinding(t *testing.T, e *env) {
 	t.Run("second_component_lowest", func(t *testing.T) {
 		prefix := e.key(t) + ":"
 		k := httpKeyed(t, e, nil, ratelimit.Composite{Components: []ratelimit.Component{
@@ -329,6 +330,30 @@ func httpCompositeNamesLowest(t *testing.T, e *env) {
 		require.Equal(t, int64(1), res.Remaining)
 		requireFields(t, h, `"default.0";q=2;w=60, "default.1";q=5;w=5`, "default.0", res)
 		require.Empty(t, h.Get(ratelimithttp.HeaderXRateLimitLimit), "legacy fields are opt-in")
+	})
+	// Both components exhausted, the first (a bucket refilling in a second) listed before the one
+	// the request really waits for (an hour's window): the 429 names the hour, whose wait is the
+	// Retry-After, not the first of the two with 0 left.
+	t.Run("rejection_names_longest_wait", func(t *testing.T) {
+		prefix := e.key(t) + ":"
+		k := httpKeyed(t, e, nil, ratelimit.Composite{Components: []ratelimit.Component{
+			ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: time.Second},
+			ratelimit.FixedWindow{Limit: 5, Window: time.Hour},
+		}}, ratelimit.WithKeyPrefix(prefix))
+		rig := newHTTPRig(t, k, ratelimithttp.WithPolicyNames("burst", "hour"), ratelimithttp.WithKey(clientKey))
+		for range 5 {
+			status, _ := rig.get(t, "X-Client", "c")
+			require.Equal(t, http.StatusOK, status)
+		}
+		status, h := rig.get(t, "X-Client", "c")
+		require.Equal(t, http.StatusTooManyRequests, status)
+		res := rig.lastRejected(t)
+		require.Equal(t, 1, res.Component, "the hour's window binds")
+		require.Equal(t, int64(5), res.Limit)
+		require.Zero(t, res.Remaining)
+		require.Greater(t, res.RetryAfter, 59*time.Minute)
+		require.Equal(t, strconv.FormatInt(ceilSec(res.RetryAfter), 10), h.Get(ratelimithttp.HeaderRetryAfter))
+		requireFields(t, h, `"burst";q=5;w=5, "hour";q=5;w=3600`, "hour", res)
 	})
 }
 

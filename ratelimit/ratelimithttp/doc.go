@@ -25,7 +25,9 @@
 // lets the request pass before it is full again). Names are Structured Field Strings. For a
 // [ratelimit.Composite], RateLimit-Policy lists every component in order (each under its name,
 // [WithPolicyNames]), so a client sees quotas that do not bind yet, and RateLimit describes the
-// binding one: the component with the lowest remaining permits ([ratelimit.Result.Component]):
+// binding one ([ratelimit.Result.Component]): for an admitted request the component with the
+// lowest remaining permits, for a rejected one the component that makes it wait longest (the one
+// Retry-After counts down):
 //
 //	RateLimit-Policy: "burst";q=10;w=5, "minute";q=100;w=60
 //	RateLimit: "burst";r=3;t=4

@@ -100,7 +100,7 @@ func WithCost(fn func(r *http.Request) int64) Option {
 
 // WithPolicyNames sets the policy names sent in the RateLimit-Policy and RateLimit fields: one name
 // for a standalone policy, or one per component for a [ratelimit.Composite] (in component order;
-// the fields name the component with the lowest remaining permits). A name is 1 to 64 printable
+// the RateLimit field names the binding component, see [ratelimit.Result.Component]). A name is 1 to 64 printable
 // ASCII characters; it is sent as a Structured Field string. New fails when the count does not
 // match the limiter's policy. Default: [DefaultPolicyName], or "default.0", "default.1", ... for the
 // components of a composite.
