@@ -67,7 +67,8 @@
 // Every key expires once every component could be back at full capacity. Precision: every script
 // computes in whole microseconds from the server's TIME (seconds and microseconds), so a 1.5ms or
 // 0.3ms emission interval, a 400µs refill period or 2500 permits a second on one key are enforced
-// exactly. Durations are rounded up to whole microseconds (Policy reports the rounded values), where
+// exactly. Durations are rounded up to whole microseconds (Policy reports the rounded values, and a
+// sliding window's Segments 0 as DefaultSegments), where
 // other Coordkit modules truncate TTLs: a window, period or emission interval is a lower bound on
 // how long permits stay counted, and the key's expiry derives from it, so rounding down would let
 // permits come back early. Key expiry (PEXPIREAT) is in whole ms, rounded up. Settings out of range
@@ -94,7 +95,8 @@
 //
 // Without a queue, [Limiter.WaitN] sleeps each rejection's server-computed RetryAfter with a timer
 // and decides again, until admitted, ctx ends (an error at once when the admission time is after
-// ctx's deadline) or the request can never be admitted ([ErrExceedsCapacity], [ErrDenied]). A WaitN
+// ctx's deadline) or the request can never be admitted ([ErrExceedsCapacity]: n above the capacity,
+// or above the Limit of the settings a decision applied; [ErrDenied]). A WaitN
 // that returns without admission always returns an error; AllowN never waits and reports the same
 // situations as a rejected Result.
 //
@@ -152,7 +154,9 @@
 //     leaves them stored. A process still running older settings thus follows every key a newer
 //     process has touched, and never converts it back, for as long as the key's state lives: once it
 //     has expired (a key with nothing outstanding is absent), the next process to touch it writes it
-//     under its own settings;
+//     under its own settings. When the stored settings' capacity (the reply's Limit) is below n, the
+//     rejection has no RetryAfter and WaitN fails at once with [ErrExceedsCapacity] (nothing
+//     consumed), as for n above the Keyed's own capacity;
 //   - otherwise (a lower or equal version, or no signature): converts the state to the Keyed's
 //     settings by the table above and decides on it; the conversion is stored with that decision,
 //     admitted or not (a probe stores nothing). A composite's component list may change: the j-th

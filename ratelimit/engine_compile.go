@@ -221,8 +221,9 @@ func compilePolicy(p Policy) (*compiled, error) {
 	return c, nil
 }
 
-// roundPolicy returns p (a valid policy) with every duration rounded up to whole microseconds, as
-// plain values: the settings enforced, which Policy reports.
+// roundPolicy returns p (a valid policy) with every duration rounded up to whole microseconds and
+// a sliding window's Segments 0 replaced by DefaultSegments, as plain values: the settings enforced,
+// which Policy reports.
 func roundPolicy(p Policy) Policy {
 	switch v := clonePolicy(p).(type) {
 	case FixedWindow:
@@ -230,6 +231,9 @@ func roundPolicy(p Policy) Policy {
 		return v
 	case SlidingWindow:
 		v.Window = roundMicros(v.Window)
+		if v.Segments == 0 {
+			v.Segments = DefaultSegments
+		}
 		return v
 	case TokenBucket:
 		v.Period = roundMicros(v.Period)

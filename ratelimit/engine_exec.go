@@ -48,7 +48,13 @@ func (c *compiled) run(ctx context.Context, client rueidis.Client, key string, n
 	ctx, stop := luakit.WithoutDeadline(ctx)
 	res := c.script().Exec(ctx, client, []string{key}, args)
 	stop()
-	return c.decodeResult(res)
+	d, err := c.decodeResult(res)
+	if err == nil && !d.allowed && n > d.limit {
+		// A keyed decision applied stored settings (of a higher version) whose capacity is below n:
+		// no retry can succeed, so no retry hint, as for n above c's own capacity.
+		d.retryAfter = 0
+	}
+	return d, err
 }
 
 // decodeResult decodes the reply of a decide (or read-only inspect) script.

@@ -192,13 +192,13 @@ func (k *Keyed) decideStateless(ctx context.Context, key string, n int64) (Resul
 // waitStateless is WaitN for a key without local state: the wait loop of [Limiter.WaitN] without a
 // queue.
 func (k *Keyed) waitStateless(ctx context.Context, key string, n int64) (Result, error) {
-	res, err := waitLoop(ctx, k.stopCtx, func() error { return errClosed },
+	res, err := waitLoop(ctx, k.stopCtx, func() error { return errClosed }, n,
 		func() (Result, error) { return k.decideStateless(ctx, key, n) })
 	if err != nil {
 		return res, err
 	}
 	if !res.Allowed {
-		err = notAdmitted(res, n, k.settings.Load().c.capacity())
+		err = notAdmitted(res, n, k.settings.Load().c.capacity(), false)
 	}
 	k.m.record(nil, res)
 	return res, err
@@ -212,6 +212,12 @@ func (k *Keyed) Wait(ctx context.Context, key string) (Result, error) { return k
 // [WithQueue] it needs no local state: it sleeps each rejection's RetryAfter and decides again. With
 // a queue, the key's local state is created on demand; when [WithMaxKeys] keys already have state
 // and none of them is idle, the request waits like a Keyed without a queue.
+//
+// A key stored with a higher policy version is decided by its stored settings (see [Keyed.Update]):
+// when their capacity (the rejection's Limit) is below n, WaitN returns [ErrExceedsCapacity] on that
+// first rejection, without sleeping or retrying and with nothing consumed, queue or not; n above the
+// Keyed's own capacity is ErrExceedsCapacity before any I/O. [ErrQueueFull] is returned only with a
+// queue, for the queue's own rejections.
 func (k *Keyed) WaitN(ctx context.Context, key string, n int64) (Result, error) {
 	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opAcquire, k.cfg.name))
 	if err != nil {
@@ -370,7 +376,8 @@ func (k *Keyed) janitor() {
 }
 
 // Policy returns the policy in force (given to NewKeyed or the last Update), durations rounded up to
-// whole microseconds, as a copy made of plain values (see [Limiter.Policy]).
+// whole microseconds and a sliding window's Segments 0 reported as [DefaultSegments], as a copy made
+// of plain values (see [Limiter.Policy]).
 func (k *Keyed) Policy() Policy { _, p := k.current(); return clonePolicy(p) }
 
 // Stats returns the statistics of key's local state: zero counts with Available -1 when it has none

@@ -183,7 +183,8 @@ func (l *Limiter) Allow(ctx context.Context) (Result, error) { return l.AllowN(c
 // AllowN decides n permits now, in one round trip, without waiting and without the queue. n = 0
 // probes whether one permit is available and writes nothing. A request for more permits than the
 // capacity is rejected without a capacity script and without RetryAfter (not an error; a bound deny
-// list is still checked first).
+// list is still checked first). A [Keyed] request above the Limit of the stored settings (of a
+// higher policy version) its decision applied is rejected without RetryAfter too.
 //
 // With a deny list ([WithDenyList]) the identity is checked first (from the deny list's cache or one
 // server read); a denied identity gets a rejection with [ReasonDenyList] and touches no capacity, and
@@ -248,9 +249,14 @@ func (l *Limiter) Wait(ctx context.Context) (Result, error) { return l.WaitN(ctx
 // larger than the new capacity fail with [ErrExceedsCapacity]. The queue is local: other processes,
 // and other local callers between retries, can take permits first.
 //
-// Errors for a request that is not admitted: [ErrExceedsCapacity] at once when n is above the
-// capacity (no retry can succeed), [ErrDenied] when the identity is on the bound deny list,
-// [ErrQueueFull] as above. If ctx ends while waiting, WaitN returns an error wrapping ctx.Err(), and
+// Errors for a request that is not admitted: [ErrExceedsCapacity] when n is above the capacity (no
+// retry can succeed): at once, before any I/O, for the limiter's own capacity, and on the first
+// rejection whose Limit is below n for the settings the server applied ([Keyed] keys stored with a
+// higher policy version are decided by their stored settings, whose capacity may be smaller; a
+// composite's reply carries the limit of its controlling component), with no further retry, also
+// with a queue and also when n is above the queue limit; [ErrDenied] when the identity is on the
+// bound deny list; [ErrQueueFull] only for the queue's own rejections, as above (never without a
+// queue). If ctx ends while waiting, WaitN returns an error wrapping ctx.Err(), and
 // also [ErrUncertain] when a retry was in flight (its script may still consume the permits). Close
 // fails waiting requests with [ErrClosed] (also wrapping ErrUncertain for a retry in flight). Other
 // errors are those of AllowN. Each call that ends with a decision counts once in [Stats] and the
@@ -277,8 +283,9 @@ func (l *Limiter) waitN(ctx context.Context, n int64) (Result, error) {
 	defer l.end()
 	var res Result
 	var err error
-	if l.queueLimit == 0 {
-		res, err = waitLoop(ctx, l.closeCtx, l.closedErr, func() (Result, error) { return l.attempt(ctx, n, true, nil) })
+	queued := l.queueLimit > 0
+	if !queued {
+		res, err = waitLoop(ctx, l.closeCtx, l.closedErr, n, func() (Result, error) { return l.attempt(ctx, n, true, nil) })
 	} else {
 		res, err = l.wait(ctx, n)
 	}
@@ -286,7 +293,7 @@ func (l *Limiter) waitN(ctx context.Context, n int64) (Result, error) {
 		return res, err
 	}
 	if !res.Allowed {
-		err = notAdmitted(res, n, l.current().capacity())
+		err = notAdmitted(res, n, l.current().capacity(), queued)
 	}
 	l.m.record(l.st, res)
 	return res, err
@@ -296,25 +303,39 @@ func (l *Limiter) waitN(ctx context.Context, n int64) (Result, error) {
 // same situations as rejections (Allowed false, with the Reason), not as errors.
 var (
 	// ErrExceedsCapacity: n is above the policy's capacity (the smallest component limit of a
-	// composite), so no wait can admit it. Returned at once, without waiting.
+	// composite), so no wait can admit it. Returned at once, without waiting: before any I/O for the
+	// limiter's own capacity, or on the first decision whose Limit is below n (a [Keyed] key decided
+	// by stored settings of a higher policy version with a smaller capacity).
 	ErrExceedsCapacity = errors.New("ratelimit: request exceeds the capacity")
 	// ErrDenied: the identity is on the bound deny list ([WithDenyList], [WithKeyedDenyList]).
 	ErrDenied = errors.New("ratelimit: identity is on the deny list")
 	// ErrQueueFull: the local wait queue ([WithQueue]) had no room (OldestFirst), evicted the
-	// request (NewestFirst), or the request was larger than the queue limit and not admitted at once.
+	// request (NewestFirst), or the request was larger than the queue limit and not admitted at once
+	// (but not above the capacity: that is ErrExceedsCapacity). Never returned without a queue.
 	ErrQueueFull = errors.New("ratelimit: wait queue full")
 )
 
 // notAdmitted is the error of a wait that ends with the rejection res of n permits under a policy
-// of the given capacity.
-func notAdmitted(res Result, n, capacity int64) error {
+// of the given capacity, queued telling whether the wait used a queue. n above the capacity, or above
+// the Limit of the decision (the capacity of the settings the server applied: a Keyed follows stored
+// settings of a higher version, which may be smaller than its own), can never be admitted. Without a
+// queue nothing else ends a wait without admission (a rejection without RetryAfter is one that no
+// retry can admit); with one, the rest are the queue's own rejections.
+func notAdmitted(res Result, n, capacity int64, queued bool) error {
 	switch {
 	case res.Reason == ReasonDenyList:
 		return ErrDenied
-	case n > capacity:
+	case n > capacity || neverAdmissible(res, n) || !queued:
 		return ErrExceedsCapacity
 	}
 	return ErrQueueFull
+}
+
+// neverAdmissible reports whether the capacity rejection res shows that n permits can never be
+// admitted: n is above the Limit of the settings the decision applied (the controlling component's
+// for a composite).
+func neverAdmissible(res Result, n int64) bool {
+	return !res.Allowed && res.Reason == ReasonCapacity && res.Limit > 0 && n > res.Limit
 }
 
 // pastDeadlineError is a wait that returned before the caller's deadline because its next admission
@@ -334,10 +355,10 @@ func (pastDeadlineError) Is(target error) bool { return target == errPastDeadlin
 // errPastDeadline is the target that matches any pastDeadlineError.
 var errPastDeadline = errors.New("ratelimit: wait: admission would be after the context deadline")
 
-// waitLoop is the wait without a queue: attempt until admitted, sleeping each rejection's
-// RetryAfter with a timer. It returns a rejection that can never be admitted (deny list, n above the
-// capacity) as it is, for the caller to turn into an error.
-func waitLoop(ctx, closeCtx context.Context, closedErr func() error, attempt func() (Result, error)) (Result, error) {
+// waitLoop is the wait without a queue: attempt (for n permits) until admitted, sleeping each
+// rejection's RetryAfter with a timer. It returns a rejection that can never be admitted (deny list,
+// no RetryAfter, n above the Limit of the decision) as it is, for the caller to turn into an error.
+func waitLoop(ctx, closeCtx context.Context, closedErr func() error, n int64, attempt func() (Result, error)) (Result, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -346,7 +367,7 @@ func waitLoop(ctx, closeCtx context.Context, closedErr func() error, attempt fun
 	}()
 	for {
 		res, err := attempt()
-		if err != nil || res.Allowed || res.Reason != ReasonCapacity || res.RetryAfter <= 0 {
+		if err != nil || res.Allowed || res.Reason != ReasonCapacity || res.RetryAfter <= 0 || neverAdmissible(res, n) {
 			return res, err
 		}
 		d := res.RetryAfter
@@ -683,7 +704,8 @@ func (l *Limiter) release(nc *compiled, p Policy) {
 }
 
 // Policy returns the current settings as enforced: those given to New or to the last successful
-// Update with every duration rounded up to whole microseconds, as a copy made of plain values (a
+// Update with every duration rounded up to whole microseconds and a [SlidingWindow]'s Segments 0
+// reported as [DefaultSegments] (standalone or in a composite), as a copy made of plain values (a
 // pointer policy or component is returned as the value it pointed to when given; a Composite has its
 // own component list). It is safe to call concurrently with Update.
 func (l *Limiter) Policy() Policy {

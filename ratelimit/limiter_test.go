@@ -460,3 +460,61 @@ func TestPolicyReportsEnforced(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyReportsDefaultSegments: a sliding window given with Segments 0 is enforced with
+// DefaultSegments, and Policy reports that count, standalone and inside a composite, for a Limiter,
+// a Keyed and after Update; Segments 0 and DefaultSegments are the same settings (an Update from one
+// to the other changes nothing).
+func TestPolicyReportsDefaultSegments(t *testing.T) {
+	sw0 := SlidingWindow{Limit: 5, Window: time.Second}
+	sw10 := SlidingWindow{Limit: 5, Window: time.Second, Segments: DefaultSegments}
+	l := newTestLimiter(t, noIO{}, "k", sw0)
+	if got := l.Policy(); got != Policy(sw10) {
+		t.Fatalf("Limiter.Policy() = %#v, want %#v", got, sw10)
+	}
+	if err := l.Update(context.Background(), sw10, Adopt); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Policy(); got != Policy(sw10) {
+		t.Fatalf("after Update to the same settings: Policy() = %#v", got)
+	}
+	if err := l.Update(context.Background(), &SlidingWindow{Limit: 6, Window: time.Second}, Adopt); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.Policy(), (SlidingWindow{Limit: 6, Window: time.Second, Segments: DefaultSegments}); got != want {
+		t.Fatalf("after Update: Policy() = %#v, want %#v", got, want)
+	}
+
+	comps := func(sw Component) Composite {
+		return Composite{Components: []Component{FixedWindow{Limit: 9, Window: time.Minute}, sw}}
+	}
+	k, err := NewKeyed(noIO{}, comps(sw0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close(context.Background())
+	check := func(what string, want Component) {
+		t.Helper()
+		got, ok := k.Policy().(Composite)
+		if !ok || len(got.Components) != 2 || got.Components[1] != want {
+			t.Fatalf("%s: Keyed.Policy() = %#v, want component 1 %#v", what, k.Policy(), want)
+		}
+	}
+	check("NewKeyed", sw10)
+	before := k.settings.Load()
+	if err := k.Update(context.Background(), comps(&sw10)); err != nil {
+		t.Fatal(err)
+	}
+	if k.settings.Load() != before {
+		t.Fatal("Update from Segments 0 to DefaultSegments published new settings")
+	}
+	if err := k.Update(context.Background(), comps(SlidingWindow{Limit: 5, Window: 2 * time.Second})); err != nil {
+		t.Fatal(err)
+	}
+	check("after Update", SlidingWindow{Limit: 5, Window: 2 * time.Second, Segments: DefaultSegments})
+
+	lc := newTestLimiter(t, noIO{}, "c", comps(sw0))
+	if got, ok := lc.Policy().(Composite); !ok || got.Components[1] != Component(sw10) {
+		t.Fatalf("Limiter.Policy() of a composite = %#v", lc.Policy())
+	}
+}

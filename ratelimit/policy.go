@@ -69,7 +69,8 @@ type SlidingWindow struct {
 	// Window is the rolling window's length: 1µs to MaxSpan, rounded up to whole microseconds.
 	Window time.Duration
 	// Segments is how many segments the window is tracked in, in [1, MaxSegments]; 0 means
-	// [DefaultSegments] (10: a permit is released at most a tenth of the window late).
+	// [DefaultSegments] (10: a permit is released at most a tenth of the window late), and the
+	// limiters' Policy methods then report 10.
 	Segments int
 }
 

@@ -37,8 +37,10 @@ type Result struct {
 	Limit int64
 	// RetryAfter, when positive, is how long until the whole request (all n permits; one permit for
 	// an n = 0 probe) could be admitted, computed from server time; competing callers may take the
-	// capacity first. It is 0 when Allowed, when n exceeds the capacity (no retry can succeed), and
-	// for deny-list rejections. A request rejected or evicted by a full local queue after an attempt
+	// capacity first. It is 0 when Allowed, when n exceeds the capacity (no retry can succeed: n is
+	// above the policy's capacity, or above the Limit of the settings the server applied, as for a
+	// [Keyed] key decided by stored settings of a higher version with a smaller capacity), and for
+	// deny-list rejections. A request rejected or evicted by a full local queue after an attempt
 	// keeps that attempt's RetryAfter, counted down to the rejection.
 	RetryAfter time.Duration
 	// Reset is how long until the policy (its controlling component) is back at full capacity if
