@@ -43,8 +43,9 @@
 //
 //   - Keys: the default key is the client IP of r.RemoteAddr ([RemoteIP]). X-Forwarded-For and
 //     similar headers are not trusted by default, since any client can set them; behind your own
-//     proxies use [WithKey] with [TrustedProxyIP] (trusted CIDRs; X-Forwarded-For or Forwarded read
-//     from the right; IPv6 clients keyed by a /64 by default).
+//     proxies use [WithKey] with [TrustedProxyIP] (trusted CIDRs and the one field they append to,
+//     X-Forwarded-For or Forwarded, read from the right; the other field is never read; IPv6 clients
+//     keyed by a /64 by default).
 //   - A request whose cost exceeds the policy's capacity can never pass: 429 without Retry-After and
 //     without the RateLimit field (the limiter decides it without reading the capacity key), but with
 //     RateLimit-Policy, so the client can see why.
