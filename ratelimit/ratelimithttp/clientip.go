@@ -61,8 +61,9 @@ func (h ForwardingHeader) String() string {
 // semicolon-separated parameters with case-insensitive names, values as tokens or quoted strings
 // (with backslash escapes; commas and semicolons inside quotes belong to the value), a parameter at
 // most once per element, and the "for" node an IPv4 address or a bracketed IPv6 address, each
-// optionally with a port. Leniently, a node needing quotes is accepted unquoted
-// (for=[2001:db8::1]:80, for=192.0.2.1:80), and an IPv6 node without brackets.
+// optionally with a port (digits, or an obfuscated "_x" port). Leniently, a node needing quotes is
+// accepted unquoted (for=[2001:db8::1]:80, for=192.0.2.1:80), an IPv6 node without brackets, and
+// whitespace around semicolons. Quotes never span field lines.
 //
 // The key is the IPv4 address, or the IPv6 address masked to ipv6Prefix bits in CIDR form (e.g.
 // "2001:db8:1:2::/64"); 0 means [DefaultIPv6Prefix]. IPv4-mapped IPv6 addresses (in requests and
