@@ -11,27 +11,22 @@ import (
 // NewSketchBlockHandoff).
 const SketchBlock = "sketch-blpop"
 
-// The variant's scripts. sketchBWait takes the lease (SET NX PX, then INCR of the fence) or, when it
-// is held, appends the owner token to the queue key; sketchBRelease, for the lease's owner, grants
-// the lease to the queue's head (SET PX, INCR) and pushes the fencing token onto the head's grant
-// list "{key}:grant:<owner>" (derived from the queue key, so not declared in KEYS: standalone only),
-// which expires with the lease, or deletes the lease when nobody waits.
-var (
-	sketchBWait = rueidis.NewLuaScript(`
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end
-redis.call('RPUSH', KEYS[3], ARGV[1])
-return 0`)
-	sketchBRelease = rueidis.NewLuaScript(`
+// sketchBRelease is the variant's release (its waiters queue with sketchWait, the entry
+// "g|<owner>"): for the lease's owner, it grants the lease to the queue's head (SET PX, INCR) and
+// pushes the fencing token onto the head's grant list "{key}:grant:<owner>" (derived from the
+// queue key, so not declared in KEYS: standalone only), which expires with the lease, or deletes
+// the lease when nobody waits.
+var sketchBRelease = rueidis.NewLuaScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local owner = redis.call('LPOP', KEYS[3])
-if not owner then redis.call('DEL', KEYS[1]) return 1 end
+local w = redis.call('LPOP', KEYS[3])
+if not w then redis.call('DEL', KEYS[1]) return 1 end
+local owner = string.sub(w, 3)
 redis.call('SET', KEYS[1], owner, 'PX', ARGV[2])
 local f = redis.call('INCR', KEYS[2])
 local g = string.sub(KEYS[3], 1, -6) .. 'grant:' .. owner
 redis.call('LPUSH', g, f)
 redis.call('PEXPIRE', g, ARGV[2])
 return 1`)
-)
 
 type blockHandoff struct {
 	hc, wc rueidis.Client
@@ -60,15 +55,7 @@ func NewSketchBlockHandoff(s Server) (Handoff, error) {
 func (*blockHandoff) Name() string { return SketchBlock }
 
 func (g *blockHandoff) Hold(ctx context.Context, key string) (Release, error) {
-	owner := nextOwner()
-	n, err := sketchBWait.Exec(ctx, g.hc, sketchKeys(key)[:2], []string{owner, g.ttl}).AsInt64()
-	if err != nil {
-		return nil, err
-	}
-	if n <= 0 {
-		return nil, ErrRawNotAcquired
-	}
-	return g.release(g.hc, key, owner), nil
+	return sketchHold(ctx, g.hc, key, g.ttl, g.release)
 }
 
 func (g *blockHandoff) release(c rueidis.Client, key, owner string) Release {
@@ -79,7 +66,7 @@ func (g *blockHandoff) release(c rueidis.Client, key, owner string) Release {
 
 func (g *blockHandoff) Wait(ctx context.Context, key string) (Release, error) {
 	owner := nextOwner()
-	n, err := sketchBWait.Exec(ctx, g.wc, sketchKeys(key), []string{owner, g.ttl}).AsInt64()
+	n, err := sketchWait.Exec(ctx, g.wc, sketchKeys(key), []string{owner, g.ttl, "g"}).AsInt64()
 	if err != nil {
 		return nil, err
 	}

@@ -113,15 +113,22 @@ func sketchKeys(key string) []string {
 }
 
 func (g *grantHandoff) Hold(ctx context.Context, key string) (Release, error) {
+	return sketchHold(ctx, g.hc, key, g.ttl, g.release)
+}
+
+// sketchHold takes the free lock of key on c for a fresh owner (ErrRawNotAcquired when it is held)
+// and returns the release that release builds for it: the holder side of both sketches.
+func sketchHold(ctx context.Context, c rueidis.Client, key, ttl string,
+	release func(c rueidis.Client, key, owner string) Release) (Release, error) {
 	owner := nextOwner()
-	n, err := sketchWait.Exec(ctx, g.hc, sketchKeys(key)[:2], []string{owner, g.ttl}).AsInt64()
+	n, err := sketchWait.Exec(ctx, c, sketchKeys(key)[:2], []string{owner, ttl}).AsInt64()
 	if err != nil {
 		return nil, err
 	}
 	if n <= 0 {
 		return nil, ErrRawNotAcquired
 	}
-	return g.release(g.hc, key, owner), nil
+	return release(c, key, owner), nil
 }
 
 func (g *grantHandoff) release(c rueidis.Client, key, owner string) Release {
