@@ -59,7 +59,7 @@ if v then
   if string.byte(v, 1) == 117 then -- "u"
     if mode == 'k' then
       local sl = #ARGV[1]
-      if #v > sl + 1 and string.sub(v, -sl) == ARGV[1] then
+      if string.sub(v, -sl) == ARGV[1] then
         fast = true
         tat = tonumber(string.sub(v, 2, -sl - 1))
       end

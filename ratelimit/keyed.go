@@ -192,7 +192,7 @@ func (k *Keyed) decideStateless(ctx context.Context, key string, n int64) (Resul
 // waitStateless is WaitN for a key without local state: the wait loop of [Limiter.WaitN] without a
 // queue.
 func (k *Keyed) waitStateless(ctx context.Context, key string, n int64) (Result, error) {
-	res, err := waitLoop(ctx, k.stopCtx, func() error { return errClosed }, n,
+	res, err := waitLoop(ctx, k.stopCtx, func() error { return errClosed },
 		func() (Result, error) { return k.decideStateless(ctx, key, n) })
 	if err != nil {
 		return res, err

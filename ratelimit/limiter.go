@@ -285,7 +285,7 @@ func (l *Limiter) waitN(ctx context.Context, n int64) (Result, error) {
 	var err error
 	queued := l.queueLimit > 0
 	if !queued {
-		res, err = waitLoop(ctx, l.closeCtx, l.closedErr, n, func() (Result, error) { return l.attempt(ctx, n, true, nil) })
+		res, err = waitLoop(ctx, l.closeCtx, l.closedErr, func() (Result, error) { return l.attempt(ctx, n, true, nil) })
 	} else {
 		res, err = l.wait(ctx, n)
 	}
@@ -355,10 +355,11 @@ func (pastDeadlineError) Is(target error) bool { return target == errPastDeadlin
 // errPastDeadline is the target that matches any pastDeadlineError.
 var errPastDeadline = errors.New("ratelimit: wait: admission would be after the context deadline")
 
-// waitLoop is the wait without a queue: attempt (for n permits) until admitted, sleeping each
-// rejection's RetryAfter with a timer. It returns a rejection that can never be admitted (deny list,
-// no RetryAfter, n above the Limit of the decision) as it is, for the caller to turn into an error.
-func waitLoop(ctx, closeCtx context.Context, closedErr func() error, n int64, attempt func() (Result, error)) (Result, error) {
+// waitLoop is the wait without a queue: attempt until admitted, sleeping each rejection's
+// RetryAfter with a timer. It returns a rejection that can never be admitted (deny list, no
+// RetryAfter: n above the capacity or above the Limit of the decision, see compiled.run) as it is,
+// for the caller to turn into an error.
+func waitLoop(ctx, closeCtx context.Context, closedErr func() error, attempt func() (Result, error)) (Result, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -367,7 +368,7 @@ func waitLoop(ctx, closeCtx context.Context, closedErr func() error, n int64, at
 	}()
 	for {
 		res, err := attempt()
-		if err != nil || res.Allowed || res.Reason != ReasonCapacity || res.RetryAfter <= 0 || neverAdmissible(res, n) {
+		if err != nil || res.Allowed || res.Reason != ReasonCapacity || res.RetryAfter <= 0 {
 			return res, err
 		}
 		d := res.RetryAfter

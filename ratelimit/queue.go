@@ -58,7 +58,7 @@ func (l *Limiter) wait(ctx context.Context, n int64) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		if r.Allowed || r.RetryAfter <= 0 || n > l.queueLimit || neverAdmissible(r, n) {
+		if r.Allowed || r.RetryAfter <= 0 || n > l.queueLimit {
 			return r, nil
 		}
 		res, attempted = r, true
@@ -250,8 +250,9 @@ func (l *Limiter) pump() {
 }
 
 // settleLocked applies the outcome of the pump's attempt for w, still queued: an error, an admission,
-// a deny-list rejection, a rejection without RetryAfter or one whose Limit (the capacity of the
-// settings the server applied) is below w.n ends the wait. A rejection decided with
+// a deny-list rejection or a rejection without RetryAfter (which includes one whose Limit, the
+// capacity of the settings the server applied, is below w.n: compiled.run gives it none) ends the
+// wait. A rejection decided with
 // settings that an Update replaced while the attempt ran (its wake-up found the waiter in flight and
 // left it alone) is handled as that wake-up would have: the waiter leaves without RetryAfter when it is
 // larger than the new capacity and otherwise retries at once. Any other rejection sleeps until its
@@ -267,7 +268,7 @@ func (l *Limiter) settleLocked(w *waiter, res Result, err error) {
 		}
 		w.due, w.last = now, res
 		return
-	case res.RetryAfter > 0 && !neverAdmissible(res, w.n):
+	case res.RetryAfter > 0:
 		w.due, w.last = now.Add(res.RetryAfter), res
 		return
 	}
