@@ -49,7 +49,7 @@ func (s *Store) verify(ctx context.Context, key string) error {
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.probeTimeout)
 	defer cancel()
-	err := s.client.Do(pctx, s.client.B().Pttl().Key(key).Build()).Error()
+	err := s.client.Do(pctx, pttl(s.client, key)).Error()
 	var re *rueidis.RedisError
 	if err == nil || errors.As(err, &re) {
 		s.verified.Store(true)
@@ -60,6 +60,17 @@ func (s *Store) verify(ctx context.Context, key string) error {
 	}
 	s.markDown(key)
 	return fmt.Errorf("%w: %w", ErrDisconnected, err)
+}
+
+// pttl builds the PTTL that verify and the probe send to a server that may be restarting. It is
+// pinned (never returned to rueidis's command pool): when a read-only command's first attempt meets a
+// connection that is breaking, rueidis retries it on a new connection and, once that attempt is
+// answered, recycles the command, while the broken connection's writer goroutine may still be reading
+// it, with no ordering between the two (a data race the race detector reports, and a recycled command
+// could be written to the dying socket). A probe is the command most likely to meet exactly that, so
+// it costs one small allocation instead.
+func pttl(c rueidis.Client, key string) rueidis.Completed {
+	return c.B().Pttl().Key(key).Build().Pin()
 }
 
 // connectionLost reports whether err says the connection to the server is broken (as opposed to a
@@ -150,7 +161,7 @@ func (s *Store) probe(done chan struct{}) {
 		// and then ignore Close's cancellation until the deadline (see Buffered.run).
 		ctx, cancel := context.WithTimeout(s.probeCtx, s.cfg.probeTimeout)
 		qctx, stop := luakit.WithoutDeadline(ctx)
-		err := s.client.Do(qctx, s.client.B().Pttl().Key(key).Build()).Error()
+		err := s.client.Do(qctx, pttl(s.client, key)).Error()
 		stop()
 		cancel()
 		var re *rueidis.RedisError
