@@ -225,7 +225,10 @@ func Arm(ctx context.Context, c rueidis.Client, key string) (exists bool, pttl t
 // It is false on a RESP2 client, a client with DisableCache, and for a missing key (nothing to
 // track). A waiter that finds tracked false for a key that exists wakes only at the pttl deadline.
 func ArmTracked(ctx context.Context, c rueidis.Client, key string) (exists bool, pttl time.Duration, tracked bool, err error) {
-	resp := c.DoCache(ctx, c.B().Pttl().Key(key).Cache(), ArmCacheTTL)
+	// Pinned (never returned to rueidis's command pool): a waiter arms while a server may be
+	// restarting, and rueidis recycles a retried read after its later attempt is answered while the
+	// broken connection's writer may still be reading it (a data race). One small allocation per arm.
+	resp := c.DoCache(ctx, c.B().Pttl().Key(key).Cache().Pin(), ArmCacheTTL)
 	v, err := resp.AsInt64()
 	if err != nil {
 		return false, 0, false, err
