@@ -21,12 +21,14 @@
 --
 -- Lookups never write: an existing claim's expiry is unchanged. O(1) (O(N) in the result size for
 -- the reply).
--- ACL: TYPE, HMGET, PTTL, TIME, HSET and PEXPIRE. luakit_acl (below) checks, before anything else,
--- every command this script may run after its first write (the HSET): a user the ACL refuses one of
--- them gets NOPERM and nothing is written. A refused TYPE, HMGET, PTTL, TIME or HSET would fail before
--- any write (the server's NOPERM error), so they are not checked: each check costs server time on
--- every call.
-luakit_acl({'pexpire', KEYS[1]})
+-- ACL: TYPE, HMGET, PTTL, TIME, HSET and PEXPIRE. luakit_acl (below, on the path that claims)
+-- checks, before the first write (the HSET), every command this script may run after it and the
+-- commands the new claim will need from its owner: HMGET (Extend, Complete and Abandon read the
+-- claim first), HDEL (Complete) and DEL (Abandon); HSET, the first write, fails on its own. A user
+-- the ACL refuses one of them gets NOPERM and nothing is written, so no claim is made that its owner
+-- could not complete or abandon (the work it guards would run, and the claim would turn retries away
+-- until its lease ended). Lookups check nothing (each check costs server time): a refused TYPE,
+-- HMGET or PTTL fails before any write with the server's NOPERM error.
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' then
   if kind ~= 'hash' then
@@ -48,6 +50,7 @@ if kind ~= 'none' then
   return {-1, 'state'}
 end
 
+luakit_acl({'pexpire', KEYS[1]}, {'hmget', KEYS[1]}, {'hdel', KEYS[1]}, {'del', KEYS[1]})
 local now = redis.call('TIME')
 local gen = now[1] .. string.format('%06d', tonumber(now[2]))
 redis.call('HSET', KEYS[1], 's', 'p', 'f', ARGV[3], 'g', gen, 't', ARGV[1], 'x', ARGV[2])

@@ -189,8 +189,10 @@ func validateKey(key string) error {
 // error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run but no
 // reply was read (an unreturned claim then expires after lease; the script is not retried); an error
 // wrapping [ErrForeignData] when the key holds another Redis type or a hash this package did not write
-// (nothing written); or a server or connection error (see [luakit.Classify]). It blocks for one round
-// trip, bounded by ctx.
+// (nothing written); [ErrNoPermission] (nothing written) when the client's ACL user may not run a
+// command of the claim or of what its owner will need to finish it (HMGET, HDEL for Complete, DEL for
+// Abandon: see the README's ACL), so no claim is made that could not be completed or abandoned; or a
+// server or connection error (see [luakit.Classify]). It blocks for one round trip, bounded by ctx.
 func (s *Store) TryBegin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (res Attempt, err error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opTryBegin))
 	if err != nil {

@@ -2,9 +2,12 @@ package idempotency_test
 
 import (
 	"context"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/idempotency"
@@ -62,4 +65,41 @@ func testLeastPrivilege(t *testing.T, e *env) {
 			return err
 		})
 	})
+}
+
+// testClaimNeedsItsLifecycle: a user allowed to claim but not to finish a claim (no HDEL for
+// Complete, no DEL for Abandon, no HMGET for the reads Extend, Complete and Abandon begin with) is
+// refused at the claim itself: TryBegin fails with ErrNoPermission and writes nothing, and behind the
+// middleware the handler never runs (503, the store-failure reply). Without the check the claim was
+// made, the handler ran, and Complete was refused: the claim turned retries away until its lease
+// ended, and the work then ran again with no result ever stored.
+func testClaimNeedsItsLifecycle(t *testing.T, e *env) {
+	full := append([]string{"~acl:life:*"}, matrix.ClientACL...)
+	for _, c := range idempotencyCommands {
+		full = append(full, "+"+c)
+	}
+	for _, cmd := range []string{"hdel", "del", "hmget"} {
+		t.Run("without_"+cmd, func(t *testing.T) {
+			opt := e.ACLUser(t, "acl-life", matrix.Without(full, cmd)...)
+			c, err := rueidis.NewClient(opt)
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			prefix := "acl:life:" + cmd + ":"
+			s, err := idempotency.New(c, idempotency.WithKeyPrefix(prefix))
+			require.NoError(t, err)
+
+			_, err = s.TryBegin(ctx(t), "k", time.Minute, idempotency.FingerprintOf("d"))
+			require.ErrorIs(t, err, idempotency.ErrNoPermission, "TryBegin without %s", cmd)
+
+			var calls atomic.Int32
+			srv := server(t, s, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				calls.Add(1)
+				w.WriteHeader(http.StatusCreated)
+			}))
+			r := send(t, srv, http.MethodPost, "/orders", "key-1", "{}")
+			requireReply(t, r, http.StatusServiceUnavailable, false)
+			require.Zero(t, calls.Load(), "the handler must not run when its claim could not be finished")
+			require.Empty(t, e.Snapshot(t, prefix+"*"), "nothing written")
+		})
+	}
 }

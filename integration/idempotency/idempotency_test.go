@@ -52,6 +52,7 @@ var scenarios = []scenario{
 	{name: "23_middleware_slow_handler_kept_alive", run: testMiddlewareLeases},
 	{name: "24_middleware_with_ratelimit_both_orders", run: testMiddlewareOrders},
 	{name: "25_least_privilege_acl", run: testLeastPrivilege},
+	{name: "26_claim_needs_its_lifecycle", run: testClaimNeedsItsLifecycle},
 }
 
 // TestIdempotency runs every scenario on every target (at most maxParallelTargets targets at once).
