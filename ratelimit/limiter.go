@@ -553,8 +553,8 @@ func (l *Limiter) openGateLocked() {
 // ctx is honoured while waiting to start (for another Update or for attempts in progress), and then
 // the old settings stay usable. Once the migration script is sent, Update waits for its reply even if
 // ctx ends, for at most [WithUpdateTimeout] (default 10s), and reports its outcome: a rejection by the
-// script before writing ([ErrConfigMismatch], [ErrDebtOverflow], [ErrForeignData]) keeps the old
-// settings and queue; any other failure, including no reply within the update timeout (wrapping
+// script before writing ([ErrConfigMismatch], [ErrDebtOverflow], [ErrForeignData]) or by the ACL
+// ([ErrNoPermission]: nothing written) keeps the old settings and queue; any other failure, including no reply within the update timeout (wrapping
 // [ErrUncertain]), closes the limiter and fails its queued requests, because the server may already
 // hold the migrated state
 // (reconcile under your rollout barrier before building a replacement; do not blindly retry Migrate).
@@ -622,7 +622,10 @@ func (l *Limiter) update(ctx context.Context, policy Policy, mode UpdateMode) er
 		err := cur.migrate(mctx, l.client, l.key, nc)
 		cancel()
 		if err != nil {
-			if errors.Is(err, ErrConfigMismatch) || errors.Is(err, ErrDebtOverflow) || errors.Is(err, ErrForeignData) {
+			if errors.Is(err, ErrConfigMismatch) || errors.Is(err, ErrDebtOverflow) || errors.Is(err, ErrForeignData) ||
+				errors.Is(err, ErrNoPermission) {
+				// Refused before writing: by the script's own checks, or by the ACL (the server's
+				// NOPERM, or the script's check before its first write).
 				l.release(nil, nil)
 				return err
 			}

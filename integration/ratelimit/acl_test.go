@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
@@ -16,7 +17,8 @@ import (
 const ratelimitACL = "ACL SETUSER app on >secret resetchannels ~app:* +evalsha +eval +evalsha_ro +eval_ro +time +type +get +set +del +pttl +hgetall +hget +hset +hdel +pexpireat +sadd +srem +sismember +smembers +hello +ping +client|setinfo +client|tracking +client|caching +multi +exec"
 
 func init() {
-	scenarios = append(scenarios, scenario{name: "90_least_privilege_acl", run: testLeastPrivilege})
+	scenarios = append(scenarios, scenario{name: "90_least_privilege_acl", run: testLeastPrivilege},
+		scenario{name: "91_refused_migration_keeps_limiter", run: testRefusedMigration})
 }
 
 // aclUpdated is each layout of engPolicies with larger limits: the target of the migrations.
@@ -109,4 +111,40 @@ func testLeastPrivilege(t *testing.T, e *env) {
 			return d.SetDenied(ctx, "bad", false)
 		})
 	})
+}
+
+// testRefusedMigration: an Update(Migrate) the ACL refuses (NOPERM: the script never ran, nothing was
+// written) returns ErrNoPermission and keeps the limiter open on its old settings, as the script's own
+// rejections before writing do; only a failure that may have left migrated state closes it. Before,
+// any failure but those rejections closed the limiter and failed its later calls with ErrClosed.
+func testRefusedMigration(t *testing.T, e *env) {
+	rules, _, _ := matrix.DocumentedACL(t, "../../ratelimit/README.md", ratelimitACL)
+	full := append(append([]string{"~acl:mig:*"}, matrix.ClientACL...), rules...)
+	const user = "acl-mig"
+	c, err := rueidis.NewClient(e.ACLUser(t, user, full...))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	old := ratelimit.FixedWindow{Limit: 5, Window: time.Hour}
+	l, err := ratelimit.New(c, "k", old, ratelimit.WithKeyPrefix("acl:mig:"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close(context.Background()) })
+	res, err := l.AllowN(ctx(t), 2)
+	require.NoError(t, err)
+	require.True(t, res.Allowed)
+	before := e.Snapshot(t, "acl:mig:*")
+
+	e.ACLUser(t, user, matrix.Without(matrix.Without(full, "evalsha"), "eval")...) // no script runs
+	err = l.Update(ctx(t), ratelimit.FixedWindow{Limit: 50, Window: time.Hour}, ratelimit.Migrate)
+	require.ErrorIs(t, err, ratelimit.ErrNoPermission)
+	require.NotErrorIs(t, err, ratelimit.ErrClosed)
+	e.ACLUser(t, user, full...)
+
+	require.Equal(t, before, e.Snapshot(t, "acl:mig:*"), "a refused migration writes nothing")
+	require.Equal(t, old, l.Policy(), "the old settings stay")
+	res, err = l.AllowN(ctx(t), 3)
+	require.NoError(t, err, "the limiter stays open")
+	require.True(t, res.Allowed)
+	res, err = l.Allow(ctx(t))
+	require.NoError(t, err)
+	require.False(t, res.Allowed, "5 of 5 used under the old settings")
 }
