@@ -120,9 +120,10 @@ var errHeld = fmt.Errorf("lease: acquire: %w", ErrNotAcquired)
 //   - a server or connection error, classified by [luakit.Classify] (WRONGTYPE when the key is not a
 //     hash).
 //
-// After a late or uncertain acquisition an owner-checked release is sent as the contract says: on the
-// same connection, behind the acquisition, bounded by [WithCleanupTimeout], even when ctx ended;
-// otherwise the field expires after ttl. ctx bounds the round trip; no socket deadline is set.
+// After a late or uncertain acquisition, or an error of unknown kind ([luakit.MayHaveApplied]; an
+// error reply stopped the script before its first write), an owner-checked release is sent as the
+// contract says: on the same connection, behind the acquisition, bounded by [WithCleanupTimeout], even
+// when ctx ended; otherwise the field expires after ttl. ctx bounds the round trip; no socket deadline is set.
 func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl time.Duration) (_ *Lease, err error) {
 	ctx, sc, err := ls.cfg.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
@@ -160,6 +161,10 @@ func (ls *Leases) try(ctx context.Context, l *Lease) (time.Duration, error) {
 				return 0, &settledError{err: err}
 			}
 			return 0, err
+		}
+		if luakit.MayHaveApplied(err) {
+			// An error of unknown kind: the script may have run.
+			ownership.Cleanup(ctx, &ls.cfg.own, l.b.Release)
 		}
 		return 0, fmt.Errorf("lease: acquire: %w", luakit.MarkForeign(err))
 	}

@@ -161,7 +161,9 @@ func (l *Locker) prepare(r request, open, leaseClose, fenceClose, leaseName, fen
 //   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
 //     but no reply was read (an owner-checked release bounded by the cleanup timeout was sent behind
 //     it; otherwise the lease expires after ttl, and the counter may have skipped a value);
-//   - a server or connection error, classified by [luakit.Classify].
+//   - a server or connection error, classified by [luakit.Classify]: an error reply stopped the script
+//     before its first write (nothing written); after an error of unknown kind, which may have been
+//     applied ([luakit.MayHaveApplied]), the owner-checked release is sent as for ErrUncertain.
 //
 // ctx bounds the round trip. Cancellation does not undo an acquisition the server already applied.
 func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
@@ -242,6 +244,10 @@ func (l *Locker) attempt(ctx context.Context, r *request, track bool) (*Lease, t
 				return nil, 0, false, &settledError{err: fmt.Errorf("lock: acquire: %w: %w (cleanup confirmed this owner holds no lease)", ErrUncertain, err)}
 			}
 			return nil, 0, false, fmt.Errorf("lock: acquire: %w: %w", ErrUncertain, err)
+		}
+		if luakit.MayHaveApplied(err) {
+			// An error of unknown kind: the script may have run.
+			l.cleanup(ctx, r.lease(), owner)
 		}
 		return nil, 0, false, fmt.Errorf("lock: acquire: %w", err)
 	}

@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -480,5 +482,44 @@ func TestLeaseLocalState(t *testing.T) {
 	}
 	if err := h.KeepAlive(context.Background()); !errors.Is(err, ErrExpired) {
 		t.Fatalf("KeepAlive after expiry = %v", err)
+	}
+}
+
+// TestFailedAcquireCleanup: a TryAcquire that failed sends the owner-checked release behind it exactly
+// when the script may have run (luakit.MayHaveApplied): no reply, or an error of unknown kind; an error
+// reply (NOPERM, a transient one) stopped the script before its first write.
+func TestFailedAcquireCleanup(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		err       error
+		uncertain bool
+		cleanup   bool
+	}{
+		{"noperm", replytest.Error(t, "NOPERM User app has no permissions to run the 'incr' command"), false, false},
+		{"transient", replytest.Error(t, "LOADING Redis is loading the dataset in memory"), false, false},
+		{"no reply", io.ErrUnexpectedEOF, true, true},
+		{"unknown", errors.New("boom"), false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &recording{err: tt.err}
+			l, err := New(c, WithCleanupTimeout(50*time.Millisecond), WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = l.TryAcquire(context.Background(), "k", time.Second)
+			if !errors.Is(err, tt.err) || errors.Is(err, ErrUncertain) != tt.uncertain {
+				t.Fatalf("TryAcquire = %v; want %v, uncertain %v", err, tt.err, tt.uncertain)
+			}
+			cmds := c.sent()
+			var releases int
+			for _, cmd := range cmds {
+				if cmd[0] == "EVALSHA" && cmd[1] == releaseScript.SHA1() {
+					releases++
+				}
+			}
+			if got := releases > 0; got != tt.cleanup {
+				t.Fatalf("sent %q: cleanup %v, want %v", cmds, got, tt.cleanup)
+			}
+		})
 	}
 }

@@ -152,6 +152,22 @@ func IsTerminal(err error) bool { return Classify(err) == ClassTerminal }
 // IsUncertain reports whether Classify(err) == ClassUncertain.
 func IsUncertain(err error) bool { return Classify(err) == ClassUncertain }
 
+// MayHaveApplied reports whether a write whose call failed with err may
+// have been applied on the server, so that an owner-checked cleanup is owed
+// behind it: true for [ClassUncertain] (no reply was read) and
+// [ClassUnknown] (treated as uncertain, to be safe); false for nil, for a
+// server error reply of any class and for every other [ClassTransient] or
+// [ClassTerminal] error (refused before it was sent, or a luakit sentinel).
+// An error reply proves that nothing was written only for a script that
+// fails before its first write, as every Coordkit script does (a script's
+// ACL check comes before its first write, and the server refuses only the
+// first write of a script for OOM). It never blocks and is safe for
+// concurrent use.
+func MayHaveApplied(err error) bool {
+	c := Classify(err)
+	return c == ClassUncertain || c == ClassUnknown
+}
+
 // ErrUnsupported is matched (via errors.Is) by every [*UnsupportedError]:
 // the server lacks a command a primitive needs.
 var ErrUnsupported = errors.New("luakit: server lacks a required feature")

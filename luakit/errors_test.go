@@ -69,6 +69,33 @@ func TestClassify(t *testing.T) {
 			assert.Equal(t, got == ClassTransient, IsTransient(tt.err))
 			assert.Equal(t, got == ClassTerminal, IsTerminal(tt.err))
 			assert.Equal(t, got == ClassUncertain, IsUncertain(tt.err))
+			assert.Equal(t, got == ClassUncertain || got == ClassUnknown, MayHaveApplied(tt.err))
+		})
+	}
+}
+
+// MayHaveApplied, for the cases a cleanup decision meets: an error reply of any class proves the
+// script stopped (nothing owed), a call never sent owes nothing, no reply or an unknown error owes a
+// cleanup.
+func TestMayHaveApplied(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"NOPERM reply", fmt.Errorf("lock: acquire: %w", redisErr(t, "NOPERM User u has no permissions to run the 'del' command")), false},
+		{"transient reply", redisErr(t, "LOADING x"), false},
+		{"script error", redisErr(t, "ERR user_script:1: boom"), false},
+		{"refused dial", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, false},
+		{"closed", ErrClosed, false},
+		{"no reply", fmt.Errorf("x: %w", io.ErrUnexpectedEOF), true},
+		{"ctx ended", context.DeadlineExceeded, true},
+		{"unknown", errors.New("boom"), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, MayHaveApplied(tt.err), "%v", tt.err)
 		})
 	}
 }

@@ -103,7 +103,9 @@ func (l *Locker) TryAcquireRead(ctx context.Context, key string, ttl time.Durati
 //     cancelled, and otherwise the entry expires after ttl; the acquisition is never replayed;
 //   - an error wrapping ctx.Err() when ctx had ended before anything was sent;
 //   - a server or connection error, classified by [luakit.Classify] (a key holding another Redis type
-//     fails with WRONGTYPE).
+//     fails with WRONGTYPE): an error reply stopped the script before its first write (nothing
+//     written); after an error of unknown kind, which may have been applied
+//     ([luakit.MayHaveApplied]), the owner-checked release is sent as for ErrUncertain.
 //
 // ctx bounds the round trip. It blocks for at most one round trip plus, after an uncertain or late
 // outcome, the cleanup timeout.
@@ -211,6 +213,10 @@ func (l *Locker) attempt(ctx context.Context, mode Mode, key, physical string, m
 			err = fmt.Errorf("rwlock: acquire %s: %w: %w", mode, ErrUncertain, err)
 			// A settled attempt (for example on a connection that broke) left nothing: try again.
 			return nil, ownership.Attempt{Retry: settled && ctx.Err() == nil, Err: err}
+		}
+		if luakit.MayHaveApplied(err) {
+			// An error of unknown kind: the script may have run.
+			ownership.Cleanup(ctx, &l.cfg.own, b.Release)
 		}
 		return nil, ownership.Attempt{Retry: luakit.IsTransient(err), Err: fmt.Errorf("rwlock: acquire %s: %w", mode, luakit.MarkForeign(err))}
 	}

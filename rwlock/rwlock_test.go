@@ -3,9 +3,11 @@ package rwlock
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -265,16 +268,50 @@ func TestExtendTTLValidation(t *testing.T) {
 	}
 }
 
-// refusing is a standalone client whose every command fails with err.
+// refusing is a standalone client whose every command fails with err; calls, when set, counts them.
 type refusing struct {
 	rueidis.Client
-	err error
+	err   error
+	calls *atomic.Int64
 }
 
 func (c refusing) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
 func (c refusing) B() rueidis.Builder       { return rueidis.Builder{} }
 func (c refusing) Do(context.Context, rueidis.Completed) rueidis.RedisResult {
+	if c.calls != nil {
+		c.calls.Add(1)
+	}
 	return rueidis.NewErrorResult(c.err)
+}
+
+// A failed TryAcquire sends the owner-checked release behind it exactly when the script may have run
+// (luakit.MayHaveApplied): no reply, or an error of unknown kind, not an error reply.
+func TestFailedAcquireCleanup(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		err   error
+		calls int64
+	}{
+		{"noperm", replytest.Error(t, "NOPERM User app has no permissions to run the 'hset' command"), 1},
+		{"transient", replytest.Error(t, "LOADING Redis is loading the dataset in memory"), 1},
+		{"no reply", io.ErrUnexpectedEOF, 2},
+		{"unknown", errors.New("boom"), 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int64
+			l, err := New(refusing{err: tt.err, calls: &calls}, WithCleanupTimeout(50*time.Millisecond),
+				WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.TryAcquireWrite(context.Background(), "k", time.Second); !errors.Is(err, tt.err) {
+				t.Fatalf("TryAcquire = %v, want %v", err, tt.err)
+			}
+			if n := calls.Load(); n != tt.calls {
+				t.Fatalf("%d calls, want %d (the acquisition, then a cleanup only if it may have run)", n, tt.calls)
+			}
+		})
+	}
 }
 
 // A Close whose release fails returns the error and logs it, also without WithLogger (the default

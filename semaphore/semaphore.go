@@ -157,10 +157,11 @@ func (s *Semaphore) isClosed() bool {
 //   - an error wrapping [ErrClosed] after [Semaphore.Close] (nothing sent);
 //   - any other server or connection error, classified by [luakit.Classify].
 //
-// After a late or uncertain acquisition, or an error reply other than a transient one (which comes
-// before any write), an owner-token release is sent behind it on the same connection, bounded by the
-// cleanup timeout even if ctx is cancelled, and retried in the background if unanswered; a finite ttl
-// is the fallback if it never lands. Prefer a finite ttl.
+// After a late or uncertain acquisition, an owner-token release is sent behind it on the same
+// connection, bounded by the cleanup timeout even if ctx is cancelled, and retried in the background
+// if unanswered; a finite ttl is the fallback if it never lands. Prefer a finite ttl. An error reply
+// (NOPERM, WRONGTYPE, a transient one) stops the script before its first write, so none is sent
+// (see [luakit.MayHaveApplied]).
 func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (_ *Permit, err error) {
 	ctx, sc, err := s.cfg.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
@@ -244,16 +245,21 @@ func (s *Semaphore) try(ctx context.Context, ms string, ttl time.Duration) (p *P
 	start, resp := ownership.Send(ctx, acquireScript, s.client, s.keys, []string{owner, ms, s.capArg})
 	arr, err := resp.ToArray()
 	if err != nil {
-		if luakit.IsTransient(err) {
-			// A "not now" reply (LOADING, BUSY, READONLY, OOM, ...) comes before the permit's write.
-			return nil, 0, false, fmt.Errorf("semaphore: acquire: %w", err)
+		if !luakit.MayHaveApplied(err) {
+			// An error reply stopped the script before its first write (a "not now" reply, its ACL
+			// check, the server's refusal of its first command), or nothing was sent: no permit was
+			// written, so no cleanup is owed.
+			if luakit.IsTransient(err) {
+				return nil, 0, false, fmt.Errorf("semaphore: acquire: %w", err)
+			}
+			return nil, 0, false, fmt.Errorf("semaphore: acquire: %w", luakit.MarkForeign(err))
 		}
-		// The script may have run (no reply), or failed after a write: release behind it.
+		// The script may have run (no reply, or an error of unknown kind): release behind it.
 		settled = s.cleanup(ctx, owner)
 		if luakit.IsUncertain(err) {
 			return nil, 0, settled, fmt.Errorf("semaphore: acquire: %w: %w", ErrUncertain, err)
 		}
-		return nil, 0, settled, fmt.Errorf("semaphore: acquire: %w", luakit.MarkForeign(err))
+		return nil, 0, settled, fmt.Errorf("semaphore: acquire: %w", err)
 	}
 	status, v, wait, err := decodeAcquire(arr)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/ownership"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -131,18 +132,7 @@ func encode(t testing.TB, buf []byte, v any) []byte {
 func result(t testing.TB, v any) rueidis.RedisResult { return rueidis.NewResult(msg(t, v, 0), nil) }
 
 // serverErr returns a server error reply with text s (such as "LOADING ...").
-func serverErr(t testing.TB, s string) error {
-	t.Helper()
-	buf := make([]byte, 7, 32)
-	var l [8]byte
-	binary.BigEndian.PutUint64(l[:], uint64(len(s)))
-	buf = append(append(append(buf, '-'), l[:]...), s...)
-	var m rueidis.RedisMessage
-	if err := m.CacheUnmarshalView(buf); err != nil {
-		t.Fatal(err)
-	}
-	return m.Error()
-}
+func serverErr(t testing.TB, s string) error { return replytest.Error(t, s) }
 
 // slot0Key returns a key in Cluster slot 0: the zero rueidis.Builder that the fake clients hand out
 // accepts only keys of slot 0.
@@ -712,8 +702,8 @@ func TestPermitCloseReturnsFirstAttempt(t *testing.T) {
 	}
 }
 
-// A failed acquisition that is not uncertain (here an "unknown" error) still sends a release, since an
-// error reply can follow partial writes, and retries it in the background.
+// A failed acquisition with an error of unknown kind (not a reply, not a transport error) may have been
+// applied (luakit.MayHaveApplied): it still sends a release, and retries it in the background.
 func TestFailedAcquireReleases(t *testing.T) {
 	s, c, reader := newFailing(t, errors.New("boom"))
 	_, err := s.TryAcquire(context.Background(), time.Second)
@@ -731,19 +721,34 @@ func TestFailedAcquireReleases(t *testing.T) {
 	}
 }
 
-// A transient error reply ("not now": LOADING, BUSY, READONLY, OOM, ...) comes before the script's
-// first write: nothing to clean up.
-func TestTransientAcquireSendsNoCleanup(t *testing.T) {
-	s, c, _ := newFailing(t, serverErr(t, "LOADING Redis is loading the dataset in memory"))
-	_, err := s.TryAcquire(context.Background(), time.Second)
-	if !luakit.IsTransient(err) || errors.Is(err, ErrUncertain) {
-		t.Fatalf("TryAcquire = %v, want the transient error", err)
-	}
-	if n := c.calls.Load(); n != 1 {
-		t.Fatalf("%d calls, want the acquisition only", n)
-	}
-	if err := s.Close(context.Background()); err != nil {
-		t.Fatal(err)
+// An error reply stops the script before its first write: a transient one ("not now": LOADING, BUSY,
+// READONLY, OOM, ...), the ACL's NOPERM, a WRONGTYPE. Nothing to clean up: the acquisition is the only
+// call.
+func TestErrorReplyAcquireSendsNoCleanup(t *testing.T) {
+	for _, tt := range []struct {
+		name, reply string
+		is          error
+	}{
+		{"transient", "LOADING Redis is loading the dataset in memory", nil},
+		{"noperm", "NOPERM User app has no permissions to run the 'zadd' command", ErrNoPermission},
+		{"wrongtype", "WRONGTYPE Operation against a key holding the wrong kind of value", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, c, reader := newFailing(t, serverErr(t, tt.reply))
+			_, err := s.TryAcquire(context.Background(), time.Second)
+			if err == nil || errors.Is(err, ErrUncertain) || (tt.is != nil && !errors.Is(err, tt.is)) {
+				t.Fatalf("TryAcquire = %v, want the reply's error", err)
+			}
+			if n := c.calls.Load(); n != 1 {
+				t.Fatalf("%d calls, want the acquisition only", n)
+			}
+			if err := s.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := abandonedPoints(t, reader); len(got) != 0 {
+				t.Fatalf("abandoned = %v, want none", got)
+			}
+		})
 	}
 }
 

@@ -1,13 +1,17 @@
 package semaphore_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/semaphore"
@@ -23,7 +27,9 @@ func init() {
 	if i < 0 {
 		i = len(scenarios)
 	}
-	scenarios = slices.Insert(scenarios, i, scenario{name: "90_least_privilege_acl", run: testLeastPrivilege})
+	scenarios = slices.Insert(scenarios, i,
+		scenario{name: "90_least_privilege_acl", run: testLeastPrivilege},
+		scenario{name: "91_refused_acquire_sends_no_cleanup", run: testRefusedAcquireNoCleanup})
 }
 
 // testLeastPrivilege runs every semaphore operation as a user with exactly the documented ACL, then
@@ -64,4 +70,48 @@ func testLeastPrivilege(t *testing.T, e *env) {
 			return err
 		})
 	})
+}
+
+// testRefusedAcquireNoCleanup: an acquisition the ACL refuses wrote nothing (every script checks before
+// its first write), so no owner-token cleanup follows it: no second script call (which would prune
+// expired permits, a write, for a user who may run the release), no "cleanup not confirmed" warning
+// and no abandoned cleanup counted (for a user who may not run it either).
+func testRefusedAcquireNoCleanup(t *testing.T, e *env) {
+	rules, _, _ := matrix.DocumentedACL(t, "../../semaphore/README.md", semaphoreACL)
+	full := append(append([]string{"~acl:semnc:*"}, matrix.ClientACL...), rules...)
+	for _, tc := range []struct {
+		name string
+		drop []string
+	}{
+		{"release_allowed", []string{"zadd"}},
+		{"release_refused_too", []string{"zadd", "zrem"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := full
+			for _, cmd := range tc.drop {
+				rs = matrix.Without(rs, cmd)
+			}
+			c, err := rueidis.NewClient(e.ACLUser(t, "acl-semnc", rs...))
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+			var logs bytes.Buffer
+			s := newSem(t, c, "pool-"+tc.name, 2, semaphore.WithKeyPrefix("acl:semnc:"),
+				semaphore.WithMeterProvider(mp), semaphore.WithCleanupRetryWindow(200*time.Millisecond),
+				semaphore.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+			before := e.CommandStats(t)
+			_, err = s.TryAcquire(ctx(t), time.Minute)
+			require.ErrorIs(t, err, semaphore.ErrNoPermission)
+			after := e.CommandStats(t)
+			require.Equal(t, before["zremrangebyscore"], after["zremrangebyscore"], "no cleanup ran the release script")
+			require.Empty(t, e.Snapshot(t, "acl:semnc:*"), "nothing written")
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			require.NoError(t, s.Close(sctx))
+			require.Empty(t, abandoned(t, reader), "no cleanup was owed, so none was abandoned")
+			require.Empty(t, logs.String(), "no cleanup warning")
+		})
+	}
 }
