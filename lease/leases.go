@@ -122,8 +122,9 @@ var errHeld = fmt.Errorf("lease: acquire: %w", ErrNotAcquired)
 //
 // After a late or uncertain acquisition, or an error of unknown kind ([luakit.MayHaveApplied]; an
 // error reply stopped the script before its first write), an owner-checked release is sent as the
-// contract says: on the same connection, behind the acquisition, bounded by [WithCleanupTimeout], even
-// when ctx ended; otherwise the field expires after ttl. ctx bounds the round trip; no socket deadline is set.
+// contract says: on the same connection, behind the acquisition, bounded by [WithCleanupTimeout],
+// even when ctx ended; otherwise the field expires after ttl. ctx bounds the round trip; no socket
+// deadline is set.
 func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl time.Duration) (_ *Lease, err error) {
 	ctx, sc, err := ls.cfg.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
