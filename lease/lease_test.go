@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"log/slog"
 	"math"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -342,44 +340,21 @@ func TestExtendTTLInvalid(t *testing.T) {
 	}
 }
 
-// counting is a standalone client whose every command fails with err; it counts them.
-type counting struct {
-	rueidis.Client
-	err   error
-	calls atomic.Int64
-}
-
-func (c *counting) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
-func (c *counting) B() rueidis.Builder       { return rueidis.Builder{} }
-func (c *counting) Do(context.Context, rueidis.Completed) rueidis.RedisResult {
-	c.calls.Add(1)
-	return rueidis.NewErrorResult(c.err)
-}
-
 // A failed acquisition attempt sends the owner-checked release behind it exactly when the script may
 // have run (luakit.MayHaveApplied): no reply, or an error of unknown kind, not an error reply.
 func TestFailedAcquireCleanup(t *testing.T) {
-	for _, tt := range []struct {
-		name  string
-		err   error
-		calls int64
-	}{
-		{"noperm", replytest.Error(t, "NOPERM User app has no permissions to run the 'hset' command"), 1},
-		{"transient", replytest.Error(t, "LOADING Redis is loading the dataset in memory"), 1},
-		{"no reply", io.ErrUnexpectedEOF, 2},
-		{"unknown", errors.New("boom"), 2},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			c := &counting{err: tt.err}
+	for _, fw := range replytest.FailedWrites(t) {
+		t.Run(fw.Name, func(t *testing.T) {
+			c := &replytest.Client{Err: fw.Err}
 			ls, err := New(c, WithCleanupTimeout(50*time.Millisecond), WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ls.try(context.Background(), ls.newLease("k", "h", "f", 1000)); !errors.Is(err, tt.err) {
-				t.Fatalf("try = %v, want %v", err, tt.err)
+			if _, err := ls.try(context.Background(), ls.newLease("k", "h", "f", 1000)); !errors.Is(err, fw.Err) {
+				t.Fatalf("try = %v, want %v", err, fw.Err)
 			}
-			if n := c.calls.Load(); n != tt.calls {
-				t.Fatalf("%d calls, want %d (the acquisition, then a cleanup only if it may have run)", n, tt.calls)
+			if got := len(c.Sent()) > 1; got != fw.Applied {
+				t.Fatalf("sent %q: cleanup %v, want %v", c.Sent(), got, fw.Applied)
 			}
 		})
 	}

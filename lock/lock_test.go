@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -360,33 +359,10 @@ func TestDecode(t *testing.T) {
 	}
 }
 
-// recording is a standalone client whose Do records each command and answers it with err.
-type recording struct {
-	rueidis.Client
-	err  error
-	mu   sync.Mutex
-	cmds [][]string
-}
-
-func (c *recording) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
-func (c *recording) B() rueidis.Builder       { return rueidis.Builder{} }
-func (c *recording) Do(_ context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cmds = append(c.cmds, append([]string(nil), cmd.Commands()...))
-	return rueidis.NewErrorResult(c.err)
-}
-
-func (c *recording) sent() [][]string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([][]string(nil), c.cmds...)
-}
-
 // TestLateGrant: a grant whose reply came after the local estimate elapsed is ErrLateReply, and the
 // owner-checked release is sent for it.
 func TestLateGrant(t *testing.T) {
-	c := &recording{err: errors.New("refused")}
+	c := &replytest.Client{Err: errors.New("refused")}
 	l, err := New(c, WithCleanupTimeout(100*time.Millisecond), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
@@ -395,7 +371,7 @@ func TestLateGrant(t *testing.T) {
 	if h != nil || !errors.Is(err, ErrLateReply) {
 		t.Fatalf("late grant = %v, %v; want nil, ErrLateReply", h, err)
 	}
-	cmds := c.sent()
+	cmds := c.Sent()
 	if len(cmds) != 1 || cmds[0][0] != "EVALSHA" || cmds[0][1] != releaseScript.SHA1() || cmds[0][3] != "l" || cmds[0][4] != "owner" {
 		t.Fatalf("cleanup sent %q, want one owner-checked release of l", cmds)
 	}
@@ -404,7 +380,7 @@ func TestLateGrant(t *testing.T) {
 // TestExtendTTL: a TTL under 1ms is refused before any I/O (PEXPIRE 0 would delete the lease), and a
 // TTL is sent in whole milliseconds.
 func TestExtendTTL(t *testing.T) {
-	c := &recording{err: errors.New("refused")}
+	c := &replytest.Client{Err: errors.New("refused")}
 	l, err := New(c)
 	if err != nil {
 		t.Fatal(err)
@@ -419,13 +395,13 @@ func TestExtendTTL(t *testing.T) {
 			t.Errorf("ExtendTTL(%v) = %v, %v; want ErrInvalidTTL", ttl, ok, err)
 		}
 	}
-	if n := len(c.sent()); n != 0 {
+	if n := len(c.Sent()); n != 0 {
 		t.Fatalf("an invalid TTL sent %d commands", n)
 	}
 	if ok, err := h.ExtendTTL(context.Background(), 1500*time.Microsecond); ok || err == nil {
 		t.Fatalf("ExtendTTL on a refusing client = %v, %v", ok, err)
 	}
-	cmds := c.sent()
+	cmds := c.Sent()
 	if len(cmds) != 1 || cmds[0][1] != extendScript.SHA1() || cmds[0][5] != "1" {
 		t.Fatalf("ExtendTTL(1.5ms) sent %q, want extend with 1 ms", cmds)
 	}
@@ -487,38 +463,28 @@ func TestLeaseLocalState(t *testing.T) {
 
 // TestFailedAcquireCleanup: a TryAcquire that failed sends the owner-checked release behind it exactly
 // when the script may have run (luakit.MayHaveApplied): no reply, or an error of unknown kind; an error
-// reply (NOPERM, a transient one) stopped the script before its first write.
+// reply (NOPERM, a transient one) stopped the script before its first write. Only no reply is
+// ErrUncertain.
 func TestFailedAcquireCleanup(t *testing.T) {
-	for _, tt := range []struct {
-		name      string
-		err       error
-		uncertain bool
-		cleanup   bool
-	}{
-		{"noperm", replytest.Error(t, "NOPERM User app has no permissions to run the 'incr' command"), false, false},
-		{"transient", replytest.Error(t, "LOADING Redis is loading the dataset in memory"), false, false},
-		{"no reply", io.ErrUnexpectedEOF, true, true},
-		{"unknown", errors.New("boom"), false, true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			c := &recording{err: tt.err}
+	for _, fw := range replytest.FailedWrites(t) {
+		t.Run(fw.Name, func(t *testing.T) {
+			c := &replytest.Client{Err: fw.Err}
 			l, err := New(c, WithCleanupTimeout(50*time.Millisecond), WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			_, err = l.TryAcquire(context.Background(), "k", time.Second)
-			if !errors.Is(err, tt.err) || errors.Is(err, ErrUncertain) != tt.uncertain {
-				t.Fatalf("TryAcquire = %v; want %v, uncertain %v", err, tt.err, tt.uncertain)
+			if !errors.Is(err, fw.Err) || errors.Is(err, ErrUncertain) != luakit.IsUncertain(fw.Err) {
+				t.Fatalf("TryAcquire = %v; want %v", err, fw.Err)
 			}
-			cmds := c.sent()
 			var releases int
-			for _, cmd := range cmds {
+			for _, cmd := range c.Sent() {
 				if cmd[0] == "EVALSHA" && cmd[1] == releaseScript.SHA1() {
 					releases++
 				}
 			}
-			if got := releases > 0; got != tt.cleanup {
-				t.Fatalf("sent %q: cleanup %v, want %v", cmds, got, tt.cleanup)
+			if got := releases > 0; got != fw.Applied {
+				t.Fatalf("sent %q: cleanup %v, want %v", c.Sent(), got, fw.Applied)
 			}
 		})
 	}

@@ -3,11 +3,9 @@ package rwlock
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"math"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,47 +266,33 @@ func TestExtendTTLValidation(t *testing.T) {
 	}
 }
 
-// refusing is a standalone client whose every command fails with err; calls, when set, counts them.
+// refusing is a standalone client whose every command fails with err.
 type refusing struct {
 	rueidis.Client
-	err   error
-	calls *atomic.Int64
+	err error
 }
 
 func (c refusing) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
 func (c refusing) B() rueidis.Builder       { return rueidis.Builder{} }
 func (c refusing) Do(context.Context, rueidis.Completed) rueidis.RedisResult {
-	if c.calls != nil {
-		c.calls.Add(1)
-	}
 	return rueidis.NewErrorResult(c.err)
 }
 
 // A failed TryAcquire sends the owner-checked release behind it exactly when the script may have run
 // (luakit.MayHaveApplied): no reply, or an error of unknown kind, not an error reply.
 func TestFailedAcquireCleanup(t *testing.T) {
-	for _, tt := range []struct {
-		name  string
-		err   error
-		calls int64
-	}{
-		{"noperm", replytest.Error(t, "NOPERM User app has no permissions to run the 'hset' command"), 1},
-		{"transient", replytest.Error(t, "LOADING Redis is loading the dataset in memory"), 1},
-		{"no reply", io.ErrUnexpectedEOF, 2},
-		{"unknown", errors.New("boom"), 2},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			var calls atomic.Int64
-			l, err := New(refusing{err: tt.err, calls: &calls}, WithCleanupTimeout(50*time.Millisecond),
-				WithLogger(slog.New(slog.DiscardHandler)))
+	for _, fw := range replytest.FailedWrites(t) {
+		t.Run(fw.Name, func(t *testing.T) {
+			c := &replytest.Client{Err: fw.Err}
+			l, err := New(c, WithCleanupTimeout(50*time.Millisecond), WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := l.TryAcquireWrite(context.Background(), "k", time.Second); !errors.Is(err, tt.err) {
-				t.Fatalf("TryAcquire = %v, want %v", err, tt.err)
+			if _, err := l.TryAcquireWrite(context.Background(), "k", time.Second); !errors.Is(err, fw.Err) {
+				t.Fatalf("TryAcquireWrite = %v, want %v", err, fw.Err)
 			}
-			if n := calls.Load(); n != tt.calls {
-				t.Fatalf("%d calls, want %d (the acquisition, then a cleanup only if it may have run)", n, tt.calls)
+			if got := len(c.Sent()) > 1; got != fw.Applied {
+				t.Fatalf("sent %q: cleanup %v, want %v", c.Sent(), got, fw.Applied)
 			}
 		})
 	}

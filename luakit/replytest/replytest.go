@@ -1,11 +1,15 @@
-// Package replytest builds server replies for unit tests of code that classifies or decodes rueidis
-// results without a server, such as a fake client that answers every command with an error reply.
+// Package replytest builds server replies, a client that fails every call, and the failures a write
+// can meet, for unit tests of code that classifies errors or decides cleanups without a server.
 // Behaviour tests run against real servers (see testkit); this package only gives such fakes a reply
 // that luakit.Classify sees as the server's.
 package replytest
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
+	"io"
+	"sync"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -27,4 +31,61 @@ func Error(t testing.TB, s string) error {
 		t.Fatalf("replytest: decode error reply %q: %v", s, err)
 	}
 	return m.Error()
+}
+
+// Client is a standalone rueidis.Client whose Do answers every command with Err and records it; every
+// other method of rueidis.Client panics (the embedded interface is nil). It stands in for a server
+// that fails every call, in unit tests of what a primitive sends after a failure. The zero value
+// answers with a nil-error result. Safe for concurrent use.
+type Client struct {
+	rueidis.Client
+	// Err is the error of every reply.
+	Err  error
+	mu   sync.Mutex
+	cmds [][]string
+}
+
+// Mode returns rueidis.ClientModeStandalone.
+func (c *Client) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
+
+// B returns rueidis' zero Builder, which accepts only keys of hash slot 0 in commands built with Key
+// (scripts' keys passed as arguments are not checked).
+func (c *Client) B() rueidis.Builder { return rueidis.Builder{} }
+
+// Do records cmd's words and returns a result carrying Err. It never blocks; ctx is not used.
+func (c *Client) Do(_ context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cmds = append(c.cmds, append([]string(nil), cmd.Commands()...))
+	return rueidis.NewErrorResult(c.Err)
+}
+
+// Sent returns a copy of the commands Do received, in order, each as its words.
+func (c *Client) Sent() [][]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([][]string(nil), c.cmds...)
+}
+
+// FailedWrite is one case of [FailedWrites].
+type FailedWrite struct {
+	Name string
+	// Err is the failed call's error.
+	Err error
+	// Applied is luakit.MayHaveApplied(Err): whether an owner-checked cleanup is owed behind the call.
+	Applied bool
+}
+
+// FailedWrites returns the failures a write can meet, with whether each may have been applied: an
+// ACL refusal and a transient reply (error replies: the script stopped before its first write), no
+// reply (io.ErrUnexpectedEOF) and an error of unknown kind. Primitives' unit tests run their
+// acquisition against each and check that a cleanup follows exactly the applied ones.
+func FailedWrites(t testing.TB) []FailedWrite {
+	t.Helper()
+	return []FailedWrite{
+		{"noperm", Error(t, "NOPERM User app has no permissions to run the 'del' command"), false},
+		{"transient", Error(t, "LOADING Redis is loading the dataset in memory"), false},
+		{"no reply", io.ErrUnexpectedEOF, true},
+		{"unknown", errors.New("boom"), true},
+	}
 }

@@ -35,3 +35,19 @@ func TestError(t *testing.T) {
 		t.Error("a NOPERM reply does not match luakit.ErrNoPermission")
 	}
 }
+
+// FailedWrites' Applied is the shared rule, and Client records what it was sent.
+func TestFailedWritesAndClient(t *testing.T) {
+	for _, fw := range replytest.FailedWrites(t) {
+		if got := luakit.MayHaveApplied(fw.Err); got != fw.Applied {
+			t.Errorf("%s: MayHaveApplied = %v, want %v", fw.Name, got, fw.Applied)
+		}
+		c := &replytest.Client{Err: fw.Err}
+		if err := c.Do(t.Context(), c.B().Ping().Build()).Error(); !errors.Is(err, fw.Err) {
+			t.Errorf("%s: Do = %v, want %v", fw.Name, err, fw.Err)
+		}
+		if got := c.Sent(); len(got) != 1 || len(got[0]) != 1 || got[0][0] != "PING" {
+			t.Errorf("%s: Sent = %q", fw.Name, got)
+		}
+	}
+}
