@@ -24,20 +24,22 @@ const (
 )
 
 // Lease is a held named lease: one field of a hash, holding this handle's random owner token, which
-// guards renewal, verification and release. It behaves as the contract in package
-// github.com/coordkit/coordkit/luakit/ownership says: its methods Extend, ExtendTTL, KeepAlive,
-// Verify, Release, Close, Done, Context, Err, Remaining, Deadline and TTL are [ownership.Handle]'s.
-// What is particular to a lease: those calls check the owner token stored in the field and touch no
-// other field of the hash; ExtendTTL needs a TTL of at least 1ms ([ErrInvalidTTL] otherwise); and
-// there is no fencing token, so Done and Context are the signals to stop protected work.
+// guards renewal, verification and release. Its methods Extend, ExtendTTL, KeepAlive, Verify,
+// Release, Close, Done, Context, Err, Remaining, Deadline and TTL behave as the contract in package
+// github.com/coordkit/coordkit/luakit/ownership says. What is particular to a lease: those calls check
+// the owner token stored in the field and touch no other field of the hash; ExtendTTL needs a TTL of
+// at least 1ms ([ErrInvalidTTL] otherwise); and there is no fencing token, so Done and Context are the
+// signals to stop protected work.
 //
 // Its methods are safe for concurrent use. Leases are made by [Leases.TryAcquire] and
 // [Leases.Acquire]; the zero value is not usable.
 type Lease struct {
-	ownership.Handle
+	own     ownership.Handle
 	b       backend
 	hashKey string
 }
+
+//go:generate go run ../tools/cmd/handlegen -type Lease -noun lease
 
 // backend sends a lease's owner-checked scripts for its ownership.Handle. keys and args are fixed at
 // acquisition (args[2], the TTL of extend, changes only inside Extend, which the Handle runs one at a

@@ -79,7 +79,7 @@ func TestDefaults(t *testing.T) {
 	}
 	c := ls.cfg
 	if c.own.Name != "lease" || c.own.CleanupTimeout != time.Second || c.own.RetryDelay != 50*time.Millisecond ||
-		c.own.RenewFraction != 1.0/3 || c.own.Logger == nil || c.own.Margin != nil || c.own.NoExpiry ||
+		c.own.RenewFraction != 1.0/3 || c.own.Logger == nil || c.own.Margin != nil || c.own.CheckTTL != nil ||
 		c.tracker != nil || c.keys.Prefix() != "" {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
@@ -264,7 +264,7 @@ func TestDecodeHolders(t *testing.T) {
 func granted(t *testing.T, ls *Leases, ttl time.Duration, start time.Time) *Lease {
 	t.Helper()
 	l := ls.newLease("p:h", "h", "f", ttl.Milliseconds())
-	if err := l.Grant(context.Background(), &l.b, &ls.cfg.own, start, ttl); err != nil {
+	if err := l.own.Grant(context.Background(), &l.b, &ls.cfg.own, start, ttl); err != nil {
 		t.Fatal(err)
 	}
 	return l

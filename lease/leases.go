@@ -182,7 +182,7 @@ func (ls *Leases) try(ctx context.Context, l *Lease) (time.Duration, error) {
 	}
 	switch status {
 	case 1:
-		if err := l.Grant(ctx, &l.b, &ls.cfg.own, start, time.Duration(l.b.ms)*time.Millisecond); err != nil {
+		if err := l.own.Grant(ctx, &l.b, &ls.cfg.own, start, time.Duration(l.b.ms)*time.Millisecond); err != nil {
 			return 0, fmt.Errorf("lease: acquire: %w", err)
 		}
 		return 0, nil

@@ -24,12 +24,11 @@ const (
 )
 
 // Lease is a held fenced lease: the owner token that guards renewal and release, and the fencing token
-// that the protected resource must check. It embeds [ownership.Handle], whose methods it promotes
-// (Extend, ExtendTTL, KeepAlive, Verify, Release, Close, Done, Context, Err, Remaining, Deadline, TTL)
-// and which behave exactly as the contract in package github.com/coordkit/coordkit/luakit/ownership
-// states: the local estimate runs from just before the acquiring (or last renewing) script was sent,
-// and Done and Context end when it elapses, when the server reports the lease lost, or when a release
-// is sent.
+// that the protected resource must check. Its methods Extend, ExtendTTL, KeepAlive, Verify, Release,
+// Close, Done, Context, Err, Remaining, Deadline and TTL behave exactly as the contract in package
+// github.com/coordkit/coordkit/luakit/ownership states: the local estimate runs from just before the
+// acquiring (or last renewing) script was sent, and Done and Context end when it elapses, when the
+// server reports the lease lost, or when a release is sent.
 //
 // What is particular to a lock: renewals never change the fencing token, Release never touches the
 // fence counter, and every lease has an expiry (ExtendTTL takes whole milliseconds, at least 1ms, and
@@ -37,11 +36,13 @@ const (
 // are made by [Locker.TryAcquire], [Locker.Acquire] and their two-key forms; the zero value is not
 // usable.
 type Lease struct {
-	ownership.Handle
+	own                      ownership.Handle
 	b                        backend
 	name, leaseKey, fenceKey string
 	token                    int64
 }
+
+//go:generate go run ../tools/cmd/handlegen -type Lease -noun lease
 
 // backend sends a lease's owner-checked scripts for the Handle. Its key and owner are one-element
 // arrays so the scripts' KEYS and ARGV slices need no allocation per call (rueidis copies them).
@@ -143,7 +144,7 @@ func (h *Lease) FenceKey() string { return h.fenceKey }
 func (l *Locker) grant(ctx context.Context, r *request, owner string, token int64, start time.Time, ttl time.Duration) (*Lease, error) {
 	h := &Lease{name: r.name, leaseKey: r.leaseKey, fenceKey: r.fenceKey, token: token}
 	h.b.client, h.b.key[0], h.b.owner[0] = l.client, r.lease(), owner
-	if err := h.Handle.Grant(ctx, &h.b, &l.own, start, ttl); err != nil {
+	if err := h.own.Grant(ctx, &h.b, &l.own, start, ttl); err != nil {
 		return nil, err
 	}
 	return h, nil

@@ -26,24 +26,28 @@ const (
 )
 
 // Lock is a lock acquired by [Group.TryAcquire] or [Group.Acquire]: a random owner token held, with the
-// lock's TTL, by at least a majority of the group's nodes. Its Extend, KeepAlive, Verify, Release,
-// Done, Context, Err, Remaining, Deadline and TTL are the embedded [ownership.Handle]'s: see the
-// contract in package github.com/coordkit/coordkit/luakit/ownership. What differs:
+// lock's TTL, by at least a majority of the group's nodes. Its methods Extend, ExtendTTL, KeepAlive,
+// Verify, Release, Close, Done, Context, Err, Remaining, Deadline and TTL behave as the contract in
+// package github.com/coordkit/coordkit/luakit/ownership says. What differs:
 //
-//   - The local estimate ends at send time + TTL − drift allowance (TTL × drift factor + 2ms).
+//   - The local estimate ends at send time + TTL − drift allowance (TTL × drift factor + 2ms), and
+//     ExtendTTL's ttl must exceed that allowance ([ErrInvalidTTL] before any I/O otherwise).
 //   - A quorum stands for the server. Extend and Verify hold when a majority confirms, and find the lock
 //     lost when the nodes that lack the token leave no majority possible (a lost renewal then deletes
 //     the token wherever it is left); anything between is uncertain, a [*QuorumError].
 //   - Release reports [Released] when a quorum replied and one of them deleted the token, [NotOwned]
 //     when a quorum replied without it; once sent it runs to the node timeout whatever ctx does.
+//     Close's bound (the cleanup timeout) is the node timeout.
 //
 // A Lock is safe for concurrent use; it owns a goroutine only while KeepAlive runs.
 type Lock struct {
-	ownership.Handle
+	own   ownership.Handle
 	b     backend
 	key   string // logical key as the caller gave it
 	fence int64
 }
+
+//go:generate go run ../tools/cmd/handlegen -type Lock -noun lock -recv l -ttl "whole milliseconds, more than the drift allowance"
 
 // Key returns the lock key as given to TryAcquire (without the key prefix).
 func (l *Lock) Key() string { return l.key }
@@ -52,28 +56,6 @@ func (l *Lock) Key() string { return l.key }
 // across renewals. Without fencing it returns 0. See the package documentation for what the token does
 // and does not guarantee.
 func (l *Lock) FencingToken() int64 { return l.fence }
-
-// ExtendTTL is the embedded [ownership.Handle.ExtendTTL] with this package's TTL rules: ttl is
-// truncated to whole milliseconds and must exceed its drift allowance, else it returns an error
-// wrapping [ErrInvalidTTL] before any I/O. A confirmed renewal makes it the TTL of later renewals.
-func (l *Lock) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
-	t, _, err := l.b.g.timing(ttl)
-	if err != nil {
-		return false, err
-	}
-	return l.Handle.ExtendTTL(ctx, t)
-}
-
-// Close makes one release attempt, as Release with a background context: it blocks for at most about
-// one node timeout (after a concurrent Extend, or a running keep-alive's renewal, finishes). It returns
-// nil when a quorum of nodes replied or an earlier release had settled the lock, else the release's
-// error (wrapping [ErrUncertain]; Release may be called again). The lock ends with [ErrReleased]
-// either way.
-//
-// With [WithHooks] it is the operation REDLOCK CLOSE (not a RELEASE as well).
-func (l *Lock) Close() error {
-	return l.CloseContext(context.Background())
-}
 
 // backend is a Lock's [ownership.Backend]: each method sends one owner-checked script to every node in
 // parallel (a fan-out bounded by the node timeout) and settles the answer by quorum.

@@ -78,6 +78,7 @@ func NewGroup(clients []rueidis.Client, opts ...Option) (*Group, error) {
 	g.own = ownership.Config{
 		Name:           "redlock",
 		Margin:         g.drift,
+		CheckTTL:       g.extendTTL,
 		RenewFraction:  cfg.renewFraction,
 		RetryDelay:     cfg.retryDelay,
 		CleanupTimeout: cfg.nodeTimeout, // the fan-out's own bound; a release ignores ctx once sent
@@ -119,6 +120,13 @@ func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) 
 		return 0, 0, fmt.Errorf("redlock: %w: must exceed the drift allowance (got %v, drift allowance %v)", ErrInvalidTTL, ttl, drift)
 	}
 	return t, drift, nil
+}
+
+// extendTTL is a Lock's ExtendTTL rule (ownership.Config.CheckTTL): whole milliseconds, more than the
+// drift allowance.
+func (g *Group) extendTTL(ttl time.Duration) (time.Duration, error) {
+	t, _, err := g.timing(ttl)
+	return t, err
 }
 
 // TryAcquire makes one Redlock attempt on key with the given TTL and returns the lock, or an error
@@ -272,7 +280,7 @@ func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (
 	elapsed := time.Since(start)
 	// Grant applies the validity rule: a majority whose last needed reply came after start + TTL −
 	// drift allowance is a late reply, and the lock is then deleted from every node.
-	if err := l.Handle.Grant(ctx, &l.b, &g.own, start, ttl); err != nil {
+	if err := l.own.Grant(ctx, &l.b, &g.own, start, ttl); err != nil {
 		if errors.Is(err, ErrLateReply) {
 			return nil, &lateError{ttl: ttl, elapsed: elapsed, drift: drift}
 		}

@@ -373,7 +373,7 @@ func testLock(t *testing.T, g *Group, ttl time.Duration) *Lock {
 	t.Helper()
 	l := &Lock{key: "k", fence: 7}
 	l.b.g, l.b.pkey, l.b.token = g, "k", "token"
-	if err := l.Handle.Grant(context.Background(), &l.b, &g.own, time.Now(), ttl); err != nil {
+	if err := l.own.Grant(context.Background(), &l.b, &g.own, time.Now(), ttl); err != nil {
 		t.Fatal(err)
 	}
 	return l
@@ -438,11 +438,10 @@ func TestLockBeforeIO(t *testing.T) {
 			t.Fatalf("ExtendTTL(%v) = %v, %v", ttl, ok, err)
 		}
 	}
-	// The embedded Handle's ExtendTTL bypasses the truncation; the backend still refuses what the nodes
-	// would not be sent exactly.
+	// The backend itself still refuses what the nodes would not be sent exactly.
 	for _, ttl := range []time.Duration{0, 1500 * time.Microsecond, 2 * time.Millisecond} {
-		if ok, err := l.Handle.ExtendTTL(context.Background(), ttl); ok || !errors.Is(err, ErrInvalidTTL) {
-			t.Fatalf("Handle.ExtendTTL(%v) = %v, %v", ttl, ok, err)
+		if ok, err := l.b.Extend(context.Background(), ttl); ok || !errors.Is(err, ErrInvalidTTL) {
+			t.Fatalf("backend Extend(%v) = %v, %v", ttl, ok, err)
 		}
 	}
 	if l.Err() != nil || l.Remaining() <= 0 || l.TTL() != time.Minute {

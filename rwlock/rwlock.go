@@ -229,8 +229,8 @@ func (l *Locker) attempt(ctx context.Context, mode Mode, key, physical string, m
 	}
 	switch status {
 	case 1:
-		h := &Lease{b: b, l: l, mode: mode, key: key}
-		if err := h.Handle.Grant(ctx, &h.b, &l.cfg.own, start, time.Duration(ms)*time.Millisecond); err != nil {
+		h := &Lease{b: b, mode: mode, key: key}
+		if err := h.own.Grant(ctx, &h.b, &l.cfg.own, start, time.Duration(ms)*time.Millisecond); err != nil {
 			return nil, ownership.Attempt{Retry: true, Err: err} // ErrLateReply; its cleanup was sent
 		}
 		return h, ownership.Attempt{}

@@ -204,8 +204,8 @@ func TestScripts(t *testing.T) {
 // grant builds a held lease without a server, as an acquisition sent now with ttl would.
 func grant(t *testing.T, l *Locker, mode Mode, ttl time.Duration) *Lease {
 	t.Helper()
-	h := &Lease{b: backend{client: l.client, key: "k", entry: mode.tag() + ":owner"}, l: l, mode: mode, key: "k"}
-	if err := h.Handle.Grant(context.Background(), &h.b, &l.cfg.own, time.Now(), ttl); err != nil {
+	h := &Lease{b: backend{client: l.client, key: "k", entry: mode.tag() + ":owner"}, mode: mode, key: "k"}
+	if err := h.own.Grant(context.Background(), &h.b, &l.cfg.own, time.Now(), ttl); err != nil {
 		t.Fatal(err)
 	}
 	return h

@@ -31,7 +31,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		own: ownership.Config{
-			Name: "semaphore", NoExpiry: true, RenewFraction: 1.0 / 3, RetryDelay: 50 * time.Millisecond,
+			Name: "semaphore", CheckTTL: extendTTL, RenewFraction: 1.0 / 3, RetryDelay: 50 * time.Millisecond,
 			CleanupTimeout: time.Second, Logger: slog.Default(),
 		},
 		retryWindow: time.Minute,

@@ -112,6 +112,7 @@ func New(client rueidis.Client, key string, capacity int64, opts ...Option) (*Se
 		s.tracker = luakit.TrackerOf(client)
 	}
 	// The sorted set survives a release while other permits are active.
+	s.cfg.own.RetryClose = func(err error, release func(context.Context) error) { s.retryLater(stageClose, err, release) }
 	s.waiter = ownership.Waiter{Client: client, Tracker: s.tracker, Config: &s.cfg.own, KeyPersists: true}
 	return s, nil
 }
@@ -280,7 +281,7 @@ func (s *Semaphore) try(ctx context.Context, ms string, ttl time.Duration) (p *P
 // ErrLateReply: the Handle sent the owner-token release, retried here in the background if unanswered.
 func (s *Semaphore) grant(ctx context.Context, owner string, start time.Time, ttl time.Duration) (*Permit, error) {
 	p := &Permit{b: backend{s: s, owner: [1]string{owner}}}
-	if err := p.Handle.Grant(ctx, &p.b, &s.cfg.own, start, ttl); err != nil {
+	if err := p.own.Grant(ctx, &p.b, &s.cfg.own, start, ttl); err != nil {
 		if rerr := p.b.releaseErr; rerr != nil {
 			s.retryLater(stageAcquire, rerr, p.b.retryRelease)
 		}

@@ -18,14 +18,16 @@ import (
 	"github.com/coordkit/coordkit/testkit"
 )
 
-// handle is what every owner-token handle promotes from its embedded ownership.Handle: the surface the
-// contract is about. Each kind's handle type must satisfy it (checked at compile time below).
+// handle is what every owner-token handle writes on its own type over its private ownership.Handle:
+// the surface the contract is about. Each kind's handle type must satisfy it (checked at compile time
+// below).
 type handle interface {
 	Extend(ctx context.Context) (bool, error)
 	ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error)
 	KeepAlive(ctx context.Context) error
 	Verify(ctx context.Context) (bool, error)
 	Release(ctx context.Context) (ownership.Outcome, error)
+	Close() error
 	Done() <-chan struct{}
 	Context() context.Context
 	Err() error

@@ -663,3 +663,41 @@ func testHandOffAfterDeadline(t *testing.T, e *env, k *kind) {
 	require.Zero(t, early, "%d of %d rivals were granted before the holder's Deadline() (up to %v early)",
 		early, rounds, worst)
 }
+
+// 17. Close, the same for every kind: on a held handle it sends one release (per server), returns nil
+// and ends the handle with ErrReleased, stopping a running keep-alive; a second Close, and a Close
+// after an answered Release, return nil without I/O; a Close whose reply does not come within the
+// cleanup timeout returns an error wrapping ErrUncertain and the handle has ended, and the hold is
+// removed once the reply path works again (the release was sent; the semaphore retries it).
+func testClose(t *testing.T, e *env, k *kind) {
+	res := "close-" + k.name
+	ps, cs := e.proxied(t, k, res)
+	f := k.newFactory(t, cs, res, factoryOptions{cleanupTimeout: 300 * time.Millisecond})
+	servers := int64(len(e.place(t, k, res)))
+
+	warm := mustTry(t, f.try, 10*time.Second) // loads the release script
+	release(t, warm, ownership.Released)
+
+	h := mustTry(t, f.try, 10*time.Second)
+	require.NoError(t, h.KeepAlive(context.Background()))
+	before := e.commands(t)
+	require.NoError(t, h.Close())
+	require.Equal(t, servers, scripts(before, e.commands(t)), "one release script per server")
+	require.ErrorIs(t, h.Err(), luakit.ErrReleased)
+	require.True(t, isClosed(h.Done()))
+	e.requireGone(t, k, res, "after Close")
+	before = e.commands(t)
+	require.NoError(t, h.Close(), "a second Close")
+	out, err := h.Release(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, ownership.AlreadyReleased, out)
+	require.Zero(t, scripts(before, e.commands(t)), "no I/O once settled")
+
+	h = mustTry(t, f.try, 10*time.Second)
+	ps.delay(t, time.Second)
+	err = h.Close()
+	require.ErrorIs(t, err, luakit.ErrUncertain, "no reply within the cleanup timeout")
+	require.ErrorIs(t, h.Err(), luakit.ErrReleased, "the release was sent")
+	ps.reset(t)
+	e.eventuallyGone(t, k, res, 10*time.Second, "after the delayed Close")
+}

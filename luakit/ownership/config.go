@@ -51,12 +51,3 @@ func (c *Config) SetLogger(l *slog.Logger) error {
 	c.Logger = l
 	return nil
 }
-
-// SetUntrackedWait sets a Waiter's UntrackedWait through its Config owner; it must be positive.
-func (w *Waiter) SetUntrackedWait(d time.Duration) error {
-	if d <= 0 {
-		return luakit.InvalidConfig(w.Config.name(), "untracked wait %v must be positive", d)
-	}
-	w.UntrackedWait = d
-	return nil
-}

@@ -1,8 +1,10 @@
 // Package ownership is the one implementation of Coordkit's owner-token handles: the [Handle] that
-// lock.Lease, lease.Lease, rwlock.Lease, semaphore.Permit and redlock.Lock embed (and leader uses
-// through lock), the [Waiter] behind every blocking acquisition, and the written contract below. Each
-// primitive keeps only its keys, scripts, decoding and genuine extras (a fencing token, a hash field, a
-// read/write mode, a quorum); its documentation links here and states only what differs.
+// lock.Lease, lease.Lease, rwlock.Lease, semaphore.Permit and redlock.Lock hold privately (and leader
+// uses through lock), the [Waiter] behind every blocking acquisition, and the written contract below.
+// Each primitive keeps only its keys, scripts, decoding and genuine extras (a fencing token, a hash
+// field, a read/write mode, a quorum); its handle writes the contract's methods on its own type (one
+// line each, pointing here), and its documentation states only what differs. Users of the primitives
+// never reach a Handle: this package is for the primitives' own code.
 //
 // # Model
 //
@@ -49,12 +51,20 @@
 //	Release after an answered release               AlreadyReleased, no I/O
 //	concurrent Release                              serialised: one reports the removal, the others
 //	                                                AlreadyReleased
+//	Close                                           Release bounded by the cleanup timeout whatever ctx: nil
+//	                                                once the server answered or an earlier release settled
+//	                                                it (no I/O); a failure is returned and logged (the
+//	                                                semaphore retries it in the background instead)
 //	KeepAlive                                       renews every RenewFraction × TTL; failed or uncertain
 //	                                                renewals retried while the estimate lasts; ends on loss or
 //	                                                expiry; Release stops it and waits for its goroutine
+//	KeepAlive renewal refused (terminal error:      the handle ends at once with that error as its cause
+//	NOPERM, WRONGTYPE)                              (errors.Is(err, luakit.ErrNoPermission) for an ACL
+//	                                                refusal); no retry can succeed
 //	Done, Context                                   one channel and one context for the handle's whole life;
-//	                                                never reopened; the cause is ErrExpired, ErrLost or
-//	                                                ErrReleased (the first one wins)
+//	                                                never reopened; the cause is ErrExpired, ErrLost,
+//	                                                ErrReleased or a refused renewal's terminal error (the
+//	                                                first one wins)
 //	Err, Remaining, Done, Context at one instant    agree: each reads the clock and ends the handle once the
 //	                                                estimate elapsed, even before its timer fires
 //	Remaining, Deadline                             local estimate; Remaining 0 once ended, Forever without

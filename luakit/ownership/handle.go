@@ -86,31 +86,33 @@ type Config struct {
 	// Logger receives warnings (failed background renewals, failed cleanups). Owner tokens and keys
 	// are never logged. Default slog.Default().
 	Logger *slog.Logger
-	// NoExpiry lets [Handle.ExtendTTL] accept a TTL of 0 (a hold without expiry), for primitives whose
-	// scripts offer it (the semaphore's permits). Default false: 0 is an invalid TTL.
-	NoExpiry bool
+	// CheckTTL, when set, validates the TTL given to [Handle.ExtendTTL] before any I/O and returns the
+	// TTL to send (whole milliseconds; 0 for a hold without expiry where the primitive offers it, as the
+	// semaphore's permits do) or an error, returned unchanged, that wraps [luakit.ErrInvalidTTL].
+	// Default: whole milliseconds, at least 1ms.
+	CheckTTL func(ttl time.Duration) (time.Duration, error)
+	// RetryClose, when set, is called by [Handle.Close] after its release went unanswered (err is its
+	// error; a hook's rejection is not such a failure): the primitive may retry release, which is the
+	// owed release (no hook admission) and settles the handle once answered, in the background (the
+	// semaphore does, within its retry window). Default: none; Close then logs the failure at warning
+	// level instead.
+	RetryClose func(err error, release func(context.Context) error)
 	// Hooks admit and observe the handle's public operations (see [luakit.Hook]): "<NAME> EXTEND"
 	// (Extend, ExtendTTL, and each renewal KeepAlive sends), "<NAME> VERIFY", "<NAME> RELEASE" and
-	// "<NAME> CLOSE", where <NAME> is OpName (default: Name in upper case). Default: none.
+	// "<NAME> CLOSE", where <NAME> is Name in upper case. Default: none.
 	Hooks luakit.Hooks
-	// OpName is the operation-name prefix for Hooks ("LOCK"); default Name in upper case.
-	OpName string
 	// Instance is the application's name for the primitive (its WithName option), passed to Hooks as
 	// [luakit.Operation].Instance. Default "".
 	Instance string
 }
 
-// Begin admits the operation "<OpName> <verb>" with c.Hooks; with no hooks it returns ctx and a zero
+// Begin admits the operation "<NAME> <verb>" (NAME: Name in upper case) with c.Hooks; with no hooks it returns ctx and a zero
 // scope without allocating. Primitives call it for their own public operations (acquisitions).
 func (c *Config) Begin(ctx context.Context, verb string) (context.Context, luakit.Scope, error) {
 	if len(c.Hooks) == 0 {
 		return ctx, luakit.Scope{}, nil
 	}
-	prefix := c.OpName
-	if prefix == "" {
-		prefix = strings.ToUpper(c.name())
-	}
-	return c.Hooks.Begin(ctx, luakit.Operation{Primitive: c.name(), Name: prefix + " " + verb, Instance: c.Instance})
+	return c.Hooks.Begin(ctx, luakit.Operation{Primitive: c.name(), Name: strings.ToUpper(c.name()) + " " + verb, Instance: c.Instance})
 }
 
 func (c *Config) name() string {
@@ -118,6 +120,17 @@ func (c *Config) name() string {
 		return "coordkit"
 	}
 	return c.Name
+}
+
+// checkTTL is CheckTTL, or the default rule: whole milliseconds, at least 1ms.
+func (c *Config) checkTTL(ttl time.Duration) (time.Duration, error) {
+	if c.CheckTTL != nil {
+		return c.CheckTTL(ttl)
+	}
+	if ttl < time.Millisecond {
+		return 0, fmt.Errorf("%s: extend: %w (got %v)", c.name(), luakit.ErrInvalidTTL, ttl)
+	}
+	return ttl.Truncate(time.Millisecond), nil
 }
 
 func (c *Config) margin(ttl time.Duration) time.Duration {
@@ -171,9 +184,10 @@ func (c *Config) logger() *slog.Logger {
 }
 
 // Handle is a held owner token with a local estimate of the hold's life: the mechanism every
-// lease-holding handle of Coordkit embeds. The contract it implements is the package documentation's.
-// Its methods are safe for concurrent use. The zero value is not usable: primitives build handles with
-// [Grant].
+// lease-holding handle of Coordkit holds in an unexported field, writing its own public methods over
+// it, so users see only the handle's methods and never Grant. The contract it implements is the
+// package documentation's. Its methods are safe for concurrent use. A Handle must not be copied after
+// first use. The zero value is not usable: primitives start it with [Handle.Grant].
 type Handle struct {
 	b   Backend
 	cfg *Config
@@ -199,7 +213,7 @@ type Handle struct {
 }
 
 // Grant starts h for a hold the server granted to an acquisition sent at start with ttl (0: no
-// expiry). h is the caller's zero Handle (usually embedded in the primitive's handle type); b and cfg
+// expiry). h is the caller's zero Handle (a field of the primitive's handle type); b and cfg
 // are kept. When the local estimate (start + ttl, shortened as [Handle.Deadline] says) already elapsed,
 // the grant is a late reply: h is left unused, an owner-checked release bounded by cfg.CleanupTimeout
 // is sent through b (surviving ctx's cancellation), and Grant returns [luakit.ErrLateReply]. Grant
@@ -419,7 +433,7 @@ func (h *Handle) Done() <-chan struct{} {
 }
 
 // Context returns a context cancelled when [Handle.Done] closes, with [Handle.Err] as its cause
-// (context.Cause): [luakit.ErrExpired], [luakit.ErrLost] or [luakit.ErrReleased]. It is the same
+// (context.Cause). It is the same
 // context for the handle's whole life; its Done and Err check the clock as [Handle.Done] does, and read
 // context.Cause after one of them. Derive the protected work's context from it: a derived context ends
 // when the handle's timer (or any accessor) ends the handle.
@@ -430,8 +444,10 @@ func (h *Handle) Context() context.Context {
 	return h.hctx
 }
 
-// Err returns nil while the handle vouches for ownership, then its cause: [luakit.ErrExpired],
-// [luakit.ErrLost] or [luakit.ErrReleased]. The first cause is kept. It reads the clock: once the local
+// Err returns nil while the handle vouches for ownership, then its cause (the first one is kept):
+// [luakit.ErrExpired], [luakit.ErrLost], [luakit.ErrReleased], or, after a [Handle.KeepAlive]
+// renewal the server refused with a terminal error (luakit.IsTerminal: an ACL refusal matches
+// [luakit.ErrNoPermission], a foreign value [luakit.ErrForeignData]), that error. It reads the clock: once the local
 // estimate elapsed it returns [luakit.ErrExpired] (and closes [Handle.Done]) even if the handle's timer
 // has not fired yet.
 func (h *Handle) Err() error {
@@ -453,7 +469,7 @@ func admitted[T any](h *Handle, ctx context.Context, verb string, op func(contex
 	return Do(ctx, h.cfg, verb, op)
 }
 
-// Do runs op as the public operation "<OpName> verb" admitted by cfg.Hooks (see [Config.Begin]): a
+// Do runs op as the public operation "<NAME> verb" admitted by cfg.Hooks (see [Config.Begin]): a
 // rejection is returned unchanged without running op; otherwise op runs with the hooks' context and
 // its error completes the scope. With no hooks it just calls op.
 func Do[T any](ctx context.Context, cfg *Config, verb string, op func(context.Context) (T, error)) (T, error) {
@@ -469,9 +485,9 @@ func Do[T any](ctx context.Context, cfg *Config, verb string, op func(context.Co
 
 // ExtendTTL restarts the hold's expiry at ttl, counted on the server, only if this owner still holds
 // it. ttl is truncated to whole milliseconds; below 1ms it fails with an error wrapping
-// [luakit.ErrInvalidTTL] before any I/O, except 0 (no expiry) where Config.NoExpiry allows it. A
-// primitive may check more (redlock: the TTL must exceed its drift allowance). Fencing tokens never
-// change.
+// [luakit.ErrInvalidTTL] before any I/O. Config.CheckTTL replaces that rule where a primitive needs
+// another (the semaphore accepts 0, no expiry; redlock needs more than its drift allowance). Fencing
+// tokens never change.
 //
 //   - (true, nil): renewed, and the reply arrived before the local estimate elapsed; the estimate
 //     moves to send time + ttl.
@@ -499,10 +515,10 @@ func (h *Handle) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error)
 }
 
 func (h *Handle) extendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
-	if ttl < 0 || ttl < time.Millisecond && !(ttl == 0 && h.cfg.NoExpiry) {
-		return false, fmt.Errorf("%s: extend: %w (got %v)", h.cfg.name(), luakit.ErrInvalidTTL, ttl)
+	ttl, err := h.cfg.checkTTL(ttl)
+	if err != nil {
+		return false, err
 	}
-	ttl = ttl.Truncate(time.Millisecond)
 	if err := h.lockOp(ctx, "extend"); err != nil {
 		return false, err
 	}
@@ -641,12 +657,6 @@ func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 	return admitted(h, ctx, "RELEASE", h.release)
 }
 
-// ReleaseOwed is [Handle.Release] without admission: the release a primitive owes after an admitted
-// operation whose own release got no answer (a Close's background retries). It opens no hook scope and
-// completes none, so the one admitted operation stays the only one the hooks see; a rejection cannot
-// happen. Outcomes, errors, ordering and ctx are those of Release.
-func (h *Handle) ReleaseOwed(ctx context.Context) (Outcome, error) { return h.release(ctx) }
-
 func (h *Handle) release(ctx context.Context) (Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("%s: release: nothing sent, the handle is unchanged: %w", h.cfg.name(), err)
@@ -691,31 +701,40 @@ func (h *Handle) release(ctx context.Context) (Outcome, error) {
 }
 
 // Close releases the hold best-effort, for use as an io.Closer: one [Handle.Release] bounded by the
-// cleanup timeout (Config.CleanupTimeout, default 1s) whatever the caller's context, returning its error
-// (nil when the server answered, or when an earlier release already settled the handle). The handle ends
-// with [luakit.ErrReleased] once the release is sent. Call Release when the outcome matters.
+// cleanup timeout (Config.CleanupTimeout, default 1s) whatever the caller's context, returning its error:
+// nil when the server answered (whatever the outcome) or an earlier answered release settled the handle
+// (no I/O then), else the release's error (wrapping [luakit.ErrUncertain] when no reply was read). The
+// handle ends with [luakit.ErrReleased] once the release is sent, and a running keep-alive is stopped.
+// A failed release is logged at warning level, or handed to Config.RetryClose for background retries
+// where the primitive sets it; the hold otherwise expires after its TTL. Call Release when the outcome
+// matters.
 //
 // With Config.Hooks it is the operation "<NAME> CLOSE" (not a RELEASE as well); a rejection is
-// returned unchanged with nothing sent and the handle unchanged, so Close can be retried.
+// returned unchanged with nothing sent, nothing logged and the handle unchanged, so Close can be
+// retried.
 func (h *Handle) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.cleanupTimeout())
 	defer cancel()
-	_, err := admitted(h, ctx, "CLOSE", h.release)
+	_, err := Do(ctx, h.cfg, "CLOSE", h.close)
 	return err
 }
 
-// CloseContext is the release of a primitive's own Close that is bounded by ctx instead of the cleanup
-// timeout (redlock bounds each node by its node timeout): admitted as "<NAME> CLOSE" like
-// [Handle.Close], then [Handle.Release]'s behaviour, returning only its error.
-func (h *Handle) CloseContext(ctx context.Context) error {
-	_, err := admitted(h, ctx, "CLOSE", h.release)
-	return err
-}
-
-// Settled reports whether an answered release (or surrender) settled that the server holds nothing of
-// this owner; a module's best-effort Close uses it to skip I/O.
-func (h *Handle) Settled() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.settled
+// close is Close's admitted operation: the release, then the failure's report or retry.
+func (h *Handle) close(ctx context.Context) (Outcome, error) {
+	out, err := h.release(ctx)
+	if err == nil {
+		return out, nil
+	}
+	if h.cfg.RetryClose != nil {
+		// The retries are owed by the admitted Close: they open no hook scope of their own.
+		h.cfg.RetryClose(err, func(ctx context.Context) error {
+			_, err := h.release(ctx)
+			return err
+		})
+		return out, err
+	}
+	h.cfg.logger().LogAttrs(context.Background(), slog.LevelWarn,
+		"coordkit/"+h.cfg.name()+": best-effort release in Close failed; the hold expires after its TTL unless a later Release removes it",
+		slog.String("error", err.Error()))
+	return out, err
 }

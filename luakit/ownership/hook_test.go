@@ -84,7 +84,7 @@ func TestHookKeepAliveRenewalsAdmitted(t *testing.T) {
 	g := &gate{}
 	b := &fakeBackend{held: true}
 	h := &Handle{}
-	cfg := &Config{Name: "test", OpName: "T", Logger: quiet, Hooks: luakit.Hooks{g}, RenewFraction: 0.1}
+	cfg := &Config{Name: "t", Logger: quiet, Hooks: luakit.Hooks{g}, RenewFraction: 0.1}
 	if err := h.Grant(context.Background(), b, cfg, time.Now(), 100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
