@@ -2,6 +2,7 @@ package ownership_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -298,4 +299,28 @@ var kinds = []*kind{
 		holds:         keyExists(redKey),
 		remove:        delKey(redKey),
 	},
+}
+
+// TestHandlesSealed checks, from outside the primitives' modules, that no handle type exposes the
+// core: no exported field (such as an embedded ownership.Handle) and none of the core's plumbing
+// methods, while the contract's methods are there.
+func TestHandlesSealed(t *testing.T) {
+	plumbing := []string{"Grant", "ReleaseOwed", "CloseContext", "Settled"}
+	for _, h := range []handle{(*lock.Lease)(nil), (*lease.Lease)(nil), (*rwlock.Lease)(nil), (*semaphore.Permit)(nil), (*redlock.Lock)(nil)} {
+		typ := reflect.TypeOf(h)
+		t.Run(typ.Elem().String(), func(t *testing.T) {
+			for i := range typ.Elem().NumField() {
+				f := typ.Elem().Field(i)
+				require.False(t, f.IsExported(), "exported field %s", f.Name)
+			}
+			for _, m := range plumbing {
+				_, ok := typ.MethodByName(m)
+				require.False(t, ok, "method %s reachable", m)
+			}
+			for _, m := range []string{"Extend", "ExtendTTL", "KeepAlive", "Verify", "Release", "Close", "Done", "Context", "Err", "Remaining", "Deadline", "TTL"} {
+				_, ok := typ.MethodByName(m)
+				require.True(t, ok, "method %s missing", m)
+			}
+		})
+	}
 }
