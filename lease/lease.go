@@ -46,9 +46,11 @@ type Lease struct {
 // time), so renewals, checks and releases build no slices.
 type backend struct {
 	client rueidis.Client
-	keys   [1]string // the physical hash key
-	args   [3]string // field, owner token, TTL in ms (the acquisition's, then the last Extend's)
-	ms     int64     // the TTL in args[2]
+	cfg    *ownership.Config
+	own    *ownership.Handle // the Lease's
+	keys   [1]string         // the physical hash key
+	args   [3]string         // field, owner token, TTL in ms (the acquisition's, then the last Extend's)
+	ms     int64             // the TTL in args[2]
 }
 
 // HashKey returns the hash key as given to the Leases (without the key prefix).
@@ -61,6 +63,49 @@ func (h *Lease) Field() string { return h.b.args[0] }
 // guards renewal, verification and release. Keep it private: never log it or use it as a metric
 // attribute.
 func (h *Lease) OwnerToken() string { return h.b.args[1] }
+
+// SendAcquire sends acquire.lua with the Lease's owner token.
+func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResult, bool) {
+	start, resp := ownership.Send(ctx, acquireScript, b.client, b.keys[:], b.args[:])
+	return start, resp, false
+}
+
+// DecodeAcquire reads acquire.lua's reply: {1, 0} granted; {0, hpttl} held by another owner (-1: the
+// field has no expiry); {-1, pttl} the hash has a key-level expiry (nothing written).
+func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, error) {
+	arr, err := msg.ToArray()
+	if err != nil {
+		return ownership.Reply{}, err
+	}
+	if len(arr) != 2 {
+		return ownership.Reply{}, fmt.Errorf("unexpected reply of %d elements", len(arr))
+	}
+	status, err := arr[0].AsInt64()
+	if err != nil {
+		return ownership.Reply{}, fmt.Errorf("status: %w", err)
+	}
+	n, err := arr[1].AsInt64()
+	if err != nil {
+		return ownership.Reply{}, fmt.Errorf("pttl: %w", err)
+	}
+	switch status {
+	case 1:
+		return ownership.Reply{Granted: true}, nil
+	case 0:
+		return ownership.Reply{Busy: true, HolderTTL: max(time.Duration(n)*time.Millisecond, -1)}, nil
+	case -1:
+		return ownership.Reply{Err: fmt.Errorf("%w (key PTTL %dms)", ErrExpiringHash, n)}, nil
+	}
+	return ownership.Reply{}, fmt.Errorf("unexpected status %d", status)
+}
+
+// GrantAcquire starts the Lease's Handle for the grant of the attempt sent at start.
+func (b *backend) GrantAcquire(ctx context.Context, start time.Time) error {
+	return b.own.Grant(ctx, b, b.cfg, start, time.Duration(b.ms)*time.Millisecond)
+}
+
+// ReleaseAcquire is the attempt's owner-checked cleanup: Release for its owner token.
+func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) { return b.Release(ctx) }
 
 // Extend runs extend.lua: it restarts the field's expiry at ttl if it holds this owner's token. The
 // Handle passes only whole-millisecond TTLs of at least 1ms.

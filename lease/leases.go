@@ -86,19 +86,19 @@ func (ls *Leases) require(ctx context.Context) error {
 // newLease returns an unstarted Lease with a fresh owner token, for one or more attempts.
 func (ls *Leases) newLease(key, hashKey, field string, ms int64) *Lease {
 	owner := luakit.OwnerToken()
-	return &Lease{
+	l := &Lease{
 		b: backend{
 			client: ls.client,
+			cfg:    &ls.cfg.own,
 			keys:   [1]string{key},
 			args:   [3]string{field, owner, strconv.FormatInt(ms, 10)},
 			ms:     ms,
 		},
 		hashKey: hashKey,
 	}
+	l.b.own = &l.own
+	return l
 }
-
-// errHeld is TryAcquire's error for a held field (prebuilt: contention is the common failure).
-var errHeld = fmt.Errorf("lease: acquire: %w", ErrNotAcquired)
 
 // TryAcquire makes one attempt to take the named lease field in the hash at hashKey, and returns at
 // once.
@@ -139,74 +139,10 @@ func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl tim
 		return nil, err
 	}
 	l := ls.newLease(key, hashKey, field, ms)
-	if _, err = ls.try(ctx, l); err != nil {
-		return nil, err
+	if a := ls.cfg.own.Try(ctx, "acquire", &l.b); a.Err != nil {
+		return nil, a.Err
 	}
 	return l, nil
-}
-
-// try runs the acquire script once with l's owner token and, on a grant, starts l's Handle. For a held
-// field it returns errHeld and the field's remaining life (-1 without expiry); nothing was written, so l
-// may be tried again.
-func (ls *Leases) try(ctx context.Context, l *Lease) (time.Duration, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("lease: acquire: nothing sent: %w", err)
-	}
-	start, resp := ownership.Send(ctx, acquireScript, ls.client, l.b.keys[:], l.b.args[:])
-	arr, err := resp.ToArray()
-	if err != nil {
-		if luakit.IsUncertain(err) {
-			err = fmt.Errorf("lease: acquire: %w: %w", ErrUncertain, err)
-			if ownership.Cleanup(ctx, &ls.cfg.own, l.b.Release) {
-				// Answered: this owner holds no lease, so a waiting Acquire may try again.
-				return 0, &settledError{err: err}
-			}
-			return 0, err
-		}
-		if luakit.MayHaveApplied(err) {
-			// An error of unknown kind: the script may have run.
-			ownership.Cleanup(ctx, &ls.cfg.own, l.b.Release)
-		}
-		return 0, fmt.Errorf("lease: acquire: %w", luakit.MarkForeign(err))
-	}
-	if len(arr) != 2 {
-		return 0, fmt.Errorf("lease: acquire: unexpected reply of %d elements", len(arr))
-	}
-	status, err := arr[0].AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("lease: acquire: status: %w", err)
-	}
-	n, err := arr[1].AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("lease: acquire: pttl: %w", err)
-	}
-	switch status {
-	case 1:
-		if err := l.own.Grant(ctx, &l.b, &ls.cfg.own, start, time.Duration(l.b.ms)*time.Millisecond); err != nil {
-			return 0, fmt.Errorf("lease: acquire: %w", err)
-		}
-		return 0, nil
-	case 0:
-		if n < 0 {
-			return -1, errHeld
-		}
-		return time.Duration(n) * time.Millisecond, errHeld
-	case -1:
-		return 0, fmt.Errorf("%w (key PTTL %dms)", ErrExpiringHash, n)
-	}
-	return 0, fmt.Errorf("lease: acquire: unexpected status %d", status)
-}
-
-// settledError marks an uncertain acquisition whose owner-checked cleanup got an answer, so a waiting
-// Acquire may try again.
-type settledError struct{ err error }
-
-func (e *settledError) Error() string { return e.err.Error() }
-func (e *settledError) Unwrap() error { return e.err }
-
-func isSettled(err error) bool {
-	var s *settledError
-	return errors.As(err, &s)
 }
 
 // Acquire takes the named lease like [Leases.TryAcquire], waiting while another owner holds the field.
@@ -243,19 +179,14 @@ func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.D
 		if l == nil {
 			l = ls.newLease(key, hashKey, field, ms)
 		}
-		holderTTL, err := ls.try(ctx, l)
+		a := ls.cfg.own.Try(ctx, "acquire", &l.b)
 		switch {
-		case err == nil:
+		case a.Err == nil:
 			got = l
-			return ownership.Attempt{}
-		case err == errHeld:
-			return ownership.Attempt{Busy: true, HolderTTL: holderTTL} // nothing written: keep the token
+		case !a.Busy:
+			l = nil // the token may have reached the server: the next attempt gets a fresh one
 		}
-		l = nil // the token may have reached the server: the next attempt gets a fresh one
-		if errors.Is(err, ErrLateReply) || luakit.IsTransient(err) || (isSettled(err) && ctx.Err() == nil) {
-			return ownership.Attempt{Retry: true}
-		}
-		return ownership.Attempt{Err: err}
+		return a // busy: nothing written, the next attempt keeps the token
 	})
 	if err != nil {
 		return nil, err

@@ -2,12 +2,14 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
@@ -36,21 +38,88 @@ const (
 // are made by [Locker.TryAcquire], [Locker.Acquire] and their two-key forms; the zero value is not
 // usable.
 type Lease struct {
-	own                      ownership.Handle
-	b                        backend
-	name, leaseKey, fenceKey string
-	token                    int64
+	own ownership.Handle
+	b   backend
 }
 
 //go:generate go run ../tools/cmd/handlegen -type Lease -noun lease
 
-// backend sends a lease's owner-checked scripts for the Handle. Its key and owner are one-element
-// arrays so the scripts' KEYS and ARGV slices need no allocation per call (rueidis copies them).
+// backend is a Lease's side of the ownership core: its acquisition ([ownership.Acquirer]) and then its
+// owner-checked scripts ([ownership.Backend]). Its request holds the keys and the owner token (r.keys[0]
+// and r.args[0] are the lease key and the owner, sliced without allocation for the scripts' KEYS and
+// ARGV; rueidis copies them).
 type backend struct {
 	client rueidis.Client
-	key    [1]string // the physical lease key
-	owner  [1]string // the owner token
+	cfg    *ownership.Config
+	own    *ownership.Handle // the Lease's
+	r      request
+	token  int64 // the fencing token, once granted
+	track  bool  // the next attempt arms tracking of the lease key with its own read
 }
+
+// newLease makes the Lease that an acquisition of r grants (used by every attempt of one call).
+func (l *Locker) newLease(r *request) *Lease {
+	h := &Lease{b: backend{client: l.client, cfg: &l.own, r: *r}}
+	h.b.own = &h.own
+	return h
+}
+
+// SendAcquire sends the acquire script with the attempt's owner token; with track set, lease first, so
+// that a held lock answers after one tracked read of the lease key.
+func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResult, bool) {
+	if b.track {
+		b.r.args[2] = "1"
+		return ownership.SendTracked(ctx, acquireScript, b.client, b.r.keys[:], b.r.args[:])
+	}
+	start, resp := ownership.Send(ctx, acquireScript, b.client, b.r.keys[:], b.r.args[:2])
+	return start, resp, false
+}
+
+// DecodeAcquire reads acquire.lua's reply: the fencing token (an integer, or a decimal string above
+// 2^53) when granted; {0, pttl} when held by another owner (pttl -1: no expiry); {-1, reason} for a
+// counter that cannot issue tokens.
+func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, error) {
+	if !msg.IsArray() {
+		token, err := luakit.Int64(msg)
+		if err != nil || token <= 0 {
+			// Cannot happen with a validated counter; refuse to hand out a bad token.
+			return ownership.Reply{}, fmt.Errorf("fencing token: %w", errors.Join(ErrCounter, err))
+		}
+		b.token = token
+		return ownership.Reply{Granted: true}, nil
+	}
+	arr, _ := msg.ToArray()
+	if len(arr) != 2 {
+		return ownership.Reply{}, fmt.Errorf("unexpected reply of %d elements", len(arr))
+	}
+	status, err := arr[0].AsInt64()
+	if err != nil {
+		return ownership.Reply{}, fmt.Errorf("status: %w", err)
+	}
+	switch status {
+	case 0:
+		pttl, err := arr[1].AsInt64()
+		if err != nil {
+			return ownership.Reply{}, fmt.Errorf("pttl: %w", err)
+		}
+		return ownership.Reply{Busy: true, HolderTTL: max(time.Duration(pttl)*time.Millisecond, -1)}, nil
+	case -1:
+		reason, err := arr[1].ToString()
+		if err != nil {
+			return ownership.Reply{}, fmt.Errorf("reason: %w", err)
+		}
+		return ownership.Reply{Err: &CounterError{Reason: CounterReason(reason)}}, nil
+	}
+	return ownership.Reply{}, fmt.Errorf("unexpected status %d", status)
+}
+
+// GrantAcquire starts the Lease's Handle for the grant of the attempt sent at start.
+func (b *backend) GrantAcquire(ctx context.Context, start time.Time) error {
+	return b.own.Grant(ctx, b, b.cfg, start, time.Duration(b.r.ms)*time.Millisecond)
+}
+
+// ReleaseAcquire is the attempt's owner-checked cleanup: Release for its owner token.
+func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) { return b.Release(ctx) }
 
 // Extend sends the extend script: PEXPIRE at ttl for this owner only.
 func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
@@ -58,7 +127,7 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ms < 1 {
 		return false, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl) // PEXPIRE 0 would delete the lease; the Handle checks first
 	}
-	n, err := extendScript.ExecOrdered(ctx, b.client, b.key[:], []string{b.owner[0], strconv.FormatInt(ms, 10)}).AsInt64()
+	n, err := extendScript.ExecOrdered(ctx, b.client, b.r.keys[:1], []string{b.r.args[0], strconv.FormatInt(ms, 10)}).AsInt64()
 	if err != nil {
 		return false, err
 	}
@@ -67,7 +136,7 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 
 // Verify sends the verify script (read-only).
 func (b *backend) Verify(ctx context.Context) (bool, error) {
-	n, err := verifyScript.ExecOrdered(ctx, b.client, b.key[:], b.owner[:]).AsInt64()
+	n, err := verifyScript.ExecOrdered(ctx, b.client, b.r.keys[:1], b.r.args[:1]).AsInt64()
 	if err != nil {
 		return false, err
 	}
@@ -76,7 +145,7 @@ func (b *backend) Verify(ctx context.Context) (bool, error) {
 
 // Release sends the release script: DEL for this owner only; the counter is never touched.
 func (b *backend) Release(ctx context.Context) (bool, error) {
-	n, err := releaseScript.ExecOrdered(ctx, b.client, b.key[:], b.owner[:]).AsInt64()
+	n, err := releaseScript.ExecOrdered(ctx, b.client, b.r.keys[:1], b.r.args[:1]).AsInt64()
 	if err != nil {
 		return false, err
 	}
@@ -120,35 +189,26 @@ func decodeRelease(n int64) (bool, error) {
 // FencingToken returns the positive fencing token issued for this lease (exact for every int64). Send it
 // with every protected write; the resource must reject tokens lower than the highest it has accepted.
 // Renewals never change it.
-func (h *Lease) FencingToken() int64 { return h.token }
+func (h *Lease) FencingToken() int64 { return h.b.token }
 
 // OwnerToken returns the random 128-bit owner token (32 hex characters) that guards renewal and release.
 // Keep it private: never log it or use it as a metric attribute.
-func (h *Lease) OwnerToken() string { return h.b.owner[0] }
+func (h *Lease) OwnerToken() string { return h.b.r.args[0] }
 
 // Name returns the lock's name as given to [Locker.TryAcquire] or [Locker.Acquire], or "" for a lease
 // taken with [Locker.TryAcquireKeys] or [Locker.AcquireKeys].
-func (h *Lease) Name() string { return h.name }
+func (h *Lease) Name() string { return h.b.r.name }
 
 // LeaseKey returns the lease key without the key prefix: as derived from the name ("{name}:lease", see
 // [Keys]) or as given to TryAcquireKeys / AcquireKeys.
-func (h *Lease) LeaseKey() string { return h.leaseKey }
+func (h *Lease) LeaseKey() string { return h.b.r.leaseKey }
 
 // FenceKey returns the fence (counter) key without the key prefix: as derived from the name
 // ("{name}:fence") or as given to TryAcquireKeys / AcquireKeys.
-func (h *Lease) FenceKey() string { return h.fenceKey }
+func (h *Lease) FenceKey() string { return h.b.r.fenceKey }
 
-// grant makes the Lease of an acquisition of owner that the server granted, sent at start with ttl
-// (whole milliseconds). It returns [ErrLateReply] (after the owner-checked cleanup) when the reply came
-// after the local estimate elapsed.
-func (l *Locker) grant(ctx context.Context, r *request, owner string, token int64, start time.Time, ttl time.Duration) (*Lease, error) {
-	h := &Lease{name: r.name, leaseKey: r.leaseKey, fenceKey: r.fenceKey, token: token}
-	h.b.client, h.b.key[0], h.b.owner[0] = l.client, r.lease(), owner
-	if err := h.own.Grant(ctx, &h.b, &l.own, start, ttl); err != nil {
-		return nil, err
-	}
-	return h, nil
-}
-
-// Compile-time check: the backend is what the Handle needs.
-var _ ownership.Backend = (*backend)(nil)
+// Compile-time checks: the backend is what the ownership core needs.
+var (
+	_ ownership.Backend  = (*backend)(nil)
+	_ ownership.Acquirer = (*backend)(nil)
+)

@@ -174,7 +174,7 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 	r, err := l.named(name, ttl)
 	var lease *Lease
 	if err == nil {
-		lease, _, _, err = l.attempt(ctx, &r, false)
+		lease, err = l.tryOnce(ctx, &r)
 	}
 	endAcquire(&sc, err)
 	return lease, err
@@ -205,109 +205,30 @@ func (l *Locker) TryAcquireKeys(ctx context.Context, leaseKey, fenceKey string, 
 	r, err := l.explicit(leaseKey, fenceKey, ttl)
 	var lease *Lease
 	if err == nil {
-		lease, _, _, err = l.attempt(ctx, &r, false)
+		lease, err = l.tryOnce(ctx, &r)
 	}
 	endAcquire(&sc, err)
 	return lease, err
 }
 
-// attempt runs the acquire script once. On ErrNotAcquired it also returns the holder's remaining
-// lease time (-1 for a lease without expiry) and, when track is set, whether the attempt armed
-// tracking of the lease key (it is then sent with ownership.SendTracked, and a busy reply comes from
-// the script's PTTL read of the lease key, which it then makes first).
-func (l *Locker) attempt(ctx context.Context, r *request, track bool) (*Lease, time.Duration, bool, error) {
-	if err := ctx.Err(); err != nil {
-		// Nothing was sent: not uncertain.
-		return nil, 0, false, fmt.Errorf("lock: acquire: %w", err)
+// tryOnce is a try-acquisition of a validated request: one attempt, its error returned.
+func (l *Locker) tryOnce(ctx context.Context, r *request) (*Lease, error) {
+	h := l.newLease(r)
+	if a := l.attempt(ctx, h); a.Err != nil {
+		return nil, a.Err
 	}
-	if !r.fresh {
-		r.args[0] = luakit.OwnerToken() // every attempt after the first gets a token of its own
-	}
-	r.fresh = false
-	owner := r.args[0]
-	var (
-		start   time.Time
-		resp    rueidis.RedisResult
-		tracked bool
-	)
-	if track {
-		// Lease first: a held lock answers after one tracked read of the lease key.
-		r.args[2] = "1"
-		start, resp, tracked = ownership.SendTracked(ctx, acquireScript, l.client, r.keys[:], r.args[:])
-	} else {
-		start, resp = ownership.Send(ctx, acquireScript, l.client, r.keys[:], r.args[:2])
-	}
-	msg, err := resp.ToMessage()
-	if err != nil {
-		if luakit.IsUncertain(err) {
-			if l.cleanup(ctx, r.lease(), owner) {
-				return nil, 0, false, &settledError{err: fmt.Errorf("lock: acquire: %w: %w (cleanup confirmed this owner holds no lease)", ErrUncertain, err)}
-			}
-			return nil, 0, false, fmt.Errorf("lock: acquire: %w: %w", ErrUncertain, err)
-		}
-		if luakit.MayHaveApplied(err) {
-			// An error of unknown kind: the script may have run.
-			l.cleanup(ctx, r.lease(), owner)
-		}
-		return nil, 0, false, fmt.Errorf("lock: acquire: %w", err)
-	}
-	if !msg.IsArray() {
-		// Acquired: the reply is the token (an integer, or a decimal string above 2^53).
-		token, err := luakit.Int64(msg)
-		if err != nil || token <= 0 {
-			// Cannot happen with a validated counter; refuse to hand out a bad token.
-			l.cleanup(ctx, r.lease(), owner)
-			return nil, 0, false, fmt.Errorf("lock: acquire: fencing token: %w", errors.Join(ErrCounter, err))
-		}
-		lease, err := l.grant(ctx, r, owner, token, start, time.Duration(r.ms)*time.Millisecond)
-		return lease, 0, false, err
-	}
-	arr, _ := msg.ToArray()
-	if len(arr) != 2 {
-		return nil, 0, false, fmt.Errorf("lock: acquire: unexpected reply of %d elements", len(arr))
-	}
-	status, err := arr[0].AsInt64()
-	if err != nil {
-		return nil, 0, false, fmt.Errorf("lock: acquire: status: %w", err)
-	}
-	switch status {
-	case 0:
-		pttl, err := arr[1].AsInt64()
-		if err != nil {
-			return nil, 0, false, fmt.Errorf("lock: acquire: pttl: %w", err)
-		}
-		if pttl < 0 {
-			return nil, -1, tracked, ErrNotAcquired
-		}
-		return nil, time.Duration(pttl) * time.Millisecond, tracked, ErrNotAcquired
-	case -1:
-		reason, err := arr[1].ToString()
-		if err != nil {
-			return nil, 0, false, fmt.Errorf("lock: acquire: reason: %w", err)
-		}
-		return nil, 0, false, &CounterError{Reason: CounterReason(reason)}
-	}
-	return nil, 0, false, fmt.Errorf("lock: acquire: unexpected status %d", status)
+	return h, nil
 }
 
-// cleanup sends the owner-checked release after an acquisition that gave no usable lease (see
-// [ownership.Cleanup]: ordered behind it, bounded by the cleanup timeout, surviving ctx) and reports
-// whether the server answered, which settles that this owner holds no lease.
-func (l *Locker) cleanup(ctx context.Context, lease, owner string) bool {
-	b := &backend{client: l.client, key: [1]string{lease}, owner: [1]string{owner}}
-	return ownership.Cleanup(ctx, &l.own, b.Release)
-}
-
-// settledError marks an uncertain acquisition whose owner-checked cleanup got an answer, so a waiting
-// Acquire may try again.
-type settledError struct{ err error }
-
-func (e *settledError) Error() string { return e.err.Error() }
-func (e *settledError) Unwrap() error { return e.err }
-
-func isSettled(err error) bool {
-	var s *settledError
-	return errors.As(err, &s)
+// attempt runs the acquire script once for h (the Lease it grants, reused by a waiting Acquire's
+// attempts) through the ownership core, which decides what the reply means. Every attempt after the
+// first gets an owner token of its own.
+func (l *Locker) attempt(ctx context.Context, h *Lease) ownership.Attempt {
+	if !h.b.r.fresh {
+		h.b.r.args[0] = luakit.OwnerToken()
+	}
+	h.b.r.fresh = false
+	return l.own.Try(ctx, "acquire", &h.b)
 }
 
 // Acquire takes the lock named name like [Locker.TryAcquire] (same keys, same validation), waiting
@@ -358,37 +279,25 @@ func (l *Locker) AcquireKeys(ctx context.Context, leaseKey, fenceKey string, ttl
 
 // wait is Acquire's loop for a validated request.
 func (l *Locker) wait(ctx context.Context, r *request) (*Lease, error) {
-	var lease *Lease
+	h := l.newLease(r)
 	// The first attempt arms tracking of the lease key with its own read when the lock is busy, so
 	// the waiter sleeps without an arming round trip; later attempts, most often sent because the
 	// key just changed, go without and arm separately when still busy.
-	track := l.waiter.Tracking()
-	err := l.waiter.Wait(ctx, r.lease(), func(ctx context.Context) ownership.Attempt {
-		h, pttl, tracked, err := l.attempt(ctx, r, track)
-		track = false
+	h.b.track = l.waiter.Tracking()
+	err := l.waiter.Wait(ctx, h.b.r.lease(), func(ctx context.Context) ownership.Attempt {
+		a := l.attempt(ctx, h)
+		h.b.track = false
 		if l.observe != nil {
-			if errors.Is(err, ErrNotAcquired) {
+			if a.Busy {
 				l.observe(ctx, nil) // held by another owner: an answer, not a failure
 			} else {
-				l.observe(ctx, err)
+				l.observe(ctx, a.Err)
 			}
 		}
-		switch {
-		case err == nil:
-			lease = h
-			return ownership.Attempt{}
-		case errors.Is(err, ErrNotAcquired):
-			return ownership.Attempt{Busy: true, HolderTTL: pttl, Tracked: tracked}
-		case errors.Is(err, ErrLateReply), luakit.IsTransient(err), isSettled(err) && ctx.Err() == nil:
-			// Late grants and settled uncertain attempts (for example a pooled connection that broke
-			// when the server restarted) leave no lease of ours behind: try again.
-			return ownership.Attempt{Retry: true}
-		default:
-			return ownership.Attempt{Err: err}
-		}
+		return a
 	})
 	if err != nil {
 		return nil, err
 	}
-	return lease, nil
+	return h, nil
 }

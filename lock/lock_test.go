@@ -367,7 +367,7 @@ func TestLateGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := l.grant(context.Background(), &request{leaseKey: "l", fenceKey: "f", keys: [2]string{"l", "f"}}, "owner", 3, time.Now().Add(-time.Second), 10*time.Millisecond)
+	h, err := grant(l, &request{leaseKey: "l", fenceKey: "f", keys: [2]string{"l", "f"}}, "owner", 3, time.Now().Add(-time.Second), 10*time.Millisecond)
 	if h != nil || !errors.Is(err, ErrLateReply) {
 		t.Fatalf("late grant = %v, %v; want nil, ErrLateReply", h, err)
 	}
@@ -385,7 +385,7 @@ func TestExtendTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := l.grant(context.Background(), &request{leaseKey: "l", fenceKey: "f", keys: [2]string{"l", "f"}}, "owner", 3, time.Now(), time.Minute)
+	h, err := grant(l, &request{leaseKey: "l", fenceKey: "f", keys: [2]string{"l", "f"}}, "owner", 3, time.Now(), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestLeaseLocalState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := l.grant(context.Background(), &request{leaseKey: "l", fenceKey: "f", keys: [2]string{"l", "f"}}, "owner", 7, time.Now(), 20*time.Millisecond)
+	h, err := grant(l, &request{leaseKey: "l", fenceKey: "f", keys: [2]string{"l", "f"}}, "owner", 7, time.Now(), 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +428,7 @@ func TestLeaseLocalState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	named, err := l.grant(context.Background(), &r, "owner2", 8, time.Now(), time.Minute)
+	named, err := grant(l, &r, "owner2", 8, time.Now(), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,4 +488,16 @@ func TestFailedAcquireCleanup(t *testing.T) {
 			}
 		})
 	}
+}
+
+// grant starts a Lease of r for owner with token as if the server had granted an acquisition sent at
+// start with ttl; ErrLateReply (after the cleanup) when the estimate already elapsed.
+func grant(l *Locker, r *request, owner string, token int64, start time.Time, ttl time.Duration) (*Lease, error) {
+	r.args[0], r.ms = owner, ttl.Milliseconds()
+	h := l.newLease(r)
+	h.b.token = token
+	if err := h.b.GrantAcquire(context.Background(), start); err != nil {
+		return nil, err
+	}
+	return h, nil
 }

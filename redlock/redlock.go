@@ -214,7 +214,7 @@ func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (
 	for i, r := range res {
 		rep, err := decodeAcquire(r.msg, r.err, g.cfg.fenced, probe)
 		if err != nil {
-			mayHold[i] = mayHaveRun(err)
+			mayHold[i] = mayHaveRun(r.err, err)
 			refused = append(refused, g.nodeError(i, err))
 			continue
 		}
@@ -526,13 +526,13 @@ func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after infli
 	return settled
 }
 
-// mayHaveRun reports whether a node whose step failed with err may still have run the step's script:
-// true unless the server answered with an error reply, or the script answered that it wrote nothing
-// (a *CounterError).
-func mayHaveRun(err error) bool {
-	var re *rueidis.RedisError
+// mayHaveRun reports whether a node whose acquisition failed may hold this attempt's token, by the
+// ownership core's rule (see [ownership.CleanupOwed]): replyErr is the node's reply error (nil when it
+// answered), err the decoder's error for an answered reply; a counter that cannot issue tokens is a
+// refusal the script answered before writing.
+func mayHaveRun(replyErr, err error) bool {
 	var ce *CounterError
-	return !errors.As(err, &re) && !errors.As(err, &ce)
+	return ownership.CleanupOwed(replyErr, replyErr == nil && !errors.As(err, &ce))
 }
 
 // nodeError builds the NodeError of node i, marking transport failures as uncertain.

@@ -42,9 +42,54 @@ type Lease struct {
 // backend runs the owner-checked scripts of one holder entry for the Lease's Handle.
 type backend struct {
 	client rueidis.Client
-	key    string // the physical lock key
-	entry  string // mode tag + ":" + owner: the sorted-set member
+	cfg    *ownership.Config
+	own    *ownership.Handle // the Lease's
+	key    string            // the physical lock key
+	entry  string            // mode tag + ":" + owner: the sorted-set member
+	ms     int64             // the acquisition's TTL in ms
 }
+
+// SendAcquire sends acquire.lua with the entry's mode tag and owner token.
+func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResult, bool) {
+	start, resp := ownership.Send(ctx, acquireScript, b.client, []string{b.key},
+		[]string{b.entry[:1], b.entry[2:], strconv.FormatInt(b.ms, 10)})
+	return start, resp, false
+}
+
+// DecodeAcquire reads acquire.lua's reply: {1, 0} granted; {0, wait_ms} held in a conflicting mode,
+// wait_ms until the conflicting entries expire.
+func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, error) {
+	arr, err := msg.ToArray()
+	if err != nil {
+		return ownership.Reply{}, err
+	}
+	if len(arr) != 2 {
+		return ownership.Reply{}, fmt.Errorf("unexpected reply of %d elements", len(arr))
+	}
+	status, err := arr[0].AsInt64()
+	if err != nil {
+		return ownership.Reply{}, fmt.Errorf("status: %w", err)
+	}
+	switch status {
+	case 1:
+		return ownership.Reply{Granted: true}, nil
+	case 0:
+		wait, err := arr[1].AsInt64()
+		if err != nil {
+			return ownership.Reply{}, fmt.Errorf("wait: %w", err)
+		}
+		return ownership.Reply{Busy: true, HolderTTL: time.Duration(wait) * time.Millisecond}, nil
+	}
+	return ownership.Reply{}, fmt.Errorf("unexpected status %d", status)
+}
+
+// GrantAcquire starts the Lease's Handle for the grant of the attempt sent at start.
+func (b *backend) GrantAcquire(ctx context.Context, start time.Time) error {
+	return b.own.Grant(ctx, b, b.cfg, start, time.Duration(b.ms)*time.Millisecond)
+}
+
+// ReleaseAcquire is the attempt's owner-checked cleanup: Release for its entry.
+func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) { return b.Release(ctx) }
 
 // Extend restarts the entry's expiry at ttl on the server; held is false when the entry is gone.
 // The Handle has checked that ttl is whole milliseconds, at least 1ms.

@@ -34,6 +34,14 @@ func (m Mode) String() string {
 	return "Mode(" + strconv.Itoa(int(m)) + ")"
 }
 
+// op is the operation name in the mode's acquisition errors.
+func (m Mode) op() string {
+	if m == Write {
+		return "acquire write"
+	}
+	return "acquire read"
+}
+
 // tag is the entry prefix of the mode in the sorted set ("r" or "w").
 func (m Mode) tag() string {
 	if m == Write {
@@ -174,8 +182,11 @@ func (l *Locker) tryAcquire(ctx context.Context, mode Mode, key string, ttl time
 	if err != nil {
 		return nil, err
 	}
-	h, a := l.attempt(ctx, mode, key, physical, ms)
-	return h, a.Err
+	h := l.newLease(mode, key, physical, ms)
+	if a := l.cfg.own.Try(ctx, mode.op(), &h.b); a.Err != nil {
+		return nil, a.Err
+	}
+	return h, nil
 }
 
 func (l *Locker) acquire(ctx context.Context, mode Mode, key string, ttl time.Duration) (*Lease, error) {
@@ -185,8 +196,11 @@ func (l *Locker) acquire(ctx context.Context, mode Mode, key string, ttl time.Du
 	}
 	var lease *Lease
 	err = l.waiter.Wait(ctx, physical, func(ctx context.Context) ownership.Attempt {
-		h, a := l.attempt(ctx, mode, key, physical, ms)
-		lease = h
+		h := l.newLease(mode, key, physical, ms) // a fresh owner token for every attempt
+		a := l.cfg.own.Try(ctx, mode.op(), &h.b)
+		if a.Err == nil {
+			lease = h
+		}
 		return a
 	})
 	if err != nil {
@@ -195,53 +209,11 @@ func (l *Locker) acquire(ctx context.Context, mode Mode, key string, ttl time.Du
 	return lease, nil
 }
 
-// attempt runs the acquire script once. The Attempt tells a Waiter what to do next; its Err is also
-// what a try-acquisition returns (ErrNotAcquired when Busy).
-func (l *Locker) attempt(ctx context.Context, mode Mode, key, physical string, ms int64) (*Lease, ownership.Attempt) {
-	if err := ctx.Err(); err != nil {
-		// Nothing was sent: not uncertain.
-		return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: %w", mode, err)}
-	}
-	owner := luakit.OwnerToken()
-	b := backend{client: l.client, key: physical, entry: mode.tag() + ":" + owner}
-	start, resp := ownership.Send(ctx, acquireScript, l.client, []string{physical},
-		[]string{mode.tag(), owner, strconv.FormatInt(ms, 10)})
-	arr, err := resp.ToArray()
-	if err != nil {
-		if luakit.IsUncertain(err) {
-			settled := ownership.Cleanup(ctx, &l.cfg.own, b.Release)
-			err = fmt.Errorf("rwlock: acquire %s: %w: %w", mode, ErrUncertain, err)
-			// A settled attempt (for example on a connection that broke) left nothing: try again.
-			return nil, ownership.Attempt{Retry: settled && ctx.Err() == nil, Err: err}
-		}
-		if luakit.MayHaveApplied(err) {
-			// An error of unknown kind: the script may have run.
-			ownership.Cleanup(ctx, &l.cfg.own, b.Release)
-		}
-		return nil, ownership.Attempt{Retry: luakit.IsTransient(err), Err: fmt.Errorf("rwlock: acquire %s: %w", mode, luakit.MarkForeign(err))}
-	}
-	if len(arr) != 2 {
-		return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: unexpected reply of %d elements", mode, len(arr))}
-	}
-	status, err := arr[0].AsInt64()
-	if err != nil {
-		return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: status: %w", mode, err)}
-	}
-	switch status {
-	case 1:
-		h := &Lease{b: b, mode: mode, key: key}
-		if err := h.own.Grant(ctx, &h.b, &l.cfg.own, start, time.Duration(ms)*time.Millisecond); err != nil {
-			return nil, ownership.Attempt{Retry: true, Err: err} // ErrLateReply; its cleanup was sent
-		}
-		return h, ownership.Attempt{}
-	case 0:
-		wait, err := arr[1].AsInt64()
-		if err != nil {
-			return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: wait: %w", mode, err)}
-		}
-		return nil, ownership.Attempt{Busy: true, HolderTTL: time.Duration(wait) * time.Millisecond, Err: ErrNotAcquired}
-	}
-	return nil, ownership.Attempt{Err: fmt.Errorf("rwlock: acquire %s: unexpected status %d", mode, status)}
+// newLease makes the Lease that one acquisition attempt grants, with a fresh owner token.
+func (l *Locker) newLease(mode Mode, key, physical string, ms int64) *Lease {
+	h := &Lease{mode: mode, key: key}
+	h.b = backend{client: l.client, cfg: &l.cfg.own, own: &h.own, key: physical, entry: mode.tag() + ":" + luakit.OwnerToken(), ms: ms}
+	return h
 }
 
 // endAcquire completes an acquisition's hook scope: ErrNotAcquired is an answer, not a failure.

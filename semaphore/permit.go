@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
@@ -49,11 +51,58 @@ type Permit struct {
 // backend sends the owner-checked scripts of one permit for its Handle.
 type backend struct {
 	s     *Semaphore
-	owner [1]string // the owner token, as the verify and release scripts' ARGV
+	own   *ownership.Handle // the Permit's
+	owner [1]string         // the owner token, as the verify and release scripts' ARGV
+	ms    string            // the acquisition's TTL argument (ms, "0" for no expiry)
+	ttl   time.Duration     // the acquisition's TTL
 	// releaseErr is the last Release's error, read after an acquisition's cleanup (Grant's, for a late
 	// grant) to decide on a background retry. Release calls are serialised: the acquiring goroutine's
 	// cleanup happens before the handle is shared, and the Handle runs its releases one at a time.
 	releaseErr error
+}
+
+// SendAcquire sends acquire.lua with the permit's owner token, TTL and the Semaphore's capacity.
+func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResult, bool) {
+	start, resp := ownership.Send(ctx, acquireScript, b.s.client, b.s.keys, []string{b.owner[0], b.ms, b.s.capArg})
+	return start, resp, false
+}
+
+// DecodeAcquire reads acquire.lua's reply (see decodeAcquire): granted, busy until the earliest
+// permit expires, or a capacity mismatch (nothing written).
+func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, error) {
+	arr, err := msg.ToArray()
+	if err != nil {
+		return ownership.Reply{}, err
+	}
+	status, v, wait, err := decodeAcquire(arr)
+	switch {
+	case err != nil:
+		return ownership.Reply{}, err
+	case status == 1:
+		return ownership.Reply{Granted: true}, nil
+	case status == 0:
+		return ownership.Reply{Busy: true, HolderTTL: wait}, nil
+	}
+	return ownership.Reply{Err: &CapacityMismatchError{Stored: v, Requested: b.s.capacity}}, nil
+}
+
+// GrantAcquire starts the Permit's Handle for the grant of the attempt sent at start. A late grant is
+// ErrLateReply: the Handle sent the owner-token release, retried here in the background if unanswered.
+func (b *backend) GrantAcquire(ctx context.Context, start time.Time) error {
+	err := b.own.Grant(ctx, b, &b.s.cfg.own, start, b.ttl)
+	if err != nil && b.releaseErr != nil {
+		b.s.retryLater(stageAcquire, b.releaseErr, b.retryRelease)
+	}
+	return err
+}
+
+// ReleaseAcquire is the attempt's owner-token cleanup; if unanswered it is retried in the background.
+func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) {
+	removed, err := b.Release(ctx)
+	if err != nil {
+		b.s.retryLater(stageAcquire, err, b.retryRelease)
+	}
+	return removed, err
 }
 
 // Extend restarts the permit's expiry at ttl (0: none) on the server clock, if this owner holds it.

@@ -176,8 +176,11 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (_ *Permi
 	if s.isClosed() {
 		return nil, errClosed
 	}
-	p, _, _, err := s.try(ctx, ms, ttl)
-	return p, err
+	p := s.newPermit(ms, ttl)
+	if a := s.cfg.own.Try(ctx, "acquire", &p.b); a.Err != nil {
+		return nil, a.Err
+	}
+	return p, nil
 }
 
 // Acquire takes a permit like [Semaphore.TryAcquire], waiting while capacity permits are active. It
@@ -214,92 +217,25 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (_ *Permit, 
 	return p, nil
 }
 
-// attempt is one try of a waiting acquisition; a granted permit is stored in *out.
+// attempt is one try of a waiting acquisition, with a fresh owner token; a granted permit is stored
+// in *out.
 func (s *Semaphore) attempt(ctx context.Context, ms string, ttl time.Duration, out **Permit) ownership.Attempt {
 	if s.isClosed() {
 		return ownership.Attempt{Err: errClosed}
 	}
-	p, wait, settled, err := s.try(ctx, ms, ttl)
-	switch {
-	case err == nil:
+	p := s.newPermit(ms, ttl)
+	a := s.cfg.own.Try(ctx, "acquire", &p.b)
+	if a.Err == nil {
 		*out = p
-		return ownership.Attempt{}
-	case err == ErrNotAcquired:
-		return ownership.Attempt{Busy: true, HolderTTL: wait}
-	case errors.Is(err, ErrLateReply), luakit.IsTransient(err),
-		errors.Is(err, ErrUncertain) && settled && ctx.Err() == nil:
-		// Late grants, "not now" replies, and uncertain attempts whose cleanup was answered (a pooled
-		// connection broken by a restart, say) leave no permit of ours behind: try again.
-		return ownership.Attempt{Retry: true}
 	}
-	return ownership.Attempt{Err: err}
+	return a
 }
 
-// try sends one acquisition with a fresh owner token. It returns the permit when granted in time;
-// otherwise, with ErrNotAcquired, how long until the earliest permit expires (negative: none expires).
-// settled reports that the cleanup sent after a failed attempt was answered.
-func (s *Semaphore) try(ctx context.Context, ms string, ttl time.Duration) (p *Permit, wait time.Duration, settled bool, err error) {
-	if err := ctx.Err(); err != nil {
-		return nil, 0, false, fmt.Errorf("semaphore: acquire: %w", err)
-	}
-	owner := luakit.OwnerToken()
-	start, resp := ownership.Send(ctx, acquireScript, s.client, s.keys, []string{owner, ms, s.capArg})
-	arr, err := resp.ToArray()
-	if err != nil {
-		if !luakit.MayHaveApplied(err) {
-			// An error reply stopped the script before its first write (a "not now" reply, its ACL
-			// check, the server's refusal of its first command), or nothing was sent: no permit was
-			// written, so no cleanup is owed.
-			if luakit.IsTransient(err) {
-				return nil, 0, false, fmt.Errorf("semaphore: acquire: %w", err)
-			}
-			return nil, 0, false, fmt.Errorf("semaphore: acquire: %w", luakit.MarkForeign(err))
-		}
-		// The script may have run (no reply, or an error of unknown kind): release behind it.
-		settled = s.cleanup(ctx, owner)
-		if luakit.IsUncertain(err) {
-			return nil, 0, settled, fmt.Errorf("semaphore: acquire: %w: %w", ErrUncertain, err)
-		}
-		return nil, 0, settled, fmt.Errorf("semaphore: acquire: %w", err)
-	}
-	status, v, wait, err := decodeAcquire(arr)
-	if err != nil {
-		s.cleanup(ctx, owner)
-		return nil, 0, false, fmt.Errorf("semaphore: acquire: %w", err)
-	}
-	switch status {
-	case 1:
-		p, err := s.grant(ctx, owner, start, ttl)
-		return p, 0, false, err
-	case 0:
-		return nil, wait, false, ErrNotAcquired
-	}
-	return nil, 0, false, &CapacityMismatchError{Stored: v, Requested: s.capacity}
-}
-
-// grant starts the permit the server granted to an acquisition sent at start. A late grant is
-// ErrLateReply: the Handle sent the owner-token release, retried here in the background if unanswered.
-func (s *Semaphore) grant(ctx context.Context, owner string, start time.Time, ttl time.Duration) (*Permit, error) {
-	p := &Permit{b: backend{s: s, owner: [1]string{owner}}}
-	if err := p.own.Grant(ctx, &p.b, &s.cfg.own, start, ttl); err != nil {
-		if rerr := p.b.releaseErr; rerr != nil {
-			s.retryLater(stageAcquire, rerr, p.b.retryRelease)
-		}
-		return nil, fmt.Errorf("semaphore: acquire: %w", err)
-	}
-	return p, nil
-}
-
-// cleanup sends the owner-token release after an acquisition that may have written a permit: ordered
-// behind it, bounded by the cleanup timeout, surviving ctx's cancellation (see [ownership.Cleanup]). If
-// unanswered it is retried in the background. It reports whether the server answered.
-func (s *Semaphore) cleanup(ctx context.Context, owner string) bool {
-	b := &backend{s: s, owner: [1]string{owner}}
-	if ownership.Cleanup(ctx, &s.cfg.own, b.Release) {
-		return true
-	}
-	s.retryLater(stageAcquire, b.releaseErr, b.retryRelease)
-	return false
+// newPermit makes the Permit that one acquisition attempt grants, with a fresh owner token.
+func (s *Semaphore) newPermit(ms string, ttl time.Duration) *Permit {
+	p := &Permit{b: backend{s: s, owner: [1]string{luakit.OwnerToken()}, ms: ms, ttl: ttl}}
+	p.b.own = &p.own
+	return p
 }
 
 // decodeAcquire decodes acquire.lua's reply: {1, active}, {0, active, wait_ms} (wait -1: the earliest

@@ -259,11 +259,22 @@ func TestSharedErrors(t *testing.T) {
 // grantNow returns a permit granted now on s, released (if held) at the test's end.
 func grantNow(t *testing.T, s *Semaphore, owner string, ttl time.Duration) *Permit {
 	t.Helper()
-	p, err := s.grant(context.Background(), owner, time.Now(), ttl)
+	p, err := grant(s, owner, time.Now(), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// grant starts a permit of s for owner as if the server had granted an acquisition sent at start
+// with ttl; ErrLateReply (after the cleanup) when the estimate already elapsed.
+func grant(s *Semaphore, owner string, start time.Time, ttl time.Duration) (*Permit, error) {
+	p := s.newPermit("", ttl)
+	p.b.owner[0] = owner
+	if err := p.b.GrantAcquire(context.Background(), start); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 func TestValidationBeforeIO(t *testing.T) {
@@ -764,7 +775,7 @@ func TestUncertainAcquire(t *testing.T) {
 // owner-checked release is sent for it and, unanswered, retried in the background.
 func TestLateGrant(t *testing.T) {
 	s, c, reader := newFailing(t, io.EOF)
-	p, err := s.grant(context.Background(), "owner", time.Now().Add(-time.Second), 10*time.Millisecond)
+	p, err := grant(s, "owner", time.Now().Add(-time.Second), 10*time.Millisecond)
 	if p != nil || !errors.Is(err, ErrLateReply) {
 		t.Fatalf("late grant = %v, %v; want nil, ErrLateReply", p, err)
 	}

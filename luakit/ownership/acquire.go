@@ -1,0 +1,120 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
+)
+
+// Reply is what a primitive's acquire script answered, as its [Acquirer] decodes it. Exactly one of
+// Granted, Busy and Err is set.
+type Reply struct {
+	// Granted: the script granted this attempt's owner its hold.
+	Granted bool
+	// Busy: others hold the resource; HolderTTL is how long until their hold ends if nobody renews it
+	// (negative: no expiry, or unknown).
+	Busy      bool
+	HolderTTL time.Duration
+	// Err is a refusal the script answered before writing anything (a corrupt fence counter, a
+	// capacity mismatch, a hash with key-level expiry): returned as it is, never retried, no cleanup.
+	Err error
+}
+
+// Acquirer is one acquisition of a primitive's hold, driven by [Config.Try]. It is usually a field of
+// the handle the acquisition will return (its backend), so that an attempt allocates nothing more than
+// the handle. Its methods are called from one goroutine, one attempt at a time.
+type Acquirer interface {
+	// SendAcquire sends the acquire script once with the attempt's owner token, through [Send] or
+	// [SendTracked], and returns the time taken just before the send, the reply, and whether the
+	// attempt armed tracking of the resource's key (see [Attempt].Tracked).
+	SendAcquire(ctx context.Context) (start time.Time, resp rueidis.RedisResult, tracked bool)
+	// DecodeAcquire reads an answered reply. An error means the reply is malformed: the script may
+	// have written a hold that cannot be read back, so the attempt's cleanup is sent.
+	DecodeAcquire(msg rueidis.RedisMessage) (Reply, error)
+	// GrantAcquire starts the handle of a hold granted to the attempt sent at start ([Handle.Grant]);
+	// it returns [luakit.ErrLateReply], after the owner-checked cleanup, for a reply that came after
+	// the local estimate elapsed.
+	GrantAcquire(ctx context.Context, start time.Time) error
+	// ReleaseAcquire removes the attempt's hold if the server holds it (the owner-checked cleanup; a
+	// [Backend]'s Release for the attempt's owner token).
+	ReleaseAcquire(ctx context.Context) (removed bool, err error)
+}
+
+// Try sends one acquisition attempt through a and says what it means, by one rule for every
+// primitive (the contract's acquisition rows):
+//
+//   - ctx already ended: nothing is sent; Err wraps ctx.Err() (not uncertain).
+//   - no reply read (luakit.IsUncertain): the owner-checked cleanup is sent behind the attempt
+//     ([Cleanup]); Err wraps [luakit.ErrUncertain]; Retry when the cleanup was answered (this owner
+//     then holds nothing) and ctx is live.
+//   - an error of unknown kind (luakit.MayHaveApplied): the cleanup is sent; Err, no retry.
+//   - an error reply (the script stopped before writing) or a refused dial ([luakit.NotSent]): no
+//     cleanup; Retry for a transient one.
+//   - a malformed reply (DecodeAcquire's error): the script may have written a hold that cannot be
+//     read back, so the cleanup is sent and Err wraps [luakit.ErrUncertain] and the decoder's error;
+//     no retry (a reply the primitive cannot read will not change).
+//   - a refusal the script answered (Reply.Err): that error, no cleanup, no retry.
+//   - busy: Busy with the holders' TTL and Err [luakit.ErrNotAcquired].
+//   - granted: GrantAcquire; a late reply is Retry with Err wrapping [luakit.ErrLateReply].
+//
+// Errors are prefixed "<Name>: <op>: ". A [Waiter] acts on Busy and Retry; a try-acquisition returns
+// Err (nil when acquired).
+func (c *Config) Try(ctx context.Context, op string, a Acquirer) Attempt {
+	if err := ctx.Err(); err != nil {
+		return Attempt{Err: c.acquireErr(op, err)}
+	}
+	start, resp, tracked := a.SendAcquire(ctx)
+	msg, err := resp.ToMessage()
+	if err != nil {
+		switch {
+		case luakit.IsUncertain(err):
+			settled := Cleanup(ctx, c, a.ReleaseAcquire)
+			return Attempt{Retry: settled && ctx.Err() == nil, Err: fmt.Errorf("%s: %s: %w: %w", c.name(), op, luakit.ErrUncertain, err)}
+		case luakit.MayHaveApplied(err):
+			Cleanup(ctx, c, a.ReleaseAcquire)
+			return Attempt{Err: c.acquireErr(op, err)}
+		}
+		return Attempt{Retry: luakit.IsTransient(err), Err: c.acquireErr(op, luakit.MarkForeign(err))}
+	}
+	r, err := a.DecodeAcquire(msg)
+	switch {
+	case err != nil:
+		// The script ran and may have written a hold that cannot be read back: uncertain.
+		Cleanup(ctx, c, a.ReleaseAcquire)
+		return Attempt{Err: fmt.Errorf("%s: %s: %w: malformed reply: %w", c.name(), op, luakit.ErrUncertain, err)}
+	case r.Err != nil:
+		return Attempt{Err: r.Err}
+	case r.Busy:
+		return Attempt{Busy: true, HolderTTL: r.HolderTTL, Tracked: tracked, Err: luakit.ErrNotAcquired}
+	case !r.Granted:
+		Cleanup(ctx, c, a.ReleaseAcquire)
+		return Attempt{Err: fmt.Errorf("%s: %s: %w: malformed reply: neither a grant nor busy", c.name(), op, luakit.ErrUncertain)}
+	}
+	if err := a.GrantAcquire(ctx, start); err != nil {
+		return Attempt{Retry: errors.Is(err, luakit.ErrLateReply), Err: c.acquireErr(op, err)}
+	}
+	return Attempt{}
+}
+
+// CleanupOwed is [Config.Try]'s rule for whether a failed attempt needs its owner-checked cleanup, for
+// a primitive that sends its attempts itself (redlock's per-node fan-out applies it to each node):
+// replyErr is the reply's error (rueidis' ToMessage), nil when the server answered; malformed reports
+// that an answered reply could not be read (not a refusal the script answered). The cleanup is owed
+// after no reply or an error of unknown kind ([luakit.MayHaveApplied]) and after a malformed reply;
+// never after an error reply, a refused dial ([luakit.NotSent]) or an answered refusal.
+func CleanupOwed(replyErr error, malformed bool) bool {
+	if replyErr != nil {
+		return luakit.MayHaveApplied(replyErr)
+	}
+	return malformed
+}
+
+// acquireErr prefixes an acquisition's error with the primitive's name and op.
+func (c *Config) acquireErr(op string, err error) error {
+	return fmt.Errorf("%s: %s: %w", c.name(), op, err)
+}
