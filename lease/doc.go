@@ -42,11 +42,12 @@
 //   - Late ([ErrLateReply]) and uncertain ([ErrUncertain]) acquisitions are never reported as acquired;
 //     the owner-checked release that follows is sent on the same connection behind the acquisition
 //     (standalone clients), bounded by [WithCleanupTimeout], even when the caller's context ended.
-//   - A Release queued behind an in-flight Extend or Verify waits for it within its own ctx, a
-//     deliberately not retried after the operation past that bound: ctx is the caller's bound on the call, and a release sent after the call returned
-//     would race the caller's next decision. When ctx ends first, Release returns an error wrapping
-//     ctx.Err(), sends nothing and leaves the lease vouching: call Release again (or Close, which uses
-//     a background context) to remove it.
+//   - Extend and Release run one at a time: a Release waits for an in-flight Extend within its own
+//     ctx (it does not wait for a Verify). When ctx ends first, Release returns an error wrapping
+//     ctx.Err(), sends nothing and leaves the lease vouching: call Release again (or Close, bounded by
+//     the cleanup timeout) to remove it. It is deliberately not retried past ctx: ctx is the caller's
+//     bound on the call, and a release sent after the call returned would race the caller's next
+//     decision.
 //
 // # Non-guarantees
 //

@@ -22,7 +22,8 @@ type Attempt struct {
 	// Retry: a transient failure (a server "not now" reply, a late grant, an uncertain attempt whose
 	// cleanup was answered); try again after the retry delay.
 	Retry bool
-	// Err ends the wait when neither Busy nor Retry is set: nil means acquired.
+	// Err ends the wait when neither Busy nor Retry is set: nil means acquired. [Config.Try] sets it in
+	// every case ([luakit.ErrNotAcquired] when Busy), so a try-acquisition returns it as it is.
 	Err error
 	// Tracked, when Busy, says the attempt itself made the server track the key for this client: its
 	// script read the key right after CLIENT CACHING YES ([SendTracked]). A Waiter without
