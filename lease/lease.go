@@ -73,18 +73,11 @@ func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResu
 // DecodeAcquire reads acquire.lua's reply: {1, 0} granted; {0, hpttl} held by another owner (-1: the
 // field has no expiry); {-1, pttl} the hash has a key-level expiry (nothing written).
 func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, error) {
-	arr, err := msg.ToArray()
+	status, v, err := ownership.Pair(msg)
 	if err != nil {
 		return ownership.Reply{}, err
 	}
-	if len(arr) != 2 {
-		return ownership.Reply{}, fmt.Errorf("unexpected reply of %d elements", len(arr))
-	}
-	status, err := arr[0].AsInt64()
-	if err != nil {
-		return ownership.Reply{}, fmt.Errorf("status: %w", err)
-	}
-	n, err := arr[1].AsInt64()
+	n, err := v.AsInt64()
 	if err != nil {
 		return ownership.Reply{}, fmt.Errorf("pttl: %w", err)
 	}

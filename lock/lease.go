@@ -88,23 +88,19 @@ func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, erro
 		b.token = token
 		return ownership.Reply{Granted: true}, nil
 	}
-	arr, _ := msg.ToArray()
-	if len(arr) != 2 {
-		return ownership.Reply{}, fmt.Errorf("unexpected reply of %d elements", len(arr))
-	}
-	status, err := arr[0].AsInt64()
+	status, v, err := ownership.Pair(msg)
 	if err != nil {
-		return ownership.Reply{}, fmt.Errorf("status: %w", err)
+		return ownership.Reply{}, err
 	}
 	switch status {
 	case 0:
-		pttl, err := arr[1].AsInt64()
+		pttl, err := v.AsInt64()
 		if err != nil {
 			return ownership.Reply{}, fmt.Errorf("pttl: %w", err)
 		}
 		return ownership.Reply{Busy: true, HolderTTL: max(time.Duration(pttl)*time.Millisecond, -1)}, nil
 	case -1:
-		reason, err := arr[1].ToString()
+		reason, err := v.ToString()
 		if err != nil {
 			return ownership.Reply{}, fmt.Errorf("reason: %w", err)
 		}

@@ -59,28 +59,21 @@ func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResu
 // DecodeAcquire reads acquire.lua's reply: {1, 0} granted; {0, wait_ms} held in a conflicting mode,
 // wait_ms until the conflicting entries expire.
 func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, error) {
-	arr, err := msg.ToArray()
+	status, v, err := ownership.Pair(msg)
 	if err != nil {
 		return ownership.Reply{}, err
 	}
-	if len(arr) != 2 {
-		return ownership.Reply{}, fmt.Errorf("unexpected reply of %d elements", len(arr))
-	}
-	status, err := arr[0].AsInt64()
-	if err != nil {
-		return ownership.Reply{}, fmt.Errorf("status: %w", err)
-	}
-	switch status {
-	case 1:
+	if status == 1 {
 		return ownership.Reply{Granted: true}, nil
-	case 0:
-		wait, err := arr[1].AsInt64()
-		if err != nil {
-			return ownership.Reply{}, fmt.Errorf("wait: %w", err)
-		}
-		return ownership.Reply{Busy: true, HolderTTL: time.Duration(wait) * time.Millisecond}, nil
 	}
-	return ownership.Reply{}, fmt.Errorf("unexpected status %d", status)
+	if status != 0 {
+		return ownership.Reply{}, fmt.Errorf("unexpected status %d", status)
+	}
+	wait, err := v.AsInt64()
+	if err != nil {
+		return ownership.Reply{}, fmt.Errorf("wait: %w", err)
+	}
+	return ownership.Reply{Busy: true, HolderTTL: time.Duration(wait) * time.Millisecond}, nil
 }
 
 // GrantAcquire starts the Lease's Handle for the grant of the attempt sent at start.

@@ -101,6 +101,22 @@ func (c *Config) Try(ctx context.Context, op string, a Acquirer) Attempt {
 	return Attempt{}
 }
 
+// Pair reads the {status, value} reply that acquire scripts answer with (status an integer; value as
+// the script defines it), for an Acquirer's DecodeAcquire. An error means the reply is malformed.
+func Pair(msg rueidis.RedisMessage) (status int64, value rueidis.RedisMessage, err error) {
+	arr, err := msg.ToArray()
+	if err != nil {
+		return 0, value, err
+	}
+	if len(arr) != 2 {
+		return 0, value, fmt.Errorf("unexpected reply of %d elements", len(arr))
+	}
+	if status, err = arr[0].AsInt64(); err != nil {
+		return 0, value, fmt.Errorf("status: %w", err)
+	}
+	return status, arr[1], nil
+}
+
 // CleanupOwed is [Config.Try]'s rule for whether a failed attempt needs its owner-checked cleanup, for
 // a primitive that sends its attempts itself (redlock's per-node fan-out applies it to each node):
 // replyErr is the reply's error (rueidis' ToMessage), nil when the server answered; malformed reports
