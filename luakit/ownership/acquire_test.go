@@ -33,7 +33,9 @@ func (a *fakeAcquirer) SendAcquire(context.Context) (time.Time, rueidis.RedisRes
 	return time.Now(), rueidis.RedisResult{}, true
 }
 
-func (a *fakeAcquirer) DecodeAcquire(rueidis.RedisMessage) (Reply, error) { return a.reply, a.decodeErr }
+func (a *fakeAcquirer) DecodeAcquire(rueidis.RedisMessage) (Reply, error) {
+	return a.reply, a.decodeErr
+}
 
 func (a *fakeAcquirer) GrantAcquire(context.Context, time.Time) error {
 	a.granted = a.grantErr == nil
