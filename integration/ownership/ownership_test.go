@@ -34,6 +34,7 @@ var scenarios = []scenario{
 	{name: "15_refused_connection_is_not_uncertain", run: testRefusedConnection},
 	{name: "16_expiry_hand_off_never_before_deadline", run: testHandOffAfterDeadline},
 	{name: "17_close", run: testClose},
+	{name: "18_keepalive_follows_deadline", run: testKeepAliveSchedule},
 }
 
 // TestOwnership runs every scenario for every kind on every target: TestOwnership/<target>/<scenario>/

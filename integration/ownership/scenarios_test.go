@@ -701,3 +701,40 @@ func testClose(t *testing.T, e *env, k *kind) {
 	ps.reset(t)
 	e.eventuallyGone(t, k, res, 10*time.Second, "after the delayed Close")
 }
+
+// 18. KeepAlive renews by the hold's current deadline: started with a third of a period left it renews
+// at once, and after a confirmed ExtendTTL to a TTL shorter than its period it renews by the new TTL.
+// In both phases the handle keeps vouching and a rival never gets in, for several TTLs.
+func testKeepAliveSchedule(t *testing.T, e *env, k *kind) {
+	res := "keepalive-schedule-" + k.name
+	f := k.newFactory(t, e.clients(t, k, plain), res, factoryOptions{})
+	h := mustTry(t, f.try, 1500*time.Millisecond) // renew period 500ms
+	time.Sleep(time.Until(h.Deadline().Add(-170 * time.Millisecond)))
+	kctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.NoError(t, h.KeepAlive(kctx), "a third of a period left")
+	holdAgainstRival(t, f, h, 1500*time.Millisecond, "KeepAlive started late")
+
+	ok, err := h.ExtendTTL(ctx(t), 450*time.Millisecond) // shorter than the period it renewed at
+	require.NoError(t, err)
+	require.True(t, ok)
+	holdAgainstRival(t, f, h, 1350*time.Millisecond, "after ExtendTTL to a shorter TTL")
+	require.Equal(t, 450*time.Millisecond, h.TTL())
+	release(t, h, ownership.Released)
+}
+
+// holdAgainstRival checks for d that h keeps vouching and that a rival's try-acquisition is refused
+// (every 100ms).
+func holdAgainstRival(t *testing.T, f *factory, h handle, d time.Duration, what string) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		require.NoError(t, h.Err(), "%s: the kept-alive handle must vouch", what)
+		rival, err := f.tryRival(ctx(t), 10*time.Second)
+		if err == nil {
+			_, _ = rival.Release(ctx(t))
+			t.Fatalf("%s: a rival acquired the kept-alive hold", what)
+		}
+		require.ErrorIs(t, err, luakit.ErrNotAcquired, what)
+	}
+	require.NoError(t, h.Err(), "%s: the kept-alive handle must vouch", what)
+}

@@ -55,9 +55,13 @@
 //	                                                once the server answered or an earlier release settled
 //	                                                it (no I/O); a failure is returned and logged (the
 //	                                                semaphore retries it in the background instead)
-//	KeepAlive                                       renews every RenewFraction × TTL; failed or uncertain
-//	                                                renewals retried while the estimate lasts; ends on loss or
-//	                                                expiry; Release stops it and waits for its goroutine
+//	KeepAlive                                       each renewal due RenewFraction × TTL after the last
+//	                                                confirmed one, and at the latest half a period before the
+//	                                                estimate ends; re-armed by every confirmed ExtendTTL (from
+//	                                                any goroutine); started with less left, it renews at once;
+//	                                                failed or uncertain renewals retried while the estimate
+//	                                                lasts; ends on loss or expiry; Release stops it and waits
+//	                                                for its goroutine
 //	KeepAlive renewal refused (terminal error:      the handle ends at once with that error as its cause
 //	NOPERM, WRONGTYPE)                              (errors.Is(err, luakit.ErrNoPermission) for an ACL
 //	                                                refusal); no retry can succeed

@@ -210,6 +210,7 @@ type Handle struct {
 	releaseSent   bool // a release may have reached the server
 	keepAliveStop context.CancelFunc
 	keepAliveDone chan struct{}
+	rearm         chan struct{} // a running keep-alive's: signalled (without blocking) by a confirmed renewal
 }
 
 // Grant starts h for a hold the server granted to an acquisition sent at start with ttl (0: no
@@ -572,6 +573,12 @@ func (h *Handle) extendTTL(ctx context.Context, ttl time.Duration) (bool, error)
 		}
 	} else {
 		h.setDeadlineLocked(h.cfg.estimate(start, ttl))
+	}
+	if h.rearm != nil {
+		select {
+		case h.rearm <- struct{}{}:
+		default: // already signalled: the keep-alive reads the new deadline when it wakes
+		}
 	}
 	h.mu.Unlock()
 	return true, nil

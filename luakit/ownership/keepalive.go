@@ -9,11 +9,16 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// KeepAlive starts renewing the hold in the background every RenewFraction × TTL (default TTL/3) until
-// ctx ends, [Handle.Release] is called, or the handle ends. It returns at once:
-// [luakit.ErrKeepAliveRunning] if a keep-alive already runs, the handle's cause ([Handle.Err]) if it
-// already ended, else nil. On a hold without expiry there is nothing to renew: it returns nil and
-// starts nothing.
+// KeepAlive starts renewing the hold in the background until ctx ends, [Handle.Release] is called, or
+// the handle ends. It returns at once: [luakit.ErrKeepAliveRunning] if a keep-alive already runs, the
+// handle's cause ([Handle.Err]) if it already ended, else nil. On a hold without expiry there is
+// nothing to renew: it returns nil and starts nothing.
+//
+// Renewals follow the hold's current deadline and TTL: each is due RenewFraction × TTL (default TTL/3)
+// after the send of the last confirmed renewal (or of the acquisition), and never later than the local
+// estimate minus half that period, the margin for its round trip. A confirmed [Handle.ExtendTTL] from
+// any goroutine re-arms the schedule (a shorter TTL renews sooner), and a KeepAlive started with less
+// than that left renews at once.
 //
 // A renewal the server answers with "not held" ends the handle with [luakit.ErrLost]; one it rejects with
 // a terminal error ([luakit.Classify]: NOPERM, WRONGTYPE...) ends it with that error at once (so
@@ -45,11 +50,12 @@ func (h *Handle) KeepAlive(ctx context.Context) error {
 	}
 	kctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	h.keepAliveStop, h.keepAliveDone = stop, done
+	rearm := make(chan struct{}, 1)
+	h.keepAliveStop, h.keepAliveDone, h.rearm = stop, done, rearm
 	ended := h.contextLocked().Done()
 	go func() {
 		defer stop() // release the derived context when renewing ends on its own (loss, expiry)
-		h.keepAlive(kctx, ended, done)
+		h.keepAlive(kctx, ended, rearm, done)
 	}()
 	return nil
 }
@@ -65,13 +71,23 @@ func (h *Handle) stopKeepAlive() {
 	}
 }
 
-func (h *Handle) keepAlive(ctx context.Context, ended <-chan struct{}, done chan struct{}) {
-	defer close(done)
-	period := func() time.Duration {
-		return max(time.Duration(float64(h.TTL())*h.cfg.renewFraction()), time.Millisecond)
+// nextRenewal returns how long until the next renewal is due: the deadline minus the larger of
+// TTL − period (one period after the last confirmed renewal's send) and period/2 (the round trip's
+// margin), 0 when that has passed or the hold has no expiry (the loop then stops).
+func (h *Handle) nextRenewal() time.Duration {
+	h.mu.Lock()
+	ttl, dl := h.ttl, h.deadline
+	h.mu.Unlock()
+	if dl.IsZero() || ttl == 0 {
+		return 0
 	}
-	interval := period()
-	t := time.NewTimer(interval)
+	period := max(time.Duration(float64(ttl)*h.cfg.renewFraction()), time.Millisecond)
+	return max(time.Until(dl.Add(-max(ttl-period, period/2))), 0)
+}
+
+func (h *Handle) keepAlive(ctx context.Context, ended, rearm <-chan struct{}, done chan struct{}) {
+	defer close(done)
+	t := time.NewTimer(h.nextRenewal())
 	defer t.Stop()
 	for {
 		select {
@@ -79,6 +95,10 @@ func (h *Handle) keepAlive(ctx context.Context, ended <-chan struct{}, done chan
 			return
 		case <-ended:
 			return
+		case <-rearm:
+			// A confirmed renewal (ours or a concurrent ExtendTTL) moved the deadline or the TTL.
+			t.Reset(h.nextRenewal())
+			continue
 		case <-t.C:
 		}
 		dl := h.Deadline()
@@ -90,8 +110,7 @@ func (h *Handle) keepAlive(ctx context.Context, ended <-chan struct{}, done chan
 		cancel()
 		switch {
 		case err == nil && ok:
-			interval = period()
-			t.Reset(interval)
+			t.Reset(h.nextRenewal())
 		case err == nil:
 			return // lost or expired: the handle has ended
 		default:
@@ -112,7 +131,8 @@ func (h *Handle) keepAlive(ctx context.Context, ended <-chan struct{}, done chan
 					slog.Bool("uncertain", errors.Is(err, luakit.ErrUncertain)), slog.String("error", err.Error()),
 					slog.Duration("remaining", h.Remaining()))
 			}
-			t.Reset(max(min(interval/4, h.cfg.retryDelay()), time.Millisecond))
+			period := max(time.Duration(float64(h.TTL())*h.cfg.renewFraction()), time.Millisecond)
+			t.Reset(max(min(period/4, h.cfg.retryDelay()), time.Millisecond))
 		}
 	}
 }
