@@ -51,7 +51,7 @@ func TestKeepAliveStartedLate(t *testing.T) {
 	if err := h.Grant(context.Background(), b, &Config{Name: "t", Logger: quiet}, time.Now(), 900*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	defer h.Release(context.Background())                            //nolint:errcheck // the fake answers
+	defer h.Release(context.Background())                             //nolint:errcheck // the fake answers
 	time.Sleep(time.Until(h.Deadline().Add(-100 * time.Millisecond))) // a third of a period left
 	if err := h.KeepAlive(context.Background()); err != nil {
 		t.Fatal(err)
