@@ -80,7 +80,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, a Attempt) (context.C
 func (s *Store) keepAlive(ctx context.Context, end context.CancelCauseFunc, k, secret, gen string, ms int64, deadline time.Time) {
 	lease := time.Duration(ms) * time.Millisecond
 	period := max(lease/3, time.Millisecond)
-	retry := max(min(period/4, s.cfg.retryDelay), time.Millisecond)
+	retry := max(min(period/4, s.cfg.own.RetryDelay), time.Millisecond)
 	next := time.NewTimer(period)
 	defer next.Stop()
 	expiry := time.NewTimer(time.Until(deadline))
