@@ -70,6 +70,11 @@
 //     estimate (send time + lease − ownership.ServerClockStep), and [Store.Begin] waits with its
 //     Waiter: it sleeps on invalidations of the claim key and wakes when the awaited claim's lease
 //     would end, never polling on a fixed period (the contract's waiting rows).
+//   - [Store.KeepAlive] ends the work's context once the claim can no longer be vouched for: with
+//     [ErrLost] when a renewal finds no claim of this owner, with the server's error when a renewal is
+//     refused for good (a terminal error such as NOPERM: errors.Is(context.Cause(work),
+//     ErrNoPermission); never retried), and with [ErrExpired] when no renewal was confirmed before the
+//     estimate elapsed (failed and uncertain renewals are retried until then).
 //
 // # Non-guarantees
 //

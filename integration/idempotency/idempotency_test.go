@@ -54,6 +54,7 @@ var scenarios = []scenario{
 	{name: "25_least_privilege_acl", run: testLeastPrivilege},
 	{name: "26_claim_needs_its_lifecycle", run: testClaimNeedsItsLifecycle},
 	{name: "27_begin_sleeps_while_held", run: testBeginSleepsWhileHeld},
+	{name: "28_keep_alive_ends_on_refused_renewal", run: testKeepAliveRefused},
 }
 
 // TestIdempotency runs every scenario on every target (at most maxParallelTargets targets at once).
