@@ -44,8 +44,8 @@
 // luakit's shared values, so one errors.Is check serves every Coordkit module. A key holding another
 // Redis type, or a hash this package did not write, is reported as an error wrapping ErrForeignData
 // and is left unchanged. Every bad argument or option (an empty key, a lease or retention under 1ms,
-// [ErrInvalidToken], a KeepAlive of an attempt that is not Started, a non-positive recheck interval or
-// retry delay) fails before any I/O with an error matching luakit.ErrInvalidConfig. Every error starts
+// [ErrInvalidToken], a KeepAlive of an attempt that is not Started, a non-positive retry delay, a nil
+// logger) fails before any I/O with an error matching luakit.ErrInvalidConfig. Every error starts
 // with "idempotency: " and never contains a key, a token or a result.
 //
 // # Guarantees
@@ -66,6 +66,15 @@
 //     store imposes no size limit (bound what you store; idemhttp does).
 //   - Outcomes that cannot be known (cancellation, timeout or disconnect after sending) are reported
 //     as [ErrUncertain], never as success, and scripts are not retried automatically.
+//   - A claim is an owner-token hold of luakit/ownership's kind: its Deadline is that package's local
+//     estimate (send time + lease − ownership.ServerClockStep), and [Store.Begin] waits with its
+//     Waiter: it sleeps on invalidations of the claim key and wakes when the awaited claim's lease
+//     would end, never polling on a fixed period (the contract's waiting rows).
+//   - [Store.KeepAlive] ends the work's context once the claim can no longer be vouched for: with
+//     [ErrLost] when a renewal finds no claim of this owner, with the server's error when a renewal is
+//     refused for good (a terminal error such as NOPERM: errors.Is(context.Cause(work),
+//     ErrNoPermission); never retried), and with [ErrExpired] when no renewal was confirmed before the
+//     estimate elapsed (failed and uncertain renewals are retried until then).
 //
 // # Non-guarantees
 //
@@ -86,9 +95,10 @@
 // # Servers
 //
 // Redis 7.0 and later, Valkey 8 and later, standalone or Cluster (one key per operation, so any key
-// works), RESP2 or RESP3. Waiting in Begin wakes on invalidations only with RESP3 client-side caching
-// and [WithTracker] (each renewal of the awaited claim also wakes it, to re-check); otherwise it
-// re-checks periodically.
+// works), RESP2 or RESP3. Waiting in Begin wakes on invalidations with RESP3 client-side caching and a
+// tracker: the client's from [luakit.NewTrackedClient], or [WithTracker]'s (each renewal of the
+// awaited claim also wakes it, to re-check). Otherwise it logs one warning per Store and wakes only
+// when the awaited claim's lease would end.
 //
 // # Concurrency
 //

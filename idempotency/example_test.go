@@ -104,16 +104,15 @@ func ExampleStore_Inspect() {
 	}
 }
 
-// Begin waits for an in-progress original instead of returning InProgress; with a tracker it wakes
-// on the invalidation that the original's completion causes.
+// Begin waits for an in-progress original instead of returning InProgress; on a client from
+// luakit.NewTrackedClient it wakes on the invalidation that the original's completion causes.
 func ExampleStore_Begin() {
-	tracker := luakit.NewTracker()
-	client, err := luakit.NewTrackedClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}}, tracker)
+	client, err := luakit.NewTrackedClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}}, luakit.NewTracker())
 	if err != nil {
 		return
 	}
 	defer client.Close()
-	st, _ := idempotency.New(client, idempotency.WithTracker(tracker))
+	st, _ := idempotency.New(client) // Begin finds the client's tracker
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -21,11 +21,17 @@ var (
 // on key) in the background while work runs, and returns a context for that work and a stop function.
 //
 // It renews every a.Lease/3 for a.Lease ([Store.Extend]), tracking a local estimate of the lease
-// (a.Deadline, then send time of the last confirmed renewal + lease − 1ms). The returned context is
-// derived from ctx and is cancelled, with context.Cause reporting why, when:
+// (a.Deadline, then the estimate from the send time of the last confirmed renewal, as [Attempt]'s
+// Deadline is computed). The returned context is derived from ctx and is cancelled, with
+// context.Cause reporting why, when:
 //
 //   - a renewal finds no pending claim of this owner: cause [ErrLost] (expired, abandoned, replaced by
 //     another caller after expiry, or completed);
+//   - the server refuses a renewal for good (a terminal error, see [luakit.Classify]: NOPERM when the
+//     ACL refuses a command of the renewal): the cause is that error, so
+//     errors.Is(context.Cause(work), ErrNoPermission) reports an ACL refusal. No retry could succeed,
+//     so the work is stopped at once instead of when the estimate elapses. Nothing was renewed: the
+//     claim expires after its lease;
 //   - no renewal is confirmed before the estimate elapses (failed or uncertain renewals are retried
 //     every [WithRetryDelay], at most a quarter of the period): cause [ErrExpired]; a duplicate may
 //     then start, so stop the work;
@@ -80,7 +86,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, a Attempt) (context.C
 func (s *Store) keepAlive(ctx context.Context, end context.CancelCauseFunc, k, secret, gen string, ms int64, deadline time.Time) {
 	lease := time.Duration(ms) * time.Millisecond
 	period := max(lease/3, time.Millisecond)
-	retry := max(min(period/4, s.cfg.retryDelay), time.Millisecond)
+	retry := max(min(period/4, s.cfg.own.RetryDelay), time.Millisecond)
 	next := time.NewTimer(period)
 	defer next.Stop()
 	expiry := time.NewTimer(time.Until(deadline))
@@ -99,7 +105,7 @@ func (s *Store) keepAlive(ctx context.Context, end context.CancelCauseFunc, k, s
 		rctx, cancel := context.WithDeadline(ctx, deadline)
 		ectx, stopDL := luakit.WithoutDeadline(rctx)
 		start := time.Now()
-		held, err := s.renew(ectx, k, secret, gen, ms)
+		held, admitted, err := s.renew(ectx, k, secret, gen, ms)
 		stopDL()
 		cancel()
 		switch {
@@ -122,19 +128,26 @@ func (s *Store) keepAlive(ctx context.Context, end context.CancelCauseFunc, k, s
 				end(ErrLost) // someone overwrote the key: the claim is gone
 				return
 			}
+			if admitted && luakit.IsTerminal(err) && !errors.Is(err, ErrUncertain) {
+				// Refused by the server (NOPERM...): no retry can succeed, so end with that error
+				// instead of retrying until the estimate elapses (as ownership's keep-alive does).
+				end(err)
+				return
+			}
 			next.Reset(retry)
 		}
 	}
 }
 
 // renew is one keep-alive renewal, admitted as its own IDEMPOTENCY EXTEND with the keep-alive's
-// context. A rejection is returned as the renewal's error: not a lost claim, so it is retried.
-func (s *Store) renew(ctx context.Context, k, secret, gen string, ms int64) (bool, error) {
+// context. A rejection is returned as the renewal's error with admitted false: it is no answer of the
+// server, whatever its class, so it is retried.
+func (s *Store) renew(ctx context.Context, k, secret, gen string, ms int64) (held, admitted bool, err error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opExtend))
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	held, err := s.extend(ctx, k, secret, gen, ms)
+	held, err = s.extend(ctx, k, secret, gen, ms)
 	sc.End(err)
-	return held, err
+	return held, true, err
 }

@@ -1,9 +1,11 @@
 package idempotency
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
 // Option configures a [Store]. Options are applied in order by [New]; invalid values make New fail
@@ -17,19 +19,15 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	keys       luakit.Keyspace
-	tracker    *luakit.Tracker
-	retryDelay time.Duration
-	recheck    time.Duration
-	hooks      luakit.Hooks // WithHooks
-	name       string       // WithName
+	keys    luakit.Keyspace
+	tracker *luakit.Tracker
+	own     ownership.Config // name, retry delay and logger of Begin's waiting and of KeepAlive
+	hooks   luakit.Hooks     // WithHooks
+	name    string           // WithName
 }
 
 func defaultConfig() config {
-	return config{
-		retryDelay: 50 * time.Millisecond,
-		recheck:    100 * time.Millisecond,
-	}
+	return config{own: ownership.Config{Name: "idempotency", RetryDelay: 50 * time.Millisecond}}
 }
 
 // WithKeyPrefix prepends prefix to every physical key, like a prefixed client view. The prefix is
@@ -42,11 +40,11 @@ func WithKeyPrefix(prefix string) Option {
 	})
 }
 
-// WithTracker makes [Store.Begin] wake on RESP3 client-side-caching invalidations of the claim key
-// (a completion, an abandonment or an expiry), so a waiting duplicate learns the original's result
-// about one round trip after it is stored, without polling. The tracker must be wired into the same
-// client's ClientOption.OnInvalidations (see [luakit.NewTrackedClient]). Default: none; Begin then
-// re-checks every recheck interval (see [WithRecheckInterval]) and at the claim's PTTL deadline.
+// WithTracker sets the tracker [Store.Begin] wakes on; it must be wired into the client's
+// ClientOption.OnInvalidations. Default (or nil): [luakit.TrackerOf] the client, so a client from
+// [luakit.NewTrackedClient] needs no option. Without working tracking (no tracker, RESP2,
+// DisableCache) Begin logs one warning per Store and wakes only when the awaited claim's lease would
+// end (see [ownership.Waiter]).
 func WithTracker(t *luakit.Tracker) Option {
 	return optionFunc(func(c *config) error {
 		c.tracker = t
@@ -54,30 +52,20 @@ func WithTracker(t *luakit.Tracker) Option {
 	})
 }
 
-// WithRecheckInterval sets how often [Store.Begin] re-reads an in-progress claim when no invalidation
-// can wake it: without [WithTracker], or on a RESP2 or cache-disabled client. With a tracker it is not
-// used (the claim's PTTL deadline is the only timer). It must be positive. Default: 100ms.
-func WithRecheckInterval(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
-		if d <= 0 {
-			return luakit.InvalidConfig("idempotency", "recheck interval %v must be positive", d)
-		}
-		c.recheck = d
-		return nil
-	})
-}
-
 // WithRetryDelay sets how long [Store.Begin] waits before retrying after a transient server error
 // (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY: replies that say the script did not
-// run). Uncertain failures are never retried. It must be positive. Default: 50ms.
+// run; or a refused connection), and how long [Store.KeepAlive] waits after a failed renewal (at most
+// a quarter of its period). Uncertain failures of Begin are never retried. It must be positive.
+// Default: 50ms.
 func WithRetryDelay(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
-		if d <= 0 {
-			return luakit.InvalidConfig("idempotency", "retry delay %v must be positive", d)
-		}
-		c.retryDelay = d
-		return nil
-	})
+	return optionFunc(func(c *config) error { return c.own.SetRetryDelay(d) })
+}
+
+// WithLogger sets the logger for the warning that [Store.Begin] waits without invalidations (logged
+// once per Store); keys, tokens and results are never logged. It must not be nil. Default
+// slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }
 
 // WithHooks adds hooks that admit and observe the Store's operations (see [luakit.Hook]; primitive

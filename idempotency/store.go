@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
 // Store claims idempotency keys and stores their results through one rueidis client. Create it with
@@ -20,6 +21,7 @@ import (
 type Store struct {
 	client rueidis.Client
 	cfg    config
+	waiter ownership.Waiter // Begin's waiting loop; warns once per Store without working tracking
 }
 
 // New returns a Store over client. It does no I/O. It fails with an error wrapping [ErrNilClient] for
@@ -37,7 +39,13 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{client: client, cfg: cfg}, nil
+	s := &Store{client: client, cfg: cfg}
+	// A completion leaves the claim key in place. Where an attempt cannot arm tracking with its own
+	// read (a Cluster client: see begin), KeyPersists makes the Waiter arm before each attempt, so a
+	// completion between a busy attempt and the arming read is not slept through.
+	s.waiter = ownership.Waiter{Client: client, Tracker: cfg.tracker, Config: &s.cfg.own,
+		KeyPersists: client.Mode() == rueidis.ClientModeCluster}
+	return s, nil
 }
 
 // Fingerprint is an optional digest of the request an idempotency key stands for. Its zero value,
@@ -125,9 +133,9 @@ type Attempt struct {
 	// Lease is set only for Started: the claim lease granted, truncated to whole milliseconds.
 	Lease time.Duration
 	// Deadline is set only for Started: the local estimate of when the lease ends unless renewed,
-	// measured from just before the script was sent (send time + Lease − 1ms, or − Lease/2 for leases
-	// under 2ms), so on a correct clock it never outlives the server's claim. [Store.KeepAlive] starts
-	// from it.
+	// measured from just before the script was sent by luakit/ownership's rule (send time + Lease −
+	// ownership.ServerClockStep, 1ms, or − Lease/2 for leases under 2ms), so on a correct clock it
+	// never outlives the server's claim. [Store.KeepAlive] starts from it.
 	Deadline time.Time
 }
 
@@ -154,11 +162,12 @@ func millis(what string, d time.Duration) (int64, error) {
 	return ms, nil
 }
 
-// estimate is the local deadline of a lease of ms milliseconds sent at start: start + lease − the
-// server clock's step (1ms, at most half the lease), as luakit/ownership computes it.
+// estimate is the local deadline of a lease of ms milliseconds sent at start, by luakit/ownership's
+// rule for a primitive without a margin of its own: start + lease − the server clock's step
+// ([ownership.ServerClockStep], at most half the lease).
 func estimate(start time.Time, ms int64) time.Time {
 	lease := time.Duration(ms) * time.Millisecond
-	return start.Add(lease - min(time.Millisecond, lease/2))
+	return start.Add(lease - min(ownership.ServerClockStep, lease/2))
 }
 
 // validateKey rejects an empty key with an error matching luakit.ErrEmptyKey and
@@ -203,65 +212,87 @@ func (s *Store) TryBegin(ctx context.Context, key string, lease time.Duration, f
 	if err != nil {
 		return Attempt{}, err
 	}
-	return s.begin(ctx, k, ms, fp)
+	a, _, _, err := s.begin(ctx, k, ms, fp, false)
+	return a, err
 }
 
-func (s *Store) begin(ctx context.Context, k string, ms int64, fp Fingerprint) (Attempt, error) {
+// begin is one attempt to claim the physical key k. With track it is sent through
+// [ownership.SendTracked]: when the claim is in progress, the script's own reads of k then make the
+// server track k for this client (tracked true), so a waiting Begin sleeps without an arming read.
+// holderTTL is, for InProgress, the claim's remaining lease as the script read it (negative for a
+// claim without expiry).
+func (s *Store) begin(ctx context.Context, k string, ms int64, fp Fingerprint, track bool) (_ Attempt, holderTTL time.Duration, tracked bool, _ error) {
 	secret := luakit.OwnerToken()
-	start := time.Now()
-	arr, err := beginScript.Exec(ctx, s.client, []string{k}, []string{secret, strconv.FormatInt(ms, 10), fp.encode()}).ToArray()
+	keys, args := []string{k}, []string{secret, strconv.FormatInt(ms, 10), fp.encode()}
+	var (
+		start time.Time
+		resp  rueidis.RedisResult
+	)
+	if track {
+		start, resp, tracked = ownership.SendTracked(ctx, beginScript, s.client, keys, args)
+	} else {
+		start, resp = time.Now(), beginScript.Exec(ctx, s.client, keys, args)
+	}
+	a, holderTTL, err := decodeBegin(resp, secret, start, ms)
+	return a, holderTTL, tracked && err == nil && a.State == InProgress, err
+}
+
+// decodeBegin reads begin.lua's reply to an attempt with owner token secret sent at start.
+func decodeBegin(resp rueidis.RedisResult, secret string, start time.Time, ms int64) (Attempt, time.Duration, error) {
+	arr, err := resp.ToArray()
 	if err != nil {
-		return Attempt{}, wrap("begin", err)
+		return Attempt{}, 0, wrap("begin", err)
 	}
 	if len(arr) == 0 {
-		return Attempt{}, errors.New("idempotency: begin: empty reply")
+		return Attempt{}, 0, errors.New("idempotency: begin: empty reply")
 	}
 	status, err := arr[0].AsInt64()
 	if err != nil {
-		return Attempt{}, fmt.Errorf("idempotency: begin: status: %w", err)
+		return Attempt{}, 0, fmt.Errorf("idempotency: begin: status: %w", err)
 	}
 	if status == 4 {
-		return Attempt{State: FingerprintMismatch}, nil
+		return Attempt{State: FingerprintMismatch}, 0, nil
 	}
 	if status == -1 {
-		return Attempt{}, fmt.Errorf("idempotency: begin: %w", ErrForeignData)
+		return Attempt{}, 0, fmt.Errorf("idempotency: begin: %w", ErrForeignData)
 	}
 	if len(arr) < 2 {
-		return Attempt{}, fmt.Errorf("idempotency: begin: reply of %d elements for status %d", len(arr), status)
+		return Attempt{}, 0, fmt.Errorf("idempotency: begin: reply of %d elements for status %d", len(arr), status)
 	}
 	gen, err := luakit.Int64(arr[1])
 	if err != nil || gen <= 0 {
 		if status == 2 || status == 3 {
 			// Read from the hash: a generation begin.lua never writes.
-			return Attempt{}, fmt.Errorf("idempotency: begin: %w (generation is not a positive decimal)", ErrForeignData)
+			return Attempt{}, 0, fmt.Errorf("idempotency: begin: %w (generation is not a positive decimal)", ErrForeignData)
 		}
-		return Attempt{}, fmt.Errorf("idempotency: begin: generation: %w", errOr(err, luakit.ErrMalformedInt))
+		return Attempt{}, 0, fmt.Errorf("idempotency: begin: generation: %w", errOr(err, luakit.ErrMalformedInt))
 	}
 	switch status {
 	case 1:
 		return Attempt{State: Started, OwnerToken: secret + "." + strconv.FormatInt(gen, 10), Generation: gen,
-			Lease: time.Duration(ms) * time.Millisecond, Deadline: estimate(start, ms)}, nil
+			Lease: time.Duration(ms) * time.Millisecond, Deadline: estimate(start, ms)}, 0, nil
 	case 2:
 		if len(arr) != 3 {
-			return Attempt{}, errors.New("idempotency: begin: completed reply without result")
+			return Attempt{}, 0, errors.New("idempotency: begin: completed reply without result")
 		}
 		r, err := arr[2].ToString()
 		if err != nil {
-			return Attempt{}, fmt.Errorf("idempotency: begin: result: %w", err)
+			return Attempt{}, 0, fmt.Errorf("idempotency: begin: result: %w", err)
 		}
 		// []byte(r) copies: the caller's slice never aliases a client buffer.
-		return Attempt{State: Completed, Result: append(make([]byte, 0, len(r)), r...), Generation: gen}, nil
+		return Attempt{State: Completed, Result: append(make([]byte, 0, len(r)), r...), Generation: gen}, 0, nil
 	case 3:
 		if len(arr) != 3 {
-			return Attempt{}, errors.New("idempotency: begin: in-progress reply without pttl")
+			return Attempt{}, 0, errors.New("idempotency: begin: in-progress reply without pttl")
 		}
 		pttl, err := arr[2].AsInt64()
 		if err != nil {
-			return Attempt{}, fmt.Errorf("idempotency: begin: pttl: %w", err)
+			return Attempt{}, 0, fmt.Errorf("idempotency: begin: pttl: %w", err)
 		}
-		return Attempt{State: InProgress, Generation: gen, Remaining: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
+		holder := time.Duration(pttl) * time.Millisecond // -1: no expiry
+		return Attempt{State: InProgress, Generation: gen, Remaining: max(holder, 0)}, holder, nil
 	}
-	return Attempt{}, fmt.Errorf("idempotency: begin: unexpected status %d", status)
+	return Attempt{}, 0, fmt.Errorf("idempotency: begin: unexpected status %d", status)
 }
 
 // wrap classifies a script failure: uncertain ones wrap ErrUncertain.

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -35,8 +36,9 @@ func TestNew(t *testing.T) {
 		{"prefix", WithKeyPrefix("app:"), true},
 		{"binary prefix", WithKeyPrefix("\x00\xff{t}"), true},
 		{"tracker", WithTracker(luakit.NewTracker()), true},
-		{"recheck", WithRecheckInterval(time.Millisecond), true},
-		{"recheck zero", WithRecheckInterval(0), false},
+		{"nil tracker", WithTracker(nil), true},
+		{"logger", WithLogger(slog.New(slog.DiscardHandler)), true},
+		{"nil logger", WithLogger(nil), false},
 		{"retry", WithRetryDelay(time.Millisecond), true},
 		{"retry negative", WithRetryDelay(-1), false},
 		{"nil option", nil, true},

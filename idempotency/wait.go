@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
 // Begin is [Store.TryBegin] that waits while another owner's claim with the same fingerprint is in
@@ -13,11 +14,16 @@ import (
 // with its result), when the key becomes free because the original was abandoned or expired (Started:
 // this caller now owns a new claim), on FingerprintMismatch, or when ctx ends.
 //
-// With [WithTracker] on a RESP3 client with client-side caching it waits without polling: it wakes on
-// the invalidation of the claim key (a completion, abandonment or expiry) and at the claim's PTTL
-// deadline. Without a tracker it re-checks every [WithRecheckInterval] and at the PTTL deadline.
-// Transient server errors (the script did not run) are retried after [WithRetryDelay]; other errors,
-// including uncertain ones, end the wait at once.
+// It waits as every Coordkit acquisition does (the contract's waiting rows, in package
+// github.com/coordkit/coordkit/luakit/ownership): it sleeps until the claim key is invalidated (a
+// completion, abandonment, expiry or renewal) or the claim's lease would end, then runs the claim
+// script again; nothing is sent while it sleeps, and it never polls on a fixed period. On a client
+// from [luakit.NewTrackedClient] it wakes on invalidations with no option ([WithTracker] overrides the
+// tracker); on a client without working tracking (no tracker, RESP2, DisableCache) it logs one
+// warning per Store and wakes only when the awaited claim's lease would end (every second for a claim
+// without expiry), so a completion is noticed late. Transient server errors and refused connections
+// (the script did not run) are retried after [WithRetryDelay]; other errors, including uncertain
+// ones, end the wait at once.
 //
 // When ctx ends while waiting it returns an error wrapping ctx.Err() (and [ErrUncertain] if an
 // attempt was in flight; such an unreturned claim expires after lease). Arguments and other errors as
@@ -32,62 +38,29 @@ func (s *Store) Begin(ctx context.Context, key string, lease time.Duration, fp F
 	if err != nil {
 		return Attempt{}, err
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return Attempt{}, fmt.Errorf("idempotency: begin: %w", err)
-		}
-		var watch *luakit.Watch
-		if s.cfg.tracker != nil {
-			// Register before any read so that no invalidation after it is missed.
-			watch = s.cfg.tracker.Watch(k)
-		}
-		a, err := s.begin(ctx, k, ms, fp)
-		var wait time.Duration
+	track := s.waiter.Tracking() // each attempt arms tracking with its own reads where it can
+	final := false               // the error ending the wait is an attempt's
+	err = s.waiter.Wait(ctx, k, func(ctx context.Context) ownership.Attempt {
+		a, holderTTL, tracked, err := s.begin(ctx, k, ms, fp, track)
 		switch {
-		case err == nil && a.State != InProgress:
-			if watch != nil {
-				watch.Stop()
-			}
-			return a, nil
+		case err == nil && a.State == InProgress:
+			return ownership.Attempt{Busy: true, HolderTTL: holderTTL, Tracked: tracked}
 		case err == nil:
-			wait = a.Remaining + time.Millisecond
-			if a.Remaining <= 0 {
-				// A claim reported without time left (one written without expiry by hand or by an
-				// older client): re-check at the recheck interval, never in a tight loop.
-				wait = s.cfg.recheck
-			}
-			if watch != nil {
-				// Arm tracking on this connection; if the claim vanished meanwhile, retry now.
-				exists, apttl, aerr := luakit.Arm(ctx, s.client, k)
-				switch {
-				case aerr != nil && ctx.Err() != nil:
-					watch.Stop()
-					return Attempt{}, fmt.Errorf("idempotency: begin: %w", ctx.Err())
-				case aerr != nil:
-					// Tracking unavailable for now: fall back to re-checking.
-					wait = min(wait, s.cfg.recheck)
-				case !exists:
-					wait = 0
-				case apttl >= 0 && apttl+time.Millisecond < wait:
-					wait = apttl + time.Millisecond
-				}
-			} else {
-				wait = min(wait, s.cfg.recheck)
-			}
+			res = a
+			return ownership.Attempt{}
 		case luakit.IsTransient(err):
-			wait = s.cfg.retryDelay
+			return ownership.Attempt{Retry: true}
 		default:
-			if watch != nil {
-				watch.Stop()
-			}
-			return Attempt{}, err
+			final = true
+			return ownership.Attempt{Err: err}
 		}
-		if wait <= 0 {
-			if watch != nil {
-				watch.Stop()
-			}
-			continue
-		}
-		_ = luakit.Sleep(ctx, watch, wait) // a ctx error is reported at the top of the loop
+	})
+	switch {
+	case err == nil:
+		return res, nil
+	case !final && ctx.Err() != nil:
+		// ctx ended between attempts (the Waiter names the operation "acquire").
+		return Attempt{}, fmt.Errorf("idempotency: begin: %w", ctx.Err())
 	}
+	return Attempt{}, err
 }

@@ -244,7 +244,9 @@ func WithFailOpen(open bool) Option {
 // WithWait makes a duplicate of an in-flight request wait up to d for the original's response
 // ([idempotency.Store.Begin]) instead of getting 409 at once; after d it gets 409. If the original's
 // claim disappears meanwhile (abandoned or expired), the duplicate runs the handler itself. Waiting
-// wakes on invalidations when the Store has a tracker. d must be >= 0. Default: 0 (no wait).
+// wakes on invalidations when the Store's client has a tracker (see [idempotency.Store.Begin]);
+// otherwise only when the original's claim lease would end, up to one claim lease after its response
+// was stored. d must be >= 0. Default: 0 (no wait).
 func WithWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {

@@ -103,3 +103,46 @@ func testClaimNeedsItsLifecycle(t *testing.T, e *env) {
 		})
 	}
 }
+
+// testKeepAliveRefused: a renewal the server refuses for good ends the keep-alive with that error at
+// once. The claim is made as a user with the documented ACL; then PEXPIRE, the renewal's write, is
+// taken from the user (an operator revoking a permission while work runs). The first renewal (after
+// lease/3) is refused with NOPERM, which no retry can fix: the work's context ends with a cause
+// matching ErrNoPermission, long before the lease could end, instead of retrying until ErrExpired.
+// The refused renewal wrote nothing: the claim stays pending with its lease running down.
+func testKeepAliveRefused(t *testing.T, e *env) {
+	const (
+		user  = "acl-renew"
+		lease = 3 * time.Second
+	)
+	rules := append([]string{"~acl:renew:*"}, matrix.ClientACL...)
+	for _, c := range idempotencyCommands {
+		rules = append(rules, "+"+c)
+	}
+	c, err := rueidis.NewClient(e.ACLUser(t, user, rules...))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	s, err := idempotency.New(c, idempotency.WithKeyPrefix("acl:renew:"))
+	require.NoError(t, err)
+	a, err := s.TryBegin(ctx(t), "k", lease, idempotency.FingerprintOf("d"))
+	require.NoError(t, err)
+	requireState(t, a, idempotency.Started)
+	for _, n := range e.Nodes {
+		_, err := n.Do(ctx(t), "ACL", "SETUSER", user, "-pexpire")
+		require.NoError(t, err)
+	}
+
+	work, stop, err := s.KeepAlive(ctx(t), "k", a)
+	require.NoError(t, err)
+	defer stop()
+	select {
+	case <-work.Done():
+	case <-time.After(2 * lease):
+		t.Fatal("keep-alive still running after a refused renewal")
+	}
+	cause := context.Cause(work)
+	require.ErrorIs(t, cause, idempotency.ErrNoPermission, "the refusal is the cause")
+	require.NotErrorIs(t, cause, idempotency.ErrExpired)
+	require.True(t, time.Now().Before(a.Deadline), "ended at the refused renewal, before the lease's estimate (%v)", time.Until(a.Deadline))
+	e.requirePending(t, "acl:renew:k", lease)
+}

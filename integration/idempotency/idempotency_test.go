@@ -53,6 +53,8 @@ var scenarios = []scenario{
 	{name: "24_middleware_with_ratelimit_both_orders", run: testMiddlewareOrders},
 	{name: "25_least_privilege_acl", run: testLeastPrivilege},
 	{name: "26_claim_needs_its_lifecycle", run: testClaimNeedsItsLifecycle},
+	{name: "27_begin_sleeps_while_held", run: testBeginSleepsWhileHeld},
+	{name: "28_keep_alive_ends_on_refused_renewal", run: testKeepAliveRefused},
 }
 
 // TestIdempotency runs every scenario on every target (at most maxParallelTargets targets at once).
@@ -483,77 +485,6 @@ func testKeyPrefix(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	e.requireCompleted(t, "pfx\x00{app}:k", []byte("r"), long)
-}
-
-// testBeginWaits: Begin waits for an in-progress original and returns its result when it completes
-// (woken by invalidation with a tracker; by re-checks on RESP2), or claims the key when the original
-// abandons. The claim TTL is long, so only a wake-up, not the PTTL deadline, can end the wait in time.
-func testBeginWaits(t *testing.T, e *env) {
-	cases := []struct {
-		name   string
-		waiter func(t *testing.T) *idempotency.Store
-	}{
-		{"tracked", func(t *testing.T) *idempotency.Store { return e.trackedStore(t) }},
-		{"resp2 recheck", func(t *testing.T) *idempotency.Store {
-			s, err := idempotency.New(e.newClient(t, nil, resp2), idempotency.WithRecheckInterval(20*time.Millisecond))
-			require.NoError(t, err)
-			return s
-		}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			orig, waiter := e.store(t), c.waiter(t)
-			for _, abandon := range []bool{false, true} {
-				key := "idem:wait:" + c.name + ":" + strconv.FormatBool(abandon)
-				a := begin(t, orig, key, long, fpA)
-				type res struct {
-					a   idempotency.Attempt
-					err error
-				}
-				done := make(chan res, 1)
-				go func() {
-					wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					defer cancel()
-					got, err := waiter.Begin(wctx, key, long, fpA)
-					done <- res{got, err}
-				}()
-				select {
-				case r := <-done:
-					t.Fatalf("Begin returned while the original was in progress: %+v %v", r.a.State, r.err)
-				case <-time.After(200 * time.Millisecond):
-				}
-				start := time.Now()
-				var ok bool
-				var err error
-				if abandon {
-					ok, err = orig.Abandon(ctx(t), key, a.OwnerToken)
-				} else {
-					ok, err = orig.Complete(ctx(t), key, a.OwnerToken, []byte("original"), long)
-				}
-				require.NoError(t, err)
-				require.True(t, ok)
-				r := <-done
-				require.NoError(t, r.err)
-				require.Less(t, time.Since(start), 10*time.Second, "woken long before the claim's TTL")
-				if abandon {
-					requireState(t, r.a, idempotency.Started)
-					e.requirePending(t, key, long)
-				} else {
-					requireState(t, r.a, idempotency.Completed)
-					require.Equal(t, []byte("original"), r.a.Result)
-				}
-			}
-		})
-	}
-	// A wait bounded by ctx ends with ctx's error and leaves the claim alone.
-	s := e.trackedStore(t)
-	key := "idem:wait:ctx"
-	begin(t, s, key, long, fpA)
-	wctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
-	defer cancel()
-	_, err := s.Begin(wctx, key, long, fpA)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	e.requirePending(t, key, long)
 }
 
 // testUncertain: a cancelled context before the reply is reported as ErrUncertain (or the context's
