@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
 // The causes with which [Store.KeepAlive]'s context ends when the claim can no longer be vouched for
@@ -20,7 +21,9 @@ var (
 // KeepAlive renews the pending claim of a Started attempt a (from [Store.TryBegin] or [Store.Begin]
 // on key) in the background while work runs, and returns a context for that work and a stop function.
 //
-// It renews every a.Lease/3 for a.Lease ([Store.Extend]), tracking a local estimate of the lease
+// It renews for a.Lease ([Store.Extend]) a.Lease/3 after the last confirmed renewal (or the
+// claim), at once when less than that is left (the schedule of every owner-token hold,
+// ownership.RenewalDue), tracking a local estimate of the lease
 // (a.Deadline, then the estimate from the send time of the last confirmed renewal, as [Attempt]'s
 // Deadline is computed). The returned context is derived from ctx and is cancelled, with
 // context.Cause reporting why, when:
@@ -85,9 +88,10 @@ func (s *Store) KeepAlive(ctx context.Context, key string, a Attempt) (context.C
 // for, which it reports through end.
 func (s *Store) keepAlive(ctx context.Context, end context.CancelCauseFunc, k, secret, gen string, ms int64, deadline time.Time) {
 	lease := time.Duration(ms) * time.Millisecond
-	period := max(lease/3, time.Millisecond)
-	retry := max(min(period/4, s.cfg.own.RetryDelay), time.Millisecond)
-	next := time.NewTimer(period)
+	retry := max(min(max(lease/3, time.Millisecond)/4, s.cfg.own.RetryDelay), time.Millisecond)
+	// Renewals follow the estimate, as every owner-token hold's (ownership.RenewalDue): a keep-alive
+	// started late renews at once.
+	next := time.NewTimer(ownership.RenewalDue(deadline, lease, 1.0/3))
 	defer next.Stop()
 	expiry := time.NewTimer(time.Until(deadline))
 	defer expiry.Stop()
@@ -119,7 +123,7 @@ func (s *Store) keepAlive(ctx context.Context, end context.CancelCauseFunc, k, s
 		case err == nil:
 			deadline = estimate(start, ms)
 			expiry.Reset(time.Until(deadline))
-			next.Reset(period)
+			next.Reset(ownership.RenewalDue(deadline, lease, 1.0/3))
 		default:
 			if ctx.Err() != nil {
 				return

@@ -127,22 +127,25 @@ func testKeepAlive(t *testing.T, e *env) {
 		kctx, stop, err := owner.KeepAlive(context.WithoutCancel(ctx(t)), key, a)
 		require.NoError(t, err)
 		defer stop()
-		until := time.Now().Add(4 * lease)
-		attempts := 0
-		for time.Now().Before(until) {
-			d := begin(t, other, key, lease, fpA)
-			require.Equal(t, idempotency.InProgress, d.State, "a duplicate started while the owner kept its claim alive")
-			require.Equal(t, a.Generation, d.Generation)
-			attempts++
-			time.Sleep(20 * time.Millisecond)
-		}
-		require.NoError(t, kctx.Err(), "the keep-alive context ended: %v", context.Cause(kctx))
+		attempts := refuseDuplicates(t, other, key, a, kctx, 4*lease)
 		stop()
 		require.ErrorIs(t, context.Cause(kctx), context.Canceled, "stop cancels the context")
 		ok, err := owner.Complete(ctx(t), key, a.OwnerToken, []byte("once"), long)
 		require.NoError(t, err)
 		require.True(t, ok, "the claim survived %d duplicates over 4 leases", attempts)
 		e.requireCompleted(t, key, []byte("once"), long)
+	})
+
+	// A KeepAlive started with a third of a renew period left renews at once (it armed a whole period
+	// and let the claim lapse).
+	t.Run("started late, held", func(t *testing.T) {
+		key := "idem:keepalive:late"
+		a := begin(t, owner, key, lease, fpA)
+		time.Sleep(time.Until(a.Deadline.Add(-lease / 9)))
+		kctx, stop, err := owner.KeepAlive(ctx(t), key, a)
+		require.NoError(t, err)
+		defer stop()
+		refuseDuplicates(t, other, key, a, kctx, 3*lease)
 	})
 
 	t.Run("stop ends renewing", func(t *testing.T) {
@@ -327,4 +330,20 @@ func testOneRoundTrip(t *testing.T, e *env) {
 			}
 		}
 	}
+}
+
+// refuseDuplicates begins key on other every 20ms for d while a's owner keeps its claim alive (kctx):
+// each must find the claim in progress, of a's generation, and kctx must not end. It returns how many
+// duplicates were refused.
+func refuseDuplicates(t *testing.T, other *idempotency.Store, key string, a idempotency.Attempt, kctx context.Context, d time.Duration) int {
+	t.Helper()
+	attempts := 0
+	for until := time.Now().Add(d); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
+		dup := begin(t, other, key, a.Lease, fpA)
+		require.Equal(t, idempotency.InProgress, dup.State, "a duplicate started while the owner kept its claim alive")
+		require.Equal(t, a.Generation, dup.Generation)
+		attempts++
+	}
+	require.NoError(t, kctx.Err(), "the keep-alive context ended: %v", context.Cause(kctx))
+	return attempts
 }

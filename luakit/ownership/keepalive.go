@@ -71,9 +71,8 @@ func (h *Handle) stopKeepAlive() {
 	}
 }
 
-// nextRenewal returns how long until the next renewal is due: the deadline minus the larger of
-// TTL − period (one period after the last confirmed renewal's send) and period/2 (the round trip's
-// margin), 0 when that has passed or the hold has no expiry (the loop then stops).
+// nextRenewal returns how long until the handle's next renewal is due ([RenewalDue] for its current
+// deadline and TTL); 0 for a hold without expiry (the loop then stops).
 func (h *Handle) nextRenewal() time.Duration {
 	h.mu.Lock()
 	ttl, dl := h.ttl, h.deadline
@@ -81,8 +80,18 @@ func (h *Handle) nextRenewal() time.Duration {
 	if dl.IsZero() || ttl == 0 {
 		return 0
 	}
-	period := max(time.Duration(float64(ttl)*h.cfg.renewFraction()), time.Millisecond)
-	return max(time.Until(dl.Add(-max(ttl-period, period/2))), 0)
+	return RenewalDue(dl, ttl, h.cfg.renewFraction())
+}
+
+// RenewalDue is the keep-alive schedule of every owner-token hold: how long from now until the next
+// renewal of a hold whose local estimate ends at deadline, with ttl and renew fraction fraction, is
+// due. With period = fraction × ttl (at least 1ms), it is due at deadline − max(ttl − period,
+// period/2): one period after the send of the last confirmed renewal (deadline − ttl, up to the
+// server clock's step), and at the latest half a period before the estimate ends, the margin for the
+// renewal's round trip. It is 0 once that instant passed (a keep-alive started late renews at once).
+func RenewalDue(deadline time.Time, ttl time.Duration, fraction float64) time.Duration {
+	period := max(time.Duration(float64(ttl)*fraction), time.Millisecond)
+	return max(time.Until(deadline.Add(-max(ttl-period, period/2))), 0)
 }
 
 func (h *Handle) keepAlive(ctx context.Context, ended, rearm <-chan struct{}, done chan struct{}) {
