@@ -44,6 +44,7 @@ type scenario struct {
 
 var scenarios = []scenario{
 	{name: "lock_rules", run: testLockHookRules},
+	{name: "lock_owed_cleanup_not_admitted", run: testLockOwedCleanupNotAdmitted},
 	{name: "compose_in_order", run: testHooksComposeInOrder, needsHashFieldTTL: true},
 	{name: "redlock_rules", run: testRedlockHookRules, standaloneOnly: true},
 	{name: "rate_limit_rules", run: testRateLimitHookRules},
