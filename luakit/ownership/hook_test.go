@@ -3,6 +3,7 @@ package ownership
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -114,4 +115,44 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestHookRejectedRenewalRetried: a hook's rejection of a background renewal is retried whatever its
+// class (here one that classifies terminal, like an ACL refusal), and never ends the handle.
+func TestHookRejectedRenewalRetried(t *testing.T) {
+	g := &gate{reject: fmt.Errorf("budget spent: %w", luakit.ErrNoPermission)}
+	b := &fakeBackend{held: true}
+	h := &Handle{}
+	cfg := &Config{Name: "t", Logger: quiet, Hooks: luakit.Hooks{g}, RenewFraction: 0.1, RetryDelay: time.Millisecond}
+	if err := h.Grant(context.Background(), b, cfg, time.Now(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !luakit.IsTerminal(g.reject) {
+		t.Fatal("the rejection must classify terminal for this test")
+	}
+	if err := h.KeepAlive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for rejected := 0; rejected < 3; {
+		rejected = 0
+		for _, l := range g.journal() {
+			if l == "T EXTEND rejected" {
+				rejected++
+			}
+		}
+		if err := h.Err(); err != nil {
+			t.Fatalf("a rejected renewal ended the handle: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	g.set(nil)
+	for b.extends.Load() == 0 {
+		if err := h.Err(); err != nil {
+			t.Fatalf("the handle ended: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := h.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }

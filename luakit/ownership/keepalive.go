@@ -71,6 +71,23 @@ func (h *Handle) stopKeepAlive() {
 	}
 }
 
+// renew is one keep-alive renewal at the current TTL, admitted as "<NAME> EXTEND". admitted is false
+// when a hook rejected it: the rejection is no answer of the server, whatever its class, so the caller
+// retries it.
+func (h *Handle) renew(ctx context.Context) (ok, admitted bool, err error) {
+	if len(h.cfg.Hooks) == 0 {
+		ok, err = h.extendTTL(ctx, h.TTL())
+		return ok, true, err
+	}
+	ctx, sc, err := h.cfg.Begin(ctx, "EXTEND")
+	if err != nil {
+		return false, false, err
+	}
+	ok, err = h.extendTTL(ctx, h.TTL())
+	sc.End(err)
+	return ok, true, err
+}
+
 // nextRenewal returns how long until the handle's next renewal is due ([RenewalDue] for its current
 // deadline and TTL); 0 for a hold without expiry (the loop then stops).
 func (h *Handle) nextRenewal() time.Duration {
@@ -115,7 +132,7 @@ func (h *Handle) keepAlive(ctx context.Context, ended, rearm <-chan struct{}, do
 			return // made non-expiring by ExtendTTL: nothing left to renew
 		}
 		rctx, cancel := context.WithDeadline(ctx, dl)
-		ok, err := h.Extend(rctx)
+		ok, admitted, err := h.renew(rctx)
 		cancel()
 		switch {
 		case err == nil && ok:
@@ -126,7 +143,7 @@ func (h *Handle) keepAlive(ctx context.Context, ended, rearm <-chan struct{}, do
 			if ctx.Err() != nil {
 				return
 			}
-			if luakit.IsTerminal(err) && !errors.Is(err, luakit.ErrUncertain) {
+			if admitted && luakit.IsTerminal(err) && !errors.Is(err, luakit.ErrUncertain) {
 				// Refused by the server (NOPERM, WRONGTYPE...): no retry can succeed, so end the
 				// handle with that error instead of retrying until the estimate elapses.
 				h.mu.Lock()
