@@ -220,7 +220,7 @@ func TestStateString(t *testing.T) {
 
 func TestScriptsLoaded(t *testing.T) {
 	for _, s := range []*luakit.Script{beginScript, extendScript, completeScript, abandonScript, inspectScript} {
-		if s.Source() == "" || len(s.SHA1()) != 40 {
+		if s.Source() == "" {
 			t.Errorf("script %s not loaded", s.Name())
 		}
 	}

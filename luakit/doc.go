@@ -9,7 +9,9 @@
 // [Script] runs a named Lua script with EVALSHA, falling back to EVAL on
 // NOSCRIPT. Sources live in .lua files embedded with go:embed and loaded
 // with [MustLoad]. Keys go in KEYS and values in ARGV; nothing is ever
-// concatenated into a script's source.
+// concatenated into a script's source. The digest EVALSHA sends is learned
+// from the server after the first EVAL, never computed with SHA-1 here, so
+// every module works with GODEBUG=fips140=only.
 //
 // # Keys
 //

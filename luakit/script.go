@@ -2,46 +2,44 @@ package luakit
 
 import (
 	"context"
-	"crypto/sha1"
 	_ "embed"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/rueidis"
 )
 
-// Script is a named Lua script executed through [rueidis.Lua]: EVALSHA
-// first and, when the server replies NOSCRIPT (a restart, a failover,
-// SCRIPT FLUSH, another Cluster node), EVAL with the full source.
+// Script is a named Lua script run with EVALSHA and, when the server replies NOSCRIPT (a restart, a
+// failover, SCRIPT FLUSH, another Cluster node), EVAL with the full source.
+//
+// The digest EVALSHA needs is learned from the server, never computed here (no SHA-1 in the client:
+// Coordkit works with GODEBUG=fips140=only). Until a server has reported it, calls send EVAL, and
+// the first one that succeeds then asks that server for it: SCRIPT LOAD or, when SCRIPT LOAD is
+// refused (an ACL that allows only the script commands), an EVAL of redis.sha1hex. From then on every
+// call is one EVALSHA. The digest is the same on every server.
 //
 // Keys always go in KEYS and values in ARGV; a Script's source is fixed at
 // construction and never has data concatenated into it.
 //
-// A *Script is immutable and safe for concurrent use by multiple
-// goroutines. Build it once (typically in a package-level var with
-// [MustLoad]) and reuse it. The zero value is not usable; use [NewScript] or
-// [MustLoad].
+// A *Script is safe for concurrent use by multiple goroutines. Build it once
+// (typically in a package-level var with [MustLoad]) and reuse it. The zero
+// value is not usable; use [NewScript] or [MustLoad].
 type Script struct {
-	name   string
-	source string
-	sha1   string
-	lua    *rueidis.Lua
+	name     string
+	source   string
+	readOnly bool
+	digest   atomic.Pointer[string] // as a server reported it; nil until then
+	learning atomic.Bool            // a call is asking a server for the digest
 }
 
 // NewScript returns a Script called name (used only in diagnostics, never
-// sent to the server) whose Lua source is source. It wraps
-// rueidis.NewLuaScript(source). It does no I/O and never fails; a syntax
-// error in source surfaces as a server error reply from the first Exec.
+// sent to the server) whose Lua source is source. It does no I/O and never
+// fails; a syntax error in source surfaces as a server error reply from the
+// first Exec.
 func NewScript(name, source string) *Script {
-	sum := sha1.Sum([]byte(source))
-	return &Script{
-		name:   name,
-		source: source,
-		sha1:   hex.EncodeToString(sum[:]),
-		lua:    rueidis.NewLuaScript(source),
-	}
+	return &Script{name: name, source: source}
 }
 
 // NewReadOnlyScript is [NewScript] for a script that writes nothing, run with EVALSHA_RO and, on
@@ -49,9 +47,7 @@ func NewScript(name, source string) *Script {
 // and a Cluster client may send it to a replica. Its replies are as for [Script.Exec], a NOPERM one a
 // [*PermissionError]. [Script.ExecMulti] and [Script.ExecOrdered] send the read-write forms.
 func NewReadOnlyScript(name, source string) *Script {
-	s := NewScript(name, source)
-	s.lua = rueidis.NewLuaScriptReadOnly(source)
-	return s
+	return &Script{name: name, source: source, readOnly: true}
 }
 
 // MustLoad reads the file "<name>.lua" from fsys (typically an embed.FS
@@ -247,14 +243,19 @@ func (s *Script) Name() string { return s.name }
 // Source returns the Lua source sent to the server (for MustLoad, with the ACL preamble when used).
 func (s *Script) Source() string { return s.source }
 
-// SHA1 returns the lowercase hex SHA-1 digest of the source: the value
-// EVALSHA sends and SCRIPT LOAD returns. Useful for benchmarks and
+// SHA1 returns the lowercase hex SHA-1 digest of the source as a server reported it, the value
+// EVALSHA sends, or "" until a call of the script has learned it (see [Script]). Useful for
 // diagnostics.
-func (s *Script) SHA1() string { return s.sha1 }
+func (s *Script) SHA1() string {
+	if d := s.digest.Load(); d != nil {
+		return *d
+	}
+	return ""
+}
 
 // Exec runs the script on c with the given KEYS and ARGV, blocking until the
 // reply arrives or ctx ends. It sends EVALSHA and falls back to EVAL when the
-// server does not know the script.
+// server does not know the script (EVAL alone until the digest is known; see [Script]).
 //
 // On a Cluster client every key must hash to the same slot (check with
 // [CheckSameSlot] before calling). Errors are carried in the returned
@@ -264,7 +265,7 @@ func (s *Script) SHA1() string { return s.sha1 }
 // A NOPERM reply comes back as a [*PermissionError] (matching [ErrNoPermission]).
 // Safe for concurrent use.
 func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
-	return permResult(s.lua.Exec(ctx, c, keys, args))
+	return permResult(s.run(ctx, c, s.readOnly, true, keys, args))
 }
 
 // ExecMulti runs the script once per element of multi, pipelined on c, and
@@ -282,35 +283,39 @@ func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string
 // before each batch and has no EVAL fallback.) When only some elements met
 // NOSCRIPT (another client loaded the script while the batch was in flight),
 // the re-sent ones run after the others, so elements that touch the same key
-// may then apply out of input order.
+// may then apply out of input order. Until the digest is known every element
+// is sent with EVAL, and the digest is learned after the batch.
 func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, multi ...rueidis.LuaExec) []rueidis.RedisResult {
 	if len(multi) == 0 {
 		return nil
 	}
+	digest := s.SHA1()
 	cmds := make(rueidis.Commands, len(multi))
 	for i, m := range multi {
-		cmds[i] = c.B().Evalsha().Sha1(s.sha1).Numkeys(int64(len(m.Keys))).Key(m.Keys...).Arg(m.Args...).Build()
+		cmds[i] = s.command(c.B(), digest, false, true, m.Keys, m.Args)
 	}
 	res := c.DoMulti(ctx, cmds...)
 	var retry []int
+	learn := false
 	for i, r := range res {
-		if err, ok := rueidis.IsRedisErr(r.Error()); ok && err.IsNoScript() {
+		switch err := r.Error(); {
+		case digest == "" && err == nil:
+			learn = true
+		case digest != "" && isNoScript(err):
 			retry = append(retry, i)
 		}
 	}
-	if len(retry) == 0 {
-		for i := range res {
-			res[i] = permResult(res[i])
+	if learn {
+		s.learn(ctx, c)
+	}
+	if len(retry) > 0 {
+		evals := make(rueidis.Commands, len(retry))
+		for j, i := range retry {
+			evals[j] = s.command(c.B(), "", false, true, multi[i].Keys, multi[i].Args)
 		}
-		return res
-	}
-	evals := make(rueidis.Commands, len(retry))
-	for j, i := range retry {
-		m := multi[i]
-		evals[j] = c.B().Eval().Script(s.source).Numkeys(int64(len(m.Keys))).Key(m.Keys...).Arg(m.Args...).Build()
-	}
-	for j, r := range c.DoMulti(ctx, evals...) {
-		res[retry[j]] = r
+		for j, r := range c.DoMulti(ctx, evals...) {
+			res[retry[j]] = r
+		}
 	}
 	for i := range res {
 		res[i] = permResult(res[i])
@@ -344,12 +349,7 @@ func (s *Script) ExecOrdered(ctx context.Context, c rueidis.Client, keys, args [
 	}
 	// Keys go through Arg so the command keeps the builder's NoSlot, which rueidis' standalone
 	// multiplexer always sends on its first connection; the bytes sent are the same as Exec's.
-	n := int64(len(keys))
-	resp := c.Do(ctx, c.B().Evalsha().Sha1(s.sha1).Numkeys(n).Arg(keys...).Arg(args...).Build())
-	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
-		resp = c.Do(ctx, c.B().Eval().Script(s.source).Numkeys(n).Arg(keys...).Arg(args...).Build())
-	}
-	return permResult(resp)
+	return permResult(s.run(ctx, c, false, false, keys, args))
 }
 
 // ExecOrderedTracked is [Script.ExecOrdered] preceded on the same connection by CLIENT CACHING YES, so
@@ -369,16 +369,110 @@ func (s *Script) ExecOrderedTracked(ctx context.Context, c rueidis.Client, keys,
 	if c.Mode() == rueidis.ClientModeCluster {
 		return s.Exec(ctx, c, keys, args), false
 	}
-	n := int64(len(keys))
-	res := c.DoMulti(ctx,
-		c.B().ClientCaching().Yes().Build().ToPipe(),
-		c.B().Evalsha().Sha1(s.sha1).Numkeys(n).Arg(keys...).Arg(args...).Build().ToPipe())
-	tracked, resp = res[0].Error() == nil, res[1]
-	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
-		res = c.DoMulti(ctx,
+	send := func(digest string) (rueidis.RedisResult, bool) {
+		res := c.DoMulti(ctx,
 			c.B().ClientCaching().Yes().Build().ToPipe(),
-			c.B().Eval().Script(s.source).Numkeys(n).Arg(keys...).Arg(args...).Build().ToPipe())
-		tracked, resp = res[0].Error() == nil, res[1]
+			s.command(c.B(), digest, false, false, keys, args).ToPipe())
+		return res[1], res[0].Error() == nil
+	}
+	digest := s.SHA1()
+	resp, tracked = send(digest)
+	if s.settle(ctx, c, digest, resp.Error()) {
+		resp, tracked = send("")
 	}
 	return permResult(resp), tracked
+}
+
+// run sends one call of the script with Do (see settle), in the read-only forms when ro; slotted
+// passes keys with Key, so the command carries their slot, instead of Arg (see ExecOrdered).
+func (s *Script) run(ctx context.Context, c rueidis.Client, ro, slotted bool, keys, args []string) rueidis.RedisResult {
+	digest := s.SHA1()
+	resp := c.Do(ctx, s.command(c.B(), digest, ro, slotted, keys, args))
+	if s.settle(ctx, c, digest, resp.Error()) {
+		resp = c.Do(ctx, s.command(c.B(), "", ro, slotted, keys, args))
+	}
+	return resp
+}
+
+// settle handles the outcome err of a call sent with digest ("": with EVAL): it learns the digest
+// after an EVAL that succeeded, and reports whether the call must be sent again with EVAL (an
+// EVALSHA answered NOSCRIPT).
+func (s *Script) settle(ctx context.Context, c rueidis.Client, digest string, err error) (again bool) {
+	if digest != "" {
+		return isNoScript(err)
+	}
+	if err == nil {
+		s.learn(ctx, c)
+	}
+	return false
+}
+
+// command builds one call of the script: EVALSHA of digest, or EVAL of the source when digest is "";
+// EVALSHA_RO / EVAL_RO when ro. With slotted, keys go in with Key (the command carries their slot);
+// otherwise with Arg (the builder's slot stays: NoSlot on a standalone client).
+func (s *Script) command(b rueidis.Builder, digest string, ro, slotted bool, keys, args []string) rueidis.Completed {
+	n := int64(len(keys))
+	switch {
+	case ro && digest != "":
+		return b.EvalshaRo().Sha1(digest).Numkeys(n).Key(keys...).Arg(args...).Build()
+	case ro:
+		return b.EvalRo().Script(s.source).Numkeys(n).Key(keys...).Arg(args...).Build()
+	case digest != "" && slotted:
+		return b.Evalsha().Sha1(digest).Numkeys(n).Key(keys...).Arg(args...).Build()
+	case digest != "":
+		return b.Evalsha().Sha1(digest).Numkeys(n).Arg(keys...).Arg(args...).Build()
+	case slotted:
+		return b.Eval().Script(s.source).Numkeys(n).Key(keys...).Arg(args...).Build()
+	default:
+		return b.Eval().Script(s.source).Numkeys(n).Arg(keys...).Arg(args...).Build()
+	}
+}
+
+// digestScript returns the SHA-1 digest of ARGV[1] computed by the server: how a script learns its
+// digest when SCRIPT LOAD is refused.
+const digestScript = "return redis.sha1hex(ARGV[1])"
+
+// learn asks c's server for the script's digest, after an EVAL of it succeeded there, and keeps a
+// well-formed answer. It sends SCRIPT LOAD; when the server refuses it with an error reply (an ACL that
+// allows the script commands only, a renamed command), it sends the digest script with the command
+// the script runs with (EVAL, or EVAL_RO for a read-only script). One call asks at a time; the others
+// go on with EVAL meanwhile. A failure leaves the digest unknown, and a later call asks again.
+func (s *Script) learn(ctx context.Context, c rueidis.Client) {
+	if s.digest.Load() != nil || !s.learning.CompareAndSwap(false, true) {
+		return
+	}
+	defer s.learning.Store(false)
+	if s.digest.Load() != nil { // learned by the call that held the flag before
+		return
+	}
+	d, err := c.Do(ctx, c.B().ScriptLoad().Script(s.source).Build()).ToString()
+	if _, refused := rueidis.IsRedisErr(err); refused {
+		cmd := c.B().Eval().Script(digestScript).Numkeys(0).Arg(s.source).Build()
+		if s.readOnly {
+			cmd = c.B().EvalRo().Script(digestScript).Numkeys(0).Arg(s.source).Build()
+		}
+		d, err = c.Do(ctx, cmd).ToString()
+	}
+	if err == nil && isDigest(d) {
+		s.digest.Store(&d)
+	}
+}
+
+// isDigest reports whether d is 40 lowercase hex digits, as SCRIPT LOAD and redis.sha1hex answer.
+func isDigest(d string) bool {
+	if len(d) != 40 {
+		return false
+	}
+	for i := range len(d) {
+		if c := d[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// isNoScript reports whether err is a NOSCRIPT reply: the server does not have the script cached.
+func isNoScript(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && re.IsNoScript()
 }

@@ -1,5 +1,6 @@
 // Package replytest builds server replies, a client that fails every call, and the failures a write
-// can meet, for unit tests of code that classifies errors or decides cleanups without a server.
+// can meet, and recognises a script's calls among recorded commands, for unit tests of code that
+// classifies errors or decides cleanups without a server.
 // Behaviour tests run against real servers (see testkit); this package only gives such fakes a reply
 // that luakit.Classify sees as the server's.
 package replytest
@@ -13,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
 // Error returns the error of a server error reply whose text is s (such as "NOPERM User app has no
@@ -65,6 +68,22 @@ func (c *Client) Sent() [][]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([][]string(nil), c.cmds...)
+}
+
+// Runs reports whether cmd, a command's words as [Client.Sent] records them, runs script s: EVAL or
+// EVAL_RO of its source, or EVALSHA or EVALSHA_RO of its digest (known once a server has reported it;
+// see luakit.Script).
+func Runs(cmd []string, s *luakit.Script) bool {
+	if len(cmd) < 2 {
+		return false
+	}
+	switch cmd[0] {
+	case "EVAL", "EVAL_RO":
+		return cmd[1] == s.Source()
+	case "EVALSHA", "EVALSHA_RO":
+		return cmd[1] != "" && cmd[1] == s.SHA1()
+	}
+	return false
 }
 
 // FailedWrite is one case of [FailedWrites].

@@ -51,3 +51,19 @@ func TestFailedWritesAndClient(t *testing.T) {
 		}
 	}
 }
+
+// Runs recognises a script's call in what Client recorded (EVAL until a server reported the digest).
+func TestRuns(t *testing.T) {
+	s, other := luakit.NewScript("s", "return 1"), luakit.NewScript("other", "return 2")
+	c := &replytest.Client{Err: errors.New("refused")}
+	_ = s.Exec(t.Context(), c, nil, []string{"a"})
+	sent := c.Sent()
+	if len(sent) != 1 || !replytest.Runs(sent[0], s) || replytest.Runs(sent[0], other) {
+		t.Fatalf("Sent = %q: want one call recognised as s's only", sent)
+	}
+	for _, cmd := range [][]string{nil, {"EVAL"}, {"GET", "return 1"}, {"EVALSHA", ""}} {
+		if replytest.Runs(cmd, s) {
+			t.Errorf("Runs(%q) = true", cmd)
+		}
+	}
+}
