@@ -1,6 +1,6 @@
 # Coordkit's build entry points. `make demo` and `make test` do every set-up step themselves on a fresh
 # Debian machine (see README.md). The per-module loops live in scripts/modules.sh, which prints a
-# module x step summary and fails when any step fails.
+# module x step summary (result and duration of each step) and fails when any step fails.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -58,7 +58,7 @@ images: servers ## build the container images of SERVERS from the cached binarie
 deps: ## download every module's dependencies (GOWORK=off go mod download; in the workspace, what the packages import)
 	@out=$$($(EACH) download,wsdownload $(call pick,$(MODULES)) 2>&1) || { echo "$$out"; exit 1; }
 
-test: setup images ## vet + race tests per module (workspace, GOWORK=off), tidy-check, then the container pass
+test: setup images ## vet + race tests per module (workspace, GOWORK=off; integration's suites in the workspace only), tidy-check, then the container pass; prints each step's duration
 	@$(EACH) ws,off,tidy $(call pick,$(MODULES))
 	$(if $(filter integration,$(call pick,$(MODULES))),@scripts/containers.sh)
 

@@ -39,10 +39,11 @@ start=$(date +%s)
 failed=0
 # run <title> <COORDKIT_CLUSTERS> <package...>
 run() {
-  local title=$1 clusters=$2; shift 2
+  local title=$1 clusters=$2 t0=$SECONDS; shift 2
   echo "==> container pass: $title: $*"
   (cd "$ROOT/integration" && COORDKIT_CLUSTERS=$clusters go test -json $GOTESTFLAGS -p 1 "$@" 2>&1 \
     | "$dir/testmatrix" -title "containers: $title" -append-table "$dir/tables") || failed=1
+  echo "==> container pass: $title: $((SECONDS - t0))s"
 }
 if [ $# -gt 0 ]; then
   run "selected" none "$@"

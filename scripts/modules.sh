@@ -6,7 +6,9 @@
 #
 # Steps (each runs inside the module's directory):
 #   ws           go vet + go test $GOTESTFLAGS ./...   in the go.work workspace
-#   off          the same with GOWORK=off               (catches a require that only go.work provides)
+#   off          the same with GOWORK=off               (catches a require that only go.work provides);
+#                in integration: go vet, then go test -run '^$' (builds and starts every test binary, no
+#                test runs: the suites ran in the workspace step, on the same sibling sources)
 #   vet          go vet ./...
 #   gofmt        gofmt -l . (fails when any file needs formatting)
 #   staticcheck  go tool staticcheck ./...              (pinned in tools/go.mod, visible through go.work)
@@ -18,8 +20,8 @@
 #   bench        go test -run='^$' -bench=. -benchmem ./...
 #
 # A module without .go files yet is reported as "none" for steps that need packages (go vet / go test
-# fail with "no packages" there). Every step runs even after a failure, so the summary is complete; the
-# exit status is 1 when any step failed.
+# fail with "no packages" there). Every step runs even after a failure, so the summary is complete, with
+# each step's duration and each column's total; the exit status is 1 when any step failed.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -33,7 +35,7 @@ GOTESTFLAGS=${GOTESTFLAGS:--race -count=1 -p 2 -timeout 20m}
 INTEGRATION_P=${INTEGRATION_P:-1}
 FUZZTIME=${FUZZTIME:-10s}
 
-[ $# -ge 1 ] || { sed -n '2,22p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,24p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || { echo "modules.sh: no modules selected (check ONLY=...)" >&2; exit 2; }
 IFS=, read -r -a steps <<<"$1"; shift
 modules=("$@")
@@ -52,9 +54,10 @@ build_testmatrix() {
   (cd "$ROOT/tools" && GOWORK=off go build -o "$dir/testmatrix" ./cmd/testmatrix) || return 1
   testmatrix="$dir/testmatrix"
 }
+in_integration() { [ "$(basename "$PWD")" = integration ]; }
 # run_tests <title>: go test $GOTESTFLAGS ./... in the current module (honouring GOWORK).
 run_tests() {
-  if [ "$(basename "$PWD")" = integration ]; then
+  if in_integration; then
     build_testmatrix || return 1
     go test -json $GOTESTFLAGS -p "$INTEGRATION_P" ./... 2>&1 | "$testmatrix" -title "$1" -append-table "$matrix_tables"
   else
@@ -63,7 +66,13 @@ run_tests() {
 }
 
 step_ws()          { go vet -p 2 ./... && run_tests "workspace"; }
-step_off()         { GOWORK=off go vet -p 2 ./... && GOWORK=off run_tests "GOWORK=off"; }
+# The integration suites run once, in the workspace step: what GOWORK=off adds (the module's own go.mod
+# must resolve every import) shows when building, so its GOWORK=off step builds, links and starts every
+# test binary without running a test (no -race: linking race binaries is slower and proves no more).
+step_off() {
+  GOWORK=off go vet -p 2 ./... || return 1
+  if in_integration; then GOWORK=off go test -count=1 -run '^$' ./...; else GOWORK=off run_tests "GOWORK=off"; fi
+}
 step_vet()         { go vet -p 2 ./...; }
 step_staticcheck() { go tool staticcheck ./...; }
 # Every exported identifier has a doc comment starting with its name (revive's exported rule, pinned in
@@ -93,8 +102,12 @@ step_fuzz() {
 
 needs_packages() { case "$1" in tidy|download) return 1 ;; *) return 0 ;; esac; }
 
-declare -A result
+# dur <seconds>: 42s, 3m04s
+dur() { if [ "$1" -lt 60 ]; then echo "${1}s"; else printf '%dm%02ds\n' $(($1 / 60)) $(($1 % 60)); fi; }
+
+declare -A result secs
 failed=0
+all_start=$SECONDS
 for step in "${steps[@]}"; do
   declare -F "step_$step" >/dev/null || { echo "modules.sh: unknown step '$step'" >&2; exit 2; }
   for m in "${modules[@]}"; do
@@ -105,21 +118,36 @@ for step in "${steps[@]}"; do
       continue
     fi
     echo "==> $m: $step"
+    start=$SECONDS
     if (cd "$m" && "step_$step"); then
       result[$m,$step]=ok
     else
       result[$m,$step]=FAIL
       failed=1
     fi
+    secs[$m,$step]=$((SECONDS - start))
+    echo "==> $m: $step: ${result[$m,$step]} in $(dur "${secs[$m,$step]}")"
   done
 done
 
 echo
-echo "summary (none = module has no Go files yet):"
-printf '  %-12s' module; for step in "${steps[@]}"; do printf ' %-11s' "$step"; done; echo
+echo "summary (result and duration; none = module has no Go files yet):"
+printf '  %-12s' module; for step in "${steps[@]}"; do printf ' %-12s' "$step"; done; echo
 for m in "${modules[@]}"; do
-  printf '  %-12s' "$m"; for step in "${steps[@]}"; do printf ' %-11s' "${result[$m,$step]}"; done; echo
+  printf '  %-12s' "$m"
+  for step in "${steps[@]}"; do
+    cell=${result[$m,$step]}
+    [ "$cell" = none ] || cell="$cell $(dur "${secs[$m,$step]}")"
+    printf ' %-12s' "$cell"
+  done
+  echo
 done
+printf '  %-12s' total
+for step in "${steps[@]}"; do
+  t=0; for m in "${modules[@]}"; do t=$((t + ${secs[$m,$step]:-0})); done
+  printf ' %-12s' "$(dur "$t")"
+done
+echo
 if [ -s "$matrix_tables" ]; then echo; cat "$matrix_tables"; fi
 passed_steps=0 failed_steps=0
 for m in "${modules[@]}"; do
@@ -128,6 +156,6 @@ for m in "${modules[@]}"; do
   done
 done
 echo
-echo "module steps: $passed_steps passed, $failed_steps failed"
+echo "module steps: $passed_steps passed, $failed_steps failed, in $(dur $((SECONDS - all_start)))"
 if [ "$failed" = 1 ]; then echo "FAIL"; exit 1; fi
 echo "ok"
