@@ -120,7 +120,7 @@ func testBeginWaits(t *testing.T, e *env) {
 				if c.lease == long {
 					require.Less(t, r.at.Sub(ended), 10*time.Second, "woken by the invalidation, long before the claim's lease")
 				} else {
-					require.Less(t, r.at.Sub(claimed), c.lease+500*time.Millisecond, "woken when the claim's lease would end")
+					require.Less(t, r.at.Sub(claimed), c.lease+time.Second, "woken when the claim's lease would end")
 				}
 			}
 		})
@@ -155,7 +155,7 @@ func testBeginWaits(t *testing.T, e *env) {
 func testBeginSleepsWhileHeld(t *testing.T, e *env) {
 	const (
 		hold        = 2 * time.Second
-		maxWaitCmds = 6
+		maxWaitCmds = 10 // measured 2 to 6; polling sends 40
 		perReset    = 4 // an attempt, and an arming read when the reset dropped the cached one
 	)
 	orig := e.store(t)
