@@ -1,9 +1,6 @@
 package lock
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/coordkit/coordkit/luakit"
 )
 
@@ -32,8 +29,9 @@ var (
 
 // The lock's own errors.
 var (
-	// ErrCounter is wrapped by every [*CounterError]: the fence key cannot issue a fencing token.
-	ErrCounter = errors.New("lock: fence counter cannot issue a token")
+	// ErrCounter is wrapped by every [*CounterError]: a fence counter cannot issue a fencing token
+	// (luakit's value, shared with the other fenced modules).
+	ErrCounter = luakit.ErrCounter
 
 	// ErrSameKey is returned, before any I/O, when the lease key and the fence key given to
 	// [Locker.TryAcquireKeys] or [Locker.AcquireKeys] are equal (after the key prefix is applied): the
@@ -50,62 +48,20 @@ func (e *layoutError) Error() string        { return "lock: " + e.err.Error() }
 func (e *layoutError) Unwrap() error        { return e.err }
 func (e *layoutError) Is(target error) bool { return target == luakit.ErrInvalidConfig }
 
-// CounterReason says why a fence counter cannot issue a token.
-type CounterReason string
+// CounterReason says why a fence counter cannot issue a token: luakit's type, shared with the other
+// fenced modules.
+type CounterReason = luakit.CounterReason
 
-// The reasons a fence counter is rejected. In each case the acquisition wrote nothing.
+// The reasons a fence counter is rejected (luakit's values). The acquisition wrote nothing.
 const (
-	// CounterExpiring: the counter key has a TTL. A counter that can expire can reissue old tokens.
-	CounterExpiring CounterReason = "expiring"
-	// CounterNegative: the counter holds a negative integer; tokens must be positive.
-	CounterNegative CounterReason = "negative"
-	// CounterMalformed: the counter holds something other than a decimal int64.
-	CounterMalformed CounterReason = "malformed"
-	// CounterOverflow: the counter holds 9223372036854775807; the next token would overflow int64.
-	CounterOverflow CounterReason = "overflow"
-	// CounterWrongType: the counter key holds a non-string Redis type.
-	CounterWrongType CounterReason = "wrongtype"
+	CounterExpiring  = luakit.CounterExpiring  // the counter key has a TTL
+	CounterNegative  = luakit.CounterNegative  // the counter holds a negative integer
+	CounterMalformed = luakit.CounterMalformed // the counter holds something other than a decimal int64
+	CounterOverflow  = luakit.CounterOverflow  // the counter is at the int64 maximum
+	CounterWrongType = luakit.CounterWrongType // the counter key holds a non-string type
 )
 
-// CounterError reports a fence counter that cannot issue a fencing token. It wraps [ErrCounter].
-// The acquisition that returned it wrote nothing: no lease, and the counter is unchanged.
-//
-// With reason [CounterWrongType], [CounterMalformed] or [CounterNegative] it also matches
-// [ErrForeignData]: the fence key holds data the lock never writes (its counter starts at 1 and only
-// grows). [CounterExpiring] and [CounterOverflow] do not: an expiry is a setting of the key, and the
-// int64 maximum is a counter value the lock could have reached; neither is foreign data.
-type CounterError struct {
-	Reason CounterReason
-}
-
-// Error describes the counter problem and how to fix it; it never includes key names.
-func (e *CounterError) Error() string {
-	switch e.Reason {
-	case CounterExpiring:
-		return "lock: fence counter has an expiry; it must persist (remove the TTL)"
-	case CounterNegative:
-		return "lock: fence counter is negative; fencing tokens must be positive"
-	case CounterMalformed:
-		return "lock: fence counter does not hold a decimal int64"
-	case CounterOverflow:
-		return "lock: fence counter is at the int64 maximum; the next token would overflow"
-	case CounterWrongType:
-		return "lock: fence key holds a non-string type"
-	}
-	return fmt.Sprintf("lock: fence counter unusable (%s)", string(e.Reason))
-}
-
-// Unwrap returns [ErrCounter].
-func (e *CounterError) Unwrap() error { return ErrCounter }
-
-// Is reports whether target is [ErrForeignData] and the reason says the fence key holds foreign data.
-func (e *CounterError) Is(target error) bool {
-	if target != luakit.ErrForeignData {
-		return false
-	}
-	switch e.Reason {
-	case CounterWrongType, CounterMalformed, CounterNegative:
-		return true
-	}
-	return false
-}
+// CounterError reports a fence counter that cannot issue a fencing token: luakit's type, so errors.As
+// with lock's and redlock's CounterError finds the same errors. It wraps [ErrCounter]; with reason
+// [CounterWrongType], [CounterMalformed] or [CounterNegative] it also matches [ErrForeignData].
+type CounterError = luakit.CounterError

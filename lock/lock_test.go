@@ -238,8 +238,8 @@ func TestCounterError(t *testing.T) {
 		if !errors.Is(err, ErrCounter) {
 			t.Errorf("%s: not ErrCounter", r)
 		}
-		if !strings.HasPrefix(err.Error(), "lock: ") {
-			t.Errorf("%s: message %q lacks package prefix", r, err.Error())
+		if !strings.HasPrefix(err.Error(), "coordkit: ") {
+			t.Errorf("%s: message %q lacks the shared prefix", r, err.Error())
 		}
 	}
 }

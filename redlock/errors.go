@@ -51,8 +51,9 @@ var (
 	// quarantine is left.
 	ErrQuarantined = errors.New("redlock: node in restart quarantine; its grant does not count")
 
-	// ErrCounter is wrapped by every [*CounterError]: a node's fence counter cannot issue a token.
-	ErrCounter = errors.New("redlock: fence counter cannot issue a token")
+	// ErrCounter is wrapped by every [*CounterError]: a fence counter cannot issue a fencing token
+	// (luakit's value, shared with the other fenced modules).
+	ErrCounter = luakit.ErrCounter
 
 	// ErrSameKey is returned, before any I/O, when a lock key equals the fence key. It matches
 	// [ErrInvalidConfig].
@@ -177,48 +178,20 @@ func (e *QuorumError) Unwrap() []error {
 	return out
 }
 
-// CounterReason says why a node's fence counter cannot issue a token.
-type CounterReason string
+// CounterReason says why a fence counter cannot issue a token: luakit's type, shared with the other
+// fenced modules.
+type CounterReason = luakit.CounterReason
 
-// The reasons a fence counter is rejected. The node that reported it wrote nothing.
+// The reasons a fence counter is rejected (luakit's values). The acquisition wrote nothing.
 const (
-	// CounterWrongType: the fence key holds a non-string Redis type.
-	CounterWrongType CounterReason = "wrongtype"
-	// CounterExpiring: the fence key has a TTL; a counter that can expire can reissue old tokens.
-	CounterExpiring CounterReason = "expiring"
-	// CounterMalformed: the fence key holds something other than a decimal int64.
-	CounterMalformed CounterReason = "malformed"
-	// CounterNegative: the fence key holds a negative integer.
-	CounterNegative CounterReason = "negative"
-	// CounterOverflow: the highest counter is 9223372036854775807; the next token would overflow.
-	CounterOverflow CounterReason = "overflow"
+	CounterExpiring  = luakit.CounterExpiring  // the counter key has a TTL
+	CounterNegative  = luakit.CounterNegative  // the counter holds a negative integer
+	CounterMalformed = luakit.CounterMalformed // the counter holds something other than a decimal int64
+	CounterOverflow  = luakit.CounterOverflow  // the counter is at the int64 maximum
+	CounterWrongType = luakit.CounterWrongType // the counter key holds a non-string type
 )
 
-// CounterError reports a fence counter that cannot issue a fencing token. It wraps [ErrCounter].
-//
-// With reason [CounterWrongType], [CounterMalformed] or [CounterNegative] it also matches
-// [ErrForeignData]: the node's fence key holds data redlock never writes. [CounterExpiring] (a setting
-// of the key) and [CounterOverflow] (a counter value redlock could have reached) do not.
-type CounterError struct {
-	Reason CounterReason
-}
-
-// Error names the reason.
-func (e *CounterError) Error() string {
-	return fmt.Sprintf("redlock: fence counter unusable (%s)", string(e.Reason))
-}
-
-// Unwrap returns [ErrCounter].
-func (e *CounterError) Unwrap() error { return ErrCounter }
-
-// Is reports whether target is [ErrForeignData] and the reason says the fence key holds foreign data.
-func (e *CounterError) Is(target error) bool {
-	if target != luakit.ErrForeignData {
-		return false
-	}
-	switch e.Reason {
-	case CounterWrongType, CounterMalformed, CounterNegative:
-		return true
-	}
-	return false
-}
+// CounterError reports a fence counter that cannot issue a fencing token: luakit's type, so errors.As
+// with lock's and redlock's CounterError finds the same errors. It wraps [ErrCounter]; with reason
+// [CounterWrongType], [CounterMalformed] or [CounterNegative] it also matches [ErrForeignData].
+type CounterError = luakit.CounterError
