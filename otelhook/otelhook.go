@@ -48,19 +48,43 @@ const (
 // durationBuckets are OpenTelemetry's recommended boundaries for durations in seconds.
 var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-// Option configures [New].
-type Option func(*config)
+// Option configures [New]. A nil Option is skipped.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
 	tp trace.TracerProvider
 	mp metric.MeterProvider
 }
 
-// WithTracerProvider sets the tracer provider. Default (or nil): otel.GetTracerProvider() at New.
-func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
+// WithTracerProvider sets the tracer provider. Default: otel.GetTracerProvider() at New. A nil tp is
+// an error matching luakit.ErrInvalidConfig, as in every module.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) error {
+		if tp == nil {
+			return luakit.InvalidConfig("otelhook", "nil tracer provider")
+		}
+		c.tp = tp
+		return nil
+	})
+}
 
-// WithMeterProvider sets the meter provider. Default (or nil): otel.GetMeterProvider() at New.
-func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.mp = mp } }
+// WithMeterProvider sets the meter provider. Default: otel.GetMeterProvider() at New. A nil mp is an
+// error matching luakit.ErrInvalidConfig, as in every module.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) error {
+		if mp == nil {
+			return luakit.InvalidConfig("otelhook", "nil meter provider")
+		}
+		c.mp = mp
+		return nil
+	})
+}
 
 // Hook is the OpenTelemetry [luakit.Hook]. It is safe for concurrent use and may be shared by any
 // number of primitives.
@@ -71,12 +95,17 @@ type Hook struct {
 
 var _ luakit.Hook = (*Hook)(nil)
 
-// New returns a Hook using the configured providers. It fails only when the meter refuses the
-// histogram.
+// New returns a Hook using the configured providers. It fails with an error matching
+// luakit.ErrInvalidConfig for an invalid option, and when the meter refuses the histogram.
 func New(opts ...Option) (*Hook, error) {
 	var c config
 	for _, o := range opts {
-		o(&c)
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&c); err != nil {
+			return nil, err
+		}
 	}
 	if c.tp == nil {
 		c.tp = otel.GetTracerProvider()
