@@ -99,7 +99,7 @@ func (b *Buffered) report(err error) {
 		b.cfg.onError(err)
 		return
 	}
-	b.store.cfg.logger.Warn("counter: buffered flush failed", "error", err)
+	b.store.cfg.logger.Warn("coordkit/counter: buffered flush failed", "error", err)
 }
 
 // Add adds delta (any sign) to the local buffer. It does no I/O and never blocks on the server. It

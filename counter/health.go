@@ -128,7 +128,7 @@ func (s *Store) markDown(key string) {
 	}
 	s.probeKey = key
 	if s.healthy.Swap(false) {
-		s.cfg.logger.Warn("counter: server unreachable; calls fail fast until a probe succeeds")
+		s.cfg.logger.Warn("coordkit/counter: server unreachable; calls fail fast until a probe succeeds")
 	}
 	if s.probing {
 		return
@@ -169,7 +169,7 @@ func (s *Store) probe(done chan struct{}) {
 			continue // a server error reply (NOPERM, NOAUTH...) still proves the server reachable
 		}
 		if s.endProbe(true) {
-			s.cfg.logger.Info("counter: server reachable again")
+			s.cfg.logger.Info("coordkit/counter: server reachable again")
 		}
 		return
 	}

@@ -287,7 +287,7 @@ func (e *Election) Run(ctx context.Context) error {
 	}
 	defer func() {
 		if uerr := reg.Unregister(); uerr != nil {
-			e.cfg.logger.Warn("leader: unregistering the is-leader gauge callback failed", "err", uerr)
+			e.cfg.logger.Warn("coordkit/leader: unregistering the is-leader gauge callback failed", "error", uerr)
 		}
 	}()
 	defer e.renewals.Wait() // no renewal goroutine outlives Run
@@ -341,7 +341,7 @@ func (e *Election) Run(ctx context.Context) error {
 			if !luakit.IsTransient(err) { // transient replies were counted as they arrived
 				e.failures.Add(context.Background(), 1, e.attrInstance)
 			}
-			e.cfg.logger.Debug("leader: campaign failed, retrying", "err", err, "retry_delay", e.cfg.retryDelay)
+			e.cfg.logger.Debug("coordkit/leader: campaign failed, retrying", "error", err, "retry_delay", e.cfg.retryDelay)
 			if !pause(e.cfg.retryDelay) {
 				return nil
 			}
@@ -446,7 +446,7 @@ func (e *Election) lead(ctx context.Context, lease *lock.Lease, n *notifier) (bo
 	relErr := e.resign(rctx, lease)
 	rcancel()
 	if relErr != nil {
-		e.cfg.logger.Warn("leader: releasing the lease failed; it expires after the lease duration", "err", relErr)
+		e.cfg.logger.Warn("coordkit/leader: releasing the lease failed; it expires after the lease duration", "error", relErr)
 	}
 	if err := errors.Join(cbErr, revErr); err != nil {
 		return false, fmt.Errorf("leader: callback: %w", err)
@@ -516,7 +516,7 @@ func (e *Election) hold(ctx context.Context, lease *lock.Lease, cbDone <-chan er
 			// Refused by the server (NOPERM, WRONGTYPE...): a retry cannot succeed; Run returns it.
 			return fmt.Errorf("leader: renew: %w", err), nil, false
 		default:
-			e.cfg.logger.Warn("leader: renewal failed, retrying", "err", err, "retry_delay", e.cfg.retryDelay)
+			e.cfg.logger.Warn("coordkit/leader: renewal failed, retrying", "error", err, "retry_delay", e.cfg.retryDelay)
 			next = time.Now().Add(e.cfg.retryDelay)
 		}
 	}

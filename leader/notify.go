@@ -72,7 +72,7 @@ func (n *notifier) loop() {
 func (n *notifier) deliver(fn func(Change), c Change) {
 	defer func() {
 		if r := recover(); r != nil {
-			n.cfg.logger.Warn("leader: change observer panicked", "panic", r, "state", c.State.String())
+			n.cfg.logger.Warn("coordkit/leader: change observer panicked", "panic", r, "state", c.State.String())
 		}
 	}()
 	fn(c)

@@ -519,7 +519,7 @@ func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after infli
 	if len(fails) > 0 {
 		var b strings.Builder
 		writeNodeErrors(&b, fails)
-		g.cfg.logger.Warn("redlock: cleanup not confirmed by a node that may hold the token; the lock may stay there until its TTL",
+		g.cfg.logger.Warn("coordkit/redlock: cleanup not confirmed by a node that may hold the token; the lock may stay there until its TTL",
 			slog.String("op", op), slog.Int("replied", replied), slog.Int("nodes", len(g.clients)),
 			slog.String("failed", b.String()))
 	}

@@ -254,14 +254,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	scope, err := m.cfg.scope(r)
 	if err != nil {
-		m.cfg.logger.Error("idemhttp: scope function failed; request rejected without claiming", "error", err)
+		m.cfg.logger.Error("coordkit/idemhttp: scope function failed; request rejected without claiming", "error", err)
 		m.counter.count(OutcomeRejected)
 		problem(w, http.StatusInternalServerError, "request could not be scoped for idempotency")
 		return
 	}
 	digest, err := m.cfg.fingerprint(r, body)
 	if err != nil {
-		m.cfg.logger.Info("idemhttp: fingerprint function failed; request rejected without claiming", "error", err)
+		m.cfg.logger.Info("coordkit/idemhttp: fingerprint function failed; request rejected without claiming", "error", err)
 		m.counter.count(OutcomeRejected)
 		problem(w, http.StatusBadRequest, "request could not be fingerprinted for idempotency")
 		return
@@ -289,12 +289,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		if errors.Is(err, idempotency.ErrForeignData) {
 			// Not an outage: a retry cannot fix it, and failing open would run over someone's data.
-			m.cfg.logger.Error("idemhttp: the claim key holds data the idempotency store did not write", "error", err)
+			m.cfg.logger.Error("coordkit/idemhttp: the claim key holds data the idempotency store did not write", "error", err)
 			m.counter.count(OutcomeError)
 			problem(w, http.StatusInternalServerError, "idempotency record unreadable")
 			return
 		}
-		m.cfg.logger.Warn("idemhttp: store unavailable", "error", err, "fail_open", m.cfg.failOpen)
+		m.cfg.logger.Warn("coordkit/idemhttp: store unavailable", "error", err, "fail_open", m.cfg.failOpen)
 		if m.cfg.failOpen {
 			m.counter.count(OutcomeFailedOpen)
 			next.ServeHTTP(w, r)
@@ -316,7 +316,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	case idempotency.Completed:
 		rec, err := decodeRecord(a.Result)
 		if err != nil {
-			m.cfg.logger.Error("idemhttp: stored response is malformed", "error", err)
+			m.cfg.logger.Error("coordkit/idemhttp: stored response is malformed", "error", err)
 			m.counter.count(OutcomeError)
 			problem(w, http.StatusInternalServerError, "stored response is unreadable")
 			return
@@ -346,7 +346,7 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	// next's context ends with the request or when the claim is lost.
 	kctx, stop, err := m.store.KeepAlive(context.WithoutCancel(r.Context()), sk, a)
 	if err != nil { // unreachable for an attempt TryBegin returned as Started
-		m.cfg.logger.Error("idemhttp: keep-alive could not start", "error", err)
+		m.cfg.logger.Error("coordkit/idemhttp: keep-alive could not start", "error", err)
 		problem(w, http.StatusInternalServerError, "idempotency claim unusable")
 		return
 	}
@@ -380,12 +380,12 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	next.ServeHTTP(rec, r.WithContext(hctx))
 	panicked = false
 	if lost := finish(); lost != nil {
-		m.cfg.logger.Warn("idemhttp: the claim could not be kept alive while the handler ran; a duplicate may have run", "cause", lost)
+		m.cfg.logger.Warn("coordkit/idemhttp: the claim could not be kept alive while the handler ran; a duplicate may have run", "cause", lost)
 	}
 
 	if rec.overflow {
 		// Served but not stored; the claim stays pending until its lease ends (see WithMaxStoredResponse).
-		m.cfg.logger.Warn("idemhttp: response too large to store; claim left to expire", "limit", m.cfg.maxResponse)
+		m.cfg.logger.Warn("coordkit/idemhttp: response too large to store; claim left to expire", "limit", m.cfg.maxResponse)
 		return
 	}
 	if !rec.wrote {
@@ -401,9 +401,9 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	ok, err := m.store.Complete(ctx, sk, token, data, m.cfg.retention)
 	switch {
 	case err != nil:
-		m.cfg.logger.Warn("idemhttp: storing the response failed; duplicates get 409 until the claim's lease ends", "error", err)
+		m.cfg.logger.Warn("coordkit/idemhttp: storing the response failed; duplicates get 409 until the claim's lease ends", "error", err)
 	case !ok:
-		m.cfg.logger.Warn("idemhttp: the claim was lost before the response was stored; it was not stored")
+		m.cfg.logger.Warn("coordkit/idemhttp: the claim was lost before the response was stored; it was not stored")
 	}
 }
 
@@ -412,7 +412,7 @@ func (m *Middleware) abandon(r *http.Request, sk, token, failure string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
 	defer cancel()
 	if _, err := m.store.Abandon(ctx, sk, token); err != nil {
-		m.cfg.logger.Warn("idemhttp: "+failure, "error", err)
+		m.cfg.logger.Warn("coordkit/idemhttp: "+failure, "error", err)
 	}
 }
 

@@ -118,14 +118,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		err = errEmptyKey
 	}
 	if err != nil {
-		m.cfg.logger.Error("ratelimithttp: key func failed", "error", err)
+		m.cfg.logger.Error("coordkit/ratelimithttp: key func failed", "error", err)
 		m.counter.count(DecisionInvalid)
 		problem(w, http.StatusInternalServerError, "rate-limit key unavailable")
 		return
 	}
 	cost := m.cfg.cost(r)
 	if cost < 0 {
-		m.cfg.logger.Error("ratelimithttp: cost func returned a negative cost", "cost", cost)
+		m.cfg.logger.Error("coordkit/ratelimithttp: cost func returned a negative cost", "cost", cost)
 		m.counter.count(DecisionInvalid)
 		problem(w, http.StatusInternalServerError, "invalid rate-limit cost")
 		return
@@ -136,12 +136,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return // the client has gone; nobody reads a reply
 		}
 		if errors.Is(err, ratelimit.ErrEmptyIdentity) {
-			m.cfg.logger.Error("ratelimithttp: deny-list identity func returned an empty identity")
+			m.cfg.logger.Error("coordkit/ratelimithttp: deny-list identity func returned an empty identity")
 			m.counter.count(DecisionInvalid)
 			problem(w, http.StatusInternalServerError, "rate-limit key unavailable")
 			return
 		}
-		m.cfg.logger.Warn("ratelimithttp: rate limiter unavailable", "error", err, "fail_open", m.cfg.failOpen)
+		m.cfg.logger.Warn("coordkit/ratelimithttp: rate limiter unavailable", "error", err, "fail_open", m.cfg.failOpen)
 		if m.cfg.failOpen {
 			m.counter.count(DecisionFailedOpen)
 			next.ServeHTTP(w, r)
