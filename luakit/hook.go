@@ -3,6 +3,7 @@ package luakit
 import (
 	"context"
 	"errors"
+	"strconv"
 )
 
 // Operation names one public operation of a primitive for a [Hook]. It never carries keys, fields,
@@ -21,11 +22,12 @@ type Operation struct {
 // Outcome is how an admitted operation ended, as reported to its [Completion].
 type Outcome int
 
-// The outcomes of an admitted operation.
+// The outcomes of an admitted operation. The zero value is not an outcome: a Completion is never
+// called with it.
 const (
 	// OutcomeSucceeded: the operation returned no error. A negative answer (a busy lock, a denied
 	// permit, a lost lease) is a success: the operation ran and answered.
-	OutcomeSucceeded Outcome = iota
+	OutcomeSucceeded Outcome = iota + 1
 	// OutcomeCanceled: the caller's context ended and the error says so (context.Canceled or
 	// context.DeadlineExceeded).
 	OutcomeCanceled
@@ -33,7 +35,7 @@ const (
 	OutcomeFailed
 )
 
-// String returns "succeeded", "canceled" or "failed" ("unknown" for any other value).
+// String returns "succeeded", "canceled" or "failed" ("Outcome(n)" for any other value).
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeSucceeded:
@@ -43,7 +45,7 @@ func (o Outcome) String() string {
 	case OutcomeFailed:
 		return "failed"
 	}
-	return "unknown"
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
 // OutcomeOf classifies the error err a public operation returned to a caller whose context was ctx:

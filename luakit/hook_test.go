@@ -99,7 +99,7 @@ func TestHooksNoneAllocatesNothing(t *testing.T) {
 }
 
 func TestOutcomeString(t *testing.T) {
-	for o, want := range map[Outcome]string{OutcomeSucceeded: "succeeded", OutcomeCanceled: "canceled", OutcomeFailed: "failed", 9: "unknown"} {
+	for o, want := range map[Outcome]string{OutcomeSucceeded: "succeeded", OutcomeCanceled: "canceled", OutcomeFailed: "failed", 0: "Outcome(0)", 9: "Outcome(9)"} {
 		if got := o.String(); got != want {
 			t.Errorf("%d: %q, want %q", int(o), got, want)
 		}
