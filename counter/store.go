@@ -403,6 +403,9 @@ func int64Reply(r rueidis.RedisResult) (int64, error) {
 // one MGET per hash slot (keys grouped with luakit.Slot), sent together with DoMulti. The result has
 // one [Value] per key, in input order. Reads of different slots are not one atomic snapshot. A key
 // of another type reads as absent (MGET replies nil for it; [Store.Get] reports [ErrNotInteger]).
+// While a slot migrates, a node refuses an MGET whose keys are split between it and the other node
+// with TRYAGAIN: that MGET is sent again (luakit.DoMulti) for up to luakit.TryAgainBudget (500 ms)
+// within ctx, after which the TRYAGAIN error is returned (luakit.IsTransient reports true for it).
 //
 // Errors: an empty key before any I/O (matching [ErrInvalidConfig]); [ErrDisconnected]; [ErrClosed]
 // after Close; an error wrapping the context's; otherwise a *[BatchError] with [ErrNotInteger] for
@@ -457,7 +460,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) (_ []Value, err erro
 		cmds[g] = s.client.B().Arbitrary("MGET").Keys(ks...).Build()
 	}
 	var errs []error
-	for g, res := range s.client.DoMulti(ctx, cmds...) {
+	for g, res := range luakit.DoMulti(ctx, s.client, cmds...) {
 		arr, err := res.ToArray()
 		if err == nil && len(arr) != len(groups[g]) {
 			err = fmt.Errorf("counter: MGET replied %d values for %d keys", len(arr), len(groups[g]))

@@ -83,6 +83,11 @@
 //
 // Redis 7.0 and later, Valkey 8 and later, standalone or Cluster (both keys in one slot: the one-name
 // form sees to it; a key prefix containing a hash tag moves every key). RESP2 clients work; waiting then relies on the PTTL deadline.
+// While the lock's slot migrates to another Cluster node, the servers refuse the acquisition (a
+// two-key script) with TRYAGAIN whenever one of the keys is absent or has moved without the other: a
+// free lock has no lease key, so that lasts the whole migration. Every call retries it within ctx for
+// up to [luakit.TryAgainBudget] (500 ms) and then returns it (transient: [luakit.IsTransient]);
+// Acquire goes on waiting.
 //
 // # Concurrency
 //

@@ -166,6 +166,9 @@ func (l *Locker) prepare(r request, open, leaseClose, fenceClose, leaseName, fen
 //     applied ([luakit.MayHaveApplied]), the owner-checked release is sent as for ErrUncertain.
 //
 // ctx bounds the round trip. Cancellation does not undo an acquisition the server already applied.
+// While the lock's Cluster slot migrates, a node refuses the two-key script with TRYAGAIN (it ran
+// nothing); the attempt is sent again within ctx for up to [luakit.TryAgainBudget] (500 ms), one
+// operation for the hooks, and only then returns that error, which [luakit.IsTransient] reports.
 func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {

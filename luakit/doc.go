@@ -11,7 +11,10 @@
 // with [MustLoad]. Keys go in KEYS and values in ARGV; nothing is ever
 // concatenated into a script's source. The digest EVALSHA sends is learned
 // from the server after the first EVAL, never computed with SHA-1 here, so
-// every module works with GODEBUG=fips140=only.
+// every module works with GODEBUG=fips140=only. A Cluster node's TRYAGAIN
+// reply during a slot migration is retried within the call, with backoff,
+// for up to [TryAgainBudget] (see there); [DoMulti] does the same for plain
+// commands.
 //
 // # Keys
 //

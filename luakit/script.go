@@ -263,6 +263,9 @@ func (s *Script) SHA1() string {
 // context errors as is; [Classify] sorts them. A script that fails midway is
 // not rolled back by the server, so scripts should validate before writing.
 // A NOPERM reply comes back as a [*PermissionError] (matching [ErrNoPermission]).
+// A Cluster node's TRYAGAIN reply (the slot migrates and the keys are split
+// between two nodes; nothing ran) is not returned at once: the call is sent
+// again, with backoff, for up to [TryAgainBudget] within ctx.
 // Safe for concurrent use.
 func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
 	return permResult(s.run(ctx, c, s.readOnly, true, keys, args))
@@ -284,41 +287,72 @@ func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string
 // NOSCRIPT (another client loaded the script while the batch was in flight),
 // the re-sent ones run after the others, so elements that touch the same key
 // may then apply out of input order. Until the digest is known every element
-// is sent with EVAL, and the digest is learned after the batch.
+// is sent with EVAL, and the digest is learned after the batch. The elements
+// a Cluster node answered TRYAGAIN also ran nothing: they are sent again
+// together, with backoff, for up to [TryAgainBudget] within ctx (after the
+// others, as for NOSCRIPT).
 func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, multi ...rueidis.LuaExec) []rueidis.RedisResult {
 	if len(multi) == 0 {
 		return nil
 	}
-	digest := s.SHA1()
-	cmds := make(rueidis.Commands, len(multi))
-	for i, m := range multi {
-		cmds[i] = s.command(c.B(), digest, false, true, m.Keys, m.Args)
+	res := s.sendMulti(ctx, c, multi, nil, nil)
+	retryMulti(ctx, res, func(idx []int) { s.sendMulti(ctx, c, multi, idx, res) })
+	for i := range res {
+		res[i] = permResult(res[i])
 	}
-	res := c.DoMulti(ctx, cmds...)
-	var retry []int
+	return res
+}
+
+// sendMulti sends the elements idx of multi (all of them when idx is nil) pipelined with DoMulti, with
+// EVALSHA of the known digest (EVAL until it is known, learning it after the batch) and the elements
+// answered NOSCRIPT again with EVAL, and stores each element's result at its index in res (a new
+// slice when res is nil), which it returns.
+func (s *Script) sendMulti(ctx context.Context, c rueidis.Client, multi []rueidis.LuaExec, idx []int, res []rueidis.RedisResult) []rueidis.RedisResult {
+	at := func(j int) int {
+		if idx == nil {
+			return j
+		}
+		return idx[j]
+	}
+	n := len(multi)
+	if idx != nil {
+		n = len(idx)
+	}
+	digest := s.SHA1()
+	cmds := make(rueidis.Commands, n)
+	for j := range cmds {
+		m := multi[at(j)]
+		cmds[j] = s.command(c.B(), digest, false, true, m.Keys, m.Args)
+	}
+	got := c.DoMulti(ctx, cmds...)
+	if res == nil {
+		res = got // idx is nil: got is in input order
+	} else {
+		for j, x := range got {
+			res[idx[j]] = x
+		}
+	}
+	var noScript []int
 	learn := false
-	for i, r := range res {
-		switch err := r.Error(); {
+	for j := range n {
+		switch err := res[at(j)].Error(); {
 		case digest == "" && err == nil:
 			learn = true
 		case digest != "" && isNoScript(err):
-			retry = append(retry, i)
+			noScript = append(noScript, at(j))
 		}
 	}
 	if learn {
 		s.learn(ctx, c)
 	}
-	if len(retry) > 0 {
-		evals := make(rueidis.Commands, len(retry))
-		for j, i := range retry {
+	if len(noScript) > 0 {
+		evals := make(rueidis.Commands, len(noScript))
+		for j, i := range noScript {
 			evals[j] = s.command(c.B(), "", false, true, multi[i].Keys, multi[i].Args)
 		}
-		for j, r := range c.DoMulti(ctx, evals...) {
-			res[retry[j]] = r
+		for j, x := range c.DoMulti(ctx, evals...) {
+			res[noScript[j]] = x
 		}
-	}
-	for i := range res {
-		res[i] = permResult(res[i])
 	}
 	return res
 }
@@ -343,6 +377,11 @@ func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, multi ...rueid
 // [WithoutDeadline] so that a deadline does not make rueidis send the command synchronously and close
 // the connection when it passes. Replies, errors and the EVALSHA-then-EVAL fallback are as for Exec. It
 // blocks until the reply arrives or ctx ends. Safe for concurrent use.
+//
+// A call answered TRYAGAIN (a Cluster slot migration, see [TryAgainBudget]; a standalone server never
+// answers it) is sent again the same way, so on the same connection path, after its TRYAGAIN reply
+// was read: the server ran nothing, and since the call has not returned, nothing its caller sends
+// next can reach the server before it.
 func (s *Script) ExecOrdered(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
 	if c.Mode() == rueidis.ClientModeCluster {
 		return s.Exec(ctx, c, keys, args)
@@ -363,8 +402,8 @@ func (s *Script) ExecOrdered(ctx context.Context, c rueidis.Client, keys, args [
 //
 // Both commands are sent pipelined, on the connection ExecOrdered uses, even with
 // DisableAutoPipelining (the pipelined connection is the one whose invalidations are read as they
-// arrive). Replies, errors and the EVALSHA-then-EVAL fallback are as for ExecOrdered. Safe for
-// concurrent use.
+// arrive). Replies, errors, the EVALSHA-then-EVAL fallback and the re-sends after TRYAGAIN (both
+// commands again) are as for ExecOrdered. Safe for concurrent use.
 func (s *Script) ExecOrderedTracked(ctx context.Context, c rueidis.Client, keys, args []string) (resp rueidis.RedisResult, tracked bool) {
 	if c.Mode() == rueidis.ClientModeCluster {
 		return s.Exec(ctx, c, keys, args), false
@@ -375,23 +414,40 @@ func (s *Script) ExecOrderedTracked(ctx context.Context, c rueidis.Client, keys,
 			s.command(c.B(), digest, false, false, keys, args).ToPipe())
 		return res[1], res[0].Error() == nil
 	}
-	digest := s.SHA1()
-	resp, tracked = send(digest)
-	if s.settle(ctx, c, digest, resp.Error()) {
-		resp, tracked = send("")
+	var r tryAgain
+	for {
+		digest := s.SHA1()
+		resp, tracked = send(digest)
+		if s.settle(ctx, c, digest, resp.Error()) {
+			resp, tracked = send("")
+		}
+		if again, ended := r.wait(ctx, resp.Error()); !again {
+			if ended != nil {
+				return rueidis.NewErrorResult(ended), false
+			}
+			return permResult(resp), tracked
+		}
 	}
-	return permResult(resp), tracked
 }
 
 // run sends one call of the script with Do (see settle), in the read-only forms when ro; slotted
 // passes keys with Key, so the command carries their slot, instead of Arg (see ExecOrdered).
+// A call answered TRYAGAIN is sent again the same way (see [TryAgainBudget]).
 func (s *Script) run(ctx context.Context, c rueidis.Client, ro, slotted bool, keys, args []string) rueidis.RedisResult {
-	digest := s.SHA1()
-	resp := c.Do(ctx, s.command(c.B(), digest, ro, slotted, keys, args))
-	if s.settle(ctx, c, digest, resp.Error()) {
-		resp = c.Do(ctx, s.command(c.B(), "", ro, slotted, keys, args))
+	var r tryAgain
+	for {
+		digest := s.SHA1()
+		resp := c.Do(ctx, s.command(c.B(), digest, ro, slotted, keys, args))
+		if s.settle(ctx, c, digest, resp.Error()) {
+			resp = c.Do(ctx, s.command(c.B(), "", ro, slotted, keys, args))
+		}
+		if again, ended := r.wait(ctx, resp.Error()); !again {
+			if ended != nil {
+				return rueidis.NewErrorResult(ended)
+			}
+			return resp
+		}
 	}
-	return resp
 }
 
 // settle handles the outcome err of a call sent with digest ("": with EVAL): it learns the digest

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -25,6 +26,8 @@ type scriptServer struct {
 	refuseLoad bool   // SCRIPT LOAD answers NOPERM
 	loadReply  string // SCRIPT LOAD answers this instead of the digest when set
 	failEval   error  // the script's EVAL fails with this when set
+	tryAgain   int    // the next tryAgain calls of a script (EVAL, EVALSHA) answer TRYAGAIN
+	onTryAgain func() // called (with the lock held) after each TRYAGAIN answer when set
 }
 
 func newScriptServer(t *testing.T) *scriptServer {
@@ -62,6 +65,13 @@ func (f *scriptServer) Do(_ context.Context, cmd rueidis.Completed) rueidis.Redi
 		return ok(f.digest(w[2]))
 	case "CLIENT CACHING":
 		return ok("OK")
+	}
+	if f.tryAgain > 0 && strings.HasPrefix(w[0], "EVAL") {
+		f.tryAgain--
+		if f.onTryAgain != nil {
+			f.onTryAgain()
+		}
+		return rueidis.NewErrorResult(redisErr(f.t, "TRYAGAIN Multiple keys request during rehashing of slot"))
 	}
 	switch w[0] {
 	case "EVAL", "EVAL_RO":
