@@ -11,7 +11,8 @@ export PATH := $(PATH):/usr/local/go/bin
 # CI=true makes testkit fail (instead of skip) a test whose server is missing.
 export CI
 
-# Every module, listed once. Released modules are tagged <dir>/vX.Y.Z (versions.yaml).
+# Every module, listed once. RELEASED are the library modules (light, doc-checked); versions.yaml
+# releases them and the coordctl command, each tagged <dir>/vX.Y.Z by scripts/release.sh.
 RELEASED   := luakit lock lease rwlock semaphore idempotency leader latch redlock counter ratelimit otelhook
 UNRELEASED := testkit integration bench demo tools coordctl
 MODULES    := $(RELEASED) $(UNRELEASED)
@@ -28,10 +29,10 @@ EACH := scripts/modules.sh
 ONLY ?=
 pick = $(if $(ONLY),$(filter $(ONLY),$(1)),$(1))
 
-.PHONY: help setup servers images deps test unit integration containers demo bench bench-peers lint tidy-check fuzz clean
+.PHONY: help setup servers images deps test unit integration containers release-check apicheck demo bench bench-peers lint tidy-check fuzz clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 setup: servers deps ## install/build the servers in SERVERS and download every module's dependencies
 
@@ -58,8 +59,9 @@ images: servers ## build the container images of SERVERS from the cached binarie
 deps: ## download every module's dependencies (GOWORK=off go mod download; in the workspace, what the packages import)
 	@out=$$($(EACH) download,wsdownload $(call pick,$(MODULES)) 2>&1) || { echo "$$out"; exit 1; }
 
-test: setup images ## vet + race tests per module (workspace, GOWORK=off; integration's suites in the workspace only), tidy-check, then the container pass; prints each step's duration
+test: setup images ## vet + race tests per module (workspace, GOWORK=off; integration's suites in the workspace only), tidy-check, the release rehearsal, then the container pass; prints each step's duration
 	@$(EACH) ws,off,tidy $(call pick,$(MODULES))
+	$(if $(ONLY),,@scripts/release-check.sh)
 	$(if $(filter integration,$(call pick,$(MODULES))),@scripts/containers.sh)
 
 unit: ## vet + race tests of the released modules, workspace and GOWORK=off (no servers needed)
@@ -70,6 +72,14 @@ integration: setup ## real-server behaviour tests (integration module)
 
 containers: setup images ## the container pass alone: integration suites on a real Docker engine (scripts/containers.sh)
 	@scripts/containers.sh
+
+# The rehearsal needs a server with hash-field TTL (lease's README example): Redis 8 by default.
+release-check: ## rehearse a release in a scratch clone: tag, go get each module alone, build and run its README example, go install coordctl (scripts/release-check.sh)
+	@$(MAKE) --no-print-directory servers SERVERS=$(firstword $(filter redis8 valkey9,$(SERVERS)) redis8)
+	@scripts/release-check.sh
+
+apicheck: ## API of each released module against its last tag: version bump and CHANGELOG entry (scripts/apicheck.sh; part of lint)
+	@scripts/apicheck.sh $(ONLY)
 
 demo: ## start a throwaway Redis 7.0 and run the demo scenario
 	@$(MAKE) --no-print-directory setup SERVERS=redis70
@@ -84,9 +94,10 @@ PEERSFLAGS ?=
 bench-peers: setup ## Coordkit side by side with its peers on one server (bench/cmd/peers; PEERSFLAGS=...)
 	cd bench && go run ./cmd/peers $(PEERSFLAGS)
 
-lint: ## gofmt -l, go vet, staticcheck per module; doc comments of every exported name in the released ones
+lint: ## gofmt -l, go vet, staticcheck per module; doc comments of every exported name in the released ones; the API check
 	@$(EACH) gofmt,vet,staticcheck $(call pick,$(MODULES))
 	$(if $(call pick,$(RELEASED)),@$(EACH) doccheck $(call pick,$(RELEASED)))
+	@scripts/apicheck.sh $(ONLY)
 
 tidy-check: ## fail when `GOWORK=off go mod tidy` would change any go.mod/go.sum
 	@$(EACH) tidy $(call pick,$(MODULES))
