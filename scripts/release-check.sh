@@ -37,7 +37,7 @@ release_lock
 export COORDKIT_RELEASE_LOCKED=1
 git_identity
 
-declare -a step_names step_results step_secs graph_lines
+declare -a step_names=() step_results=() step_secs=() graph_lines=()
 failed=0
 # step NAME CMD...: runs CMD, records its result and duration.
 step() {

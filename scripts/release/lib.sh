@@ -98,6 +98,10 @@ use_remote() {
   export GOPROXY="file://$usercache/cache/download,$userproxy"
   export GOPRIVATE="$MODPREFIX" GONOSUMDB="$MODPREFIX" GONOPROXY="$MODPREFIX"
   export GOWORK=off GOFLAGS="${userflags:+$userflags }-modcacherw"
+  # The go command indexes module-cache packages by path@version in the build cache (modindex),
+  # assuming a version's files never change; a rehearsal re-creates the same versions from newer
+  # commits, so the index must not be used (a stale one listed an earlier luakit v0.1.0's files).
+  export GODEBUG="${GODEBUG:+$GODEBUG,}goindex=0"
   export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0="url.file://$1.insteadOf" GIT_CONFIG_VALUE_0="https://$MODPREFIX"
   export GIT_TERMINAL_PROMPT=0
 }
