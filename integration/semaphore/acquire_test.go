@@ -60,15 +60,16 @@ func requireWaiting(t *testing.T, ch <-chan acquired) {
 }
 
 // waitArmed waits until some client made a tracked read (PTTL) of the key since before (the waiter's
-// arming: it is about to sleep), plus a moment for the attempt that follows it.
-func (e *env) waitArmed(t *testing.T, before map[string]int64) {
+// arming: it is about to sleep) and the servers then ran nothing for 100 ms (the attempt that follows
+// the arming read is done, however late), and returns the reading at that point.
+func (e *env) waitArmed(t *testing.T, before map[string]int64) map[string]int64 {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for e.CommandStats(t)["pttl"] <= before["pttl"] {
 		require.True(t, time.Now().Before(deadline), "the waiter never armed tracking")
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(100 * time.Millisecond)
+	return e.WaitQuiet(t, 100*time.Millisecond, 5*time.Second)
 }
 
 // fill takes capacity permits with the given TTLs on a client of its own.
@@ -193,9 +194,7 @@ func testAcquireDoesNotPoll(t *testing.T, e *env) {
 	defer cancel()
 	before := e.CommandStats(t)
 	ch := acquireAsync(wctx, waiter, time.Minute)
-	e.waitArmed(t, before)
-
-	st0 := e.CommandStats(t)
+	st0 := e.waitArmed(t, before)
 	time.Sleep(idle)
 	d := e.CommandsSince(t, st0)
 	requireWaiting(t, ch)

@@ -127,6 +127,31 @@ func (e *Env) CommandsBetween(before, after map[string]int64) map[string]int64 {
 	return out
 }
 
+// WaitQuiet waits until the target's servers have run nothing but their background commands for
+// quiet (INFO commandstats read every 10 ms), and returns the last reading: CommandsSince from it
+// counts what runs next. A waiter that armed tracking is asleep once its traffic stopped, however
+// late its last command came. Traffic that never pauses for quiet within limit fails t (a client
+// polls).
+func (e *Env) WaitQuiet(t testing.TB, quiet, limit time.Duration) map[string]int64 {
+	t.Helper()
+	end := time.Now().Add(limit)
+	last := e.CommandStats(t)
+	lastChange := time.Now()
+	for {
+		time.Sleep(10 * time.Millisecond)
+		cur := e.CommandStats(t)
+		if d := e.CommandsBetween(last, cur); len(d) > 0 {
+			if time.Now().After(end) {
+				t.Fatalf("the servers never went quiet for %v within %v; last commands: %v", quiet, limit, d)
+			}
+			lastChange = time.Now()
+		} else if time.Since(lastChange) >= quiet {
+			return cur
+		}
+		last = cur
+	}
+}
+
 // Total returns the sum of the counts of d (a CommandsSince delta): the calls of every command in it.
 func Total(d map[string]int64) int64 {
 	var n int64
