@@ -166,20 +166,21 @@ func Total(d map[string]int64) int64 {
 // never shows in INFO commandstats.
 var (
 	// connectionUpkeep runs on every target: INFO (the readings themselves; a Sentinel's every 10 s),
-	// PING (rueidis probes a connection idle for 1 s; a Sentinel pings every second) and the handshake
-	// of a connection, which a client dials lazily or again at any time.
+	// PING (rueidis probes a connection idle for 1 s; a Sentinel pings every second), the handshake
+	// of a connection, which a client dials lazily or again at any time, and topology reads (a new
+	// rueidis client asks a standalone server too whether it is a Cluster; a cluster client refreshes
+	// its slots; testkit's cluster checks).
 	connectionUpkeep = []string{"info", "ping", "hello", "auth", "select", "readonly",
-		"client|setinfo", "client|setname", "client|tracking", "client|no-evict", "client|no-touch", "client|capa"}
+		"client|setinfo", "client|setname", "client|tracking", "client|no-evict", "client|no-touch", "client|capa",
+		"cluster|slots", "cluster|shards", "cluster|nodes", "cluster|info", "cluster|myid"}
 	// sentinelTraffic is what a Sentinel group's replica and Sentinels send its primary: REPLCONF ACK
 	// every second, PSYNC on a replica's reconnect, each Sentinel's SUBSCRIBE and its hello PUBLISH on
 	// __sentinel__:hello every 2 s; and the ROLE check of a rueidis Sentinel client's new primary.
 	sentinelTraffic = []string{"replconf", "psync", "subscribe", "publish", "role"}
-	// clusterTopology is a cluster's topology reads: rueidis' refreshes, testkit's checks.
-	clusterTopology = []string{"cluster|slots", "cluster|shards", "cluster|nodes", "cluster|info", "cluster|myid"}
 )
 
 // BackgroundCommands returns the commands that CommandsSince leaves out on this target:
-// connectionUpkeep everywhere, sentinelTraffic on a Sentinel target, clusterTopology on a cluster.
+// connectionUpkeep everywhere, and sentinelTraffic on a Sentinel target.
 // CLIENT CACHING (a tracked read), MULTI / EXEC, ASKING and every data command are always counted. A
 // scenario that must count a background command (a PUBLISH that wakes a waiter) observes it another
 // way there, for example with a subscriber on the channel. The map is new on each call.
@@ -187,9 +188,6 @@ func (e *Env) BackgroundCommands() map[string]bool {
 	names := connectionUpkeep
 	if e.Sentinel != nil {
 		names = append(slices.Clip(names), sentinelTraffic...)
-	}
-	if e.Cluster != nil {
-		names = append(slices.Clip(names), clusterTopology...)
 	}
 	bg := make(map[string]bool, len(names))
 	for _, n := range names {
