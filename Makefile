@@ -81,6 +81,7 @@ STRESS_RUNS  := \
   lock        'TestLock(Sentinel)?$$/$(STRESS_ON)/(05_cross_slot|07_handoff_release|16_handoff_tracked_client_no_option|21_cycle_commands)$$' \
   counter     'TestCounter(OnSentinel)?$$/$(STRESS_ON)/(11_one_round_trip_per_call_and_batch|12_batch_recovers_after_script_flush)$$' \
   ratelimit   'TestRateLimit(OnSentinel)?$$/$(STRESS_ON)/(engine_round_trips|limiter_inspect_read_only|deny_entries_read_only)$$' \
+  idempotency 'TestIdempotency(OnSentinel)?$$/$(STRESS_ON)/(21_one_script_per_operation|27_begin_sleeps_while_held)$$' \
   leader      'TestLeader(OnSentinel)?$$/$(STRESS_ON)/explicit_keys_and_strict_slots$$' \
   coordctl    'TestCoordctl$$/$(STRESS_ON)/(read_only|bad_input)$$' \
   hooks       'TestHooks$$/$(STRESS_ON)/(rate_limit_rules|semaphore)$$' \
