@@ -29,7 +29,7 @@ EACH := scripts/modules.sh
 ONLY ?=
 pick = $(if $(ONLY),$(filter $(ONLY),$(1)),$(1))
 
-.PHONY: help setup servers images deps test unit integration containers release-check apicheck demo bench bench-peers lint tidy-check fuzz clean
+.PHONY: help setup servers images deps test unit integration stress-counts containers release-check apicheck demo bench bench-peers lint tidy-check fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -69,6 +69,41 @@ unit: ## vet + race tests of the released modules, workspace and GOWORK=off (no 
 
 integration: setup ## real-server behaviour tests (integration module)
 	@$(EACH) ws,off integration
+
+# The scenarios that assert on a delta of INFO commandstats (matrix.Env.CommandsSince) on a Sentinel or
+# Cluster target, where background commands (hello PUBLISH, REPLCONF, topology reads) run on their
+# own: package and -run pattern, one pair a line (ratelimit's engine_exact_tables counts too, but only
+# script and write commands, and takes 7 s a run). stress-counts runs each STRESS_COUNT times in a
+# row on every Sentinel and Cluster target, each repetition on a new server group.
+STRESS_COUNT ?= 30
+STRESS_ON    := (redis|valkey)-(sentinel|cluster)
+STRESS_RUNS  := \
+  lock        'TestLock(Sentinel)?$$/$(STRESS_ON)/(05_cross_slot|07_handoff_release|16_handoff_tracked_client_no_option|21_cycle_commands)$$' \
+  counter     'TestCounter(OnSentinel)?$$/$(STRESS_ON)/(11_one_round_trip_per_call_and_batch|12_batch_recovers_after_script_flush)$$' \
+  ratelimit   'TestRateLimit(OnSentinel)?$$/$(STRESS_ON)/(engine_round_trips|limiter_inspect_read_only|deny_entries_read_only)$$' \
+  idempotency 'TestIdempotency(OnSentinel)?$$/$(STRESS_ON)/(21_one_script_per_operation|27_begin_sleeps_while_held)$$' \
+  leader      'TestLeader(OnSentinel)?$$/$(STRESS_ON)/explicit_keys_and_strict_slots$$' \
+  coordctl    'TestCoordctl$$/$(STRESS_ON)/(read_only|bad_input)$$' \
+  hooks       'TestHooks$$/$(STRESS_ON)/(rate_limit_rules|semaphore)$$' \
+  rwlock      'TestRWLock$$/$(STRESS_ON)/18_wait_no_polling$$' \
+  semaphore   'TestSemaphore$$/$(STRESS_ON)/(15_acquire_does_not_poll|91_refused_acquire_sends_no_cleanup)$$' \
+  ownership   'TestOwnership$$/$(STRESS_ON)/11_wait_does_not_poll$$'
+
+stress-counts: setup ## the command-count scenarios on every Sentinel and Cluster target, STRESS_COUNT (30) times in a row
+	@cd integration && set -- $(STRESS_RUNS) && start=$$SECONDS && \
+	while [ $$# -gt 0 ]; do \
+	  t0=$$SECONDS; log=$${TMPDIR:-/tmp}/stress-counts-$$1.log; \
+	  if ! CI=true COORDKIT_SENTINELS=all COORDKIT_CLUSTERS=all \
+	      go test -race -v -p 1 -timeout 90m -count=$(STRESS_COUNT) -run "$$2" ./$$1/ >"$$log" 2>&1; then \
+	    grep -E -- '--- FAIL|Error:|^FAIL|panic' "$$log" | head -40; \
+	    echo "stress-counts: $$1 failed after $$((SECONDS - t0)) s (output: $$log)"; exit 1; \
+	  fi; \
+	  n=$$(grep -cE -- '--- PASS: [^ /]+/[^ /]+/[^ /]+ ' "$$log" || true); \
+	  [ "$$n" -gt 0 ] || { echo "stress-counts: $$1: -run '$$2' ran no scenario"; exit 1; }; \
+	  echo "stress-counts: $$1: $$n scenario runs passed in $$((SECONDS - t0)) s"; \
+	  shift 2; \
+	done; \
+	echo "stress-counts: all passed, $(STRESS_COUNT) times each, in $$((SECONDS - start)) s"
 
 containers: setup images ## the container pass alone: integration suites on a real Docker engine (scripts/containers.sh)
 	@scripts/containers.sh

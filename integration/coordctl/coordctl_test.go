@@ -341,7 +341,7 @@ func testReadOnly(t *testing.T, e *env) {
 			s0 := e.CommandStats(t)
 			require.NoError(t, f.inspect(t, c))
 			s1 := e.CommandStats(t)
-			d := statsDelta(s0, s1)
+			d := e.CommandsBetween(s0, s1)
 			for c := range d {
 				require.True(t, readCommands[c], "inspection ran %s (all: %v)", c, d)
 			}
@@ -349,8 +349,7 @@ func testReadOnly(t *testing.T, e *env) {
 			t.Logf("%s inspection: %v", f.name, d)
 			r := e.run(t, args...)
 			require.Equal(t, coordctl.ExitOK, r.code, r.err)
-			s2 := e.CommandStats(t)
-			for c := range statsDelta(s1, s2) {
+			for c := range e.CommandsSince(t, s1) {
 				require.True(t, readCommands[c], "coordctl run ran %s", c)
 			}
 			require.Equal(t, before, e.snapshot(t, keys...))
@@ -554,7 +553,7 @@ func testBadInput(t *testing.T, e *env) {
 		require.Equal(t, coordctl.ExitUsage, r.code)
 		require.NotContains(t, r.err+r.out, "s3cret")
 	})
-	for c := range statsDelta(s0, e.CommandStats(t)) {
+	for c := range e.CommandsSince(t, s0) {
 		require.True(t, readCommands[c], "bad input ran %s", c)
 	}
 	require.Equal(t, before, e.snapshot(t, "ctl:bad:string", "ctl:bad:list", "{ctl:bad}:lease"))

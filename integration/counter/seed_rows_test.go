@@ -3,7 +3,6 @@ package counter_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,27 +35,18 @@ var scriptInner = map[string]bool{
 	"multi": true, "exec": true, // how a replica counts a script's replicated effects
 }
 
-// background lists what a Sentinel target's sentinels and replica send the primary on their own
-// (PING and hello PUBLISH every second or two, REPLCONF ACK): never the counter's.
-var background = matrix.SentinelTraffic
-
-// commandsDelta returns, per command, how many calls the target's servers counted between two
-// snapshots, leaving out INFO (the snapshots themselves), the client's topology refreshes and
-// connection handshakes (rueidis dials its pipelined connections lazily), the commands called inside
-// the counter's scripts and a Sentinel group's own traffic: what is left is what the client sent for
-// the calls. (A store's first-contact EXISTS is outside the counted spans: each store is warmed first.)
-func commandsDelta(before, after map[string]int64) map[string]int64 {
-	out := map[string]int64{}
-	for k, v := range after {
-		if k == "info" || k == "hello" || strings.HasPrefix(k, "cluster|") || strings.HasPrefix(k, "client|") ||
-			scriptInner[k] || background[k] {
-			continue
-		}
-		if d := v - before[k]; d != 0 {
-			out[k] = d
-		}
+// sent returns, per command, what the client sent since before (a CommandStats reading): the
+// target's commands since then (matrix.Env.CommandsSince: without its background commands, such as
+// handshakes of the connections rueidis dials lazily, topology reads, a Sentinel group's own
+// traffic) without the commands called inside the counter's scripts. (A store's first-contact EXISTS
+// is outside the counted spans: each store is warmed first.)
+func sent(t *testing.T, e *env, before map[string]int64) map[string]int64 {
+	t.Helper()
+	d := e.CommandsSince(t, before)
+	for k := range scriptInner {
+		delete(d, k)
 	}
-	return out
+	return d
 }
 
 // spreadKeys returns n logical keys under prefix whose physical keys cover every primary of a
@@ -86,14 +76,13 @@ func testOneRoundTrip(t *testing.T, e *env) {
 	require.NoError(t, err)
 	_, err = s.BatchIncrement(c, items)
 	require.NoError(t, err)
-	_ = e.CommandStats(t) // dials the admin connections before the first counted snapshot
 
 	before := e.CommandStats(t)
 	res, err := s.IncrementUpTo(c, "limit", 1, 100, time.Minute)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
 	require.EqualValues(t, 2, res.Value)
-	require.Equal(t, map[string]int64{"evalsha": 1}, commandsDelta(before, e.CommandStats(t)),
+	require.Equal(t, map[string]int64{"evalsha": 1}, sent(t, e, before),
 		"a limit check is one EVALSHA")
 
 	for round := range 3 {
@@ -103,7 +92,7 @@ func testOneRoundTrip(t *testing.T, e *env) {
 		for i, v := range vals {
 			require.EqualValues(t, 2*(round+2), v, "item %d", i)
 		}
-		require.Equal(t, map[string]int64{"evalsha": n}, commandsDelta(before, e.CommandStats(t)),
+		require.Equal(t, map[string]int64{"evalsha": n}, sent(t, e, before),
 			"a batch of %d items with the script cached is %d EVALSHA in one pipeline, nothing else", n, n)
 	}
 }
@@ -130,14 +119,13 @@ func testBatchAfterScriptFlush(t *testing.T, e *env) {
 	}
 
 	flushScripts()
-	_ = e.CommandStats(t)
 	before := e.CommandStats(t)
 	vals, err := s.BatchIncrement(c, items)
 	require.NoError(t, err, "a batch after SCRIPT FLUSH must recover like a single call")
 	for i, v := range vals {
 		require.EqualValues(t, 2*(i+1), v, "item %d applied exactly once", i)
 	}
-	d := commandsDelta(before, e.CommandStats(t))
+	d := sent(t, e, before)
 	require.EqualValues(t, n, d["evalsha"], "every item tried EVALSHA first: %v", d)
 	require.EqualValues(t, n, d["eval"], "every NOSCRIPT item re-sent once with EVAL: %v", d)
 	require.Zero(t, d["script|load"], "no SCRIPT LOAD: %v", d)
@@ -148,7 +136,7 @@ func testBatchAfterScriptFlush(t *testing.T, e *env) {
 	before = e.CommandStats(t)
 	_, err = s.BatchIncrement(c, items)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int64{"evalsha": n}, commandsDelta(before, e.CommandStats(t)),
+	require.Equal(t, map[string]int64{"evalsha": n}, sent(t, e, before),
 		"EVAL cached the script again: the next batch is EVALSHA only")
 
 	flushScripts()

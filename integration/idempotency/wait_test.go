@@ -184,7 +184,7 @@ func testBeginSleepsWhileHeld(t *testing.T, e *env) {
 			stillWaiting(t, done, hold)
 			n1, st1 := counted()
 			n, r := n1-n0, resets.Load()-r0
-			sent := statsDelta(st0, st1, e.BackgroundCommands())
+			sent := e.CommandsBetween(st0, st1)
 			t.Logf("%s: waiter's script runs and PTTL reads in %v: %d (connection resets: %d); every command: %v", e.Name, hold, n, r, sent)
 			require.LessOrEqual(t, n, maxWaitCmds+perReset*r, "Begin polled while the claim was held: %v", sent)
 
@@ -194,16 +194,4 @@ func testBeginSleepsWhileHeld(t *testing.T, e *env) {
 			require.Less(t, w.at.Sub(ended), time.Second, "woken by the invalidation, not by the claim's lease")
 		})
 	}
-}
-
-// statsDelta returns the commands that ran between two INFO commandstats readings, background
-// commands left out.
-func statsDelta(before, after map[string]int64, background map[string]bool) map[string]int64 {
-	d := map[string]int64{}
-	for k, v := range after {
-		if x := v - before[k]; x != 0 && !background[k] {
-			d[k] = x
-		}
-	}
-	return d
 }

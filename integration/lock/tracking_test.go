@@ -51,10 +51,7 @@ func testHandoffTrackedClient(t *testing.T, e *env) {
 			require.Equal(t, int64(1), d["EVALSHA"], "round %d: one attempt before sleeping (%v)", round, d)
 			require.Zero(t, d["PTTL"], "round %d: the attempt armed tracking itself: no arming read (%v)", round, d)
 			// On the server, the busy attempt read only the lease's PTTL: no counter read, no SET.
-			ran := e.CommandStats(t)
-			for _, cmd := range []string{"evalsha", "pttl", "get", "set", "incr"} {
-				ran[cmd] -= statsBefore[cmd]
-			}
+			ran := e.CommandsSince(t, statsBefore)
 			require.Equal(t, map[string]int64{"evalsha": 1, "pttl": 1, "get": 0, "set": 0, "incr": 0},
 				map[string]int64{"evalsha": ran["evalsha"], "pttl": ran["pttl"], "get": ran["get"], "set": ran["set"], "incr": ran["incr"]},
 				"round %d: commands the server ran for the waiter's busy attempt", round)

@@ -209,7 +209,8 @@ func (e *env) removeHold(t *testing.T, k *kind, res string) {
 	}
 }
 
-// commands returns INFO commandstats summed over every server of the target.
+// commands returns INFO commandstats summed over every server of the target and the quorum (count
+// what ran between two readings with e.CommandsBetween).
 func (e *env) commands(t *testing.T) map[string]int64 {
 	t.Helper()
 	sum := map[string]int64{}
@@ -221,23 +222,6 @@ func (e *env) commands(t *testing.T) map[string]int64 {
 		}
 	}
 	return sum
-}
-
-// delta returns after-before per command without "info" (the counter's own reads) and "ping" (rueidis'
-// idle-connection probe, not traffic of the code under test), and their sum.
-func delta(before, after map[string]int64) (map[string]int64, int64) {
-	d := map[string]int64{}
-	var n int64
-	for k, v := range after {
-		if k == "info" || k == "ping" {
-			continue
-		}
-		if x := v - before[k]; x > 0 {
-			d[k] = x
-			n += x
-		}
-	}
-	return d, n
 }
 
 // scripts returns how many scripts (EVALSHA, EVAL, FCALL) the servers ran between two snapshots.

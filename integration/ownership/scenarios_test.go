@@ -418,7 +418,8 @@ func testWaitNoPoll(t *testing.T, e *env, k *kind) {
 	// INFO commandstats counts the commands scripts call too, so the attempts are the scripts run
 	// (one per server of the hold for each try) and the total is bounded loosely: a waiter retrying
 	// every 10ms would run about 100 attempts, each with several commands.
-	d, n := delta(before, after)
+	d := e.CommandsBetween(before, after)
+	n := matrix.Total(d)
 	attempts := scripts(before, after)
 	servers := int64(len(e.place(t, k, res)))
 	t.Logf("while waiting 1s: %d attempts on %d servers, %d commands %v", attempts, servers, n, d)

@@ -98,16 +98,16 @@ func requirePending(t *testing.T, ch <-chan acquired) {
 	}
 }
 
-// waitArmed waits until the server ran a PTTL since the commandstats snapshot before: a waiter armed
-// tracking (its cached PTTL read) and went to sleep. Nothing else in these scenarios sends PTTL while
-// a waiter arms. It returns a snapshot taken once the waiter is asleep.
+// waitArmed waits until the server ran a PTTL since the commandstats snapshot before (a waiter armed
+// tracking with its cached PTTL read; nothing else in these scenarios sends PTTL while a waiter arms)
+// and then ran nothing for 50 ms (the attempt that follows the arming read is done: the waiter
+// sleeps). It returns a snapshot taken once the waiter is asleep.
 func (e *env) waitArmed(t *testing.T, before map[string]int64) map[string]int64 {
 	t.Helper()
 	eventually(t, 5*time.Second, "the waiter to arm tracking", func() bool {
 		return e.CommandStats(t)["pttl"] > before["pttl"]
 	})
-	time.Sleep(50 * time.Millisecond) // the EXEC around the PTTL
-	return e.CommandStats(t)
+	return e.WaitQuiet(t, 50*time.Millisecond, 5*time.Second)
 }
 
 // Raw server state, read through the assertion client.

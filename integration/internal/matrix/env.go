@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,7 +85,8 @@ func (e *Env) ClientOption() rueidis.ClientOption {
 }
 
 // CommandStats sums INFO commandstats (calls per command) over every server process of the target.
-// A failed read fails t.
+// A failed read fails t. Counting what code under test sent is CommandsSince's job: a raw reading
+// also holds the target's background commands (see BackgroundCommands).
 func (e *Env) CommandStats(t testing.TB) map[string]int64 {
 	t.Helper()
 	sum := map[string]int64{}
@@ -100,22 +102,96 @@ func (e *Env) CommandStats(t testing.TB) map[string]int64 {
 	return sum
 }
 
-// SentinelTraffic names the commands (lower case, as INFO commandstats names them) that a Sentinel
-// group's own processes run on its primary: a replica acknowledges replication offsets (REPLCONF)
-// every second and pings; each Sentinel subscribes to and publishes its hello message every 2 s and
-// reads INFO every 10 s. Read only.
-var SentinelTraffic = map[string]bool{"ping": true, "publish": true, "replconf": true, "subscribe": true, "info": true}
+// CommandsSince returns, per command, the calls the target's servers ran since before (a
+// CommandStats reading of this target), leaving out BackgroundCommands: what is left is what the
+// clients of the test sent, and the commands their scripts called. Commands with no new calls are
+// absent; a count that went down (a server restarted in between) is negative, so that an assertion
+// across a restart fails instead of passing on a reset counter.
+func (e *Env) CommandsSince(t testing.TB, before map[string]int64) map[string]int64 {
+	t.Helper()
+	return e.CommandsBetween(before, e.CommandStats(t))
+}
 
-// BackgroundCommands returns the commands (lower case, as INFO commandstats names them) that run on the
-// target's nodes without any client of a test: INFO and PING on every target (INFO from the assertion
-// client's CommandStats, PING from rueidis' idle-connection probes) and SentinelTraffic on a Sentinel
-// target. A test that asserts a quiet server leaves these out. The map is new on each call.
-func (e *Env) BackgroundCommands() map[string]bool {
-	bg := map[string]bool{"info": true, "ping": true}
-	if e.Sentinel != nil {
-		for k := range SentinelTraffic {
-			bg[k] = true
+// CommandsBetween is CommandsSince between two readings of INFO commandstats, for a suite that sums
+// its own set of this target's kind of servers (ownership's redlock quorum).
+func (e *Env) CommandsBetween(before, after map[string]int64) map[string]int64 {
+	bg := e.BackgroundCommands()
+	out := map[string]int64{}
+	for _, m := range []map[string]int64{after, before} {
+		for k := range m {
+			if d := after[k] - before[k]; d != 0 && !bg[k] {
+				out[k] = d
+			}
 		}
+	}
+	return out
+}
+
+// WaitQuiet waits until the target's servers have run nothing but their background commands for
+// quiet (INFO commandstats read every 10 ms), and returns the last reading: CommandsSince from it
+// counts what runs next. A waiter that armed tracking is asleep once its traffic stopped, however
+// late its last command came. Traffic that never pauses for quiet within limit fails t (a client
+// polls).
+func (e *Env) WaitQuiet(t testing.TB, quiet, limit time.Duration) map[string]int64 {
+	t.Helper()
+	end := time.Now().Add(limit)
+	last := e.CommandStats(t)
+	lastChange := time.Now()
+	for {
+		time.Sleep(10 * time.Millisecond)
+		cur := e.CommandStats(t)
+		if d := e.CommandsBetween(last, cur); len(d) > 0 {
+			if time.Now().After(end) {
+				t.Fatalf("the servers never went quiet for %v within %v; last commands: %v", quiet, limit, d)
+			}
+			lastChange = time.Now()
+		} else if time.Since(lastChange) >= quiet {
+			return cur
+		}
+		last = cur
+	}
+}
+
+// Total returns the sum of the counts of d (a CommandsSince delta): the calls of every command in it.
+func Total(d map[string]int64) int64 {
+	var n int64
+	for _, v := range d {
+		n += v
+	}
+	return n
+}
+
+// Commands that a target's nodes may run at any moment without any operation of a test (lower case,
+// as INFO commandstats names them). The cluster bus (gossip, failure reports) is not a command and
+// never shows in INFO commandstats.
+var (
+	// connectionUpkeep runs on every target: INFO (the readings themselves; a Sentinel's every 10 s),
+	// PING (rueidis probes a connection idle for 1 s; a Sentinel pings every second), the handshake
+	// of a connection, which a client dials lazily or again at any time, and topology reads (a new
+	// rueidis client asks a standalone server too whether it is a Cluster; a cluster client refreshes
+	// its slots; testkit's cluster checks).
+	connectionUpkeep = []string{"info", "ping", "hello", "auth", "select", "readonly",
+		"client|setinfo", "client|setname", "client|tracking", "client|no-evict", "client|no-touch", "client|capa",
+		"cluster|slots", "cluster|shards", "cluster|nodes", "cluster|info", "cluster|myid"}
+	// sentinelTraffic is what a Sentinel group's replica and Sentinels send its primary: REPLCONF ACK
+	// every second, PSYNC on a replica's reconnect, each Sentinel's SUBSCRIBE and its hello PUBLISH on
+	// __sentinel__:hello every 2 s; and the ROLE check of a rueidis Sentinel client's new primary.
+	sentinelTraffic = []string{"replconf", "psync", "subscribe", "publish", "role"}
+)
+
+// BackgroundCommands returns the commands that CommandsSince leaves out on this target:
+// connectionUpkeep everywhere, and sentinelTraffic on a Sentinel target.
+// CLIENT CACHING (a tracked read), MULTI / EXEC, ASKING and every data command are always counted. A
+// scenario that must count a background command (a PUBLISH that wakes a waiter) observes it another
+// way there, for example with a subscriber on the channel. The map is new on each call.
+func (e *Env) BackgroundCommands() map[string]bool {
+	names := connectionUpkeep
+	if e.Sentinel != nil {
+		names = append(slices.Clip(names), sentinelTraffic...)
+	}
+	bg := make(map[string]bool, len(names))
+	for _, n := range names {
+		bg[n] = true
 	}
 	return bg
 }
