@@ -156,7 +156,7 @@ func testBeginSleepsWhileHeld(t *testing.T, e *env) {
 	const (
 		hold        = 2 * time.Second
 		maxWaitCmds = 10 // measured 2 to 6; polling sends 40
-		perReset    = 4 // an attempt, and an arming read when the reset dropped the cached one
+		perReset    = 4  // an attempt, and an arming read when the reset dropped the cached one
 	)
 	orig := e.store(t)
 	var resets atomic.Int64
