@@ -106,8 +106,9 @@ type Config struct {
 	Instance string
 }
 
-// Begin admits the operation "<NAME> <verb>" (NAME: Name in upper case) with c.Hooks; with no hooks it returns ctx and a zero
-// scope without allocating. Primitives call it for their own public operations (acquisitions).
+// Begin admits the operation "<NAME> <verb>" (NAME: Name in upper case) with c.Hooks; with no hooks
+// it returns ctx and a zero scope without allocating. Primitives call it for their own public
+// operations (acquisitions).
 func (c *Config) Begin(ctx context.Context, verb string) (context.Context, luakit.Scope, error) {
 	if len(c.Hooks) == 0 {
 		return ctx, luakit.Scope{}, nil
@@ -434,9 +435,8 @@ func (h *Handle) Done() <-chan struct{} {
 }
 
 // Context returns a context cancelled when [Handle.Done] closes, with [Handle.Err] as its cause
-// (context.Cause). It is the same
-// context for the handle's whole life; its Done and Err check the clock as [Handle.Done] does, and read
-// context.Cause after one of them. Derive the protected work's context from it: a derived context ends
+// (context.Cause). It is the same context for the handle's whole life; its Done and Err check the
+// clock as [Handle.Done] does, and read context.Cause after one of them. Derive the protected work's context from it: a derived context ends
 // when the handle's timer (or any accessor) ends the handle.
 func (h *Handle) Context() context.Context {
 	h.mu.Lock()
@@ -448,9 +448,9 @@ func (h *Handle) Context() context.Context {
 // Err returns nil while the handle vouches for ownership, then its cause (the first one is kept):
 // [luakit.ErrExpired], [luakit.ErrLost], [luakit.ErrReleased], or, after a [Handle.KeepAlive]
 // renewal the server refused with a terminal error (luakit.IsTerminal: an ACL refusal matches
-// [luakit.ErrNoPermission], a foreign value [luakit.ErrForeignData]), that error. It reads the clock: once the local
-// estimate elapsed it returns [luakit.ErrExpired] (and closes [Handle.Done]) even if the handle's timer
-// has not fired yet.
+// [luakit.ErrNoPermission], a foreign value [luakit.ErrForeignData]), that error. It reads the clock:
+// once the local estimate elapsed it returns [luakit.ErrExpired] (and closes [Handle.Done]) even if
+// the handle's timer has not fired yet.
 func (h *Handle) Err() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
