@@ -13,7 +13,7 @@ require (
 	github.com/coordkit/coordkit/ratelimit v0.1.0
 	github.com/coordkit/coordkit/rwlock v0.1.0
 	github.com/coordkit/coordkit/semaphore v0.1.0
-	github.com/redis/rueidis v1.0.79
+	github.com/redis/rueidis v1.0.80
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0
 )
@@ -28,7 +28,7 @@ require (
 	go.opentelemetry.io/otel v1.44.0 // indirect
 	go.opentelemetry.io/otel/metric v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 )
 
 replace (

@@ -1,15 +1,15 @@
 module github.com/coordkit/coordkit/rwlock
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/coordkit/coordkit/luakit v0.1.0
-	github.com/redis/rueidis v1.0.79
+	github.com/redis/rueidis v1.0.80
 )
 
 require (
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 )
 
 replace github.com/coordkit/coordkit/luakit => ../luakit

@@ -1,10 +1,10 @@
 module github.com/coordkit/coordkit/semaphore
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/coordkit/coordkit/luakit v0.1.0
-	github.com/redis/rueidis v1.0.79
+	github.com/redis/rueidis v1.0.80
 	go.opentelemetry.io/otel v1.44.0
 	go.opentelemetry.io/otel/metric v1.44.0
 	go.opentelemetry.io/otel/sdk/metric v1.44.0
@@ -19,7 +19,7 @@ require (
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/sdk v1.44.0 // indirect
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 )
 
 replace github.com/coordkit/coordkit/luakit => ../luakit
