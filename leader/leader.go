@@ -268,7 +268,7 @@ func (e *Election) Current() (Term, bool) {
 //     server for the whole connection-recovery budget.
 //
 // To stop, end ctx (or use [Election.Stop]) and close the client after Run returned. A client closed
-// under Run ends it only if the client then refuses commands: rueidis (v1.0.79) can revive a
+// under Run ends it only if the client then refuses commands: rueidis (v1.0.79 and v1.0.80) can revive a
 // connection whose dial was in flight when Close ran, and Run would keep campaigning on it. Clients
 // made by [luakit.NewTrackedClient] or wrapped by [luakit.GuardClose] refuse every command after Close.
 //

@@ -140,7 +140,7 @@ func TestLuakit(t *testing.T) {
 
 // testCloseGuard closes a tracked client while commands are being sent (some of them dialling one of
 // its lazily connected pipelines) and checks that no command succeeds afterwards: every one fails with
-// rueidis.ErrClosing. Without luakit.GuardClose rueidis v1.0.79 revived a connection whose dial was in
+// rueidis.ErrClosing. Without luakit.GuardClose rueidis v1.0.79 and v1.0.80 revived a connection whose dial was in
 // flight at Close on about a third of such clients; the same race on unguarded clients is logged.
 func testCloseGuard(t *testing.T, opt rueidis.ClientOption) {
 	const rounds = 40
