@@ -8,12 +8,12 @@
 -- ARGV[2]  permit TTL in whole milliseconds (>= 1), or 0 for a permit that lasts until released
 -- ARGV[3]  capacity (1 .. 2^53)
 --
--- Returns one of:
---   {1, active}        acquired; active counts the permits now held, this one included
---   {0, active, wait}  not acquired: active (>= capacity) permits are held; wait is the earliest permit's
+-- Returns a status row (luakit's reply convention), one of:
+--   {1, active}        ok: acquired; active counts the permits now held, this one included
+--   {0, active, wait}  busy: active (>= capacity) permits are held; wait is the earliest permit's
 --                      remaining life in ms (>= 1: the first moment a permit can free up unless renewed),
 --                      -1 when it has no expiry (then no permit has one); nothing but pruning was written
---   {-1, stored}       not acquired: permits are active under a different capacity (stored, a decimal
+--   {-5, stored}       mismatch: permits are active under a different capacity (stored, a decimal
 --                      string); nothing but pruning was written
 --
 -- Expired permits are pruned first (server time from TIME; effects replication, the default since
@@ -29,9 +29,7 @@
 luakit_acl({'zscore', KEYS[1]}, {'zcard', KEYS[1]}, {'zrange', KEYS[1]}, {'zadd', KEYS[1]},
   {'persist', KEYS[1]}, {'pexpireat', KEYS[1]})
 local key = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', key, 0, now)
+local now = semaphore_prune(key)
 
 local cap = tonumber(ARGV[3])
 local stored = redis.call('ZSCORE', key, '#capacity')
@@ -39,7 +37,7 @@ local active = redis.call('ZCARD', key)
 if stored then
   active = active - 1
   if active > 0 and -tonumber(stored) ~= cap then
-    return {-1, string.format('%.0f', -tonumber(stored))}
+    return {-5, string.format('%.0f', -tonumber(stored))}
   end
 end
 if active >= cap then
@@ -60,10 +58,5 @@ else
 end
 redis.call('ZADD', key, string.format('%.0f', -cap), '#capacity')
 
-local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-if top[2] == 'inf' or tonumber(top[2]) == math.huge then
-  redis.call('PERSIST', key)
-else
-  redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(top[2])))
-end
+semaphore_expire(key)
 return {1, active + 1}

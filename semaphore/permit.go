@@ -78,9 +78,9 @@ func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, erro
 	switch {
 	case err != nil:
 		return ownership.Reply{}, err
-	case status == 1:
+	case status == luakit.StatusOK:
 		return ownership.Reply{Granted: true}, nil
-	case status == 0:
+	case status == luakit.StatusBusy:
 		return ownership.Reply{Busy: true, HolderTTL: wait}, nil
 	}
 	return ownership.Reply{Err: &CapacityMismatchError{Stored: v, Requested: b.s.capacity}}, nil
@@ -113,13 +113,7 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	switch n {
-	case 1:
-		return true, nil
-	case 0:
-		return false, nil
-	}
-	return false, fmt.Errorf("unexpected extend reply %d", n)
+	return decodeHeld("extend", n)
 }
 
 // Verify reports whether this owner holds an active permit (verify.lua: remaining ms, -1 for no
@@ -129,23 +123,18 @@ func (b *backend) Verify(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	switch {
-	case n == -2:
-		return false, nil
-	case n == -1 || n >= 1:
-		return true, nil
-	}
-	return false, fmt.Errorf("unexpected verify reply %d", n)
+	return decodeHeld("verify", n)
 }
 
 // Release removes this owner's permit.
 func (b *backend) Release(ctx context.Context) (bool, error) {
 	n, err := releaseScript.ExecOrdered(ctx, b.s.client, b.s.keys, b.owner[:]).AsInt64()
-	if err == nil && n != 0 && n != 1 {
-		err = fmt.Errorf("unexpected release reply %d", n)
+	removed := false
+	if err == nil {
+		removed, err = decodeHeld("release", n)
 	}
 	b.releaseErr = err
-	return n == 1 && err == nil, err
+	return removed, err
 }
 
 // retryRelease is one background retry of an acquisition's cleanup.
@@ -166,4 +155,16 @@ func (p *Permit) OwnerToken() string { return p.b.owner[0] }
 func extendTTL(ttl time.Duration) (time.Duration, error) {
 	_, d, err := ttlArg(ttl)
 	return d, err
+}
+
+// decodeHeld reads the status of the owner-checked script op (extend.lua, verify.lua, release.lua):
+// 1 (ok) true, -1 (absent: this owner holds no active permit) false.
+func decodeHeld(op string, n int64) (bool, error) {
+	switch n {
+	case luakit.StatusOK:
+		return true, nil
+	case luakit.StatusAbsent:
+		return false, nil
+	}
+	return false, fmt.Errorf("unexpected %s reply %d", op, n)
 }

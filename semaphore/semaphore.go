@@ -238,8 +238,9 @@ func (s *Semaphore) newPermit(ms string, ttl time.Duration) *Permit {
 	return p
 }
 
-// decodeAcquire decodes acquire.lua's reply: {1, active}, {0, active, wait_ms} (wait -1: the earliest
-// permit has no expiry) or {-1, stored}; value is active or stored (an integer or a decimal string).
+// decodeAcquire decodes acquire.lua's status row: {ok, active}, {busy, active, wait_ms} (wait -1: the
+// earliest permit has no expiry) or {mismatch, stored}; value is active or stored (an integer or a
+// decimal string).
 func decodeAcquire(arr []rueidis.RedisMessage) (status, value int64, wait time.Duration, err error) {
 	if len(arr) < 2 {
 		return 0, 0, 0, fmt.Errorf("unexpected reply of %d elements", len(arr))
@@ -249,10 +250,10 @@ func decodeAcquire(arr []rueidis.RedisMessage) (status, value int64, wait time.D
 		return 0, 0, 0, fmt.Errorf("status: %w", err)
 	}
 	want := 2
-	if status == 0 {
+	if status == luakit.StatusBusy {
 		want = 3
 	}
-	if len(arr) != want || status < -1 || status > 1 {
+	if len(arr) != want || (status != luakit.StatusOK && status != luakit.StatusBusy && status != luakit.StatusMismatch) {
 		return 0, 0, 0, fmt.Errorf("unexpected reply: status %d with %d elements", status, len(arr))
 	}
 	value, err = luakit.Int64(arr[1])
