@@ -192,8 +192,7 @@ local function header(b, h)
   return hdr
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = luakit_now_us()
 
 -- prepare settles component state at now and returns permits available now.
 local function prepare(c, s)

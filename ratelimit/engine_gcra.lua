@@ -101,8 +101,7 @@ if v then
     end
   end
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = luakit_now_us()
 
 -- rescale returns debt (µs, > 0) rescaled from emission interval oldT to newT, rounded up; nil when
 -- it exceeds maxDebt.

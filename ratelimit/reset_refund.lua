@@ -29,8 +29,7 @@
 luakit_acl({'time'}, {'type', KEYS[1]}, {'get', KEYS[1]}, {'del', KEYS[1]}, {'set', KEYS[1]},
   {'hget', KEYS[1]}, {'hset', KEYS[1]})
 local key = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = luakit_now_us()
 local layout = ARGV[1] == 'x' and ARGV[2] or ARGV[3]
 
 local typ = redis.call('TYPE', key).ok
