@@ -249,8 +249,8 @@ func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int6
 	return decodeLimit(arr)
 }
 
-// foreignReply reports whether a limit or floor script reply is {-3 (foreign), 'not_integer'}: the key held a
-// value that is not a canonical decimal int64, and nothing was written.
+// foreignReply reports whether a limit or floor script reply is {-3 (foreign), 'not_integer'}: the
+// key held a value that is not a canonical decimal int64, and nothing was written.
 func foreignReply(arr []rueidis.RedisMessage) bool {
 	if len(arr) != 2 {
 		return false
