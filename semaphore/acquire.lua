@@ -1,4 +1,4 @@
--- acquire: take one permit if fewer than the capacity are active.
+-- acquire: take a permit of weight w (w units of the capacity) if at least w units are free.
 --
 -- KEYS[1]  semaphore key: a sorted set of permits. Member = owner token, score = expiry in server-time
 --          milliseconds since the Unix epoch (inf for a permit without expiry). The reserved member
@@ -7,10 +7,12 @@
 -- ARGV[1]  owner token (opaque bytes, never equal to "#capacity")
 -- ARGV[2]  permit TTL in whole milliseconds (>= 1), or 0 for a permit that lasts until released
 -- ARGV[3]  capacity (1 .. 2^53)
+-- ARGV[4]  optional, the weight w (1 .. capacity; absent: 1): the permit is w members (see
+--          semaphore_members in the semaphore's prelude), all scored alike
 --
 -- Returns a status row (luakit's reply convention), one of:
---   {1, active}        ok: acquired; active counts the permits now held, this one included
---   {0, active, wait}  busy: active (>= capacity) permits are held; wait is the earliest permit's
+--   {1, active}        ok: acquired; active counts the units now held, this permit's w included
+--   {0, active, wait}  busy: active (> capacity - w) units are held; wait is the earliest permit's
 --                      remaining life in ms (>= 1: the first moment a permit can free up unless renewed),
 --                      -1 when it has no expiry (then no permit has one); nothing but pruning was written
 --   {-5, stored}       mismatch: permits are active under a different capacity (stored, a decimal
@@ -20,7 +22,7 @@
 -- Redis 5 and the only mode since Redis 7, replicates the resulting writes, never the script). The key's
 -- own expiry is kept at its latest permit's expiry (none when a permit has no expiry), so the key
 -- vanishes when its last permit expires; it is deleted when no permit is left.
--- O(log N + M) for N permits and M pruned.
+-- O(log N + M + w log N) for N units held, M pruned and weight w.
 -- ACL: TIME, ZREMRANGEBYSCORE, ZSCORE, ZCARD, ZRANGE, ZADD, PERSIST and PEXPIREAT. luakit_acl (below)
 -- checks, before anything else, every command this script may run after its first write (the
 -- ZREMRANGEBYSCORE pruning): a user the ACL refuses one of them gets NOPERM and nothing is written. A
@@ -40,7 +42,8 @@ if stored then
     return {-5, string.format('%.0f', -tonumber(stored))}
   end
 end
-if active >= cap then
+local m = semaphore_members(ARGV[1], ARGV[4])
+if active + #m > cap then
   -- The earliest permit: the lowest score in [0, +inf] ("#capacity" is negative, pruned scores are gone).
   local first = redis.call('ZRANGE', key, 0, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
   local wait = -1
@@ -52,11 +55,11 @@ end
 
 local ttl = tonumber(ARGV[2])
 if ttl == 0 then
-  redis.call('ZADD', key, 'inf', ARGV[1])
+  semaphore_score(key, m, 'inf')
 else
-  redis.call('ZADD', key, string.format('%.0f', now + ttl), ARGV[1])
+  semaphore_score(key, m, string.format('%.0f', now + ttl))
 end
 redis.call('ZADD', key, string.format('%.0f', -cap), '#capacity')
 
 semaphore_expire(key)
-return {1, active + 1}
+return {1, active + #m}

@@ -4,11 +4,13 @@
 -- KEYS[1]  semaphore key (see acquire.lua for the layout)
 -- ARGV[1]  owner token
 -- ARGV[2]  new TTL in whole milliseconds (>= 1) counted from now on the server, or 0 for no expiry
+-- ARGV[3]  optional, the permit's weight w (absent: 1): every member of the permit is renewed
 --
 -- Returns a status alone (luakit's reply convention): 1 the permit's expiry was reset, -1 this owner
 -- holds no active permit (expired and pruned, released, or the key was deleted); the capacity is never
 -- checked or changed.
--- Prunes expired permits and keeps the key's expiry at its latest permit's expiry. O(log N + M).
+-- Prunes expired permits and keeps the key's expiry at its latest permit's expiry.
+-- O(log N + M + w log N).
 -- ACL: TIME, ZREMRANGEBYSCORE, ZSCORE, ZADD, ZCARD, DEL, ZRANGE, PERSIST and PEXPIREAT. luakit_acl
 -- (below) checks, before anything else, every command this script may run after its first write (the
 -- ZREMRANGEBYSCORE pruning): a user the ACL refuses one of them gets NOPERM and nothing is written. A
@@ -22,10 +24,11 @@ local now = semaphore_prune(key)
 local found = redis.call('ZSCORE', key, ARGV[1])
 if found and ARGV[1] ~= '#capacity' then
   local ttl = tonumber(ARGV[2])
+  local m = semaphore_members(ARGV[1], ARGV[3])
   if ttl == 0 then
-    redis.call('ZADD', key, 'XX', 'inf', ARGV[1])
+    semaphore_score(key, m, 'inf', 'XX')
   else
-    redis.call('ZADD', key, 'XX', string.format('%.0f', now + ttl), ARGV[1])
+    semaphore_score(key, m, string.format('%.0f', now + ttl), 'XX')
   end
 end
 

@@ -7,7 +7,8 @@
 --   {-1}                         absent: the key does not exist (no permit is held)
 --   {1, cap, pttl, r1, r2, ...}  ok: cap is the stored capacity (decimal string); pttl the key's PTTL in
 --                                ms (-1 while a permit has no expiry); r1...: each unexpired permit's
---                                remaining ms, ascending, -1 for a permit without expiry (listed last)
+--                                remaining ms, ascending, -1 for a permit without expiry (listed last);
+--                                a permit of weight w is listed w times (one per member)
 --   {-3}                         foreign: the key holds another Redis type, or a sorted set without
 --                                "#capacity"
 --

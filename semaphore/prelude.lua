@@ -25,3 +25,34 @@ local function semaphore_expire(key)
     redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(top[2])))
   end
 end
+
+-- semaphore_members returns the sorted-set members of owner's permit of weight w (ARGV, absent: 1):
+-- the owner token for the first unit, then '<owner>:2' ... '<owner>:w' (owner tokens are hex, so no
+-- member of one permit is another's), every unit scored alike so that they expire and are pruned
+-- together.
+local function semaphore_members(owner, w)
+  local n = tonumber(w or '1')
+  local m = {owner}
+  for i = 2, n do
+    m[i] = owner .. ':' .. i
+  end
+  return m
+end
+
+-- semaphore_score sets the score of every member of m to score, adding them (flag nil) or only
+-- updating existing ones (flag 'XX'), in batches that stay within Lua's stack limit.
+local function semaphore_score(key, m, score, flag)
+  local args = {}
+  for i = 1, #m do
+    args[#args + 1] = score
+    args[#args + 1] = m[i]
+    if #args == 512 or i == #m then
+      if flag then
+        redis.call('ZADD', key, flag, unpack(args))
+      else
+        redis.call('ZADD', key, unpack(args))
+      end
+      args = {}
+    end
+  end
+end

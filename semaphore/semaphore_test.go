@@ -274,7 +274,7 @@ func grantNow(t *testing.T, s *Semaphore, owner string, ttl time.Duration) *Perm
 // grant starts a permit of s for owner as if the server had granted an acquisition sent at start
 // with ttl; ErrLateReply (after the cleanup) when the estimate already elapsed.
 func grant(s *Semaphore, owner string, start time.Time, ttl time.Duration) (*Permit, error) {
-	p := s.newPermit("", ttl)
+	p := s.newPermit("", ttl, 1)
 	p.b.owner[0] = owner
 	if err := p.b.GrantAcquire(context.Background(), start); err != nil {
 		return nil, err
@@ -414,7 +414,7 @@ func TestBackendReplies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := &backend{s: s, owner: [1]string{"owner"}}
+			b := &backend{s: s, owner: [2]string{"owner", "1"}, weight: 1}
 			held, err := tt.call(b)
 			if held != tt.held || (err == nil) != tt.ok {
 				t.Fatalf("= %v, %v; want %v, ok=%v", held, err, tt.held, tt.ok)
@@ -989,4 +989,32 @@ func TestAcquireRetriesAndErrors(t *testing.T) {
 			t.Fatalf("Acquire = %v, want DeadlineExceeded (no attempt was in flight)", err)
 		}
 	})
+}
+
+// TestPermitWeightChecked: a permit weight outside [1, capacity] fails before any I/O with an error
+// matching ErrInvalidConfig, for TryAcquireN and AcquireN; a valid weight reaches the server.
+func TestPermitWeightChecked(t *testing.T) {
+	c := &scripted{answer: func([]string) rueidis.RedisResult { return result(t, []any{0, 3, 1500}) }}
+	s, err := New(c, slot0Key(t), 3, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, n := range []int64{0, -1, 4} {
+		if _, err := s.TryAcquireN(ctx, n, time.Second); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("TryAcquireN(%d) = %v, want ErrInvalidConfig", n, err)
+		}
+		if _, err := s.AcquireN(ctx, n, time.Second); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("AcquireN(%d) = %v, want ErrInvalidConfig", n, err)
+		}
+	}
+	c.mu.Lock()
+	sent := len(c.cmds)
+	c.mu.Unlock()
+	if sent != 0 {
+		t.Fatalf("%d commands sent for invalid weights", sent)
+	}
+	if _, err := s.TryAcquireN(ctx, 3, time.Second); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryAcquireN(3) on a full semaphore = %v, want ErrNotAcquired", err)
+	}
 }
