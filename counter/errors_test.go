@@ -124,7 +124,7 @@ func TestForeignData(t *testing.T) {
 			t.Errorf("fail(%q) = %v, want ErrNotInteger matching ErrForeignData", reply, err)
 		}
 	}
-	foreign := []rueidis.RedisMessage{intMsg(-1), strMsg("not_integer")}
+	foreign := []rueidis.RedisMessage{intMsg(-3), strMsg("not_integer")}
 	if _, err := decodeLimit(foreign); !errors.Is(err, ErrNotInteger) || !errors.Is(err, luakit.ErrForeignData) {
 		t.Errorf("decodeLimit(foreign) = %v, want ErrNotInteger", err)
 	}

@@ -5,8 +5,9 @@
 -- ARGV[2]  ttl in milliseconds: 0 leaves the key's expiry unchanged, > 0 sets PEXPIRE ttl on every call
 --          (a sliding expiry)
 --
--- Returns the new value as a decimal string (GET after INCRBY: exact above 2^53, where a Lua number
--- would round). INCRBY is the first write: when it fails (the value is not an integer, the result would
+-- Returns the new value alone, as a decimal string (GET after INCRBY: exact above 2^53, where a Lua
+-- number would round): luakit's reply convention lets a script whose one answer is an int64 on a hot
+-- path send it without a status row, which would cost the client an allocation per reply. INCRBY is the first write: when it fails (the value is not an integer, the result would
 -- overflow int64, WRONGTYPE) the script raises that error and nothing is written.
 -- ACL: INCRBY, PEXPIRE (ttl > 0) and GET. luakit_acl (below) checks, before anything else, every
 -- command this script may run after its first write (the INCRBY): a user the ACL refuses one of them

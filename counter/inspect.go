@@ -61,11 +61,11 @@ func (s *Store) Inspect(ctx context.Context, key string) (_ Inspection, err erro
 		return Inspection{}, fmt.Errorf("counter: inspect: %w", err)
 	}
 	switch {
-	case status == 0:
+	case status == luakit.StatusAbsent:
 		return Inspection{}, nil
-	case status == -1:
+	case status == luakit.StatusForeign:
 		return Inspection{}, ErrNotInteger
-	case status != 1 || len(arr) != 3:
+	case status != luakit.StatusOK || len(arr) != 3:
 		return Inspection{}, fmt.Errorf("counter: inspect: unexpected reply (status %d, %d elements)", status, len(arr))
 	}
 	v, err := luakit.Int64(arr[1])

@@ -2,14 +2,14 @@
 --
 -- KEYS[1]  counter key (a string holding a decimal int64)
 --
--- Returns {0} when the key is absent, {1, value, pttl} when it holds a string (value as stored, for the
--- caller to check as a canonical decimal int64; pttl in ms, -1 without expiry), {-1} for another Redis
--- type. Never writes: no value and no expiry changes. O(1).
+-- Returns a status row (luakit's reply convention): {-1} when the key is absent, {1, value, pttl} when
+-- it holds a string (value as stored, for the caller to check as a canonical decimal int64; pttl in ms,
+-- -1 without expiry), {-3} (foreign) for another Redis type. Never writes: no value and no expiry changes. O(1).
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
-  return {0}
+  return {-1}
 end
 if kind ~= 'string' then
-  return {-1}
+  return {-3}
 end
 return {1, redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}

@@ -7,48 +7,20 @@
 -- ARGV[3]  ttl in milliseconds: 0 = none; > 0 is applied with PEXPIRE only when this call creates the
 --          key (a fixed window: later increments never extend it)
 --
--- Returns one of:
---   {allowed, value, pttl}  allowed 1 or 0; value the new (allowed) or unchanged (refused) value as a
+-- Returns a status row (luakit's reply convention), one of:
+--   {allowed, value, pttl}  allowed 1 (ok) or 0 (busy: refused); value the new (allowed) or unchanged (refused) value as a
 --                           decimal string ("0" for an absent key); pttl the key's PTTL in
 --                           milliseconds after the call (-1 no expiry, -2 absent)
---   {-1, 'not_integer'}     the key holds a string that is not a canonical decimal int64; nothing
+--   {-3, 'not_integer'}     foreign: the key holds a string that is not a canonical decimal int64; nothing
 --                           written
 -- A key of another type fails with the server's WRONGTYPE at the GET, before anything is written.
 -- The comparison is exact over the whole int64 range: both sides are split into (high, low) parts of
--- 9 decimal digits, which Lua's doubles hold exactly. A refused call writes nothing; an allowed call
+-- 9 decimal digits, which Lua's doubles hold exactly (luakit_int64_split, luakit's prelude). A refused call writes nothing; an allowed call
 -- cannot overflow (the result is <= limit).
 -- ACL: GET, INCRBY, PEXPIRE (ttl > 0) and PTTL. luakit_acl (below) checks, before anything else, every
 -- command this script may run after its first write (the INCRBY): a user the ACL refuses one of them
 -- gets NOPERM and nothing is written. A refused INCRBY fails before any write (the server's NOPERM
 -- error), so it is not checked: each check costs server time on every call. Complexity: O(1).
-
--- canonical reports whether s is the canonical decimal form of an int64 (the form INCRBY accepts and
--- Go's strconv.FormatInt writes): '0', or an optional '-', a digit 1-9 and more digits, within
--- [-2^63, 2^63-1]. Equal-length digit strings compare like the numbers they write.
-local function canonical(s)
-  if s == '0' then return true end
-  local digits = string.match(s, '^%-?([1-9]%d*)$')
-  if not digits then return false end
-  if #digits ~= 19 then return #digits < 19 end
-  if string.sub(s, 1, 1) == '-' then return digits <= '9223372036854775808' end
-  return digits <= '9223372036854775807'
-end
-
-local function split(s)
-  local neg = string.sub(s, 1, 1) == '-'
-  if neg then s = string.sub(s, 2) end
-  local n = #s
-  local hi, lo = 0, tonumber(s)
-  if n > 9 then
-    hi = tonumber(string.sub(s, 1, n - 9))
-    lo = tonumber(string.sub(s, n - 8))
-  end
-  if neg then
-    hi, lo = -hi, -lo
-    if lo < 0 then lo = lo + 1e9; hi = hi - 1 end
-  end
-  return hi, lo
-end
 
 luakit_acl({'get', KEYS[1]}, {'pttl', KEYS[1]})
 if ARGV[3] ~= '0' then
@@ -56,12 +28,12 @@ if ARGV[3] ~= '0' then
 end
 local cur = redis.call('GET', KEYS[1])
 local curs = cur or '0'
-if not canonical(curs) then
-  return {-1, 'not_integer'}
+if not luakit_int64(curs) then
+  return {-3, 'not_integer'}
 end
-local ch, cl = split(curs)
-local dh, dl = split(ARGV[1])
-local lh, ll = split(ARGV[2])
+local ch, cl = luakit_int64_split(curs)
+local dh, dl = luakit_int64_split(ARGV[1])
+local lh, ll = luakit_int64_split(ARGV[2])
 local sh, sl = ch + dh, cl + dl
 if sl >= 1e9 then sl = sl - 1e9; sh = sh + 1 end
 if sh < lh or (sh == lh and sl <= ll) then

@@ -249,14 +249,14 @@ func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int6
 	return decodeLimit(arr)
 }
 
-// foreignReply reports whether a limit or floor script reply is {-1, 'not_integer'}: the key held a
-// value that is not a canonical decimal int64, and nothing was written.
+// foreignReply reports whether a limit or floor script reply is {-3 (foreign), 'not_integer'}: the
+// key held a value that is not a canonical decimal int64, and nothing was written.
 func foreignReply(arr []rueidis.RedisMessage) bool {
 	if len(arr) != 2 {
 		return false
 	}
 	code, err := arr[0].AsInt64()
-	if err != nil || code != -1 {
+	if err != nil || code != luakit.StatusForeign {
 		return false
 	}
 	reason, err := arr[1].ToString()
@@ -282,7 +282,7 @@ func decodeLimit(arr []rueidis.RedisMessage) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("counter: limit script reply: %w", err)
 	}
-	return Result{Allowed: allowed == 1, Value: v, TTL: pttlDuration(pttl)}, nil
+	return Result{Allowed: allowed == luakit.StatusOK, Value: v, TTL: pttlDuration(pttl)}, nil
 }
 
 // pttlDuration maps a PTTL reply to a duration: > 0 for an expiring key (a PTTL of 0, expiry within
@@ -344,7 +344,7 @@ func decodeFloor(arr []rueidis.RedisMessage, floor int64) (DecrementResult, erro
 	if err != nil {
 		return DecrementResult{}, fmt.Errorf("counter: floor script reply: %w", err)
 	}
-	return DecrementResult{Allowed: allowed == 1, Value: v, Remaining: satSub(v, floor)}, nil
+	return DecrementResult{Allowed: allowed == luakit.StatusOK, Value: v, Remaining: satSub(v, floor)}, nil
 }
 
 // satSub returns a - b, saturating at the int64 bounds.

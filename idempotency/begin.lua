@@ -9,15 +9,15 @@
 -- ARGV[2]  claim lease in whole milliseconds (>= 1): the pending claim's TTL
 -- ARGV[3]  encoded fingerprint (as field f)
 --
--- Returns one of:
---   {1, gen}          started: the key was absent; a pending claim owned by ARGV[1] now exists with
---                     PEXPIRE ARGV[2]; gen is the server's TIME in microseconds as a decimal string
---   {2, gen, result}  completed: the stored result (binary, possibly empty)
---   {3, gen, pttl}    in progress: a pending claim exists; pttl is its remaining life in ms
---   {4}               fingerprint mismatch: nothing about the claim is returned
---   {-1, reason}      the key holds data this package did not write: another Redis type (reason
---                     'wrongtype'), a hash without a state field ('foreign'), or a claim whose state
---                     lacks its fields ('state'); nothing was written
+-- Returns a status row (luakit's reply convention), one of:
+--   {1, gen}           ok, started: the key was absent; a pending claim owned by ARGV[1] now exists
+--                      with PEXPIRE ARGV[2]; gen is the server's TIME in microseconds as a decimal string
+--   {-7, gen, result}  completed: the stored result (binary, possibly empty)
+--   {0, gen, pttl}     busy, in progress: a pending claim exists; pttl is its remaining life in ms
+--   {-5}               mismatch: the fingerprint differs; nothing about the claim is returned
+--   {-3, reason}       foreign: the key holds data this package did not write: another Redis type
+--                      (reason 'wrongtype'), a hash without a state field ('foreign'), or a claim whose
+--                      state lacks its fields ('state'); nothing was written
 --
 -- Lookups never write: an existing claim's expiry is unchanged. O(1) (O(N) in the result size for
 -- the reply).
@@ -32,27 +32,26 @@
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' then
   if kind ~= 'hash' then
-    return {-1, 'wrongtype'}
+    return {-3, 'wrongtype'}
   end
   local h = redis.call('HMGET', KEYS[1], 's', 'f', 'g', 'r')
   if not h[1] then
-    return {-1, 'foreign'}
+    return {-3, 'foreign'}
   end
   if h[2] ~= ARGV[3] then
-    return {4}
+    return {-5}
   end
   if h[1] == 'c' and h[3] and h[4] then
-    return {2, h[3], h[4]}
+    return {-7, h[3], h[4]}
   end
   if h[1] == 'p' and h[3] then
-    return {3, h[3], redis.call('PTTL', KEYS[1])}
+    return {0, h[3], redis.call('PTTL', KEYS[1])}
   end
-  return {-1, 'state'}
+  return {-3, 'state'}
 end
 
 luakit_acl({'pexpire', KEYS[1]}, {'hmget', KEYS[1]}, {'hdel', KEYS[1]}, {'del', KEYS[1]})
-local now = redis.call('TIME')
-local gen = now[1] .. string.format('%06d', tonumber(now[2]))
+local gen = string.format('%d', luakit_now_us())
 redis.call('HSET', KEYS[1], 's', 'p', 'f', ARGV[3], 'g', gen, 't', ARGV[1], 'x', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, gen}

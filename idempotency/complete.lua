@@ -9,24 +9,18 @@
 --
 -- Returns 1 when the claim was pending with this owner token and generation: the state becomes
 -- completed, the result is stored, the token is removed, field x becomes the retention and the key's
--- expiry restarts at the retention. Returns 0 otherwise (absent, expired, completed, abandoned, another
--- owner or generation) and writes nothing. Returns -1, writing nothing, when the key holds another
--- Redis type (data this package did not write). O(1) plus the result size.
+-- expiry restarts at the retention. Otherwise it writes nothing and returns idem_pending's status: -1
+-- absent (expired, abandoned), -2 completed or another owner's or generation's, -3 the key holds
+-- another Redis type (data this package did not write). A status alone (luakit's reply convention).
+-- O(1) plus the result size.
 -- ACL: TYPE, HMGET, HSET, HDEL and PEXPIRE. luakit_acl (below) checks, before anything else, every
 -- command this script may run after its first write (the HSET): a user the ACL refuses one of them
 -- gets NOPERM and nothing is written. A refused TYPE, HMGET or HSET would fail before any write (the
 -- server's NOPERM error), so they are not checked: each check costs server time on every call.
 luakit_acl({'hdel', KEYS[1]}, {'pexpire', KEYS[1]})
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'none' then
-  return 0
-end
-if kind ~= 'hash' then
-  return -1
-end
-local h = redis.call('HMGET', KEYS[1], 's', 't', 'g')
-if h[1] ~= 'p' or h[2] ~= ARGV[1] or h[3] ~= ARGV[2] then
-  return 0
+local s = idem_pending(KEYS[1], ARGV[1], ARGV[2])
+if s ~= 1 then
+  return s
 end
 redis.call('HSET', KEYS[1], 's', 'c', 'r', ARGV[3], 'x', ARGV[4])
 redis.call('HDEL', KEYS[1], 't')

@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
 	"github.com/coordkit/coordkit/luakit"
@@ -39,8 +38,5 @@ func (s *Store) ForceAbandon(ctx context.Context, key string, generation int64) 
 	if err != nil {
 		return false, wrap("force abandon", err)
 	}
-	if n == -1 {
-		return false, fmt.Errorf("idempotency: force abandon: %w", ErrForeignData)
-	}
-	return n == 1, nil
+	return owned("force abandon", n)
 }

@@ -63,11 +63,11 @@ func (s *Store) Inspect(ctx context.Context, key string) (ins Inspection, err er
 		return Inspection{}, fmt.Errorf("idempotency: inspect: status: %w", err)
 	}
 	switch {
-	case status == 0:
+	case status == luakit.StatusAbsent:
 		return Inspection{}, nil
-	case status == -1:
+	case status == luakit.StatusForeign:
 		return Inspection{}, fmt.Errorf("idempotency: inspect: %w", ErrForeignData)
-	case (status != 1 && status != 2) || len(arr) != 5:
+	case (status != luakit.StatusOK && status != luakit.StatusCompleted) || len(arr) != 5:
 		return Inspection{}, fmt.Errorf("idempotency: inspect: unexpected reply (status %d, %d elements)", status, len(arr))
 	}
 	gen, err := luakit.Int64(arr[1])
@@ -88,7 +88,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (ins Inspection, err er
 	}
 	in := Inspection{Found: true, State: InProgress, Generation: gen, TTL: time.Duration(ttl) * time.Millisecond,
 		Remaining: time.Duration(max(pttl, 0)) * time.Millisecond}
-	if status == 2 {
+	if status == luakit.StatusCompleted {
 		in.State, in.ResultSize = Completed, size
 	}
 	return in, nil

@@ -250,10 +250,10 @@ func decodeBegin(resp rueidis.RedisResult, secret string, start time.Time, ms in
 	if err != nil {
 		return Attempt{}, 0, fmt.Errorf("idempotency: begin: status: %w", err)
 	}
-	if status == 4 {
+	if status == luakit.StatusMismatch {
 		return Attempt{State: FingerprintMismatch}, 0, nil
 	}
-	if status == -1 {
+	if status == luakit.StatusForeign {
 		return Attempt{}, 0, fmt.Errorf("idempotency: begin: %w", ErrForeignData)
 	}
 	if len(arr) < 2 {
@@ -261,17 +261,17 @@ func decodeBegin(resp rueidis.RedisResult, secret string, start time.Time, ms in
 	}
 	gen, err := luakit.Int64(arr[1])
 	if err != nil || gen <= 0 {
-		if status == 2 || status == 3 {
+		if status == luakit.StatusCompleted || status == luakit.StatusBusy {
 			// Read from the hash: a generation begin.lua never writes.
 			return Attempt{}, 0, fmt.Errorf("idempotency: begin: %w (generation is not a positive decimal)", ErrForeignData)
 		}
 		return Attempt{}, 0, fmt.Errorf("idempotency: begin: generation: %w", errOr(err, luakit.ErrMalformedInt))
 	}
 	switch status {
-	case 1:
+	case luakit.StatusOK:
 		return Attempt{State: Started, OwnerToken: secret + "." + strconv.FormatInt(gen, 10), Generation: gen,
 			Lease: time.Duration(ms) * time.Millisecond, Deadline: estimate(start, ms)}, 0, nil
-	case 2:
+	case luakit.StatusCompleted:
 		if len(arr) != 3 {
 			return Attempt{}, 0, errors.New("idempotency: begin: completed reply without result")
 		}
@@ -281,7 +281,7 @@ func decodeBegin(resp rueidis.RedisResult, secret string, start time.Time, ms in
 		}
 		// []byte(r) copies: the caller's slice never aliases a client buffer.
 		return Attempt{State: Completed, Result: append(make([]byte, 0, len(r)), r...), Generation: gen}, 0, nil
-	case 3:
+	case luakit.StatusBusy:
 		if len(arr) != 3 {
 			return Attempt{}, 0, errors.New("idempotency: begin: in-progress reply without pttl")
 		}
@@ -367,10 +367,7 @@ func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []b
 	if err != nil {
 		return false, wrap("complete", err)
 	}
-	if n == -1 {
-		return false, fmt.Errorf("idempotency: complete: %w", ErrForeignData)
-	}
-	return n == 1, nil
+	return owned("complete", n)
 }
 
 // Extend renews key's pending claim for lease, counted on the server from when the script runs, if
@@ -407,10 +404,7 @@ func (s *Store) extend(ctx context.Context, k, secret, gen string, ms int64) (bo
 	if err != nil {
 		return false, wrap("extend", err)
 	}
-	if n == -1 {
-		return false, fmt.Errorf("idempotency: extend: %w", ErrForeignData)
-	}
-	return n == 1, nil
+	return owned("extend", n)
 }
 
 // Abandon deletes key's claim if it is still pending and owned by ownerToken, and reports whether it
@@ -437,10 +431,7 @@ func (s *Store) Abandon(ctx context.Context, key, ownerToken string) (ok bool, e
 	if err != nil {
 		return false, wrap("abandon", err)
 	}
-	if n == -1 {
-		return false, fmt.Errorf("idempotency: abandon: %w", ErrForeignData)
-	}
-	return n == 1, nil
+	return owned("abandon", n)
 }
 
 func (s *Store) prepareOwned(key, ownerToken string) (k, secret, gen string, err error) {
@@ -452,4 +443,19 @@ func (s *Store) prepareOwned(key, ownerToken string) (k, secret, gen string, err
 		return "", "", "", err
 	}
 	return s.cfg.keys.Key(key), secret, gen, nil
+}
+
+// owned reads the status of a script that acts on this owner's (or, for force abandon, any owner's)
+// pending claim: true for ok; false for absent (-1) or not this owner's pending claim (-2); an error
+// wrapping ErrForeignData for a key of another type (-3).
+func owned(op string, n int64) (bool, error) {
+	switch n {
+	case luakit.StatusOK:
+		return true, nil
+	case luakit.StatusAbsent, luakit.StatusNotOwner:
+		return false, nil
+	case luakit.StatusForeign:
+		return false, fmt.Errorf("idempotency: %s: %w", op, ErrForeignData)
+	}
+	return false, fmt.Errorf("idempotency: %s: unexpected status %d", op, n)
 }

@@ -3,50 +3,26 @@
 -- KEYS[1]  latch key: a hash {gen, count, initial, expires[, aborted][, prevdone]}
 -- ARGV[1]  the caller's generation id
 --
--- Returns one of:
---   {1, remaining}   decremented; remaining is the new count as a decimal string (exact int64)
---   {-1}             the key holds another generation (replaced); nothing was written
---   {-2, now}        no latch at the key (deleted or expired); now is the server time in Unix ms (string)
---   {-3, reason}     the generation was aborted; nothing was written
---   {-4}             the count was already zero; nothing was written
---   {-5}             the key holds something that is not a latch (another type, a hash without gen, or
---                    a count that is not a canonical decimal int64 >= 0); nothing was written
+-- Returns a status row (luakit's reply convention), one of:
+--   {1, remaining}   ok: decremented; remaining is the new count as a decimal string (exact int64)
+--   and, nothing written, latch_live's rows (latch's prelude):
+--   {-1, now}        absent: no latch at the key (deleted or expired); now is the server time in Unix ms
+--   {-2}             not owner: the key holds another generation (replaced)
+--   {-3, reason}     foreign: the key holds something that is not a latch (another type, a hash without
+--                    gen, or a count that is not a canonical decimal int64 >= 0)
+--   {-6, reason}     aborted: the generation was aborted (with reason)
+--   {-7}             completed: the count was already zero
 --
 -- Publishes 'zero' on the sharded channel named like the key when the count reaches zero. O(1).
-
--- A count is a canonical decimal int64 >= 0 (what the scripts write); anything else, a missing field
--- (false) included, is foreign data.
 -- ACL: TYPE, TIME, HMGET, HINCRBY, HGET and SPUBLISH. luakit_acl (below) checks, before anything else,
 -- every command this script may run after its first write (the HINCRBY): a user the ACL refuses one of
 -- them gets NOPERM and nothing is written. A refused TYPE, TIME, HMGET or HINCRBY would fail before
 -- any write (the server's NOPERM error), so they are not checked: each check costs server time on
 -- every call.
 luakit_acl({'hget', KEYS[1]}, {'spublish', KEYS[1], ''})
-local function valid_count(c)
-  return type(c) == 'string' and (c == '0' or (string.match(c, '^[1-9]%d*$') ~= nil and
-    (#c < 19 or (#c == 19 and c <= '9223372036854775807'))))
-end
-
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'none' then
-  local now = redis.call('TIME')
-  return {-2, string.format('%d', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))}
-end
-if kind ~= 'hash' then
-  return {-5}
-end
-local v = redis.call('HMGET', KEYS[1], 'gen', 'count', 'aborted')
-if not v[1] or not valid_count(v[2]) then
-  return {-5}
-end
-if v[1] ~= ARGV[1] then
-  return {-1}
-end
-if v[3] then
-  return {-3, v[3]}
-end
-if v[2] == '0' then
-  return {-4}
+local refused = latch_live(KEYS[1], ARGV[1])
+if refused then
+  return refused
 end
 redis.call('HINCRBY', KEYS[1], 'count', -1)
 local remaining = redis.call('HGET', KEYS[1], 'count')

@@ -7,38 +7,35 @@
 -- ARGV[3]  initial count: a canonical decimal int64 >= 0
 -- ARGV[4]  expiry of the whole latch in whole milliseconds; '0' for none
 --
--- Returns one of:
---   {1, expires}   created; expires is the server-time deadline in Unix ms as a decimal string, '0' for none
---   {0, gen}       mode 'create' and a latch exists: gen is its current generation; nothing was written
---   {-1, 'wrongtype'}  the key holds something that is not a latch (another type, a hash without gen,
---                      or a count that is not a canonical decimal int64 >= 0); nothing was written
+-- Returns a status row (luakit's reply convention), one of:
+--   {1, expires}       ok: created; expires is the server-time deadline in Unix ms as a decimal string,
+--                      '0' for none
+--   {0, gen}           busy: mode 'create' and a latch exists; gen is its current generation; nothing
+--                      was written
+--   {-3, 'wrongtype'}  foreign: the key holds something that is not a latch (another type, a hash
+--                      without gen, or a count that is not a canonical decimal int64 >= 0); nothing was
+--                      written
 --
 -- A reset of a generation whose count had reached zero records that generation in 'prevdone', so its
 -- late waiters still report completion. Publishes 'reset' on the sharded channel named like the key
 -- (SPUBLISH, same slot as the key). O(1).
 
--- A count is a canonical decimal int64 >= 0 (what the scripts write); anything else, a missing field
--- (false) included, is foreign data.
 -- ACL: TYPE, HMGET, DEL, TIME, HSET, PEXPIRE and SPUBLISH. luakit_acl (below) checks, before anything
 -- else, every command this script may run after its first write (the DEL of a reset, else the HSET): a
 -- user the ACL refuses one of them gets NOPERM and nothing is written. A refused TYPE, HMGET or DEL
 -- would fail before any write (the server's NOPERM error), so they are not checked: each check costs
 -- server time on every call.
 luakit_acl({'time'}, {'hset', KEYS[1]}, {'pexpire', KEYS[1]}, {'spublish', KEYS[1], ''})
-local function valid_count(c)
-  return type(c) == 'string' and (c == '0' or (string.match(c, '^[1-9]%d*$') ~= nil and
-    (#c < 19 or (#c == 19 and c <= '9223372036854775807'))))
-end
 
 local kind = redis.call('TYPE', KEYS[1])['ok']
 local prev = false
 if kind ~= 'none' then
   if kind ~= 'hash' then
-    return {-1, 'wrongtype'}
+    return {-3, 'wrongtype'}
   end
   local old = redis.call('HMGET', KEYS[1], 'gen', 'count')
-  if not old[1] or not valid_count(old[2]) then
-    return {-1, 'wrongtype'}
+  if not old[1] or not latch_count(old[2]) then
+    return {-3, 'wrongtype'}
   end
   if ARGV[1] == 'create' then
     return {0, old[1]}
@@ -51,9 +48,7 @@ end
 
 local expires = '0'
 if ARGV[4] ~= '0' then
-  local now = redis.call('TIME')
-  local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[4])
-  expires = string.format('%d', ms)
+  expires = string.format('%d', luakit_now_ms() + tonumber(ARGV[4]))
 end
 redis.call('HSET', KEYS[1], 'gen', ARGV[2], 'count', ARGV[3], 'initial', ARGV[3], 'expires', expires)
 if prev then

@@ -3,36 +3,30 @@
 -- KEYS[1]  latch key: a hash {gen, count, initial, expires[, aborted][, prevdone]}
 -- ARGV[1]  the caller's generation id
 --
--- Returns 1 when the key was deleted; 0 when it holds another generation or nothing; -1 when it holds
--- something that is not a latch (another type, a hash without gen, or a count that is not a canonical
--- decimal int64 >= 0). Only 1 writes. Publishes 'delete' on the sharded channel named like the key.
+-- Returns a status alone (luakit's reply convention): 1 the key was deleted; -1 it holds nothing; -2 it
+-- holds another generation; -3 it holds something that is not a latch (another type, a hash without
+-- gen, or a count that is not a canonical decimal int64 >= 0). Only 1 writes. Publishes 'delete' on the sharded channel named like the key.
 -- O(1).
 
--- A count is a canonical decimal int64 >= 0 (what the scripts write); anything else, a missing field
--- (false) included, is foreign data.
 -- ACL: TYPE, HMGET, DEL and SPUBLISH. luakit_acl (below) checks, before anything else, every command
 -- this script may run after its first write (the DEL): a user the ACL refuses one of them gets NOPERM
 -- and nothing is written. A refused TYPE, HMGET or DEL would fail before any write (the server's
 -- NOPERM error), so they are not checked: each check costs server time on every call.
 luakit_acl({'spublish', KEYS[1], ''})
-local function valid_count(c)
-  return type(c) == 'string' and (c == '0' or (string.match(c, '^[1-9]%d*$') ~= nil and
-    (#c < 19 or (#c == 19 and c <= '9223372036854775807'))))
-end
 
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
-  return 0
+  return -1
 end
 if kind ~= 'hash' then
-  return -1
+  return -3
 end
 local v = redis.call('HMGET', KEYS[1], 'gen', 'count')
-if not v[1] or not valid_count(v[2]) then
-  return -1
+if not v[1] or not latch_count(v[2]) then
+  return -3
 end
 if v[1] ~= ARGV[1] then
-  return 0
+  return -2
 end
 redis.call('DEL', KEYS[1])
 redis.call('SPUBLISH', KEYS[1], 'delete')

@@ -149,7 +149,7 @@ func (ls *Latches) create(ctx context.Context, mode, key string, count int64, op
 		return nil, fmt.Errorf("latch: %s: %w", mode, err)
 	}
 	switch status {
-	case 1:
+	case luakit.StatusOK:
 		m, err := second(arr)
 		if err != nil {
 			return nil, fmt.Errorf("latch: %s: %w", mode, err)
@@ -159,9 +159,9 @@ func (ls *Latches) create(ctx context.Context, mode, key string, count int64, op
 			return nil, fmt.Errorf("latch: %s: expiry: %w", mode, err)
 		}
 		return &Latch{ls: ls, key: key, pkey: pkey, gen: gen, initial: count, expiresAtM: exp}, nil
-	case 0:
+	case luakit.StatusBusy:
 		return nil, ErrExists
-	case -1:
+	case luakit.StatusForeign:
 		return nil, fmt.Errorf("latch: %s: %w", mode, ErrForeignData)
 	}
 	return nil, fmt.Errorf("latch: %s: unexpected status %d", mode, status)
@@ -229,7 +229,7 @@ func (l *Latch) countDownReply(arr []rueidis.RedisMessage) (int64, error) {
 		return 0, fmt.Errorf("latch: count down: %w", err)
 	}
 	switch status {
-	case 1:
+	case luakit.StatusOK:
 		m, err := second(arr)
 		if err != nil {
 			return 0, fmt.Errorf("latch: count down: %w", err)
@@ -239,18 +239,18 @@ func (l *Latch) countDownReply(arr []rueidis.RedisMessage) (int64, error) {
 			return 0, fmt.Errorf("latch: count down: remaining: %w", errOr(err, luakit.ErrMalformedInt))
 		}
 		return n, nil
-	case -1:
+	case luakit.StatusNotOwner:
 		return 0, ErrReplaced
-	case -2:
+	case luakit.StatusAbsent:
 		if l.expired(arr) {
 			return 0, ErrLatchExpired
 		}
 		return 0, ErrReplaced
-	case -3:
+	case luakit.StatusAborted:
 		return 0, abortedFrom(arr)
-	case -4:
+	case luakit.StatusCompleted:
 		return 0, ErrCompleted
-	case -5:
+	case luakit.StatusForeign:
 		return 0, fmt.Errorf("latch: count down: %w", ErrForeignData)
 	}
 	return 0, fmt.Errorf("latch: count down: unexpected status %d", status)
@@ -311,20 +311,20 @@ func (l *Latch) Abort(ctx context.Context, reason string) (err error) {
 		return fmt.Errorf("latch: abort: %w", err)
 	}
 	switch status {
-	case 1:
+	case luakit.StatusOK:
 		return nil
-	case -1:
+	case luakit.StatusNotOwner:
 		return ErrReplaced
-	case -2:
+	case luakit.StatusAbsent:
 		if l.expired(arr) {
 			return ErrLatchExpired
 		}
 		return ErrReplaced
-	case -3:
+	case luakit.StatusAborted:
 		return abortedFrom(arr)
-	case -4:
+	case luakit.StatusCompleted:
 		return ErrCompleted
-	case -5:
+	case luakit.StatusForeign:
 		return fmt.Errorf("latch: abort: %w", ErrForeignData)
 	}
 	return fmt.Errorf("latch: abort: unexpected status %d", status)
@@ -353,13 +353,18 @@ func (l *Latch) del(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, opError("delete", err)
 	}
-	if n == -1 {
+	switch n {
+	case luakit.StatusForeign:
 		return false, fmt.Errorf("latch: delete: %w", ErrForeignData)
+	case luakit.StatusOK:
+		return true, nil
+	case luakit.StatusAbsent, luakit.StatusNotOwner:
+		return false, nil
 	}
-	return n == 1, nil
+	return false, fmt.Errorf("latch: delete: unexpected status %d", n)
 }
 
-// expired reports whether a {-2, now} reply shows this generation's expiry deadline has passed.
+// expired reports whether an {absent, now} reply shows this generation's expiry deadline has passed.
 func (l *Latch) expired(arr []rueidis.RedisMessage) bool {
 	if l.expiresAtM == 0 || len(arr) < 2 {
 		return false

@@ -39,25 +39,33 @@ func decodeState(arr []rueidis.RedisMessage) (state, error) {
 	if len(arr) != 9 {
 		return state{}, fmt.Errorf("state: unexpected reply of %d elements", len(arr))
 	}
+	status, err := arr[0].AsInt64()
+	if err != nil {
+		return state{}, fmt.Errorf("state: status: %w", err)
+	}
 	var f [9]string
-	for i, m := range arr {
+	for i, m := range arr[1:] {
 		s, err := m.ToString()
 		if err != nil {
-			return state{}, fmt.Errorf("state: element %d: %w", i, err)
+			return state{}, fmt.Errorf("state: element %d: %w", i+1, err)
 		}
-		f[i] = s
+		f[i+1] = s
 	}
-	st := state{kind: f[0], gen: f[1], aborted: f[5] == "1", reason: f[6], prevdone: f[7]}
-	var err error
+	st := state{gen: f[1], aborted: f[5] == "1", reason: f[6], prevdone: f[7]}
 	if st.now, err = luakit.ParseInt64(f[8]); err != nil {
 		return state{}, fmt.Errorf("state: time: %w", err)
 	}
-	switch st.kind {
-	case "none", "other":
+	switch status {
+	case luakit.StatusAbsent:
+		st.kind = "none"
 		return st, nil
-	case "latch":
+	case luakit.StatusForeign:
+		st.kind = "other"
+		return st, nil
+	case luakit.StatusOK:
+		st.kind = "latch"
 	default:
-		return state{}, fmt.Errorf("state: unknown kind %q", st.kind)
+		return state{}, fmt.Errorf("state: unknown status %d", status)
 	}
 	if st.gen == "" {
 		return state{}, fmt.Errorf("%w (empty generation)", ErrForeignData)

@@ -6,12 +6,12 @@
 -- ARGV[2]  owner token (opaque bytes)
 -- ARGV[3]  lease TTL in whole milliseconds (>= 1)
 --
--- Returns one of:
---   {1, 0}     acquired: the field now holds the owner token and expires in ARGV[3] ms
---   {0, pttl}  not acquired: the field is held; pttl is its remaining life in ms (HPTTL), -1 when the
---              field has no expiry (it was not written by this package)
---   {-1, pttl} not acquired: the hash key has a key-level expiry (pttl ms), which would delete every
---              lease at once; nothing was written
+-- Returns a status row (luakit's reply convention), one of:
+--   {1, 0}     ok: acquired; the field now holds the owner token and expires in ARGV[3] ms
+--   {0, pttl}  busy: the field is held; pttl is its remaining life in ms (HPTTL), -1 when the field
+--              has no expiry (it was not written by this package)
+--   {-5, pttl} mismatch: the hash key has a key-level expiry (pttl ms), which would delete every lease
+--              at once; nothing was written
 --
 -- A key of another type raises WRONGTYPE before any write, with or without a key-level expiry. Every check runs before the first write,
 -- so a failed acquisition changes nothing. Needs HPEXPIRE / HPTTL (Redis 7.4+, Valkey 9.0+). O(1).
@@ -25,7 +25,7 @@ if kpttl ~= -2 then
   -- HPTTL first: on a key of another type it raises WRONGTYPE (foreign data), whatever its expiry.
   local fpttl = redis.call('HPTTL', KEYS[1], 'FIELDS', 1, ARGV[1])[1]
   if kpttl ~= -1 then
-    return {-1, kpttl}
+    return {-5, kpttl}
   end
   if fpttl ~= -2 then
     return {0, fpttl}

@@ -3,15 +3,18 @@
 -- KEYS[1]  hash key
 -- ARGV[1]  field (the lease name)
 --
--- Returns 1 when the field was deleted, 0 when it was absent (nothing written), -1 when the key holds
--- another Redis type (left alone). Other fields and their expiries are untouched. O(1).
+-- Returns a status alone (luakit's reply convention): 1 the field was deleted, -1 it was absent
+-- (nothing written), -3 the key holds another Redis type (foreign data, left alone). Other fields and their expiries are untouched. O(1).
 -- ACL: TYPE and HDEL. HDEL is the only write and the last command, so a user the ACL refuses one of
 -- them gets the server's NOPERM error and nothing is written: no luakit_acl check is needed.
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'none' then
-  return 0
-end
-if t ~= 'hash' then
   return -1
 end
-return redis.call('HDEL', KEYS[1], ARGV[1])
+if t ~= 'hash' then
+  return -3
+end
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
+  return 1
+end
+return -1

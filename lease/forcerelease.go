@@ -39,8 +39,8 @@ func (ls *Leases) ForceRelease(ctx context.Context, hashKey, field string) (_ bo
 		}
 		return false, fmt.Errorf("lease: force release: %w", luakit.MarkForeign(err))
 	}
-	if n == -1 {
+	if n == luakit.StatusForeign {
 		return false, fmt.Errorf("lease: force release: %w (the key holds another Redis type)", luakit.ErrForeignData)
 	}
-	return n == 1, nil
+	return n == luakit.StatusOK, nil
 }

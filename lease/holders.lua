@@ -3,11 +3,11 @@
 --
 -- KEYS[1]  hash key
 --
--- Returns a flat array {field1, pttl1, field2, pttl2, ...}: every unexpired field with its HPTTL in ms
--- (-1 for a field without expiry). An absent key gives {}. O(N) in the number of fields; HPTTL is sent
+-- Returns the status row {1, field1, pttl1, field2, pttl2, ...} (luakit's reply convention): every
+-- unexpired field with its HPTTL in ms (-1 for a field without expiry). An absent key gives {1}. O(N) in the number of fields; HPTTL is sent
 -- in batches of 512 fields to stay within Lua's stack limit.
 local fields = redis.call('HKEYS', KEYS[1])
-local out = {}
+local out = {1}
 local n = #fields
 local i = 1
 while i <= n do

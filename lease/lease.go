@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
@@ -70,8 +71,8 @@ func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResu
 	return start, resp, false
 }
 
-// DecodeAcquire reads acquire.lua's reply: {1, 0} granted; {0, hpttl} held by another owner (-1: the
-// field has no expiry); {-1, pttl} the hash has a key-level expiry (nothing written).
+// DecodeAcquire reads acquire.lua's status row: {ok, 0} granted; {busy, hpttl} held by another owner
+// (-1: the field has no expiry); {mismatch, pttl} the hash has a key-level expiry (nothing written).
 func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, error) {
 	status, v, err := ownership.Pair(msg)
 	if err != nil {
@@ -82,11 +83,11 @@ func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, erro
 		return ownership.Reply{}, fmt.Errorf("pttl: %w", err)
 	}
 	switch status {
-	case 1:
+	case luakit.StatusOK:
 		return ownership.Reply{Granted: true}, nil
-	case 0:
+	case luakit.StatusBusy:
 		return ownership.Reply{Busy: true, HolderTTL: max(time.Duration(n)*time.Millisecond, -1)}, nil
-	case -1:
+	case luakit.StatusMismatch:
 		return ownership.Reply{Err: fmt.Errorf("%w (key PTTL %dms)", ErrExpiringHash, n)}, nil
 	}
 	return ownership.Reply{}, fmt.Errorf("unexpected status %d", status)
@@ -110,41 +111,35 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	switch n {
-	case 1:
-		return true, nil
-	case 0:
-		return false, nil
-	}
-	return false, fmt.Errorf("unexpected extend reply %d", n)
+	return decodeOwned("extend", n)
 }
 
-// Verify runs verify.lua: the field's HPTTL when it holds this owner's token, else -2.
+// Verify runs verify.lua: 1 when the field holds this owner's token, -1 absent, -2 another owner's.
 func (b *backend) Verify(ctx context.Context) (bool, error) {
 	n, err := verifyScript.ExecOrdered(ctx, b.client, b.keys[:], b.args[:2]).AsInt64()
 	if err != nil {
 		return false, err
 	}
-	switch {
-	case n >= -1:
-		return true, nil
-	case n == -2:
-		return false, nil
-	}
-	return false, fmt.Errorf("unexpected verify reply %d", n)
+	return decodeOwned("verify", n)
 }
 
-// Release runs release.lua: 1 deleted, 0 absent, -1 held by another owner (untouched).
+// Release runs release.lua: 1 deleted, -1 absent, -2 held by another owner (untouched).
 func (b *backend) Release(ctx context.Context) (bool, error) {
 	n, err := releaseScript.ExecOrdered(ctx, b.client, b.keys[:], b.args[:2]).AsInt64()
 	if err != nil {
 		return false, err
 	}
+	return decodeOwned("release", n)
+}
+
+// decodeOwned reads the status of an owner-checked script op: true for ok, false for absent or
+// another owner's.
+func decodeOwned(op string, n int64) (bool, error) {
 	switch n {
-	case 1:
+	case luakit.StatusOK:
 		return true, nil
-	case 0, -1:
+	case luakit.StatusAbsent, luakit.StatusNotOwner:
 		return false, nil
 	}
-	return false, fmt.Errorf("unexpected release reply %d", n)
+	return false, fmt.Errorf("unexpected %s reply %d", op, n)
 }

@@ -233,7 +233,7 @@ func msg(t testing.TB, typ byte, s string, n int64) rueidis.RedisMessage {
 func TestDecodeHolders(t *testing.T) {
 	str := func(s string) rueidis.RedisMessage { return msg(t, '$', s, 0) }
 	num := func(n int64) rueidis.RedisMessage { return msg(t, ':', "", n) }
-	got, err := decodeHolders([]rueidis.RedisMessage{str("b\x00"), num(1500), str("a"), num(-1), str("\xff"), num(0)})
+	got, err := decodeHolders([]rueidis.RedisMessage{num(1), str("b\x00"), num(1500), str("a"), num(-1), str("\xff"), num(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,13 +246,19 @@ func TestDecodeHolders(t *testing.T) {
 			t.Fatalf("decodeHolders[%d] = %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if h, err := decodeHolders(nil); err != nil || len(h) != 0 {
-		t.Fatalf("empty reply = %v, %v", h, err)
+	if h, err := decodeHolders([]rueidis.RedisMessage{num(1)}); err != nil || len(h) != 0 {
+		t.Fatalf("no holders = %v, %v", h, err)
 	}
-	if _, err := decodeHolders([]rueidis.RedisMessage{str("a")}); err == nil {
+	if _, err := decodeHolders(nil); err == nil {
+		t.Fatal("reply without a status accepted")
+	}
+	if _, err := decodeHolders([]rueidis.RedisMessage{str("a"), num(1)}); err == nil {
+		t.Fatal("reply without a status accepted")
+	}
+	if _, err := decodeHolders([]rueidis.RedisMessage{num(1), str("a")}); err == nil {
 		t.Fatal("odd reply accepted")
 	}
-	if _, err := decodeHolders([]rueidis.RedisMessage{num(1), num(1)}); err == nil {
+	if _, err := decodeHolders([]rueidis.RedisMessage{num(1), num(1), num(1)}); err == nil {
 		t.Fatal("integer field accepted")
 	}
 }

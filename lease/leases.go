@@ -220,8 +220,16 @@ func (ls *Leases) Holders(ctx context.Context, hashKey string) (_ []Holder, err 
 	return decodeHolders(arr)
 }
 
-// decodeHolders turns the holders script's flat {field, pttl, ...} reply into Holders sorted by field.
+// decodeHolders turns the holders script's status row {1, field, pttl, ...} into Holders sorted by
+// field.
 func decodeHolders(arr []rueidis.RedisMessage) ([]Holder, error) {
+	if len(arr) == 0 {
+		return nil, fmt.Errorf("lease: holders: empty reply")
+	}
+	if st, err := arr[0].AsInt64(); err != nil || st != luakit.StatusOK {
+		return nil, fmt.Errorf("lease: holders: unexpected status")
+	}
+	arr = arr[1:]
 	if len(arr)%2 != 0 {
 		return nil, fmt.Errorf("lease: holders: odd reply of %d elements", len(arr))
 	}

@@ -4,9 +4,6 @@
 -- ARGV[1]  field
 -- ARGV[2]  owner token
 --
--- Returns the field's remaining life in ms (HPTTL; -1 when it has no expiry) when the owner holds it,
--- else -2. O(1).
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
-  return redis.call('HPTTL', KEYS[1], 'FIELDS', 1, ARGV[1])[1]
-end
-return -2
+-- Returns a status alone (luakit's reply convention): 1 the owner holds the field, -1 the field does
+-- not exist, -2 another owner holds it. O(1).
+return luakit_owner(KEYS[1], ARGV[2], ARGV[1])

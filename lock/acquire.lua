@@ -8,27 +8,28 @@
 --          waiter's first attempt, sent after CLIENT CACHING YES: the read arms tracking of the lease
 --          key, and a held lock costs one command)
 --
--- Returns one of:
+-- Returns one of (luakit's reply convention; a grant answers its token alone, as no array costs the
+-- client an allocation on the lock's hot path):
 --   token         acquired; token is the new counter value: an integer below 2^53, else the counter read
 --                 back as a decimal string, because a Lua number is a double and cannot hold every int64
 --                 above 2^53 (INCR's reply is returned only while it is exact)
---   {0, pttl}     not acquired: the lease is held; pttl is its remaining life in ms, -1 when it has no expiry
---   {-1, reason}  not acquired: the counter cannot issue a token (reason, first match: wrongtype, expiring,
+--   {0, pttl}     busy: the lease is held; pttl is its remaining life in ms, -1 when it has no expiry
+--   {-4, reason}  counter: the counter cannot issue a token (reason, first match: wrongtype, expiring,
 --                 then negative, malformed or overflow) and the lease is free; the keyspace is as it was
 --
 -- The lease is taken first (SET NX PX), so a held lease is reported as held whatever the counter holds,
--- and a busy attempt writes nothing (SET NX does not write; no notification, no invalidation). Then INCR
--- checks the counter as it increments it: it refuses another type (WRONGTYPE), a value that is not the
--- canonical decimal form of an int64 (no sign but '-', no leading zero, no space, not "-0", at most
--- 20 bytes: malformed) and the maximum int64 (overflow), writing nothing. A negative counter (INCR's
--- reply <= 0) and an expiring one (PTTL >= 0 after INCR, which keeps the TTL) are incremented; the
--- exact previous value is put back with SET KEEPTTL (string arithmetic on the GET read-back, exact
--- over the whole int64 range; no DECR, so the ACL needs no command beyond the ones it already lists).
--- On every failure the lease just set is deleted. The script is atomic, so no client ever sees the
--- transient state and the keyspace (values, DUMP, TTLs) ends as it was; the transient writes are still
--- writes: keyspace notifications (set and del on the lease; incrby then set on a negative or expiring
--- counter), invalidations of tracked readers of both keys, and their effects replicated to replicas
--- and the AOF. Only a corrupt counter (data the lock never writes) pays this.
+-- and a busy attempt writes nothing (SET NX does not write; no notification, no invalidation). Then the
+-- prelude's luakit_fence_next issues the token: INCR checks the counter as it increments it (it refuses
+-- another type, a value that is not the canonical decimal form of an int64 and the maximum int64,
+-- writing nothing); a negative counter (INCR's reply <= 0) and an expiring one (PTTL >= 0 after INCR,
+-- which keeps the TTL) are incremented, then the exact previous value is put back with SET KEEPTTL
+-- (string arithmetic on the GET read-back, exact over the whole int64 range; no DECR, so the ACL needs
+-- no command beyond the ones it already lists). On every failure the lease just set is deleted. The
+-- script is atomic, so no client ever sees the transient state and the keyspace (values, DUMP, TTLs)
+-- ends as it was; the transient writes are still writes: keyspace notifications (set and del on the
+-- lease; incrby then set on a negative or expiring counter), invalidations of tracked readers of both
+-- keys, and their effects replicated to replicas and the AOF. Only a corrupt counter (data the lock
+-- never writes) pays this.
 -- Commands on the common path: SET NX PX on the lease, INCR and PTTL on the counter; PTTL on the lease
 -- only when it is held; GET of the counter only above 2^53. O(1).
 -- ACL: PTTL, SET, DEL, INCR and GET. luakit_acl (below) checks, before anything else, every command
@@ -49,64 +50,12 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0, redis.call('PTTL', KEYS[1])}
 end
 
--- minus_one returns the canonical decimal string one below s, a canonical decimal integer string above
--- the minimum int64 (INCR's result): string arithmetic, exact where a double is not.
-local function minus_one(s)
-  if s == '0' then
-    return '-1'
-  end
-  if string.sub(s, 1, 1) == '-' then
-    -- -(|s| + 1): the last digit that is not a 9 goes up one, the 9s after it become 0s.
-    local head, nines = string.match(string.sub(s, 2), '^(.-)(9*)$')
-    local up = head == '' and '1' or string.sub(head, 1, -2) .. (string.byte(head, -1) - 47)
-    return '-' .. up .. string.rep('0', #nines)
-  end
-  -- s >= 1: the last digit that is not a 0 goes down one, the 0s after it become 9s.
-  local head, zeros = string.match(s, '^(.-)(0*)$')
-  local r = string.sub(head, 1, -2) .. (string.byte(head, -1) - 49) .. string.rep('9', #zeros)
-  if #r > 1 and string.sub(r, 1, 1) == '0' then
-    r = string.sub(r, 2)
-  end
-  return r
-end
-
--- fail undoes this attempt's writes, the counter's increment when incremented, then the lease.
-local function fail(reason, incremented)
-  if incremented then
-    redis.call('SET', KEYS[2], minus_one(redis.call('GET', KEYS[2])), 'KEEPTTL')
-  end
+local token, reason = luakit_fence_next(KEYS[2])
+if not token then
   redis.call('DEL', KEYS[1])
-  return {-1, reason}
-end
-
-local token = redis.pcall('INCR', KEYS[2])
-if type(token) == 'table' then
-  local err = token.err or ''
-  if string.sub(err, 1, 9) == 'WRONGTYPE' then
-    return fail('wrongtype', false)
+  if type(reason) == 'table' then
+    return reason -- another INCR failure: the server's own error reply
   end
-  local reason
-  if string.find(err, 'would overflow', 1, true) then
-    reason = 'overflow'
-  elseif string.find(err, 'not an integer', 1, true) then
-    reason = 'malformed'
-  else
-    redis.call('DEL', KEYS[1])
-    return token
-  end
-  if redis.call('PTTL', KEYS[2]) >= 0 then
-    reason = 'expiring'
-  end
-  return fail(reason, false)
-end
-if redis.call('PTTL', KEYS[2]) ~= -1 then
-  return fail('expiring', true)
-end
-if token <= 0 then
-  return fail('negative', true)
-end
-if token >= 9007199254740992 then
-  -- Above 2^53 the double may be rounded: read the exact value back.
-  token = redis.call('GET', KEYS[2])
+  return {-4, reason}
 end
 return token

@@ -75,7 +75,7 @@ func (l *Locker) inspectOnce(ctx context.Context, r request) (Inspection, error)
 	if err != nil {
 		return Inspection{}, fmt.Errorf("lock: inspect: %w", err)
 	}
-	if held == -1 {
+	if held == luakit.StatusForeign {
 		return Inspection{}, fmt.Errorf("lock: inspect: %w (a key holds another Redis type)", ErrForeignData)
 	}
 	pttl, err := arr[1].AsInt64()
@@ -94,7 +94,7 @@ func (l *Locker) inspectOnce(ctx context.Context, r request) (Inspection, error)
 		}
 		in.Fence = v
 	}
-	if held == 1 {
+	if held == luakit.StatusOK {
 		in.Held = true
 		in.Remaining = time.Duration(-1)
 		if pttl >= 0 {
@@ -145,8 +145,8 @@ func (l *Locker) forceReleaseOnce(ctx context.Context, r request) (bool, error) 
 		}
 		return false, fmt.Errorf("lock: force release: %w", luakit.MarkForeign(err))
 	}
-	if n == -1 {
+	if n == luakit.StatusForeign {
 		return false, fmt.Errorf("lock: force release: %w (the lease key holds another Redis type)", ErrForeignData)
 	}
-	return n == 1, nil
+	return n == luakit.StatusOK, nil
 }

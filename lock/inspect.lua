@@ -3,8 +3,9 @@
 -- KEYS[1]  lease key (a string holding the owner token, with a PX expiry)
 -- KEYS[2]  fence key (a persistent decimal int64 counter: the last fencing token issued)
 --
--- Returns {held, pttl, fence}:
---   held   1 when the lease key exists, 0 when it does not, -1 when either key holds another Redis type
+-- Returns the status row {status, pttl, fence} (luakit's reply convention):
+--   status 1 (ok) when the lease key exists, -1 (absent) when it does not, -3 (foreign) when either
+--          key holds another Redis type
 --   pttl   the lease key's PTTL in ms (-1 without expiry, which this package never writes); -2 when not held
 --   fence  the fence key's value as stored (a string, '' when absent); the caller checks it is a
 --          canonical decimal int64
@@ -13,9 +14,9 @@
 local lt = redis.call('TYPE', KEYS[1])['ok']
 local ft = redis.call('TYPE', KEYS[2])['ok']
 if (lt ~= 'none' and lt ~= 'string') or (ft ~= 'none' and ft ~= 'string') then
-  return {-1, -2, ''}
+  return {-3, -2, ''}
 end
-local held, pttl, fence = 0, -2, ''
+local held, pttl, fence = -1, -2, ''
 if lt == 'string' then
   held = 1
   pttl = redis.call('PTTL', KEYS[1])

@@ -75,9 +75,9 @@ func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResu
 	return start, resp, false
 }
 
-// DecodeAcquire reads acquire.lua's reply: the fencing token (an integer, or a decimal string above
-// 2^53) when granted; {0, pttl} when held by another owner (pttl -1: no expiry); {-1, reason} for a
-// counter that cannot issue tokens.
+// DecodeAcquire reads acquire.lua's reply: the fencing token alone (an integer, or a decimal string
+// above 2^53) when granted; the status row {busy, pttl} when held by another owner (pttl -1: no
+// expiry); {counter, reason} for a counter that cannot issue tokens.
 func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, error) {
 	if !msg.IsArray() {
 		token, err := luakit.Int64(msg)
@@ -93,13 +93,13 @@ func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, erro
 		return ownership.Reply{}, err
 	}
 	switch status {
-	case 0:
+	case luakit.StatusBusy:
 		pttl, err := v.AsInt64()
 		if err != nil {
 			return ownership.Reply{}, fmt.Errorf("pttl: %w", err)
 		}
 		return ownership.Reply{Busy: true, HolderTTL: max(time.Duration(pttl)*time.Millisecond, -1)}, nil
-	case -1:
+	case luakit.StatusCounter:
 		reason, err := v.ToString()
 		if err != nil {
 			return ownership.Reply{}, fmt.Errorf("reason: %w", err)
@@ -148,38 +148,28 @@ func (b *backend) Release(ctx context.Context) (bool, error) {
 	return decodeRelease(n)
 }
 
-// decodeExtend reads extend.lua's reply: 1 renewed, 0 not this owner's.
-func decodeExtend(n int64) (bool, error) {
-	switch n {
-	case 1:
-		return true, nil
-	case 0:
-		return false, nil
-	}
-	return false, fmt.Errorf("unexpected extend reply %d", n)
-}
+// decodeExtend reads extend.lua's status: 1 renewed; -1 absent or -2 another owner's: not this
+// owner's.
+func decodeExtend(n int64) (bool, error) { return decodeOwned("extend", n) }
 
-// decodeVerify reads verify.lua's reply: the lease's PTTL (>= 0, or -1 without expiry) when held, -2
-// when not this owner's.
-func decodeVerify(n int64) (bool, error) {
-	switch {
-	case n >= -1:
-		return true, nil
-	case n == -2:
-		return false, nil
-	}
-	return false, fmt.Errorf("unexpected verify reply %d", n)
-}
+// decodeVerify reads verify.lua's status: 1 this owner holds the lease; -1 absent or -2 another
+// owner's: not this owner's.
+func decodeVerify(n int64) (bool, error) { return decodeOwned("verify", n) }
 
-// decodeRelease reads release.lua's reply: 1 deleted, 0 absent, -1 held by another owner.
-func decodeRelease(n int64) (bool, error) {
+// decodeRelease reads release.lua's status: 1 deleted; -1 absent or -2 held by another owner: not
+// this owner's.
+func decodeRelease(n int64) (bool, error) { return decodeOwned("release", n) }
+
+// decodeOwned reads the status of an owner-checked script op: true for ok, false for absent or
+// another owner's.
+func decodeOwned(op string, n int64) (bool, error) {
 	switch n {
-	case 1:
+	case luakit.StatusOK:
 		return true, nil
-	case 0, -1:
+	case luakit.StatusAbsent, luakit.StatusNotOwner:
 		return false, nil
 	}
-	return false, fmt.Errorf("unexpected release reply %d", n)
+	return false, fmt.Errorf("unexpected %s reply %d", op, n)
 }
 
 // FencingToken returns the positive fencing token issued for this lease (exact for every int64). Send it

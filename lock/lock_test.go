@@ -334,16 +334,17 @@ func TestDecode(t *testing.T) {
 		ok     bool
 	}{
 		{"extend renewed", decodeExtend, 1, true, true},
-		{"extend not ours", decodeExtend, 0, false, true},
-		{"extend unexpected", decodeExtend, 2, false, false},
-		{"verify pttl", decodeVerify, 1500, true, true},
-		{"verify no expiry", decodeVerify, -1, true, true},
-		{"verify zero pttl", decodeVerify, 0, true, true},
-		{"verify not ours", decodeVerify, -2, false, true},
+		{"extend absent", decodeExtend, -1, false, true},
+		{"extend other owner", decodeExtend, -2, false, true},
+		{"extend busy is unexpected", decodeExtend, 0, false, false},
+		{"verify held", decodeVerify, 1, true, true},
+		{"verify absent", decodeVerify, -1, false, true},
+		{"verify other owner", decodeVerify, -2, false, true},
 		{"verify unexpected", decodeVerify, -3, false, false},
 		{"release deleted", decodeRelease, 1, true, true},
-		{"release absent", decodeRelease, 0, false, true},
-		{"release other owner", decodeRelease, -1, false, true},
+		{"release absent", decodeRelease, -1, false, true},
+		{"release other owner", decodeRelease, -2, false, true},
+		{"release busy is unexpected", decodeRelease, 0, false, false},
 		{"release unexpected", decodeRelease, 5, false, false},
 	}
 	for _, tt := range tests {

@@ -3,8 +3,6 @@
 -- KEYS[1]  lease key
 -- ARGV[1]  owner token
 --
--- Returns the lease's remaining life in ms (-1 when it has no expiry) when the owner holds it, else -2. O(1).
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PTTL', KEYS[1])
-end
-return -2
+-- Returns a status alone (luakit's reply convention): 1 the owner holds the lease, -1 no lease exists,
+-- -2 another owner holds it. O(1).
+return luakit_owner(KEYS[1], ARGV[1])

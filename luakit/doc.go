@@ -16,6 +16,36 @@
 // for up to [TryAgainBudget] (see there); [DoMulti] does the same for plain
 // commands.
 //
+// Every script of every module is prepared by [MustLoad] with the functions it calls from one
+// [Prelude] (server time in ms and µs, the canonical int64 check, the owner check and owner-checked
+// delete, the fence counter's checks with every guard) and, where a module has one, from its own
+// prelude.lua: no expression is copied from script to script.
+//
+// # Replies
+//
+// Every script answers in one of three shapes: a status alone (an integer); a status row, an array
+// whose first element is a status and whose other elements are the values the script's header
+// documents for it (what [ReplyStatus] and ownership.Pair read); or, for a script on a hot path
+// whose success carries one int64 (lock's acquire, counter's increment), that value alone, its other
+// answers being status rows (an array costs the client an allocation per reply). A status means the
+// same in every script:
+//
+//	 1  StatusOK         applied (acquired, renewed, released, written), or a read found the state
+//	 0  StatusBusy       not applied: others hold or use up the resource (values: until when)
+//	-1  StatusAbsent     nothing there: no key, no hold, or it expired
+//	-2  StatusNotOwner   held by another owner or generation
+//	-3  StatusForeign    the key holds data the primitive did not write (value: reason)
+//	-4  StatusCounter    the fence counter cannot issue a token (value: a CounterReason)
+//	-5  StatusMismatch   stored settings differ from the call's (value: what is stored)
+//	-6  StatusAborted    the generation was aborted (value: the reason)
+//	-7  StatusCompleted  the work already completed (values: its result, if any)
+//
+// Every status but 1 means nothing was written (pruning of expired entries aside). A value -1 is only
+// ever a PTTL's "no expiry". A script raises an error reply only for what no status describes; its
+// text then starts with a Coordkit code (COORDKIT, or ratelimit's RLFOREIGN, RLMISMATCH, RLDEBT),
+// never with one of the server's prefixes (ERR, WRONGTYPE...), except luakit_acl's NOPERM, which is
+// the server's refusal named in advance.
+//
 // # Keys
 //
 // [Keyspace] prepends a prefix to every key, byte for byte (keys may hold

@@ -149,7 +149,7 @@ func TestWithACLPreamble(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, inline := withACLPreamble(tt.src)
+			got, inline := withACLPreamble(tt.src, "")
 			want := tt.src // no call: unchanged
 			if tt.want != "" {
 				head, _, _ := strings.Cut(tt.src, "--\n")

@@ -3,6 +3,7 @@ package luakit
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -50,13 +51,15 @@ func NewReadOnlyScript(name, source string) *Script {
 	return &Script{name: name, source: source, readOnly: true}
 }
 
-// MustLoad reads the file "<name>.lua" from fsys (typically an embed.FS
-// declared with //go:embed *.lua) and returns NewScript(name,
-// WithACLPreamble(source)).
+// MustLoad reads the file "<name>.lua" from fsys (typically an embed.FS declared with //go:embed
+// *.lua) and returns NewScript(name, source) with source prepared as [WithACLPreamble] and
+// [WithPrelude] do, and with the functions it calls from the module's own prelude: a file
+// "prelude.lua" in fsys, when there is one, whose "local function" blocks are read as [Prelude]'s are
+// (one "local function <name>(" line, ending at a line "end"; they may call Prelude's functions).
 //
-// It panics if the file is missing, unreadable or empty (only white space), or
-// calls luakit_acl with an argument that is not a table constructor on one line:
-// it is meant for package initialisation, where such a failure is a
+// It panics if the file is missing, unreadable or empty (only white space), if prelude.lua has a
+// function that does not end, or if the script calls luakit_acl with an argument that is not a table
+// constructor on one line: it is meant for package initialisation, where such a failure is a
 // programming error caught by any test that imports the package.
 func MustLoad(fsys fs.FS, name string) *Script {
 	b, err := fs.ReadFile(fsys, name+".lua")
@@ -66,7 +69,15 @@ func MustLoad(fsys fs.FS, name string) *Script {
 	if strings.TrimSpace(string(b)) == "" {
 		panic(fmt.Sprintf("luakit: load script %q: %s.lua is empty", name, name))
 	}
-	src, ok := withACLPreamble(string(b))
+	var local []luaFunc
+	if p, err := fs.ReadFile(fsys, "prelude.lua"); err == nil && name != "prelude" {
+		if local, err = parseFuncs("prelude.lua", string(p)); err != nil {
+			panic(fmt.Sprintf("luakit: load script %q: %v", name, err))
+		}
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		panic(fmt.Sprintf("luakit: load script %q: %v", name, err))
+	}
+	src, ok := withACLPreamble(string(b), preludeFor(string(b), local))
 	if !ok {
 		panic(fmt.Sprintf("luakit: load script %q: a luakit_acl call whose arguments are not one table constructor each", name))
 	}
@@ -97,30 +108,24 @@ var ACLPreamble string
 // at the function's cost); [MustLoad] panics on one. MustLoad applies WithACLPreamble; call it when
 // building a script from a string.
 func WithACLPreamble(source string) string {
-	out, _ := withACLPreamble(source)
+	out, _ := withACLPreamble(source, "")
 	return out
 }
 
-// withACLPreamble is WithACLPreamble, also reporting whether every call was put inline.
-func withACLPreamble(source string) (string, bool) {
-	if !strings.Contains(source, "luakit_acl(") {
-		return source, true
-	}
+// withACLPreamble is WithACLPreamble, with defs (prelude functions) inserted after the preamble (after
+// the leading comment lines when source calls no luakit_acl), also reporting whether every call was
+// put inline.
+func withACLPreamble(source, defs string) (string, bool) {
 	// After the script's leading comment block, so its header stays the first thing of the source.
-	i := 0
-	for i < len(source) {
-		end := strings.IndexByte(source[i:], '\n')
-		if end < 0 {
-			break
+	i := headerEnd(source)
+	if !strings.Contains(source, "luakit_acl(") {
+		if defs == "" {
+			return source, true
 		}
-		line := strings.TrimSpace(source[i : i+end])
-		if line != "" && !strings.HasPrefix(line, "--") {
-			break
-		}
-		i += end + 1
+		return source[:i] + defs + source[i:], true
 	}
 	body, ok := inlineACLChecks(source[i:])
-	return source[:i] + ACLPreamble + body, ok
+	return source[:i] + ACLPreamble + defs + body, ok
 }
 
 // inlineACLChecks rewrites each call luakit_acl(t1, t2, ...) outside comments and strings of body,

@@ -34,7 +34,8 @@
 --
 -- Migrate: ARGV = "m", old block, new block (same component count and kinds)
 --   Converts the stored usage by the rules of each kind (see policy.go) and stores the new signature.
---   Returns {1, now} when state was converted, {0, now} when the key is absent (it stays absent).
+--   Returns a status row (luakit's reply convention): {1, now} when state was converted, {-1, now}
+--   (absent) when the key is absent (it stays absent).
 --
 -- Errors (nothing written), the script's own codes (never a server code such as WRONGTYPE):
 -- "RLFOREIGN ..." when the key is not a hash of this layout (another type, or another limiter's
@@ -192,8 +193,7 @@ local function header(b, h)
   return hdr
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = luakit_now_us()
 
 -- prepare settles component state at now and returns permits available now.
 local function prepare(c, s)
@@ -624,7 +624,7 @@ if err then
   return err
 end
 if not exists then
-  return {0, now}
+  return {-1, now}
 end
 local set, del = {}, {}
 if h.legacy then

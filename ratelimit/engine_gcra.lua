@@ -24,8 +24,8 @@
 --
 -- Migrate: ARGV = "m", old emission interval µs, new emission interval µs
 --   The debt (TAT - now, including a partial permit) is rescaled to debt*new/old, rounded up to
---   whole µs. Returns {1, now} when converted, {0, now} when the key is absent or has no debt (it
---   stays absent).
+--   whole µs. Returns a status row (luakit's reply convention): {1, now} when converted, {-1, now}
+--   (absent) when the key is absent or has no debt (it stays absent).
 --
 -- Errors (nothing written), the script's own codes (never a server code such as WRONGTYPE):
 -- "RLFOREIGN ..." when the key holds anything but a TAT; "RLDEBT ..." when the rescaled debt exceeds
@@ -101,8 +101,7 @@ if v then
     end
   end
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = luakit_now_us()
 
 -- rescale returns debt (µs, > 0) rescaled from emission interval oldT to newT, rounded up; nil when
 -- it exceeds maxDebt.
@@ -251,7 +250,7 @@ end
 
 -- Migration.
 if not tat or tat <= now then
-  return {0, now}
+  return {-1, now}
 end
 local scaled = rescale(tat - now, tonumber(ARGV[2]), tonumber(ARGV[3]))
 if not scaled then

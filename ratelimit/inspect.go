@@ -189,11 +189,15 @@ func mustSource(fsys embed.FS, name string) string {
 	return string(b)
 }
 
-// decodeEntries decodes the reply of denylist_entries: {pttl, {members}}.
+// decodeEntries decodes the reply of denylist_entries: {1, pttl, {members}}.
 func decodeEntries(arr []rueidis.RedisMessage) ([]DenyListEntry, error) {
-	if len(arr) != 2 {
-		return nil, fmt.Errorf("ratelimit: deny-list entries: reply has %d elements, want 2", len(arr))
+	if len(arr) != 3 {
+		return nil, fmt.Errorf("ratelimit: deny-list entries: reply has %d elements, want 3", len(arr))
 	}
+	if st, err := arr[0].AsInt64(); err != nil || st != luakit.StatusOK {
+		return nil, fmt.Errorf("ratelimit: deny-list entries: unexpected status")
+	}
+	arr = arr[1:]
 	pttl, err := arr[0].AsInt64()
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: deny-list entries: pttl: %w", err)

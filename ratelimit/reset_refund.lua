@@ -3,19 +3,20 @@
 -- KEYS[1]  the limiter's key (see engine_gcra.lua and engine_components.lua for the layouts)
 --
 -- Reset:  ARGV = "x", layout ("g" for GCRA, or the hash layout tag "fw", "tb", "sw", "cp")
---   Deletes the key when it holds that layout; returns 1 when deleted, 0 when absent.
+--   Deletes the key when it holds that layout; returns 1 when deleted, -1 when absent.
 -- Refund: ARGV = "r", n (> 0), then for GCRA: "g", emission interval µs; for a hash: tag, signature
 --   ("" for standalone), the same signature in the ms form of earlier builds ("" when none), k,
 --   then k groups: kind ("f" or "t"), limit
 --   GCRA: TAT = max(now, TAT - n*T) (deleted when no debt is left). Fixed window: the current
 --   window's count drops by n (not below 0). Token bucket: the tokens rise by n (not above the
 --   limit). The expiry is left as it is (it may outlive the state's return to full, harmlessly:
---   every decision settles at full capacity). Returns 1 when state changed, 0 when absent or
+--   every decision settles at full capacity). Returns 1 when state changed, -1 when absent or
 --   nothing was owed.
 --
 -- A keyed refund appends "k", own signature (for a hash also its ms form, "" when none): state stored
--- under another signature (not yet converted by a keyed decision) is refunded nothing (returns 0),
--- and never an RLMISMATCH.
+-- under another signature (not yet converted by a keyed decision) is refunded nothing (returns -5,
+-- mismatch), and never an RLMISMATCH.
+-- Every reply is a status alone (luakit's reply convention).
 --
 -- Times are µs (server TIME). State stored by earlier builds in ms (a GCRA value without the "u"
 -- marker, a hash without the "U" field) is read as ms; a refunded GCRA value is stored in the µs
@@ -29,13 +30,12 @@
 luakit_acl({'time'}, {'type', KEYS[1]}, {'get', KEYS[1]}, {'del', KEYS[1]}, {'set', KEYS[1]},
   {'hget', KEYS[1]}, {'hset', KEYS[1]})
 local key = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = luakit_now_us()
 local layout = ARGV[1] == 'x' and ARGV[2] or ARGV[3]
 
 local typ = redis.call('TYPE', key).ok
 if typ == 'none' then
-  return 0
+  return -1
 end
 if layout == 'g' then
   if typ ~= 'string' then
@@ -68,11 +68,11 @@ if layout == 'g' then
     end
     suffix = '|' .. sv .. '|g' .. sb .. '/' .. sT
     if ARGV[5] == 'k' and 'g' .. sb .. '/' .. sT ~= ARGV[6] then
-      return 0
+      return -5
     end
   end
   if tat <= now then
-    return 0
+    return -1
   end
   tat = tat - tonumber(ARGV[2]) * tonumber(ARGV[4])
   if tat <= now then
@@ -103,7 +103,7 @@ local tail = 7 + 2 * k
 if ARGV[tail] == 'k' then
   local stored = redis.call('HGET', key, 'S')
   if stored and not (us and stored == ARGV[tail + 1] or not us and stored == ARGV[tail + 2]) then
-    return 0
+    return -5
   end
 elseif ARGV[4] ~= '' then
   local stored = redis.call('HGET', key, 'S')
@@ -111,7 +111,7 @@ elseif ARGV[4] ~= '' then
     return redis.error_reply('RLMISMATCH ratelimit stored composite configuration differs')
   end
 end
-local changed = 0
+local changed = -1
 local j = 7
 for i = 1, k do
   local kind, limit = ARGV[j], tonumber(ARGV[j + 1])

@@ -8,15 +8,17 @@
 -- ARGV[2]  lock TTL in milliseconds (positive integer)
 -- ARGV[3]  "1": report the server's run_id and uptime (restart quarantine on); "0" or absent: do not
 --
--- Returns:
+-- Returns a status row (luakit's reply convention):
 --   {1}                   acquired (unfenced)
 --   {1, counter}          acquired (fenced); counter is the fence key's value as a decimal string,
 --                         "0" when the fence key is absent
 --   ... , run_id, uptime  with ARGV[3] = "1", every acquired reply above ends with INFO server's
 --                         run_id (40 hex characters) and uptime_in_seconds (a decimal string)
 --   {0}                   another owner (or this owner, from an earlier attempt) holds the lock; nothing written
---   {-1, reason}          fenced mode: the fence key is unusable ("wrongtype", "expiring", "malformed",
---                         "negative"); nothing written
+--   {-4, reason}          fenced mode: the fence key is unusable (luakit_fence_read's reasons:
+--                         "wrongtype", "expiring", "negative", "malformed"); nothing written
+-- A server whose INFO server lacks run_id or uptime_in_seconds (with ARGV[3] = "1") gets the error
+-- reply "COORDKIT redlock: INFO server lacks run_id or uptime_in_seconds", nothing written.
 --
 -- INFO runs before any write, so a user whose ACL forbids it gets the NOPERM error with nothing
 -- written. Redis 7.0+ and Valkey 8+ allow INFO in scripts (it is not flagged noscript), also before
@@ -38,21 +40,15 @@ if ARGV[3] == '1' then
   run = string.match(info, 'run_id:(%x+)')
   up = string.match(info, 'uptime_in_seconds:(%d+)')
   if not run or not up then
-    return redis.error_reply('ERR redlock: INFO server lacks run_id or uptime_in_seconds')
+    return redis.error_reply('COORDKIT redlock: INFO server lacks run_id or uptime_in_seconds')
   end
 end
 local fence = '0'
 if #KEYS > 1 then
-  local t = redis.call('TYPE', KEYS[2])
-  if type(t) == 'table' then t = t['ok'] end
-  if t ~= 'none' then
-    if t ~= 'string' then return {-1, 'wrongtype'} end
-    if redis.call('PTTL', KEYS[2]) ~= -1 then return {-1, 'expiring'} end
-    fence = redis.call('GET', KEYS[2])
-    if not string.match(fence, '^%d+$') or (#fence > 1 and string.sub(fence, 1, 1) == '0') or #fence > 19 then
-      if string.match(fence, '^%-%d+$') then return {-1, 'negative'} end
-      return {-1, 'malformed'}
-    end
+  local reason
+  fence, reason = luakit_fence_read(KEYS[2])
+  if not fence then
+    return {-4, reason}
   end
 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then

@@ -49,11 +49,11 @@ func decodeAcquire(msg rueidis.RedisMessage, err error, fenced, probe bool) (acq
 // others as strings.
 func interpretAcquire(code int64, rest []string, fenced, probe bool) (acquireReply, error) {
 	switch {
-	case code == 0 && len(rest) == 0:
+	case code == luakit.StatusBusy && len(rest) == 0:
 		return acquireReply{}, nil
-	case code == -1 && len(rest) == 1:
+	case code == luakit.StatusCounter && len(rest) == 1:
 		return acquireReply{}, counterReason(rest[0])
-	case code != 1:
+	case code != luakit.StatusOK:
 		return acquireReply{}, fmt.Errorf("%w: acquire", errMalformedReply)
 	}
 	want := 0
@@ -92,22 +92,28 @@ func counterReason(s string) error {
 	return fmt.Errorf("%w: counter reason", errMalformedReply)
 }
 
-// decodeFence decodes fence.lua's reply: nil when the node's counter now holds the token or more.
+// decodeFence decodes fence.lua's reply: nil when the node's counter now holds the token or more
+// (status 1), ErrNotOwner when the node no longer holds this owner's lock (-1 absent, -2 another
+// owner), a *CounterError for the row {-4, reason}.
 func decodeFence(msg rueidis.RedisMessage, err error) error {
 	if err != nil {
 		return err
 	}
-	if msg.IsString() {
-		s, _ := msg.ToString()
-		return counterReason(s)
-	}
-	n, err := msg.AsInt64()
+	status, rest, err := luakit.ReplyStatus(msg)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: fence", errMalformedReply)
-	case n == 1:
+	case status == luakit.StatusCounter && len(rest) == 1:
+		s, err := rest[0].ToString()
+		if err != nil {
+			return fmt.Errorf("%w: fence", errMalformedReply)
+		}
+		return counterReason(s)
+	case len(rest) != 0:
+		return fmt.Errorf("%w: fence", errMalformedReply)
+	case status == luakit.StatusOK:
 		return nil
-	case n == 0:
+	case status == luakit.StatusAbsent, status == luakit.StatusNotOwner:
 		return ErrNotOwner
 	}
 	return fmt.Errorf("%w: fence", errMalformedReply)
@@ -121,7 +127,8 @@ func decodeExtend(msg rueidis.RedisMessage, err error) error { return decodeOwne
 // when it does not.
 func decodeVerify(msg rueidis.RedisMessage, err error) error { return decodeOwned(msg, err, "verify") }
 
-// decodeOwned decodes a 1 (nil) / 0 (ErrNotOwner) reply of the script op.
+// decodeOwned decodes the status of the owner-checked script op: 1 (nil), -1 absent or -2 another
+// owner's (ErrNotOwner).
 func decodeOwned(msg rueidis.RedisMessage, err error, op string) error {
 	if err != nil {
 		return err
@@ -130,22 +137,22 @@ func decodeOwned(msg rueidis.RedisMessage, err error, op string) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: %s", errMalformedReply, op)
-	case n == 1:
+	case n == luakit.StatusOK:
 		return nil
-	case n == 0:
+	case n == luakit.StatusAbsent, n == luakit.StatusNotOwner:
 		return ErrNotOwner
 	}
 	return fmt.Errorf("%w: %s", errMalformedReply, op)
 }
 
-// decodeRelease decodes release.lua's reply: 1 deleted, 0 absent, -1 held by another owner. Any of the
-// three means the node replied.
+// decodeRelease decodes release.lua's status: 1 deleted, -1 absent, -2 held by another owner. Any of
+// the three means the node replied.
 func decodeRelease(msg rueidis.RedisMessage, err error) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
 	n, err := msg.AsInt64()
-	if err != nil || n < -1 || n > 1 {
+	if err != nil || n < luakit.StatusNotOwner || n > luakit.StatusOK || n == luakit.StatusBusy {
 		return 0, fmt.Errorf("%w: release", errMalformedReply)
 	}
 	return n, nil

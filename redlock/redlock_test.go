@@ -329,10 +329,11 @@ func TestInterpretAcquire(t *testing.T) {
 		{"fenced negative", 1, []string{"-1"}, true, false, acquireReply{}, ErrCounter},
 		{"unfenced reply with counter", 1, []string{"0"}, false, false, acquireReply{}, errMalformedReply},
 		{"fenced reply without counter", 1, nil, true, false, acquireReply{}, errMalformedReply},
-		{"wrongtype", -1, []string{"wrongtype"}, true, false, acquireReply{}, ErrCounter},
-		{"expiring", -1, []string{"expiring"}, true, true, acquireReply{}, ErrCounter},
-		{"unknown reason", -1, []string{"other"}, true, false, acquireReply{}, errMalformedReply},
+		{"wrongtype", -4, []string{"wrongtype"}, true, false, acquireReply{}, ErrCounter},
+		{"expiring", -4, []string{"expiring"}, true, true, acquireReply{}, ErrCounter},
+		{"unknown reason", -4, []string{"other"}, true, false, acquireReply{}, errMalformedReply},
 		{"unknown code", 2, nil, false, false, acquireReply{}, errMalformedReply},
+		{"former counter code", -1, []string{"wrongtype"}, true, false, acquireReply{}, errMalformedReply},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,9 +3,6 @@
 -- KEYS[1]  lock key
 -- ARGV[1]  owner token
 --
--- Returns 1 when the lock key holds the owner token, 0 when it is absent or holds another owner's
--- token (nothing written). O(1).
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return 1
-end
-return 0
+-- Returns a status alone (luakit's reply convention): 1 the lock key holds the owner token, -1 it is
+-- absent, -2 it holds another owner's token (nothing written). O(1).
+return luakit_owner(KEYS[1], ARGV[1])

@@ -11,10 +11,10 @@
 -- Expired entries (score <= now) are removed first. The remaining entries are either empty, readers
 -- only, or one writer: a writer is added only to an empty set and a reader only when no writer holds it.
 --
--- Returns one of:
---   {1, ttl}   acquired; ttl echoes ARGV[3]
---   {0, wait}  not acquired (the entry was not written): wait is the ms until the conflicting entries
---              expire, if nobody renews them
+-- Returns a status row (luakit's reply convention), one of:
+--   {1, ttl}   ok: acquired; ttl echoes ARGV[3]
+--   {0, wait}  busy: not acquired (the entry was not written); wait is the ms until the conflicting
+--              entries expire, if nobody renews them
 --
 -- O(log N + E) for N entries and E expired entries removed.
 -- ACL: TIME, ZREMRANGEBYSCORE, ZCARD, ZRANGE, ZADD and PEXPIRE. luakit_acl (below) checks, before
@@ -23,8 +23,7 @@
 -- ZREMRANGEBYSCORE would fail before any write (the server's NOPERM error), so they are not checked:
 -- each check costs server time on every call.
 luakit_acl({'zcard', KEYS[1]}, {'zrange', KEYS[1]}, {'zadd', KEYS[1]}, {'pexpire', KEYS[1]})
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = luakit_now_ms()
 local key = KEYS[1]
 local ttl = tonumber(ARGV[3])
 

@@ -6,20 +6,20 @@
 -- ARGV[2]  TTL in whole milliseconds (>= 1), counted from now on the server
 --
 -- Expired entries are removed first; the key's expiry is moved to its latest entry.
--- Returns 1 when renewed, 0 when the entry is absent or expired (nothing renewed). O(log N + E).
+-- Returns a status alone (luakit's reply convention): 1 renewed, -1 the entry is absent or expired
+-- (nothing renewed). O(log N + E).
 -- ACL: TIME, ZREMRANGEBYSCORE, ZSCORE, ZADD, ZRANGE and PEXPIRE. luakit_acl (below) checks, before
 -- anything else, every command this script may run after its first write (the ZREMRANGEBYSCORE
 -- pruning): a user the ACL refuses one of them gets NOPERM and nothing is written. A refused TIME or
 -- ZREMRANGEBYSCORE would fail before any write (the server's NOPERM error), so they are not checked:
 -- each check costs server time on every call.
 luakit_acl({'zscore', KEYS[1]}, {'zadd', KEYS[1]}, {'zrange', KEYS[1]}, {'pexpire', KEYS[1]})
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = luakit_now_ms()
 local key = KEYS[1]
 
 redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now))
 if not redis.call('ZSCORE', key, ARGV[1]) then
-  return 0
+  return -1
 end
 redis.call('ZADD', key, 'XX', string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
 local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')

@@ -69,11 +69,11 @@ func decodeInspection(arr []rueidis.RedisMessage) (Inspection, error) {
 		return Inspection{}, fmt.Errorf("rwlock: inspect: %w", err)
 	}
 	switch {
-	case status == 0:
+	case status == luakit.StatusAbsent:
 		return Inspection{}, nil
-	case status == -1:
+	case status == luakit.StatusForeign:
 		return Inspection{}, fmt.Errorf("rwlock: inspect: %w", ErrForeignData)
-	case status != 1 || len(arr) < 3:
+	case status != luakit.StatusOK || len(arr) < 3:
 		return Inspection{}, fmt.Errorf("rwlock: inspect: unexpected reply (status %d, %d elements)", status, len(arr))
 	}
 	ms := make([]int64, len(arr)-1)
@@ -83,7 +83,7 @@ func decodeInspection(arr []rueidis.RedisMessage) (Inspection, error) {
 		}
 	}
 	in := Inspection{Remaining: time.Duration(max(ms[0], 0)) * time.Millisecond}
-	if ms[1] >= 0 {
+	if ms[1] > 0 {
 		in.Mode, in.Writer = Write, time.Duration(ms[1])*time.Millisecond
 	}
 	for _, r := range ms[2:] {

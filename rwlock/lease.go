@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
@@ -63,10 +64,10 @@ func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, erro
 	if err != nil {
 		return ownership.Reply{}, err
 	}
-	if status == 1 {
+	if status == luakit.StatusOK {
 		return ownership.Reply{Granted: true}, nil
 	}
-	if status != 0 {
+	if status != luakit.StatusBusy {
 		return ownership.Reply{}, fmt.Errorf("unexpected status %d", status)
 	}
 	wait, err := v.AsInt64()
@@ -91,28 +92,16 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	switch n {
-	case 1:
-		return true, nil
-	case 0:
-		return false, nil
-	}
-	return false, fmt.Errorf("unexpected reply %d", n)
+	return decodeHeld(n)
 }
 
-// Verify reports whether the entry exists unexpired now (verify.lua: its remaining ms, or -2).
+// Verify reports whether the entry exists unexpired now (verify.lua: 1, or -1 when absent or expired).
 func (b *backend) Verify(ctx context.Context) (bool, error) {
 	n, err := verifyScript.ExecOrdered(ctx, b.client, []string{b.key}, []string{b.entry}).AsInt64()
 	if err != nil {
 		return false, err
 	}
-	switch {
-	case n >= 1:
-		return true, nil
-	case n == -2:
-		return false, nil
-	}
-	return false, fmt.Errorf("unexpected reply %d", n)
+	return decodeHeld(n)
 }
 
 // Release removes the entry; removed is false when it was absent or expired.
@@ -121,13 +110,7 @@ func (b *backend) Release(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	switch n {
-	case 1:
-		return true, nil
-	case 0:
-		return false, nil
-	}
-	return false, fmt.Errorf("unexpected reply %d", n)
+	return decodeHeld(n)
 }
 
 // Mode returns [Read] or [Write].
@@ -140,3 +123,15 @@ func (h *Lease) Key() string { return h.key }
 // The entry in the key's sorted set is "r:" or "w:" followed by it. Keep it private: never log it or use
 // it as a metric attribute.
 func (h *Lease) OwnerToken() string { return h.b.entry[2:] }
+
+// decodeHeld reads the status of extend.lua, verify.lua or release.lua: 1 (ok) true, -1 (absent: the
+// entry is gone or expired) false.
+func decodeHeld(n int64) (bool, error) {
+	switch n {
+	case luakit.StatusOK:
+		return true, nil
+	case luakit.StatusAbsent:
+		return false, nil
+	}
+	return false, fmt.Errorf("unexpected reply %d", n)
+}

@@ -3,15 +3,11 @@
 -- KEYS[1]  the lock key (sorted set of holder entries scored by expiry in server-time ms)
 -- ARGV[1]  the holder entry: 'r:<owner>' or 'w:<owner>'
 --
--- Returns the entry's remaining life in ms (>= 1) when it is held, else -2. O(1).
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Returns a status alone (luakit's reply convention): 1 the entry is held unexpired, -1 it is absent or
+-- expired. O(1).
+local now = luakit_now_ms()
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score then
-  return -2
+if not score or tonumber(score) <= now then
+  return -1
 end
-local left = tonumber(score) - now
-if left <= 0 then
-  return -2
-end
-return left
+return 1

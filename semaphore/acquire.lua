@@ -1,4 +1,4 @@
--- acquire: take one permit if fewer than the capacity are active.
+-- acquire: take a permit of weight w (w units of the capacity) if at least w units are free.
 --
 -- KEYS[1]  semaphore key: a sorted set of permits. Member = owner token, score = expiry in server-time
 --          milliseconds since the Unix epoch (inf for a permit without expiry). The reserved member
@@ -7,20 +7,22 @@
 -- ARGV[1]  owner token (opaque bytes, never equal to "#capacity")
 -- ARGV[2]  permit TTL in whole milliseconds (>= 1), or 0 for a permit that lasts until released
 -- ARGV[3]  capacity (1 .. 2^53)
+-- ARGV[4]  optional, the weight w (1 .. capacity; absent: 1): the permit is w members (see
+--          semaphore_members in the semaphore's prelude), all scored alike
 --
--- Returns one of:
---   {1, active}        acquired; active counts the permits now held, this one included
---   {0, active, wait}  not acquired: active (>= capacity) permits are held; wait is the earliest permit's
+-- Returns a status row (luakit's reply convention), one of:
+--   {1, active}        ok: acquired; active counts the units now held, this permit's w included
+--   {0, active, wait}  busy: active (> capacity - w) units are held; wait is the earliest permit's
 --                      remaining life in ms (>= 1: the first moment a permit can free up unless renewed),
 --                      -1 when it has no expiry (then no permit has one); nothing but pruning was written
---   {-1, stored}       not acquired: permits are active under a different capacity (stored, a decimal
+--   {-5, stored}       mismatch: permits are active under a different capacity (stored, a decimal
 --                      string); nothing but pruning was written
 --
 -- Expired permits are pruned first (server time from TIME; effects replication, the default since
 -- Redis 5 and the only mode since Redis 7, replicates the resulting writes, never the script). The key's
 -- own expiry is kept at its latest permit's expiry (none when a permit has no expiry), so the key
 -- vanishes when its last permit expires; it is deleted when no permit is left.
--- O(log N + M) for N permits and M pruned.
+-- O(log N + M + w log N) for N units held, M pruned and weight w.
 -- ACL: TIME, ZREMRANGEBYSCORE, ZSCORE, ZCARD, ZRANGE, ZADD, PERSIST and PEXPIREAT. luakit_acl (below)
 -- checks, before anything else, every command this script may run after its first write (the
 -- ZREMRANGEBYSCORE pruning): a user the ACL refuses one of them gets NOPERM and nothing is written. A
@@ -29,9 +31,7 @@
 luakit_acl({'zscore', KEYS[1]}, {'zcard', KEYS[1]}, {'zrange', KEYS[1]}, {'zadd', KEYS[1]},
   {'persist', KEYS[1]}, {'pexpireat', KEYS[1]})
 local key = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', key, 0, now)
+local now = semaphore_prune(key)
 
 local cap = tonumber(ARGV[3])
 local stored = redis.call('ZSCORE', key, '#capacity')
@@ -39,10 +39,11 @@ local active = redis.call('ZCARD', key)
 if stored then
   active = active - 1
   if active > 0 and -tonumber(stored) ~= cap then
-    return {-1, string.format('%.0f', -tonumber(stored))}
+    return {-5, string.format('%.0f', -tonumber(stored))}
   end
 end
-if active >= cap then
+local m = semaphore_members(ARGV[1], ARGV[4])
+if active + #m > cap then
   -- The earliest permit: the lowest score in [0, +inf] ("#capacity" is negative, pruned scores are gone).
   local first = redis.call('ZRANGE', key, 0, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
   local wait = -1
@@ -54,16 +55,11 @@ end
 
 local ttl = tonumber(ARGV[2])
 if ttl == 0 then
-  redis.call('ZADD', key, 'inf', ARGV[1])
+  semaphore_score(key, m, 'inf')
 else
-  redis.call('ZADD', key, string.format('%.0f', now + ttl), ARGV[1])
+  semaphore_score(key, m, string.format('%.0f', now + ttl))
 end
 redis.call('ZADD', key, string.format('%.0f', -cap), '#capacity')
 
-local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-if top[2] == 'inf' or tonumber(top[2]) == math.huge then
-  redis.call('PERSIST', key)
-else
-  redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(top[2])))
-end
-return {1, active + 1}
+semaphore_expire(key)
+return {1, active + #m}

@@ -11,6 +11,8 @@
 // prunes expired permits, so no cleanup worker is needed. The key's own expiry follows its latest
 // permit (none while a permit has no expiry), and the key is deleted when its last permit is released,
 // so an idle semaphore leaves nothing behind.
+// A permit of weight n ([Semaphore.TryAcquireN], [Semaphore.AcquireN]) holds n units of the
+// capacity as n members (the owner token, then "<owner>:2" ... "<owner>:n") scored alike.
 //
 //	sem, _ := semaphore.New(client, "batch:42:permits", 4)
 //	permit, err := sem.Acquire(ctx, 30*time.Second) // or TryAcquire: one attempt, ErrNotAcquired

@@ -4,10 +4,13 @@
 -- KEYS[1]  semaphore key (see acquire.lua for the layout)
 -- ARGV[1]  owner token
 -- ARGV[2]  new TTL in whole milliseconds (>= 1) counted from now on the server, or 0 for no expiry
+-- ARGV[3]  optional, the permit's weight w (absent: 1): every member of the permit is renewed
 --
--- Returns 1 when the permit's expiry was reset, 0 when this owner holds no active permit (expired and
--- pruned, released, or the key was deleted); the capacity is never checked or changed.
--- Prunes expired permits and keeps the key's expiry at its latest permit's expiry. O(log N + M).
+-- Returns a status alone (luakit's reply convention): 1 the permit's expiry was reset, -1 this owner
+-- holds no active permit (expired and pruned, released, or the key was deleted); the capacity is never
+-- checked or changed.
+-- Prunes expired permits and keeps the key's expiry at its latest permit's expiry.
+-- O(log N + M + w log N).
 -- ACL: TIME, ZREMRANGEBYSCORE, ZSCORE, ZADD, ZCARD, DEL, ZRANGE, PERSIST and PEXPIREAT. luakit_acl
 -- (below) checks, before anything else, every command this script may run after its first write (the
 -- ZREMRANGEBYSCORE pruning): a user the ACL refuses one of them gets NOPERM and nothing is written. A
@@ -16,32 +19,25 @@
 luakit_acl({'zscore', KEYS[1]}, {'zadd', KEYS[1]}, {'zcard', KEYS[1]}, {'del', KEYS[1]},
   {'zrange', KEYS[1]}, {'persist', KEYS[1]}, {'pexpireat', KEYS[1]})
 local key = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', key, 0, now)
+local now = semaphore_prune(key)
 
 local found = redis.call('ZSCORE', key, ARGV[1])
 if found and ARGV[1] ~= '#capacity' then
   local ttl = tonumber(ARGV[2])
+  local m = semaphore_members(ARGV[1], ARGV[3])
   if ttl == 0 then
-    redis.call('ZADD', key, 'XX', 'inf', ARGV[1])
+    semaphore_score(key, m, 'inf', 'XX')
   else
-    redis.call('ZADD', key, 'XX', string.format('%.0f', now + ttl), ARGV[1])
+    semaphore_score(key, m, string.format('%.0f', now + ttl), 'XX')
   end
 end
 
-local n = redis.call('ZCARD', key)
-if n == 0 or (n == 1 and redis.call('ZSCORE', key, '#capacity')) then
+if semaphore_empty(key) then
   redis.call('DEL', key)
 else
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if top[2] == 'inf' or tonumber(top[2]) == math.huge then
-    redis.call('PERSIST', key)
-  else
-    redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(top[2])))
-  end
+  semaphore_expire(key)
 end
 if found and ARGV[1] ~= '#capacity' then
   return 1
 end
-return 0
+return -1

@@ -85,11 +85,11 @@ func decodeInspection(arr []rueidis.RedisMessage) (Inspection, error) {
 		return Inspection{}, fmt.Errorf("semaphore: inspect: %w", err)
 	}
 	switch {
-	case status == 0:
+	case status == luakit.StatusAbsent:
 		return Inspection{}, nil
-	case status == -1:
+	case status == luakit.StatusForeign:
 		return Inspection{}, fmt.Errorf("semaphore: inspect: %w", ErrForeignData)
-	case status != 1 || len(arr) < 3:
+	case status != luakit.StatusOK || len(arr) < 3:
 		return Inspection{}, fmt.Errorf("semaphore: inspect: unexpected reply (status %d, %d elements)", status, len(arr))
 	}
 	capacity, err := luakit.Int64(arr[1])

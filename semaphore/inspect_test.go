@@ -19,13 +19,14 @@ func TestDecodeInspection(t *testing.T) {
 		want  Inspection
 		err   error // errors.Is target; nil: no error
 	}{
-		{"absent", []any{0}, Inspection{}, nil},
+		{"absent", []any{-1}, Inspection{}, nil},
 		{"no permits", []any{1, "3", 0}, Inspection{Found: true, Capacity: 3, Free: 3}, nil},
 		{"two permits, one without expiry", []any{1, "3", -1, 1500, -1},
 			Inspection{Found: true, Capacity: 3, Free: 1, Remaining: Forever, Permits: []time.Duration{1500 * time.Millisecond, Forever}}, nil},
 		{"more permits than capacity", []any{1, "1", 900, 100, 200},
 			Inspection{Found: true, Capacity: 1, Free: 0, Remaining: 900 * time.Millisecond, Permits: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}}, nil},
-		{"wrong type", []any{-1}, Inspection{}, ErrForeignData},
+		{"wrong type", []any{-3}, Inspection{}, ErrForeignData},
+		{"former absent status", []any{0}, Inspection{}, errAny},
 		{"capacity zero", []any{1, "0", 0}, Inspection{}, ErrForeignData},
 		{"capacity not a number", []any{1, "x", 0}, Inspection{}, ErrForeignData},
 		{"short reply", []any{1, "3"}, Inspection{}, errAny},

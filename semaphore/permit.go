@@ -50,11 +50,12 @@ type Permit struct {
 
 // backend sends the owner-checked scripts of one permit for its Handle.
 type backend struct {
-	s     *Semaphore
-	own   *ownership.Handle // the Permit's
-	owner [1]string         // the owner token, as the verify and release scripts' ARGV
-	ms    string            // the acquisition's TTL argument (ms, "0" for no expiry)
-	ttl   time.Duration     // the acquisition's TTL
+	s      *Semaphore
+	own    *ownership.Handle // the Permit's
+	owner  [2]string         // the owner token and the weight, as the verify ([:1]) and release scripts' ARGV
+	weight int64             // the permit's weight: units of the capacity it holds
+	ms     string            // the acquisition's TTL argument (ms, "0" for no expiry)
+	ttl    time.Duration     // the acquisition's TTL
 	// releaseErr is the last Release's error, read after an acquisition's cleanup (Grant's, for a late
 	// grant) to decide on a background retry. Release calls are serialised: the acquiring goroutine's
 	// cleanup happens before the handle is shared, and the Handle runs its releases one at a time.
@@ -63,7 +64,7 @@ type backend struct {
 
 // SendAcquire sends acquire.lua with the permit's owner token, TTL and the Semaphore's capacity.
 func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResult, bool) {
-	start, resp := ownership.Send(ctx, acquireScript, b.s.client, b.s.keys, []string{b.owner[0], b.ms, b.s.capArg})
+	start, resp := ownership.Send(ctx, acquireScript, b.s.client, b.s.keys, []string{b.owner[0], b.ms, b.s.capArg, b.owner[1]})
 	return start, resp, false
 }
 
@@ -78,9 +79,9 @@ func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, erro
 	switch {
 	case err != nil:
 		return ownership.Reply{}, err
-	case status == 1:
+	case status == luakit.StatusOK:
 		return ownership.Reply{Granted: true}, nil
-	case status == 0:
+	case status == luakit.StatusBusy:
 		return ownership.Reply{Busy: true, HolderTTL: wait}, nil
 	}
 	return ownership.Reply{Err: &CapacityMismatchError{Stored: v, Requested: b.s.capacity}}, nil
@@ -109,43 +110,31 @@ func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) {
 func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	// The Handle validated ttl: 0 (no expiry, Config.NoExpiry) or whole milliseconds >= 1.
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
-	n, err := extendScript.ExecOrdered(ctx, b.s.client, b.s.keys, []string{b.owner[0], ms}).AsInt64()
+	n, err := extendScript.ExecOrdered(ctx, b.s.client, b.s.keys, []string{b.owner[0], ms, b.owner[1]}).AsInt64()
 	if err != nil {
 		return false, err
 	}
-	switch n {
-	case 1:
-		return true, nil
-	case 0:
-		return false, nil
-	}
-	return false, fmt.Errorf("unexpected extend reply %d", n)
+	return decodeHeld("extend", n)
 }
 
-// Verify reports whether this owner holds an active permit (verify.lua: remaining ms, -1 for no
-// expiry, -2 for none).
+// Verify reports whether this owner holds an active permit (verify.lua: 1, or -1 for none).
 func (b *backend) Verify(ctx context.Context) (bool, error) {
-	n, err := verifyScript.ExecOrdered(ctx, b.s.client, b.s.keys, b.owner[:]).AsInt64()
+	n, err := verifyScript.ExecOrdered(ctx, b.s.client, b.s.keys, b.owner[:1]).AsInt64()
 	if err != nil {
 		return false, err
 	}
-	switch {
-	case n == -2:
-		return false, nil
-	case n == -1 || n >= 1:
-		return true, nil
-	}
-	return false, fmt.Errorf("unexpected verify reply %d", n)
+	return decodeHeld("verify", n)
 }
 
 // Release removes this owner's permit.
 func (b *backend) Release(ctx context.Context) (bool, error) {
 	n, err := releaseScript.ExecOrdered(ctx, b.s.client, b.s.keys, b.owner[:]).AsInt64()
-	if err == nil && n != 0 && n != 1 {
-		err = fmt.Errorf("unexpected release reply %d", n)
+	removed := false
+	if err == nil {
+		removed, err = decodeHeld("release", n)
 	}
 	b.releaseErr = err
-	return n == 1 && err == nil, err
+	return removed, err
 }
 
 // retryRelease is one background retry of an acquisition's cleanup.
@@ -160,10 +149,26 @@ func (b *backend) retryRelease(ctx context.Context) error {
 // sorted set. Keep it private: never log it or use it as a metric attribute.
 func (p *Permit) OwnerToken() string { return p.b.owner[0] }
 
+// Weight returns the units of the capacity the permit holds: 1, or n for a permit taken with
+// [Semaphore.TryAcquireN] or [Semaphore.AcquireN].
+func (p *Permit) Weight() int64 { return p.b.weight }
+
 // extendTTL is the semaphore's ExtendTTL rule (ownership.Config.CheckTTL): [NoExpiry] or whole
 // milliseconds, at least 1ms; the capacity is not checked, so a renewal never fails because the
 // capacity was lowered.
 func extendTTL(ttl time.Duration) (time.Duration, error) {
 	_, d, err := ttlArg(ttl)
 	return d, err
+}
+
+// decodeHeld reads the status of the owner-checked script op (extend.lua, verify.lua, release.lua):
+// 1 (ok) true, -1 (absent: this owner holds no active permit) false.
+func decodeHeld(op string, n int64) (bool, error) {
+	switch n {
+	case luakit.StatusOK:
+		return true, nil
+	case luakit.StatusAbsent:
+		return false, nil
+	}
+	return false, fmt.Errorf("unexpected %s reply %d", op, n)
 }

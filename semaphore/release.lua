@@ -2,10 +2,12 @@
 --
 -- KEYS[1]  semaphore key (see acquire.lua for the layout)
 -- ARGV[1]  owner token
+-- ARGV[2]  optional, the permit's weight w (absent: 1): every member of the permit is removed
 --
--- Returns 1 when this call removed an active permit of this owner, 0 when it holds none (expired and
--- pruned, already released, or the key was deleted). Prunes expired permits, deletes the key when no
--- permit is left, and otherwise keeps the key's expiry at its latest permit's expiry. O(log N + M).
+-- Returns a status alone (luakit's reply convention): 1 this call removed an active permit of this
+-- owner, -1 it holds none (expired and pruned, already released, or the key was deleted). Prunes expired permits, deletes the key when no
+-- permit is left, and otherwise keeps the key's expiry at its latest permit's expiry.
+-- O(log N + M + w log N).
 -- ACL: TIME, ZREMRANGEBYSCORE, ZREM, ZCARD, ZSCORE, DEL, ZRANGE, PERSIST and PEXPIREAT. luakit_acl
 -- (below) checks, before anything else, every command this script may run after its first write (the
 -- ZREMRANGEBYSCORE pruning): a user the ACL refuses one of them gets NOPERM and nothing is written. A
@@ -14,24 +16,22 @@
 luakit_acl({'zrem', KEYS[1]}, {'zcard', KEYS[1]}, {'zscore', KEYS[1]}, {'del', KEYS[1]},
   {'zrange', KEYS[1]}, {'persist', KEYS[1]}, {'pexpireat', KEYS[1]})
 local key = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', key, 0, now)
+semaphore_prune(key)
 
 local removed = 0
 if ARGV[1] ~= '#capacity' then
-  removed = redis.call('ZREM', key, ARGV[1])
-end
-
-local n = redis.call('ZCARD', key)
-if n == 0 or (n == 1 and redis.call('ZSCORE', key, '#capacity')) then
-  redis.call('DEL', key)
-elseif removed == 1 then
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if top[2] == 'inf' or tonumber(top[2]) == math.huge then
-    redis.call('PERSIST', key)
-  else
-    redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(top[2])))
+  local m = semaphore_members(ARGV[1], ARGV[2])
+  for i = 1, #m, 512 do
+    removed = removed + redis.call('ZREM', key, unpack(m, i, math.min(i + 511, #m)))
   end
 end
-return removed
+
+if semaphore_empty(key) then
+  redis.call('DEL', key)
+elseif removed > 0 then
+  semaphore_expire(key)
+end
+if removed > 0 then
+  return 1
+end
+return -1

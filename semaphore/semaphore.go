@@ -163,7 +163,15 @@ func (s *Semaphore) isClosed() bool {
 // if unanswered; a finite ttl is the fallback if it never lands. Prefer a finite ttl. An error reply
 // (NOPERM, WRONGTYPE, a transient one) stops the script before its first write, so none is sent
 // (see [luakit.MayHaveApplied]).
-func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (_ *Permit, err error) {
+func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit, error) {
+	return s.TryAcquireN(ctx, 1, ttl)
+}
+
+// TryAcquireN is [Semaphore.TryAcquire] for a permit of weight n: one handle holding n units of the
+// capacity (as golang.org/x/sync/semaphore's Acquire(ctx, n)), granted only when n units are free and
+// renewed, verified and released as one. n must be 1 to the capacity: otherwise it fails before any
+// I/O with an error matching [ErrInvalidConfig]. Inspect lists such a permit n times.
+func (s *Semaphore) TryAcquireN(ctx context.Context, n int64, ttl time.Duration) (_ *Permit, err error) {
 	ctx, sc, err := s.cfg.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
 		return nil, err
@@ -173,10 +181,13 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (_ *Permi
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkWeight(n); err != nil {
+		return nil, err
+	}
 	if s.isClosed() {
 		return nil, errClosed
 	}
-	p := s.newPermit(ms, ttl)
+	p := s.newPermit(ms, ttl, n)
 	if a := s.cfg.own.Try(ctx, "acquire", &p.b); a.Err != nil {
 		return nil, a.Err
 	}
@@ -197,7 +208,14 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (_ *Permi
 // returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is
 // sent). After [Semaphore.Close] it returns an error wrapping [ErrClosed] at once, or at its next
 // attempt when it was already waiting. ttl is validated as for TryAcquire, before any I/O.
-func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (_ *Permit, err error) {
+func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, error) {
+	return s.AcquireN(ctx, 1, ttl)
+}
+
+// AcquireN is [Semaphore.Acquire] for a permit of weight n (see [Semaphore.TryAcquireN]): it waits
+// until n units are free at once. Waiters are not served in order, so a heavy waiter may wait while
+// lighter ones keep being served.
+func (s *Semaphore) AcquireN(ctx context.Context, n int64, ttl time.Duration) (_ *Permit, err error) {
 	ctx, sc, err := s.cfg.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
 		return nil, err
@@ -207,9 +225,12 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (_ *Permit, 
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkWeight(n); err != nil {
+		return nil, err
+	}
 	var p *Permit
 	err = s.waiter.Wait(ctx, s.key, func(ctx context.Context) ownership.Attempt {
-		return s.attempt(ctx, ms, ttl, &p)
+		return s.attempt(ctx, ms, ttl, n, &p)
 	})
 	if err != nil {
 		return nil, err
@@ -219,11 +240,11 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (_ *Permit, 
 
 // attempt is one try of a waiting acquisition, with a fresh owner token; a granted permit is stored
 // in *out.
-func (s *Semaphore) attempt(ctx context.Context, ms string, ttl time.Duration, out **Permit) ownership.Attempt {
+func (s *Semaphore) attempt(ctx context.Context, ms string, ttl time.Duration, n int64, out **Permit) ownership.Attempt {
 	if s.isClosed() {
 		return ownership.Attempt{Err: errClosed}
 	}
-	p := s.newPermit(ms, ttl)
+	p := s.newPermit(ms, ttl, n)
 	a := s.cfg.own.Try(ctx, "acquire", &p.b)
 	if a.Err == nil {
 		*out = p
@@ -231,15 +252,29 @@ func (s *Semaphore) attempt(ctx context.Context, ms string, ttl time.Duration, o
 	return a
 }
 
-// newPermit makes the Permit that one acquisition attempt grants, with a fresh owner token.
-func (s *Semaphore) newPermit(ms string, ttl time.Duration) *Permit {
-	p := &Permit{b: backend{s: s, owner: [1]string{luakit.OwnerToken()}, ms: ms, ttl: ttl}}
+// newPermit makes the Permit of weight n that one acquisition attempt grants, with a fresh owner
+// token.
+func (s *Semaphore) newPermit(ms string, ttl time.Duration, n int64) *Permit {
+	w := "1"
+	if n != 1 {
+		w = strconv.FormatInt(n, 10)
+	}
+	p := &Permit{b: backend{s: s, owner: [2]string{luakit.OwnerToken(), w}, ms: ms, ttl: ttl, weight: n}}
 	p.b.own = &p.own
 	return p
 }
 
-// decodeAcquire decodes acquire.lua's reply: {1, active}, {0, active, wait_ms} (wait -1: the earliest
-// permit has no expiry) or {-1, stored}; value is active or stored (an integer or a decimal string).
+// checkWeight refuses a permit weight outside [1, capacity].
+func (s *Semaphore) checkWeight(n int64) error {
+	if n < 1 || n > s.capacity {
+		return luakit.InvalidConfig("semaphore", "permit weight %d must be between 1 and the capacity %d", n, s.capacity)
+	}
+	return nil
+}
+
+// decodeAcquire decodes acquire.lua's status row: {ok, active}, {busy, active, wait_ms} (wait -1: the
+// earliest permit has no expiry) or {mismatch, stored}; value is active or stored (an integer or a
+// decimal string).
 func decodeAcquire(arr []rueidis.RedisMessage) (status, value int64, wait time.Duration, err error) {
 	if len(arr) < 2 {
 		return 0, 0, 0, fmt.Errorf("unexpected reply of %d elements", len(arr))
@@ -249,10 +284,10 @@ func decodeAcquire(arr []rueidis.RedisMessage) (status, value int64, wait time.D
 		return 0, 0, 0, fmt.Errorf("status: %w", err)
 	}
 	want := 2
-	if status == 0 {
+	if status == luakit.StatusBusy {
 		want = 3
 	}
-	if len(arr) != want || status < -1 || status > 1 {
+	if len(arr) != want || (status != luakit.StatusOK && status != luakit.StatusBusy && status != luakit.StatusMismatch) {
 		return 0, 0, 0, fmt.Errorf("unexpected reply: status %d with %d elements", status, len(arr))
 	}
 	value, err = luakit.Int64(arr[1])

@@ -274,7 +274,7 @@ func grantNow(t *testing.T, s *Semaphore, owner string, ttl time.Duration) *Perm
 // grant starts a permit of s for owner as if the server had granted an acquisition sent at start
 // with ttl; ErrLateReply (after the cleanup) when the estimate already elapsed.
 func grant(s *Semaphore, owner string, start time.Time, ttl time.Duration) (*Permit, error) {
-	p := s.newPermit("", ttl)
+	p := s.newPermit("", ttl, 1)
 	p.b.owner[0] = owner
 	if err := p.b.GrantAcquire(context.Background(), start); err != nil {
 		return nil, err
@@ -352,14 +352,15 @@ func TestDecodeAcquire(t *testing.T) {
 		{"acquired", []any{1, 3}, 1, 3, 0, true},
 		{"full", []any{0, 2, 1500}, 0, 2, 1500 * time.Millisecond, true},
 		{"full, no expiry", []any{0, 2, -1}, 0, 2, -1, true},
-		{"mismatch", []any{-1, "9007199254740992"}, -1, 1 << 53, 0, true},
+		{"mismatch", []any{-5, "9007199254740992"}, -5, 1 << 53, 0, true},
+		{"former mismatch status", []any{-1, "3"}, 0, 0, 0, false},
 		{"full without wait", []any{0, 2}, 0, 0, 0, false},
 		{"acquired with a third element", []any{1, 3, 5}, 0, 0, 0, false},
 		{"bad wait", []any{0, 2, -5}, 0, 0, 0, false},
 		{"wait not an integer", []any{0, 2, "x"}, 0, 0, 0, false},
 		{"unknown status", []any{2, 1}, 0, 0, 0, false},
 		{"short", []any{1}, 0, 0, 0, false},
-		{"value malformed", []any{-1, "01"}, 0, 0, 0, false},
+		{"value malformed", []any{-5, "01"}, 0, 0, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -396,14 +397,14 @@ func TestBackendReplies(t *testing.T) {
 		ok    bool
 	}{
 		{"extend renewed", func(b *backend) (bool, error) { return b.Extend(context.Background(), time.Second) }, 1, true, true},
-		{"extend not ours", func(b *backend) (bool, error) { return b.Extend(context.Background(), 0) }, 0, false, true},
+		{"extend not ours", func(b *backend) (bool, error) { return b.Extend(context.Background(), 0) }, -1, false, true},
 		{"extend unexpected", func(b *backend) (bool, error) { return b.Extend(context.Background(), time.Second) }, 2, false, false},
-		{"verify remaining", func(b *backend) (bool, error) { return b.Verify(context.Background()) }, 1500, true, true},
-		{"verify no expiry", func(b *backend) (bool, error) { return b.Verify(context.Background()) }, -1, true, true},
-		{"verify not ours", func(b *backend) (bool, error) { return b.Verify(context.Background()) }, -2, false, true},
+		{"verify held", func(b *backend) (bool, error) { return b.Verify(context.Background()) }, 1, true, true},
+		{"verify not ours", func(b *backend) (bool, error) { return b.Verify(context.Background()) }, -1, false, true},
+		{"verify former remaining", func(b *backend) (bool, error) { return b.Verify(context.Background()) }, 1500, false, false},
 		{"verify unexpected", func(b *backend) (bool, error) { return b.Verify(context.Background()) }, 0, false, false},
 		{"release removed", func(b *backend) (bool, error) { return b.Release(context.Background()) }, 1, true, true},
-		{"release absent", func(b *backend) (bool, error) { return b.Release(context.Background()) }, 0, false, true},
+		{"release absent", func(b *backend) (bool, error) { return b.Release(context.Background()) }, -1, false, true},
 		{"release unexpected", func(b *backend) (bool, error) { return b.Release(context.Background()) }, 3, false, false},
 	}
 	for _, tt := range tests {
@@ -413,7 +414,7 @@ func TestBackendReplies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := &backend{s: s, owner: [1]string{"owner"}}
+			b := &backend{s: s, owner: [2]string{"owner", "1"}, weight: 1}
 			held, err := tt.call(b)
 			if held != tt.held || (err == nil) != tt.ok {
 				t.Fatalf("= %v, %v; want %v, ok=%v", held, err, tt.held, tt.ok)
@@ -682,7 +683,7 @@ func TestPermitCloseReturnsFirstAttempt(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		reply int
-	}{{"released", 1}, {"not owned", 0}} {
+	}{{"released", 1}, {"not owned", -1}} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &scripted{answer: func([]string) rueidis.RedisResult { return result(t, tt.reply) }}
 			s, err := New(c, slot0Key(t), 2, quiet)
@@ -961,7 +962,7 @@ func TestAcquireRetriesAndErrors(t *testing.T) {
 		}
 	})
 	t.Run("mismatch", func(t *testing.T) {
-		c := &scripted{answer: func([]string) rueidis.RedisResult { return result(t, []any{-1, "3"}) }}
+		c := &scripted{answer: func([]string) rueidis.RedisResult { return result(t, []any{-5, "3"}) }}
 		s, err := New(c, slot0Key(t), 2, quiet)
 		if err != nil {
 			t.Fatal(err)
@@ -988,4 +989,32 @@ func TestAcquireRetriesAndErrors(t *testing.T) {
 			t.Fatalf("Acquire = %v, want DeadlineExceeded (no attempt was in flight)", err)
 		}
 	})
+}
+
+// TestPermitWeightChecked: a permit weight outside [1, capacity] fails before any I/O with an error
+// matching ErrInvalidConfig, for TryAcquireN and AcquireN; a valid weight reaches the server.
+func TestPermitWeightChecked(t *testing.T) {
+	c := &scripted{answer: func([]string) rueidis.RedisResult { return result(t, []any{0, 3, 1500}) }}
+	s, err := New(c, slot0Key(t), 3, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, n := range []int64{0, -1, 4} {
+		if _, err := s.TryAcquireN(ctx, n, time.Second); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("TryAcquireN(%d) = %v, want ErrInvalidConfig", n, err)
+		}
+		if _, err := s.AcquireN(ctx, n, time.Second); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("AcquireN(%d) = %v, want ErrInvalidConfig", n, err)
+		}
+	}
+	c.mu.Lock()
+	sent := len(c.cmds)
+	c.mu.Unlock()
+	if sent != 0 {
+		t.Fatalf("%d commands sent for invalid weights", sent)
+	}
+	if _, err := s.TryAcquireN(ctx, 3, time.Second); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryAcquireN(3) on a full semaphore = %v, want ErrNotAcquired", err)
+	}
 }

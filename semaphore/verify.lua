@@ -3,8 +3,8 @@
 -- KEYS[1]  semaphore key (see acquire.lua for the layout)
 -- ARGV[1]  owner token
 --
--- Returns the permit's remaining life in ms (>= 1), -1 when it has no expiry, or -2 when this owner holds
--- no active permit. Not read-only: it prunes expired permits first (and deletes the key when none is
+-- Returns a status alone (luakit's reply convention): 1 this owner holds an active permit, -1 it holds
+-- none. Not read-only: it prunes expired permits first (and deletes the key when none is
 -- left), so it must run on the primary with write permission. O(log N + M).
 -- ACL: TIME, ZREMRANGEBYSCORE, ZCARD, ZSCORE and DEL. luakit_acl (below) checks, before anything else,
 -- every command this script may run after its first write (the ZREMRANGEBYSCORE pruning): a user the
@@ -13,21 +13,12 @@
 -- time on every call.
 luakit_acl({'zcard', KEYS[1]}, {'zscore', KEYS[1]}, {'del', KEYS[1]})
 local key = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', key, 0, now)
+semaphore_prune(key)
 if redis.call('ZCARD', key) == 1 and redis.call('ZSCORE', key, '#capacity') then
   redis.call('DEL', key)
 end
 
-if ARGV[1] == '#capacity' then
-  return -2
-end
-local score = redis.call('ZSCORE', key, ARGV[1])
-if not score then
-  return -2
-end
-if score == 'inf' or tonumber(score) == math.huge then
+if ARGV[1] == '#capacity' or not redis.call('ZSCORE', key, ARGV[1]) then
   return -1
 end
-return tonumber(score) - now
+return 1

@@ -47,6 +47,7 @@ var scenarios = []scenario{
 	{name: "14_acquire_ctx_ends_wait", run: testAcquireCtxEndsWait},
 	{name: "15_acquire_does_not_poll", run: testAcquireDoesNotPoll},
 	{name: "16_acquire_Concurrent", run: testAcquireConcurrent},
+	{name: "18_weighted_permits", run: testWeightedPermits},
 	{name: "17_abandoned_cleanup_metric", run: testAbandonedMetric, standaloneOnly: true}, // kills a standalone server: keep it last
 }
 

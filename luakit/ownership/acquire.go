@@ -101,8 +101,9 @@ func (c *Config) Try(ctx context.Context, op string, a Acquirer) Attempt {
 	return Attempt{}
 }
 
-// Pair reads the {status, value} reply that acquire scripts answer with (status an integer; value as
-// the script defines it), for an Acquirer's DecodeAcquire. An error means the reply is malformed.
+// Pair reads the status row {status, value} that acquire scripts answer with (luakit's reply
+// convention: status one of luakit's Status constants; value as the script defines it), for an
+// Acquirer's DecodeAcquire. An error means the reply is malformed.
 func Pair(msg rueidis.RedisMessage) (status int64, value rueidis.RedisMessage, err error) {
 	arr, err := msg.ToArray()
 	if err != nil {

@@ -1,0 +1,167 @@
+package luakit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/coordkit/coordkit/integration/internal/matrix"
+	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/testkit"
+)
+
+// Scripts that call the prelude's functions as the modules' scripts do.
+var (
+	fenceRead = luakit.NewScript("fence_read", luakit.WithPrelude(
+		"local v, r = luakit_fence_read(KEYS[1])\nreturn {v or '', r or ''}\n"))
+	fenceNext = luakit.NewScript("fence_next", luakit.WithPrelude(
+		"local v, r = luakit_fence_next(KEYS[1])\nif type(r) == 'table' then return r end\n"+
+			"if r == 'wrongtype' then return {'', r, '', -1} end\n"+
+			"return {v or '', r or '', redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1])}\n"))
+	delOwned = luakit.NewScript("del_owned", luakit.WithPrelude("return luakit_del_owned(KEYS[1], ARGV[1])\n"))
+	nowBoth  = luakit.NewScript("now", luakit.WithPrelude(
+		"local t = redis.call('TIME')\nreturn {luakit_now_ms(), luakit_now_us(), t[1], t[2]}\n"))
+)
+
+// TestPrelude runs the prelude's functions on every standalone target: the fence counter's checks with
+// every guard (the read check and the token issue), the owner-checked delete, and the server time.
+func TestPrelude(t *testing.T) {
+	for _, mt := range matrix.Targets() {
+		if mt.Cluster {
+			continue // the functions do not depend on the topology
+		}
+		t.Run(mt.Name, func(t *testing.T) {
+			t.Parallel()
+			s := testkit.Start(t, mt.Server)
+			c := s.Client(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// set stores v at k ("" deletes k; a "list:" prefix stores a list; ttl > 0 adds an expiry).
+			set := func(t *testing.T, k, v string, ttl time.Duration) {
+				t.Helper()
+				_, err := s.Do(ctx, "DEL", k)
+				require.NoError(t, err)
+				switch {
+				case v == "":
+				case v == "list:":
+					_, err = s.Do(ctx, "RPUSH", k, "x")
+				case ttl > 0:
+					_, err = s.Do(ctx, "SET", k, v, "PX", "60000")
+				default:
+					_, err = s.Do(ctx, "SET", k, v)
+				}
+				require.NoError(t, err)
+			}
+
+			t.Run("fence_read", func(t *testing.T) {
+				for _, tc := range []struct {
+					name, stored string
+					ttl          time.Duration
+					value        string
+					reason       string
+				}{
+					{"absent", "", 0, "0", ""},
+					{"zero", "0", 0, "0", ""},
+					{"above 2^53", "9007199254740995", 0, "9007199254740995", ""},
+					{"maximum", "9223372036854775807", 0, "9223372036854775807", ""},
+					{"beyond int64", "9223372036854775808", 0, "", "malformed"},
+					{"twenty digits", "10000000000000000000", 0, "", "malformed"},
+					{"negative", "-1", 0, "", "negative"},
+					{"minimum", "-9223372036854775808", 0, "", "negative"},
+					{"minus zero", "-0", 0, "", "malformed"},
+					{"leading zero", "07", 0, "", "malformed"},
+					{"text", "abc", 0, "", "malformed"},
+					{"expiring", "5", time.Minute, "", "expiring"},
+					{"expiring and malformed", "abc", time.Minute, "", "expiring"},
+					{"wrong type", "list:", 0, "", "wrongtype"},
+				} {
+					t.Run(tc.name, func(t *testing.T) {
+						set(t, "fence", tc.stored, tc.ttl)
+						arr, err := fenceRead.Exec(ctx, c, []string{"fence"}, nil).ToArray()
+						require.NoError(t, err)
+						v, _ := arr[0].ToString()
+						r, _ := arr[1].ToString()
+						require.Equal(t, [2]string{tc.value, tc.reason}, [2]string{v, r})
+					})
+				}
+			})
+
+			t.Run("fence_next", func(t *testing.T) {
+				for _, tc := range []struct {
+					name, stored string
+					ttl          time.Duration
+					token        int64 // 0: refused
+					reason       string
+				}{
+					{"absent", "", 0, 1, ""},
+					{"above 2^53, odd successor", "9007199254740994", 0, 9007199254740995, ""},
+					{"maximum", "9223372036854775807", 0, 0, "overflow"},
+					{"negative", "-1", 0, 0, "negative"},
+					{"minimum", "-9223372036854775808", 0, 0, "negative"},
+					{"malformed", "07", 0, 0, "malformed"},
+					{"expiring", "5", time.Minute, 0, "expiring"},
+					{"expiring at the maximum", "9223372036854775807", time.Minute, 0, "expiring"},
+					{"wrong type", "list:", 0, 0, "wrongtype"},
+				} {
+					t.Run(tc.name, func(t *testing.T) {
+						set(t, "fence", tc.stored, tc.ttl)
+						arr, err := fenceNext.Exec(ctx, c, []string{"fence"}, nil).ToArray()
+						require.NoError(t, err)
+						r, _ := arr[1].ToString()
+						require.Equal(t, tc.reason, r)
+						if tc.token != 0 {
+							got, err := luakit.Int64(arr[0])
+							require.NoError(t, err)
+							require.Equal(t, tc.token, got)
+							return
+						}
+						if tc.stored == "list:" {
+							return
+						}
+						// Refused: the counter is as it was, its TTL kept.
+						v, _ := arr[2].ToString()
+						require.Equal(t, tc.stored, v)
+						pttl, _ := arr[3].AsInt64()
+						require.Equal(t, tc.ttl > 0, pttl > 0, "pttl %d", pttl)
+					})
+				}
+			})
+
+			t.Run("del_owned", func(t *testing.T) {
+				set(t, "lease", "", 0)
+				n, err := delOwned.Exec(ctx, c, []string{"lease"}, []string{"me"}).AsInt64()
+				require.NoError(t, err)
+				require.Equal(t, luakit.StatusAbsent, n)
+				set(t, "lease", "other", 0)
+				n, err = delOwned.Exec(ctx, c, []string{"lease"}, []string{"me"}).AsInt64()
+				require.NoError(t, err)
+				require.Equal(t, luakit.StatusNotOwner, n)
+				v, err := s.Do(ctx, "GET", "lease")
+				require.NoError(t, err)
+				got, _ := v.ToString()
+				require.Equal(t, "other", got, "another owner's lease is left alone")
+				set(t, "lease", "me", 0)
+				n, err = delOwned.Exec(ctx, c, []string{"lease"}, []string{"me"}).AsInt64()
+				require.NoError(t, err)
+				require.Equal(t, luakit.StatusOK, n)
+				e, err := s.Do(ctx, "EXISTS", "lease")
+				require.NoError(t, err)
+				ex, _ := e.AsInt64()
+				require.Zero(t, ex)
+			})
+
+			t.Run("now", func(t *testing.T) {
+				arr, err := nowBoth.Exec(ctx, c, nil, nil).ToArray()
+				require.NoError(t, err)
+				ms, _ := arr[0].AsInt64()
+				us, _ := arr[1].AsInt64()
+				sec, _ := arr[2].AsInt64()
+				usec, _ := arr[3].AsInt64()
+				require.Equal(t, sec*1000+usec/1000, ms)
+				require.Equal(t, sec*1000000+usec, us)
+			})
+		})
+	}
+}
