@@ -462,7 +462,10 @@ func (h *Handle) Err() error {
 
 // Extend renews the hold at its current TTL; see [Handle.ExtendTTL].
 func (h *Handle) Extend(ctx context.Context) (bool, error) {
-	return h.ExtendTTL(ctx, h.TTL())
+	if len(h.cfg.Hooks) == 0 {
+		return h.extendTTL(ctx, 0, true)
+	}
+	return admitted(h, ctx, "EXTEND", func(ctx context.Context) (bool, error) { return h.extendTTL(ctx, 0, true) })
 }
 
 // admitted runs op as the public operation verb under cfg.Hooks.
@@ -510,20 +513,28 @@ func Do[T any](ctx context.Context, cfg *Config, verb string, op func(context.Co
 // leaves the handle unchanged (nothing is sent).
 func (h *Handle) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
 	if len(h.cfg.Hooks) == 0 {
-		return h.extendTTL(ctx, ttl)
+		return h.extendTTL(ctx, ttl, false)
 	}
-	return admitted(h, ctx, "EXTEND", func(ctx context.Context) (bool, error) { return h.extendTTL(ctx, ttl) })
+	return admitted(h, ctx, "EXTEND", func(ctx context.Context) (bool, error) { return h.extendTTL(ctx, ttl, false) })
 }
 
-func (h *Handle) extendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
-	ttl, err := h.cfg.checkTTL(ttl)
-	if err != nil {
-		return false, err
+// extendTTL renews at ttl, or with current at the handle's TTL read once the operation slot is
+// taken: a renewal at the current TTL (Extend, a keep-alive round) that waited for a concurrent
+// ExtendTTL then renews at the TTL that ExtendTTL set, never at the one it replaced.
+func (h *Handle) extendTTL(ctx context.Context, ttl time.Duration, current bool) (bool, error) {
+	if !current {
+		var err error
+		if ttl, err = h.cfg.checkTTL(ttl); err != nil {
+			return false, err
+		}
 	}
 	if err := h.lockOp(ctx, "extend"); err != nil {
 		return false, err
 	}
 	defer h.unlockOp()
+	if current {
+		ttl = h.TTL()
+	}
 	if !h.vouching() {
 		return false, nil
 	}
