@@ -10,7 +10,7 @@
 // trip: EVALSHA, plus one EVAL after a NOSCRIPT reply when the server's script cache was emptied)
 // that reads the server's clock (TIME) and admits all n permits or none, atomically across every
 // process sharing the key. Each limiter uses exactly one key, so it works on Cluster without hash
-// tags; keys are binary-safe and take the [WithKeyPrefix] prefix ([Limiter.Key] and [DenyList.Key]
+// tags; keys are binary-safe and take the [WithKeyPrefix] prefix ([Limiter.Key] and the deny list's Key
 // return them without it).
 //
 //	limiter, err := ratelimit.New(client, "limits:checkout",
@@ -176,8 +176,8 @@
 //
 // # Deny list
 //
-// A [DenyList] is a server set of denied identities read through a bounded local cache shared by the
-// whole process. [WithDenyList] binds a limiter to one identity ([WithKeyedDenyList] maps each key of
+// A deny list (package [github.com/coordkit/coordkit/ratelimit/denylist]) is a server set of denied
+// identities read through a bounded local cache shared by the whole process. [WithDenyList] binds a limiter to one identity ([WithKeyedDenyList] maps each key of
 // a [Keyed] to one): a denied identity gets Result{Reason: ReasonDenyList} without touching the
 // capacity key or entering the queue, including n = 0 probes; queued requests recheck before each
 // retry. The membership check and the capacity decision are separate round trips (the two keys may
@@ -212,7 +212,7 @@
 // module; every bad option or argument found before I/O matches ErrInvalidConfig (the package's
 // [ErrInvalidPolicy], [ErrInvalidUpdate], [ErrNegativePermits] and [ErrEmptyIdentity] included).
 // Every error carries the "ratelimit: " prefix and never a key or an identity. [Limiter], [Keyed]
-// and [DenyList] run background work (the wait queue's goroutine; the idle-key sweep and the keys'
+// and a deny list run background work (the wait queue's goroutine; the idle-key sweep and the keys'
 // queues; the shared deny-list reads), so each has Close(ctx), idempotent, after which calls fail
 // with ErrClosed.
 //

@@ -9,7 +9,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/hooktest"
 )
 
@@ -21,11 +20,10 @@ func TestHooksWithoutIO(t *testing.T) {
 	ctx := context.Background()
 	reads := 0
 	rec := &hooktest.Recorder{}
-	dl := newDenyList(defaultDenyConfig(), func(context.Context, string) (bool, error) { reads++; return false, nil })
-	dl.cfg.hooks = luakit.Hooks{rec} // a deny-list hook that must not see the limiter's own checks
-	l := newTestLimiter(t, noIO{}, "k", fw10, WithHooks(rec), WithName("api"), WithDenyList(dl, "who"),
+	check := func(context.Context, string) (bool, error) { reads++; return false, nil }
+	l := newTestLimiter(t, noIO{}, "k", fw10, WithHooks(rec), WithName("api"), withDenyFunc(check, "who"),
 		WithQueue(5, OldestFirst))
-	k, err := NewKeyed(noIO{}, fw10, WithHooks(rec), WithName("per-user"), WithKeyedDenyList(dl, nil),
+	k, err := NewKeyed(noIO{}, fw10, WithHooks(rec), WithName("per-user"), withKeyedDenyFunc(check),
 		WithQueue(5, OldestFirst))
 	if err != nil {
 		t.Fatal(err)
@@ -53,23 +51,19 @@ func TestHooksWithoutIO(t *testing.T) {
 		{"rejected Reset", opReset, func() error { return l.Reset(ctx) }, []string{"admit RATE LIMIT RESET @api"}},
 		{"rejected Refund", opRefund, func() error { return k.Refund(ctx, "u", 1) }, []string{"admit RATE LIMIT REFUND @per-user"}},
 		{"rejected Inspect", opInspect, func() error { _, err := l.Inspect(ctx); return err }, []string{"admit RATE LIMIT INSPECT @api"}},
-		{"rejected IsDenied", opDenyRead, func() error { _, err := dl.IsDenied(ctx, "who"); return err }, []string{"admit RATE LIMIT DENY LIST READ @"}},
-		{"rejected SetDenied", opDenyWrite, func() error { return dl.SetDenied(ctx, "who", true) }, []string{"admit RATE LIMIT DENY LIST WRITE @"}},
-		{"rejected Entries", opDenyEntries, func() error { _, err := dl.Entries(ctx); return err }, []string{"admit RATE LIMIT DENY LIST ENTRIES @"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rec.Reject(tc.reject)
 			defer rec.Reject()
-			before := dl.Stats()
 			if err := tc.call(); err != hooktest.ErrRejected { //nolint:errorlint // returned unchanged
 				t.Fatalf("err = %v, want the hook's error unchanged", err)
 			}
 			if got := rec.Take(); !slices.Equal(got, tc.want) {
 				t.Fatalf("journal %q, want %q", got, tc.want)
 			}
-			if reads != 0 || dl.Stats() != before {
-				t.Fatalf("deny list touched: %d reads, stats %+v then %+v", reads, before, dl.Stats())
+			if reads != 0 {
+				t.Fatalf("deny list touched: %d reads", reads)
 			}
 			if k.Keys() != 0 || l.Policy() != Policy(fw10) || k.Policy() != Policy(fw10) {
 				t.Fatalf("state changed: %d keys, policies %v %v", k.Keys(), l.Policy(), k.Policy())
@@ -100,16 +94,8 @@ func TestHooksWithoutIO(t *testing.T) {
 	if got := rec.Take(); !slices.Equal(got, want) {
 		t.Fatalf("journal %q\nwant %q", got, want)
 	}
-	if reads != 2 {
-		t.Fatalf("%d deny-list reads, want 2 (one per identity: the cache answers the rest)", reads)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := dl.IsDenied(cctx, "other"); !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	if got := rec.Take(); !slices.Equal(got, []string{"admit RATE LIMIT DENY LIST READ @", "done RATE LIMIT DENY LIST READ canceled"}) {
-		t.Fatalf("journal %q", got)
+	if reads != 3 {
+		t.Fatalf("%d deny-list checks, want 3 (AllowN, WaitN and the Keyed WaitN each check once)", reads)
 	}
 }
 

@@ -2,9 +2,7 @@ package ratelimit
 
 import (
 	"context"
-	"embed"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -130,97 +128,4 @@ func (k *Keyed) Inspect(ctx context.Context, key string) (ins Inspection, err er
 		return Inspection{}, err
 	}
 	return inspectionOf(clonePolicy(p), key, d), nil
-}
-
-// DenyListEntry is one member of a deny list, as listed by [DenyList.Entries].
-type DenyListEntry struct {
-	// Identity is the denied identity, byte for byte.
-	Identity string
-	// TTL is how long the membership lasts: the remaining time to live of the deny-list key, the same
-	// for every entry; 0 means no expiry (the package never sets one: membership persists until
-	// removed).
-	TTL time.Duration
-}
-
-// denyEntriesScript lists the set with the key's PTTL, read-only.
-var denyEntriesScript = luakit.NewReadOnlyScript("denylist_entries", mustSource(denyScriptFS, "denylist_entries"))
-
-// Entries lists every identity on the deny list with its time to live, read from the server in one
-// read-only script (one round trip, EVALSHA_RO; SMEMBERS and PTTL, O(N) for N members), in
-// byte-wise ascending order of identity. An absent key is an empty list (nil, no error). It writes
-// nothing, changes no TTL, and neither reads nor fills the cache.
-//
-// It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close; [ErrForeignData] when
-// the key holds another type; the context's error or a server error, wrapped with a "ratelimit: "
-// prefix. Safe for concurrent use.
-func (d *DenyList) Entries(ctx context.Context) (entries []DenyListEntry, err error) {
-	ctx, sc, err := d.cfg.hooks.Begin(ctx, op(opDenyEntries, d.cfg.name))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { sc.End(err) }()
-	d.mu.Lock()
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
-		return nil, errClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("ratelimit: deny-list entries: %w", err)
-	}
-	rctx, stop := luakit.WithoutDeadline(ctx)
-	arr, err := denyEntriesScript.Exec(rctx, d.client, []string{d.key}, nil).ToArray()
-	stop()
-	if err != nil {
-		if isWrongType(err) {
-			return nil, fmt.Errorf("ratelimit: deny-list entries: %w: %w", ErrForeignData, err)
-		}
-		return nil, fmt.Errorf("ratelimit: deny-list entries: %w", err)
-	}
-	return decodeEntries(arr)
-}
-
-// mustSource reads "<name>.lua" from fsys (package initialisation; panics when missing).
-func mustSource(fsys embed.FS, name string) string {
-	b, err := fsys.ReadFile(name + ".lua")
-	if err != nil {
-		panic("ratelimit: load script " + name + ": " + err.Error())
-	}
-	return string(b)
-}
-
-// decodeEntries decodes the reply of denylist_entries: {pttl, {members}}.
-func decodeEntries(arr []rueidis.RedisMessage) ([]DenyListEntry, error) {
-	if len(arr) != 2 {
-		return nil, fmt.Errorf("ratelimit: deny-list entries: reply has %d elements, want 2", len(arr))
-	}
-	pttl, err := arr[0].AsInt64()
-	if err != nil {
-		return nil, fmt.Errorf("ratelimit: deny-list entries: pttl: %w", err)
-	}
-	members, err := arr[1].AsStrSlice()
-	if err != nil {
-		return nil, fmt.Errorf("ratelimit: deny-list entries: members: %w", err)
-	}
-	return entriesOf(pttl, members)
-}
-
-// entriesOf checks the key's PTTL (ms; -1 no expiry, -2 absent) and sorts the members into entries.
-func entriesOf(pttl int64, members []string) ([]DenyListEntry, error) {
-	if pttl < -2 || pttl > maxMillis {
-		return nil, fmt.Errorf("ratelimit: deny-list entries: pttl %d", pttl)
-	}
-	if len(members) == 0 {
-		return nil, nil
-	}
-	var ttl time.Duration
-	if pttl > 0 {
-		ttl = time.Duration(pttl) * time.Millisecond
-	}
-	sort.Strings(members)
-	out := make([]DenyListEntry, len(members))
-	for i, m := range members {
-		out[i] = DenyListEntry{Identity: m, TTL: ttl}
-	}
-	return out, nil
 }

@@ -114,7 +114,7 @@ func NewKeyed(client rueidis.Client, policy Policy, opts ...KeyedOption) (*Keyed
 	k.stopCtx, k.stopFn = context.WithCancel(context.Background())
 	k.base, k.version = c, cfg.policyVersion
 	k.settings.Store(&keyedSettings{c: c.keyedFor(cfg.policyVersion, nil), p: policy})
-	if cfg.denyList != nil {
+	if cfg.deny != nil {
 		k.identityFor = cfg.identityFor
 	}
 	k.wg.Add(1)
@@ -174,7 +174,7 @@ func (k *Keyed) decideStateless(ctx context.Context, key string, n int64) (Resul
 		if id == "" {
 			return Result{}, ErrEmptyIdentity
 		}
-		denied, err := k.cfg.denyList.isDenied(ctx, id)
+		denied, err := k.cfg.deny(ctx, id)
 		if err != nil {
 			return Result{}, err
 		}
@@ -294,9 +294,9 @@ func (k *Keyed) acquire(key string, create bool) (*keyEntry, error) {
 		k.dropLocked(old)
 		evicted = old.lim
 	}
-	var deny *DenyList
+	var deny denyFunc
 	if k.identityFor != nil {
-		deny = k.cfg.denyList
+		deny = k.cfg.deny
 	}
 	cur, pol := k.current()
 	e := &keyEntry{

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 func TestNewKeyedValidation(t *testing.T) {
-	dl := newDenyList(defaultDenyConfig(), func(context.Context, string) (bool, error) { return false, nil })
+	dl := testDenyList(t)
 	if _, err := NewKeyed(nil, fw10); !errors.Is(err, ErrNilClient) {
 		t.Fatalf("nil client: %v", err)
 	}
@@ -21,12 +22,11 @@ func TestNewKeyedValidation(t *testing.T) {
 		t.Fatalf("invalid policy: %v", err)
 	}
 	for name, opt := range map[string]KeyedOption{
-		"zero max keys":      WithMaxKeys(0),
-		"zero idle timeout":  WithIdleTimeout(0),
-		"negative queue":     WithQueue(-1, OldestFirst),
-		"nil keyed denylist": WithKeyedDenyList(nil, nil),
-		"negative version":   WithPolicyVersion(-1),
-		"version too large":  WithPolicyVersion(MaxPolicyVersion + 1),
+		"zero max keys":     WithMaxKeys(0),
+		"zero idle timeout": WithIdleTimeout(0),
+		"negative queue":    WithQueue(-1, OldestFirst),
+		"negative version":  WithPolicyVersion(-1),
+		"version too large": WithPolicyVersion(MaxPolicyVersion + 1),
 	} {
 		k, err := NewKeyed(noIO{}, fw10, opt)
 		if err == nil {
@@ -178,7 +178,7 @@ func TestKeyedIdleTimeout(t *testing.T) {
 // without deadlocking.
 func TestKeyedIdentityFuncUnlocked(t *testing.T) {
 	client := &blocking{}
-	dl, err := NewDenyList(client, slot0Key(t))
+	dl, err := denylist.New(client, slot0Key(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ type Limiter struct {
 	m      *metrics
 	st     *counts
 
-	deny     *DenyList // nil without WithDenyList
+	deny     denyFunc // nil without WithDenyList
 	identity string
 
 	hooks luakit.Hooks // WithHooks; nil for the per-key limiters of a Keyed (the Keyed admits)
@@ -96,7 +96,7 @@ func New(client rueidis.Client, key string, policy Policy, opts ...Option) (*Lim
 	if err != nil {
 		return nil, err
 	}
-	l := newLimiter(client, key, c, policy, cfg, m, cfg.denyList, cfg.identity)
+	l := newLimiter(client, key, c, policy, cfg, m, cfg.deny, cfg.identity)
 	l.hooks, l.inst = cfg.hooks, cfg.name
 	return l, nil
 }
@@ -110,7 +110,7 @@ var errClosed = fmt.Errorf("ratelimit: %w", ErrClosed)
 // newLimiter builds a Limiter over name (the physical key is cfg's prefix + name); Keyed uses it for
 // its per-key local state.
 func newLimiter(client rueidis.Client, name string, c *compiled, p Policy, cfg config, m *metrics,
-	deny *DenyList, identity string) *Limiter {
+	deny denyFunc, identity string) *Limiter {
 	closeCtx, closeFn := context.WithCancel(context.Background())
 	l := &Limiter{
 		client:        client,
@@ -419,7 +419,7 @@ func (l *Limiter) denied(ctx context.Context) (Result, bool, error) {
 	if l.deny == nil {
 		return Result{}, false, nil
 	}
-	denied, err := l.deny.isDenied(ctx, l.identity)
+	denied, err := l.deny(ctx, l.identity)
 	if err != nil {
 		return Result{}, false, err
 	}

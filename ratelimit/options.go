@@ -1,12 +1,15 @@
 package ratelimit
 
 import (
+	"context"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
+	"github.com/coordkit/coordkit/ratelimit/internal/denyaccess"
 )
 
 // Option configures a [Limiter] built by [New]. Options are applied in order; an invalid value makes
@@ -54,7 +57,7 @@ type config struct {
 	queueOrder    QueueOrder
 	meterProvider metric.MeterProvider
 
-	denyList    *DenyList
+	deny        denyFunc            // WithDenyList, WithKeyedDenyList
 	identity    string              // New only
 	identityFor func(string) string // NewKeyed only
 
@@ -118,35 +121,46 @@ func WithMeterProvider(mp metric.MeterProvider) LimiterOption {
 
 // WithDenyList binds the limiter built by [New] to identity on dl: while identity is denied, every
 // decision (including n = 0 probes) is a rejection with [ReasonDenyList], without touching the
-// capacity key or entering the queue. dl must not be nil and identity must not be empty
-// ([ErrEmptyIdentity]). For [NewKeyed], use [WithKeyedDenyList].
-func WithDenyList(dl *DenyList, identity string) Option {
+// capacity key or entering the queue. identity must not be empty ([ErrEmptyIdentity]). A nil dl
+// binds no deny list, as if the option were omitted. For [NewKeyed], use [WithKeyedDenyList].
+func WithDenyList(dl *denylist.List, identity string) Option {
 	return limiterOption(func(c *config) error {
 		if dl == nil {
-			return invalidConfig("nil deny list")
+			return nil
 		}
 		if identity == "" {
 			return ErrEmptyIdentity
 		}
-		c.denyList, c.identity = dl, identity
+		c.deny, c.identity = denyFuncOf(dl), identity
 		return nil
 	})
 }
 
 // WithKeyedDenyList binds a [Keyed] limiter to dl: the identity checked for a key is identity(key),
-// or the key itself when identity is nil. dl must not be nil. An empty identity is an error of that
-// call ([ErrEmptyIdentity]). For [New], use [WithDenyList].
-func WithKeyedDenyList(dl *DenyList, identity func(key string) string) KeyedOption {
+// or the key itself when identity is nil. An empty identity is an error of that call
+// ([ErrEmptyIdentity]). A nil dl binds no deny list, as if the option were omitted. For [New], use
+// [WithDenyList].
+func WithKeyedDenyList(dl *denylist.List, identity func(key string) string) KeyedOption {
 	return keyedOption(func(c *config) error {
 		if dl == nil {
-			return invalidConfig("nil deny list")
+			return nil
 		}
 		if identity == nil {
 			identity = func(k string) string { return k }
 		}
-		c.denyList, c.identityFor = dl, identity
+		c.deny, c.identityFor = denyFuncOf(dl), identity
 		return nil
 	})
+}
+
+// denyFunc asks a deny list whether identity is denied, without the list's own hooks (the check is
+// part of the limiter's admitted call).
+type denyFunc func(ctx context.Context, identity string) (bool, error)
+
+func denyFuncOf(dl *denylist.List) denyFunc {
+	return func(ctx context.Context, identity string) (bool, error) {
+		return denyaccess.IsDenied(ctx, dl, identity)
+	}
 }
 
 // WithMaxKeys bounds how many keys of a [Keyed] keep local state (a queue and statistics) at once.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 // testRateLimitHookRules checks the hook contract on a real Limiter, Keyed and DenyList.
@@ -17,7 +18,7 @@ func testRateLimitHookRules(t *testing.T, e *env) {
 	client := e.client(t)
 	ctx := context.Background()
 	j := &journal{}
-	dl, err := ratelimit.NewDenyList(client, "deny", ratelimit.WithHooks(j), ratelimit.WithCacheDuration(0))
+	dl, err := denylist.New(client, "deny", denylist.WithHooks(j), denylist.WithCacheDuration(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func testRateLimitHookRules(t *testing.T, e *env) {
 		if err := k.Update(ctx, ratelimit.TokenBucket{Limit: 6, TokensPerPeriod: 6, Period: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := dl.Entries(ctx); err != nil {
+		if _, err := dl.Inspect(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := dl.IsDenied(ctx, "mallory"); err != nil {
@@ -220,7 +221,7 @@ func testRateLimitHookRules(t *testing.T, e *env) {
 			"admit RATE LIMIT REFUND", "done RATE LIMIT REFUND succeeded",
 			"admit RATE LIMIT RESET", "done RATE LIMIT RESET succeeded",
 			"admit RATE LIMIT UPDATE", "done RATE LIMIT UPDATE succeeded",
-			"admit RATE LIMIT DENY LIST ENTRIES", "done RATE LIMIT DENY LIST ENTRIES succeeded",
+			"admit RATE LIMIT DENY LIST INSPECT", "done RATE LIMIT DENY LIST INSPECT succeeded",
 			"admit RATE LIMIT DENY LIST READ", "done RATE LIMIT DENY LIST READ succeeded")
 	})
 

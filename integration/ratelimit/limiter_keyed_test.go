@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 func init() {
@@ -140,7 +141,7 @@ func testLimiterKeyedMaxKeys(t *testing.T, e *env) {
 // AllowN and WaitN without its capacity key being created; other tenants are unaffected.
 func testLimiterKeyedDenyList(t *testing.T, e *env) {
 	client := e.newClient(t)
-	dl, err := ratelimit.NewDenyList(client, e.key(t), ratelimit.WithCacheDuration(0))
+	dl, err := denylist.New(client, e.key(t), denylist.WithCacheDuration(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dl.Close(context.Background()) })
 	prefix := e.key(t) + ":"

@@ -14,6 +14,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 // Limiter behaviour observed on the server: each scenario asserts on script counts, stored state,
@@ -296,7 +297,7 @@ func limMetricsKeyed(t *testing.T, e *env) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	client := e.newClient(t)
-	dl := denyList(t, client, e.key(t), ratelimit.WithCacheDuration(0))
+	dl := denyList(t, client, e.key(t), denylist.WithCacheDuration(0))
 	k, err := ratelimit.NewKeyed(client, ratelimit.FixedWindow{Limit: 2, Window: time.Minute},
 		ratelimit.WithMeterProvider(mp), ratelimit.WithQueue(1, ratelimit.OldestFirst),
 		ratelimit.WithKeyedDenyList(dl, nil))

@@ -1,4 +1,4 @@
-package ratelimit
+package denylist
 
 import (
 	"context"
@@ -17,25 +17,26 @@ import (
 // noIOClient satisfies rueidis.Client for constructor tests that must not do I/O: any call panics.
 type noIOClient struct{ rueidis.Client }
 
-func TestDenyListOptions(t *testing.T) {
+func TestOptions(t *testing.T) {
 	ok := []struct {
 		name string
-		opts []DenyListOption
+		opts []Option
 		dur  time.Duration
 		cap  int
 		rt   time.Duration
 	}{
 		{"defaults", nil, time.Second, 1024, 5 * time.Second},
-		{"zero duration disables", []DenyListOption{WithCacheDuration(0)}, 0, 1024, 5 * time.Second},
-		{"nanoseconds kept", []DenyListOption{WithCacheDuration(1500 * time.Nanosecond)}, 1500 * time.Nanosecond, 1024, 5 * time.Second},
-		{"maximum", []DenyListOption{WithCacheDuration(time.Minute)}, time.Minute, 1024, 5 * time.Second},
-		{"capacity 1", []DenyListOption{WithCacheCapacity(1)}, time.Second, 1, 5 * time.Second},
-		{"read timeout", []DenyListOption{WithDenyListReadTimeout(time.Millisecond)}, time.Second, 1024, time.Millisecond},
-		{"last wins", []DenyListOption{WithCacheCapacity(5), WithCacheCapacity(7)}, time.Second, 7, 5 * time.Second},
+		{"zero duration disables", []Option{WithCacheDuration(0)}, 0, 1024, 5 * time.Second},
+		{"nanoseconds kept", []Option{WithCacheDuration(1500 * time.Nanosecond)}, 1500 * time.Nanosecond, 1024, 5 * time.Second},
+		{"maximum", []Option{WithCacheDuration(time.Minute)}, time.Minute, 1024, 5 * time.Second},
+		{"capacity 1", []Option{WithCacheCapacity(1)}, time.Second, 1, 5 * time.Second},
+		{"read timeout", []Option{WithReadTimeout(time.Millisecond)}, time.Second, 1024, time.Millisecond},
+		{"last wins", []Option{WithCacheCapacity(5), WithCacheCapacity(7)}, time.Second, 7, 5 * time.Second},
+		{"nil option skipped", []Option{nil, WithCacheCapacity(3), nil}, time.Second, 3, 5 * time.Second},
 	}
 	for _, tc := range ok {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := NewDenyList(noIOClient{}, "denied", tc.opts...)
+			d, err := New(noIOClient{}, "denied", tc.opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,19 +50,18 @@ func TestDenyListOptions(t *testing.T) {
 
 	bad := []struct {
 		name string
-		opt  DenyListOption
+		opt  Option
 	}{
 		{"negative duration", WithCacheDuration(-time.Nanosecond)},
 		{"duration above a minute", WithCacheDuration(time.Minute + time.Nanosecond)},
 		{"zero capacity", WithCacheCapacity(0)},
 		{"negative capacity", WithCacheCapacity(-1)},
-		{"zero read timeout", WithDenyListReadTimeout(0)},
-		{"negative read timeout", WithDenyListReadTimeout(-time.Second)},
-		{"nil option", nil},
+		{"zero read timeout", WithReadTimeout(0)},
+		{"negative read timeout", WithReadTimeout(-time.Second)},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := NewDenyList(noIOClient{}, "denied", tc.opt)
+			d, err := New(noIOClient{}, "denied", tc.opt)
 			if err == nil || d != nil {
 				t.Fatalf("NewDenyList = %v, %v; want an error", d, err)
 			}
@@ -71,13 +71,13 @@ func TestDenyListOptions(t *testing.T) {
 		})
 	}
 
-	if _, err := NewDenyList(nil, "denied"); !errors.Is(err, ErrNilClient) {
+	if _, err := New(nil, "denied"); !errors.Is(err, ErrNilClient) {
 		t.Fatalf("nil client: %v, want ErrNilClient", err)
 	}
-	if _, err := NewDenyList(noIOClient{}, ""); !errors.Is(err, luakit.ErrEmptyKey) || !errors.Is(err, ErrInvalidConfig) {
+	if _, err := New(noIOClient{}, ""); !errors.Is(err, luakit.ErrEmptyKey) || !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("empty key: %v, want luakit.ErrEmptyKey matching ErrInvalidConfig", err)
 	}
-	d, err := NewDenyList(noIOClient{}, "den\x00ied\xff", WithDenyListKeyPrefix("app\xfe:"))
+	d, err := New(noIOClient{}, "den\x00ied\xff", WithKeyPrefix("app\xfe:"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,16 +175,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func newTestDenyList(t *testing.T, clock *fakeClock, f *fakeSet, dur time.Duration, capacity int) *DenyList {
+func newTestDenyList(t *testing.T, clock *fakeClock, f *fakeSet, dur time.Duration, capacity int) *List {
 	t.Helper()
-	cfg := defaultDenyConfig()
+	cfg := defaultConfig()
 	cfg.cacheDuration, cfg.cacheCapacity, cfg.now = dur, capacity, clock.Now
-	d := newDenyList(cfg, f.read)
+	d := newList(cfg, f.read)
 	t.Cleanup(func() { _ = d.Close(context.Background()) })
 	return d
 }
 
-func mustIsDenied(t *testing.T, d *DenyList, identity string, want bool) {
+func mustIsDenied(t *testing.T, d *List, identity string, want bool) {
 	t.Helper()
 	got, err := d.IsDenied(context.Background(), identity)
 	if err != nil {
@@ -195,7 +195,7 @@ func mustIsDenied(t *testing.T, d *DenyList, identity string, want bool) {
 	}
 }
 
-func wantStats(t *testing.T, d *DenyList, hits, misses, shared, reads int64) {
+func wantStats(t *testing.T, d *List, hits, misses, shared, reads int64) {
 	t.Helper()
 	s := d.Stats()
 	if s.Hits != hits || s.Misses != misses || s.SharedReads != shared || s.ServerReads != reads {
@@ -571,9 +571,9 @@ func TestDenyListReadErrorsNotCached(t *testing.T) {
 
 func TestDenyListReadTimeout(t *testing.T) {
 	f := &fakeSet{gated: true}
-	cfg := defaultDenyConfig()
+	cfg := defaultConfig()
 	cfg.readTimeout = 20 * time.Millisecond
-	d := newDenyList(cfg, f.read)
+	d := newList(cfg, f.read)
 	defer d.Close(context.Background())
 	// The caller has no deadline; the shared read gives up at the read timeout.
 	if _, err := d.IsDenied(context.Background(), "id"); !errors.Is(err, context.DeadlineExceeded) {
@@ -610,7 +610,7 @@ func TestDenyListClose(t *testing.T) {
 
 // DenyList.Close waits for its shared reads (a stand-in here) until its ctx ends.
 func TestDenyListCloseWaitsUntilCtxEnds(t *testing.T) {
-	d := newDenyList(defaultDenyConfig(), func(context.Context, string) (bool, error) { return false, nil })
+	d := newList(defaultConfig(), func(context.Context, string) (bool, error) { return false, nil })
 	release := make(chan struct{})
 	d.wg.Add(1)
 	go func() {
@@ -637,9 +637,9 @@ func TestDenyListCacheIntactOnCancelledWrite(t *testing.T) {
 // BenchmarkDenyListHit measures cache hits (no I/O) from parallel goroutines.
 func BenchmarkDenyListHit(b *testing.B) {
 	f := &fakeSet{members: map[string]bool{"id": true}}
-	cfg := defaultDenyConfig()
+	cfg := defaultConfig()
 	cfg.cacheDuration = time.Minute
-	d := newDenyList(cfg, f.read)
+	d := newList(cfg, f.read)
 	defer d.Close(context.Background())
 	if _, err := d.IsDenied(context.Background(), "id"); err != nil {
 		b.Fatal(err)
@@ -653,4 +653,24 @@ func BenchmarkDenyListHit(b *testing.B) {
 			}
 		}
 	})
+}
+
+// testCloseWaits checks a Close that waits for background work: with work still running it returns
+// an error wrapping ctx.Err() once ctx ends, later calls fail with ErrClosed, and once the work ends
+// a second Close returns nil.
+func testCloseWaits(t *testing.T, closeFn func(context.Context) error, release chan struct{}, after func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := closeFn(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "ratelimit: ") {
+		t.Fatalf("Close with work still running = %v, want a ratelimit: error wrapping ctx.Err()", err)
+	}
+	if err := after(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("call after a timed-out Close = %v, want ErrClosed", err)
+	}
+	close(release)
+	if err := closeFn(context.Background()); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
 }
