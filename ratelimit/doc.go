@@ -75,13 +75,7 @@
 // (a duration below 1µs or above [MaxSpan], a derived span above MaxSpan) are [ErrInvalidPolicy]
 // from the constructor, before any I/O.
 //
-// Stored state of earlier builds, which computed in milliseconds, is recognised by its format and
-// read as milliseconds: a GCRA value without the leading "u" marker, a hash without the "U" field (its
-// times, and the durations of its "v1|..." signature, are read times 1000), so the same settings
-// match and nothing is lost. The first write stores it in the microsecond form: an admission, a
-// migration, a refund of a GCRA value, or any decision of a [Keyed] (which stores conversions with
-// rejections too); a [Limiter]'s rejection, a probe and Inspect never write. Earlier builds cannot read the new form: they report [ErrForeignData] on such a key and
-// never misread it. Standalone layouts differ from the composite's and record no signature: dedicate
+// Standalone layouts differ from the composite's and record no signature: dedicate
 // each key to one limiter kind and one configuration (or use the update protocol below).
 //
 // # Results
@@ -162,7 +156,7 @@
 //     admitted or not (a probe stores nothing). A composite's component list may change: the j-th
 //     new component of a kind inherits the j-th stored component of that kind, a new component
 //     without one starts at full capacity, and stored components without a counterpart are dropped.
-//     State without a signature (written by a [Limiter], or by earlier versions of this package) is
+//     State without a signature (written by a [Limiter]) is
 //     taken to hold the policy given to [NewKeyed].
 //
 // A Keyed therefore never returns [ErrConfigMismatch], and ratelimithttp never fails closed on a

@@ -47,7 +47,7 @@ type Keyed struct {
 	lookup sync.Map // string → *keyEntry
 
 	// base is the policy given to NewKeyed, compiled: state stored without a signature (by a
-	// Limiter, or by earlier versions of this package) is taken to hold it.
+	// Limiter) is taken to hold it.
 	base    *compiled
 	version int64      // of the published settings; written under updMu
 	updMu   sync.Mutex // serializes Update

@@ -54,7 +54,7 @@ func (c *compiled) refundArgs(n int64) ([]string, error) {
 	}
 	args := []string{"r", strconv.FormatInt(n, 10), layoutTag(c.algo), "", "", strconv.Itoa(len(c.comps))}
 	if c.algo == algoComposite {
-		args[3], args[4] = c.sig, c.legacySig
+		args[3] = c.sig // args[4], the script's slot for a millisecond signature, stays empty
 	}
 	for i, cc := range c.comps {
 		switch cc.algo {
@@ -67,7 +67,7 @@ func (c *compiled) refundArgs(n int64) ([]string, error) {
 		}
 	}
 	if c.keyed {
-		args = append(args, "k", c.sig, c.legacySig)
+		args = append(args, "k", c.sig, "")
 	}
 	return args, nil
 }

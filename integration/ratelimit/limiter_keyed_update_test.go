@@ -217,15 +217,15 @@ func testKeyedUpdateOldWriter(t *testing.T, e *env) {
 	require.Equal(t, "v2|f6/3600000000", e.dump(t, prefix+"x")["S"])
 }
 
-// State stored without a signature (by a Limiter, or earlier versions of the package) is taken to
+// State stored without a signature (by a Limiter) is taken to
 // hold the policy given to NewKeyed: decided as is, and converted from it after an Update. A
 // Limiter still reads what a Keyed stored.
 func testKeyedUpdateUnsigned(t *testing.T, e *env) {
 	prefix := e.key(t) + ":"
 	p := ratelimit.GCRA{Burst: 10, EmissionInterval: time.Second}
 	now := e.serverMillis(t, prefix+"g")
-	// A TAT 4 s ahead: 4 permits of debt at 1 s each, stored as earlier builds did (ms, no "u").
-	engSeedRaw(t, e, prefix+"g", map[string]string{"": engI(now + 4000)}, now+4000)
+	// A TAT 4 s ahead: 4 permits of debt at 1 s each, stored as a Limiter does (µs, no signature).
+	engSeedRaw(t, e, prefix+"g", map[string]string{"": "u" + engI((now+4000)*1000)}, now+4000)
 	k := limKeyed(t, e, p, ratelimit.WithKeyPrefix(prefix))
 	res, err := k.AllowN(ctx(t), "g", 0)
 	require.NoError(t, err)
