@@ -138,9 +138,9 @@
 //
 // # Updating the settings of a Keyed
 //
-// [Keyed.Update] cannot visit every key, so a [Keyed] converts keys lazily: every key it writes
+// [Keyed.SetPolicy] cannot visit every key, so a [Keyed] converts keys lazily: every key it writes
 // records the signature of its settings and a policy version ([WithPolicyVersion], raised by one by
-// each Update; field "S" and "V" of a hash, "uTAT|version|g<burst>/<interval µs>" for GCRA). Each
+// each SetPolicy; field "S" and "V" of a hash, "uTAT|version|g<burst>/<interval µs>" for GCRA). Each
 // decision script compares the stored settings with the Keyed's and, in the same round trip:
 //
 //   - equal settings: decides as usual;
@@ -156,12 +156,12 @@
 //     admitted or not (a probe stores nothing). A composite's component list may change: the j-th
 //     new component of a kind inherits the j-th stored component of that kind, a new component
 //     without one starts at full capacity, and stored components without a counterpart are dropped.
-//     State without a signature (written by a [Limiter]) is
-//     taken to hold the policy given to [NewKeyed].
+//     State without a signature (written by a [Limiter]) is taken to hold the policy given to
+//     [NewKeyed].
 //
 // A Keyed therefore never returns [ErrConfigMismatch], and ratelimithttp never fails closed on a
 // key stored under other settings. In a rolling deploy, start the new processes with a higher
-// WithPolicyVersion (or call Update everywhere): keys are converted once, on their first touch by a
+// WithPolicyVersion (or call SetPolicy everywhere): keys are converted once, on their first touch by a
 // new process, and are then decided by the new settings whichever process touches them. Equal
 // versions with different settings are last-writer-wins (each writer converts the key to its own
 // settings; no error, but the key follows whoever touched it last): give every change a higher

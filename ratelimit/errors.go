@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
@@ -52,18 +53,6 @@ var (
 	ErrDebtOverflow = errors.New("ratelimit: migrated GCRA debt out of range")
 )
 
-// emptyKeyError is an empty key playing role ("rate limit key", "deny-list key"): it matches both
-// luakit.ErrEmptyKey and ErrInvalidConfig.
-type emptyKeyError struct{ role string }
-
-func (e *emptyKeyError) Error() string        { return "ratelimit: " + e.role + " is empty" }
-func (e *emptyKeyError) Unwrap() error        { return luakit.ErrEmptyKey }
-func (e *emptyKeyError) Is(target error) bool { return target == luakit.ErrInvalidConfig }
-
-// emptyKey returns the error for an empty key playing role.
-func emptyKey(role string) error { return &emptyKeyError{role: role} }
-
-// invalidConfig returns a luakit.ConfigError "ratelimit: <message>".
-func invalidConfig(format string, args ...any) error {
-	return luakit.InvalidConfig("ratelimit", format, args...)
-}
+// errEmptyKey is the error for an empty limiter key: it matches luakit.ErrEmptyKey and
+// ErrInvalidConfig.
+var errEmptyKey = fmt.Errorf("ratelimit: %w", luakit.ValidateKey("rate limit key", ""))

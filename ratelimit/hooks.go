@@ -49,17 +49,16 @@ func endDecision(sc *luakit.Scope, err error) {
 // those names. Deny-list checks, retries, queue pumping and cleanups are part of the admitted call; a
 // bound deny list runs only its own hooks (denylist.WithHooks), on calls made on it directly. Hooks
 // compose in order across calls. Default: none, and operations then allocate nothing for hooks.
-func WithHooks(hooks ...luakit.Hook) LimiterOption {
+func WithHooks(hooks ...luakit.Hook) SharedOption {
 	return sharedOption(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
 }
 
-// WithName names the limiter or deny list for hooks ([luakit.Operation].Instance) and, for a
-// [Limiter] or a [Keyed], for metrics: the attribute coordkit.instance on
-// coordkit.rate_limit.allowed and coordkit.rate_limit.blocked (omitted when name is ""). It must not
-// be a key, an identity or a token. Default "".
-func WithName(name string) LimiterOption {
-	return sharedOption(func(c *config) error { c.name = name; return nil })
+// WithInstance labels the limiter in its hooks ([luakit.Operation].Instance) and metrics (the
+// attribute coordkit.instance on coordkit.rate_limit.allowed and coordkit.rate_limit.blocked, omitted
+// when instance is ""). It must not be a key, an identity or a token. Default "".
+func WithInstance(instance string) SharedOption {
+	return sharedOption(func(c *config) error { c.instance = instance; return nil })
 }
 
-// AttrInstance is the attribute key of the instance name ([WithName]) on the package's instruments.
+// AttrInstance is the attribute key of the instance label ([WithInstance]) on the package's instruments.
 const AttrInstance = "coordkit.instance"

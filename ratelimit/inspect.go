@@ -88,12 +88,17 @@ func inspectionOf(p Policy, name string, d decision) Inspection {
 // (a server without EVAL_RO, older than Redis 7.0, replies with an unknown-command error). Each is
 // wrapped with a "ratelimit: " prefix. Safe for concurrent use, also with Update (it uses the
 // settings current when it starts).
-func (l *Limiter) Inspect(ctx context.Context) (ins Inspection, err error) {
+func (l *Limiter) Inspect(ctx context.Context) (Inspection, error) {
 	ctx, sc, err := l.hooks.Begin(ctx, op(opInspect, l.inst))
 	if err != nil {
 		return Inspection{}, err
 	}
-	defer func() { sc.End(err) }()
+	res, err := l.inspect(ctx)
+	sc.End(err)
+	return res, err
+}
+
+func (l *Limiter) inspect(ctx context.Context) (Inspection, error) {
 	if l.closedFlag.Load() {
 		return Inspection{}, l.closedErr()
 	}
@@ -110,14 +115,19 @@ func (l *Limiter) Inspect(ctx context.Context) (ins Inspection, err error) {
 // Inspect reads key's shared state in the server with the Keyed's current policy; see
 // [Limiter.Inspect]. key must not be empty (an error wrapping luakit.ErrEmptyKey, matching
 // [ErrInvalidConfig], before any I/O). It creates no local state for key. Safe for concurrent use.
-func (k *Keyed) Inspect(ctx context.Context, key string) (ins Inspection, err error) {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opInspect, k.cfg.name))
+func (k *Keyed) Inspect(ctx context.Context, key string) (Inspection, error) {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opInspect, k.cfg.instance))
 	if err != nil {
 		return Inspection{}, err
 	}
-	defer func() { sc.End(err) }()
+	res, err := k.inspect(ctx, key)
+	sc.End(err)
+	return res, err
+}
+
+func (k *Keyed) inspect(ctx context.Context, key string) (Inspection, error) {
 	if key == "" {
-		return Inspection{}, emptyKey("rate limit key")
+		return Inspection{}, errEmptyKey
 	}
 	if k.isClosed() {
 		return Inspection{}, errClosed

@@ -27,9 +27,9 @@ import (
 // closes the client.
 //
 // Settings changes: every key's stored state records the signature of the settings it was written
-// with and a policy version ([WithPolicyVersion], raised by one by each [Keyed.Update]). The decision
+// with and a policy version ([WithPolicyVersion], raised by one by each [Keyed.SetPolicy]). The decision
 // script converts state stored under other settings, key by key on its first touch, in the same round
-// trip; see [Keyed.Update] for the rules. A stored configuration that differs from the Keyed's is
+// trip; see [Keyed.SetPolicy] for the rules. A stored configuration that differs from the Keyed's is
 // therefore never an error ([ErrConfigMismatch] is not returned by a Keyed).
 type Keyed struct {
 	client      rueidis.Client
@@ -50,7 +50,7 @@ type Keyed struct {
 	// Limiter) is taken to hold it.
 	base    *compiled
 	version int64      // of the published settings; written under updMu
-	updMu   sync.Mutex // serializes Update
+	updMu   sync.Mutex // serializes SetPolicy
 
 	mu      sync.Mutex
 	closed  bool
@@ -101,7 +101,7 @@ func NewKeyed(client rueidis.Client, policy Policy, opts ...KeyedOption) (*Keyed
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.provider(), cfg.name)
+	m, err := newMetrics(cfg.provider(), cfg.instance)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func (k *Keyed) Allow(ctx context.Context, key string) (Result, error) { return 
 // the key has local state. Errors are those of [Limiter.AllowN], plus one wrapping
 // luakit.ErrEmptyKey (and matching [ErrInvalidConfig]) for an empty key.
 func (k *Keyed) AllowN(ctx context.Context, key string, n int64) (Result, error) {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opAcquire, k.cfg.name))
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opAcquire, k.cfg.instance))
 	if err != nil {
 		return Result{}, err
 	}
@@ -145,7 +145,7 @@ func (k *Keyed) allowN(ctx context.Context, key string, n int64) (Result, error)
 		return Result{}, ErrNegativePermits
 	}
 	if key == "" {
-		return Result{}, emptyKey("rate limit key")
+		return Result{}, errEmptyKey
 	}
 	// Lock-free: the closed flag, a sync.Map lookup and (with no Update in progress) one
 	// compare-and-swap in the key's Limiter.
@@ -213,13 +213,13 @@ func (k *Keyed) Wait(ctx context.Context, key string) (Result, error) { return k
 // a queue, the key's local state is created on demand; when [WithMaxKeys] keys already have state
 // and none of them is idle, the request waits like a Keyed without a queue.
 //
-// A key stored with a higher policy version is decided by its stored settings (see [Keyed.Update]):
+// A key stored with a higher policy version is decided by its stored settings (see [Keyed.SetPolicy]):
 // when their capacity (the rejection's Limit) is below n, WaitN returns [ErrExceedsCapacity] on that
 // first rejection, without sleeping or retrying and with nothing consumed, queue or not; n above the
 // Keyed's own capacity is ErrExceedsCapacity before any I/O. [ErrQueueFull] is returned only with a
 // queue, for the queue's own rejections.
 func (k *Keyed) WaitN(ctx context.Context, key string, n int64) (Result, error) {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opAcquire, k.cfg.name))
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opAcquire, k.cfg.instance))
 	if err != nil {
 		return Result{}, err
 	}
@@ -233,7 +233,7 @@ func (k *Keyed) waitN(ctx context.Context, key string, n int64) (Result, error) 
 		return Result{}, ErrNegativePermits
 	}
 	if key == "" {
-		return Result{}, emptyKey("rate limit key")
+		return Result{}, errEmptyKey
 	}
 	if k.cfg.queueLimit == 0 {
 		if k.isClosed() {
@@ -375,14 +375,14 @@ func (k *Keyed) janitor() {
 	}
 }
 
-// Policy returns the policy in force (given to NewKeyed or the last Update), durations rounded up to
+// Policy returns the policy in force (given to NewKeyed or the last SetPolicy), durations rounded up to
 // whole microseconds and a sliding window's Segments 0 reported as [DefaultSegments], as a copy made
 // of plain values (see [Limiter.Policy]).
 func (k *Keyed) Policy() Policy { _, p := k.current(); return clonePolicy(p) }
 
 // Stats returns the statistics of key's local state: zero counts with Available -1 when it has none
 // (never used with WaitN, or dropped when idle). It does no I/O.
-func (k *Keyed) Stats(key string) Stats {
+func (k *Keyed) KeyStats(key string) Stats {
 	k.mu.Lock()
 	e := k.entries[key]
 	k.mu.Unlock()
@@ -392,8 +392,8 @@ func (k *Keyed) Stats(key string) Stats {
 	return e.lim.Stats()
 }
 
-// Keys returns how many keys have local state now (at most [WithMaxKeys]).
-func (k *Keyed) Keys() int {
+// KeyCount returns how many keys have local state now (at most [WithMaxKeys]). It does no I/O.
+func (k *Keyed) KeyCount() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.entries)
@@ -429,45 +429,26 @@ func (k *Keyed) Close(ctx context.Context) error {
 	return waitStopped(ctx, &k.wg)
 }
 
-// Update replaces the Keyed's settings with policy, keeping every key's usage: it raises the policy
-// version by one and publishes the new settings locally; no key is visited. Each key is converted on
-// its first decision afterwards, inside that decision's script (one round trip, atomic per key), by
-// the rules of [Limiter.Update] (see the package documentation), with these additions:
-//
-//   - A composite's component list may change (count, order and kinds): the j-th new component of a
-//     kind inherits the state of the j-th stored component of that kind, converted by that kind's
-//     rule; a new component without a stored counterpart starts at full capacity; stored components
-//     without a counterpart are dropped.
-//   - State stored with a higher version than the Keyed's is not converted: the decision applies the
-//     stored settings (as recorded by their signature) and leaves them stored, so a process still
-//     running older settings follows a key once a newer process has converted it. State stored with
-//     a lower or equal version under other settings is converted to the Keyed's (the latest writer of
-//     equal versions wins: give every change a higher version).
-//   - State stored without a signature is taken to hold the settings given to NewKeyed.
-//
-// A conversion is stored with the decision that made it, admitted or not (an n = 0 probe decides on
-// the converted state and stores nothing). The algorithm cannot change ([ErrInvalidUpdate]; a
-// standalone policy and a Composite are different algorithms), and policy must be valid (an error
-// matching [ErrInvalidPolicy]); both are checked before anything changes. An update to equal
-// settings (after rounding) does nothing. Keys with local state adopt the new settings after their
-// decisions in progress finish; Update waits for that until ctx ends (then returns an error wrapping
-// ctx.Err(), the new settings published for every key already switched and for keys without local
-// state). It does no I/O. Safe for concurrent use; updates are serialized.
-//
-// Rolling deploys: run the new processes with a higher [WithPolicyVersion] (or call Update in each
-// process); keys touched by a new process are converted once and then decided by the newest settings
-// whichever process touches them.
-func (k *Keyed) Update(ctx context.Context, policy Policy) error {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opUpdate, k.cfg.name))
+// SetPolicy replaces the Keyed's settings with policy, keeping every key's usage. It does no I/O: it
+// raises the policy version by one and publishes the new settings; each key is converted on its first
+// decision afterwards, inside that decision's script (the rules are in the package documentation,
+// "Updating the settings of a Keyed"). The algorithm cannot change ([ErrInvalidUpdate]) and policy
+// must be valid ([ErrInvalidPolicy]), both checked before anything changes; equal settings (after
+// rounding) change nothing. Keys with local state adopt the new settings once their decisions in
+// progress finish: SetPolicy waits for that until ctx ends, then returns an error wrapping ctx.Err()
+// (the new settings are published for every other key). Safe for concurrent use; calls are
+// serialized. Unlike [Limiter.Update], there is no mode: every process converts keys lazily.
+func (k *Keyed) SetPolicy(ctx context.Context, policy Policy) error {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opUpdate, k.cfg.instance))
 	if err != nil {
 		return err
 	}
-	err = k.update(ctx, policy)
+	err = k.setPolicy(ctx, policy)
 	sc.End(err)
 	return err
 }
 
-func (k *Keyed) update(ctx context.Context, policy Policy) error {
+func (k *Keyed) setPolicy(ctx context.Context, policy Policy) error {
 	nc, err := compile(clonePolicy(policy))
 	if err != nil {
 		return err

@@ -32,7 +32,7 @@ type Limiter struct {
 	identity string
 
 	hooks luakit.Hooks // WithHooks; nil for the per-key limiters of a Keyed (the Keyed admits)
-	inst  string       // WithName
+	inst  string       // WithInstance
 
 	queueLimit    int64
 	queueOrder    QueueOrder
@@ -81,7 +81,7 @@ func New(client rueidis.Client, key string, policy Policy, opts ...Option) (*Lim
 		return nil, errNilClient
 	}
 	if key == "" {
-		return nil, emptyKey("rate limit key")
+		return nil, errEmptyKey
 	}
 	c, err := compile(clonePolicy(policy))
 	if err != nil {
@@ -92,12 +92,12 @@ func New(client rueidis.Client, key string, policy Policy, opts ...Option) (*Lim
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.provider(), cfg.name)
+	m, err := newMetrics(cfg.provider(), cfg.instance)
 	if err != nil {
 		return nil, err
 	}
 	l := newLimiter(client, key, c, policy, cfg, m, cfg.deny, cfg.identity)
-	l.hooks, l.inst = cfg.hooks, cfg.name
+	l.hooks, l.inst = cfg.hooks, cfg.instance
 	return l, nil
 }
 
@@ -739,7 +739,7 @@ func (l *Limiter) Stats() Stats {
 // IdleDuration returns how long the limiter has had no AllowN or WaitN call in progress or waiting
 // (since New when it never had one); ok is false while one is. A limiter's state lives in the server,
 // so an idle limiter can be closed and rebuilt without losing usage.
-func (l *Limiter) IdleDuration() (d time.Duration, ok bool) {
+func (l *Limiter) IdleDuration() (time.Duration, bool) {
 	if l.busy.Load() > 0 {
 		return 0, false
 	}

@@ -87,7 +87,7 @@ func TestNewValidation(t *testing.T) {
 		{name: "nil policy", client: noIO{}, key: "k", want: ErrInvalidPolicy},
 		{name: "negative queue", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithQueue(-1, OldestFirst)}},
 		{name: "unknown order", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithQueue(1, QueueOrder(7))}},
-		{name: "nil meter provider", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithMeterProvider(nil)}},
+		{name: "nil meter provider: the global one", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithMeterProvider(nil)}, ok: true},
 		{name: "empty identity", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithDenyList(dl, "")}, want: ErrEmptyIdentity},
 		{name: "nil deny list: none bound", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithDenyList(nil, "")}, ok: true},
 		{name: "zero update timeout", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithUpdateTimeout(0)}},
@@ -503,13 +503,13 @@ func TestPolicyReportsDefaultSegments(t *testing.T) {
 	}
 	check("NewKeyed", sw10)
 	before := k.settings.Load()
-	if err := k.Update(context.Background(), comps(&sw10)); err != nil {
+	if err := k.SetPolicy(context.Background(), comps(&sw10)); err != nil {
 		t.Fatal(err)
 	}
 	if k.settings.Load() != before {
 		t.Fatal("Update from Segments 0 to DefaultSegments published new settings")
 	}
-	if err := k.Update(context.Background(), comps(SlidingWindow{Limit: 5, Window: 2 * time.Second})); err != nil {
+	if err := k.SetPolicy(context.Background(), comps(SlidingWindow{Limit: 5, Window: 2 * time.Second})); err != nil {
 		t.Fatal(err)
 	}
 	check("after Update", SlidingWindow{Limit: 5, Window: 2 * time.Second, Segments: DefaultSegments})

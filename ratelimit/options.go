@@ -12,25 +12,23 @@ import (
 	"github.com/coordkit/coordkit/ratelimit/internal/denyaccess"
 )
 
-// Option configures a [Limiter] built by [New]. Options are applied in order; an invalid value makes
-// New fail with an error matching [ErrInvalidConfig]. A nil Option is ignored.
-//
-// The options of [New], [NewKeyed] and [NewDenyList] are three types ([Option], [KeyedOption],
-// [DenyListOption]) the compiler tells apart: an option of one constructor does not compile as an
-// argument of another. The options that apply to both limiters ([WithKeyPrefix], [WithQueue],
-// [WithMeterProvider]) return a [LimiterOption], which is both an Option and a KeyedOption.
+// Option configures a [Limiter] built by [New]; [KeyedOption] configures a [Keyed] built by
+// [NewKeyed]. Each constructor takes its own type, so an option of one constructor given to the other
+// does not compile. The options that configure both ([WithKeyPrefix], [WithQueue],
+// [WithMeterProvider], [WithHooks], [WithInstance]) return a [SharedOption], which is both. Options
+// are applied in order; an invalid value makes the constructor fail with an error matching
+// [ErrInvalidConfig]. A nil option is skipped.
 type Option interface {
 	applyLimiter(*config) error
 }
 
-// KeyedOption configures a [Keyed] built by [NewKeyed]. Options are applied in order; an invalid
-// value makes NewKeyed fail with an error matching [ErrInvalidConfig]. A nil KeyedOption is ignored.
+// KeyedOption configures a [Keyed] built by [NewKeyed]; see [Option].
 type KeyedOption interface {
 	applyKeyed(*config) error
 }
 
-// LimiterOption is an option of both [New] and [NewKeyed]: it is an [Option] and a [KeyedOption].
-type LimiterOption interface {
+// SharedOption is an option of both [New] and [NewKeyed]: it is an [Option] and a [KeyedOption].
+type SharedOption interface {
 	Option
 	KeyedOption
 }
@@ -67,8 +65,8 @@ type config struct {
 
 	updateTimeout time.Duration
 
-	hooks luakit.Hooks // WithHooks
-	name  string       // WithName
+	hooks    luakit.Hooks // WithHooks
+	instance string       // WithInstance
 }
 
 // DefaultUpdateTimeout is the default of [WithUpdateTimeout].
@@ -81,7 +79,7 @@ func defaultConfig() config {
 // WithKeyPrefix prepends prefix to the limiter's key (to every key of a [Keyed]), like a prefixed
 // client view. The prefix is binary-safe; [Limiter.Key] returns the key without it. Default: no
 // prefix.
-func WithKeyPrefix(prefix string) LimiterOption {
+func WithKeyPrefix(prefix string) SharedOption {
 	return sharedOption(func(c *config) error {
 		c.keys = luakit.NewKeyspace(prefix)
 		return nil
@@ -93,13 +91,13 @@ func WithKeyPrefix(prefix string) LimiterOption {
 // be negative and order must be [OldestFirst] or [NewestFirst]. Default: 0, no queue (WaitN then
 // sleeps each rejection's RetryAfter and decides again, with no local state). The queue is local to this instance: other processes, and new local
 // callers between retries, can take permits first.
-func WithQueue(limit int64, order QueueOrder) LimiterOption {
+func WithQueue(limit int64, order QueueOrder) SharedOption {
 	return sharedOption(func(c *config) error {
 		if limit < 0 {
-			return invalidConfig("queue limit %d must not be negative", limit)
+			return luakit.InvalidConfig("ratelimit", "queue limit %d must not be negative", limit)
 		}
 		if order != OldestFirst && order != NewestFirst {
-			return invalidConfig("unknown queue order %v", order)
+			return luakit.InvalidConfig("ratelimit", "unknown queue order %v", order)
 		}
 		c.queueLimit, c.queueOrder = limit, order
 		return nil
@@ -107,13 +105,10 @@ func WithQueue(limit int64, order QueueOrder) LimiterOption {
 }
 
 // WithMeterProvider sets the OpenTelemetry meter provider for the coordkit.rate_limit.allowed and
-// coordkit.rate_limit.blocked counters. A nil mp is an error. Default: the global provider,
+// coordkit.rate_limit.blocked counters. Default (also for a nil mp): the global provider,
 // otel.GetMeterProvider(), looked up by the constructor.
-func WithMeterProvider(mp metric.MeterProvider) LimiterOption {
+func WithMeterProvider(mp metric.MeterProvider) SharedOption {
 	return sharedOption(func(c *config) error {
-		if mp == nil {
-			return invalidConfig("nil meter provider")
-		}
 		c.meterProvider = mp
 		return nil
 	})
@@ -170,7 +165,7 @@ func denyFuncOf(dl *denylist.List) denyFunc {
 func WithMaxKeys(n int) KeyedOption {
 	return keyedOption(func(c *config) error {
 		if n <= 0 {
-			return invalidConfig("max keys %d must be positive", n)
+			return luakit.InvalidConfig("ratelimit", "max keys %d must be positive", n)
 		}
 		c.maxKeys = n
 		return nil
@@ -183,7 +178,7 @@ func WithMaxKeys(n int) KeyedOption {
 func WithIdleTimeout(d time.Duration) KeyedOption {
 	return keyedOption(func(c *config) error {
 		if d <= 0 {
-			return invalidConfig("idle timeout %v must be positive", d)
+			return luakit.InvalidConfig("ratelimit", "idle timeout %v must be positive", d)
 		}
 		c.idleTimeout = d
 		return nil
@@ -194,15 +189,15 @@ func WithIdleTimeout(d time.Duration) KeyedOption {
 // server's script numbers up to 2^53).
 const MaxPolicyVersion = 1 << 50
 
-// WithPolicyVersion sets the version of the policy given to [NewKeyed] (each [Keyed.Update] raises
+// WithPolicyVersion sets the version of the policy given to [NewKeyed] (each [Keyed.SetPolicy] raises
 // it by one). Keys record the version of the settings that wrote them: a Keyed deciding a key stored
 // with a higher version applies the stored settings instead of converting the key back (see
-// [Keyed.Update]). Give a changed policy a higher version than the one it replaces. v must not be
+// [Keyed.SetPolicy]). Give a changed policy a higher version than the one it replaces. v must not be
 // negative nor above [MaxPolicyVersion]. Default: 0.
 func WithPolicyVersion(v int64) KeyedOption {
 	return keyedOption(func(c *config) error {
 		if v < 0 || v > MaxPolicyVersion {
-			return invalidConfig("policy version %d, want 0 to %d", v, MaxPolicyVersion)
+			return luakit.InvalidConfig("ratelimit", "policy version %d, want 0 to %d", v, MaxPolicyVersion)
 		}
 		c.policyVersion = v
 		return nil
@@ -213,12 +208,12 @@ func WithPolicyVersion(v int64) KeyedOption {
 // has been sent. The caller's ctx no longer applies at that point (an update always observes the
 // outcome of a migration it submitted, so that the limiter never guesses which settings the server
 // holds), so this is the only bound; when it passes, the outcome is uncertain and the limiter closes.
-// d must be positive. Default: [DefaultUpdateTimeout] (10s). [Keyed.Update] does no I/O, so it has
+// d must be positive. Default: [DefaultUpdateTimeout] (10s). [Keyed.SetPolicy] does no I/O, so it has
 // no such option.
 func WithUpdateTimeout(d time.Duration) Option {
 	return limiterOption(func(c *config) error {
 		if d <= 0 {
-			return invalidConfig("update timeout %v must be positive", d)
+			return luakit.InvalidConfig("ratelimit", "update timeout %v must be positive", d)
 		}
 		c.updateTimeout = d
 		return nil

@@ -104,12 +104,17 @@ func (c *compiled) refund(ctx context.Context, client rueidis.Client, key string
 // It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close, the context's error,
 // a server error, each wrapped with a "ratelimit: " prefix; an error wrapping [ErrUncertain] means
 // the deletion may have happened. Safe for concurrent use.
-func (l *Limiter) Reset(ctx context.Context) (err error) {
+func (l *Limiter) Reset(ctx context.Context) error {
 	ctx, sc, err := l.hooks.Begin(ctx, op(opReset, l.inst))
 	if err != nil {
 		return err
 	}
-	defer func() { sc.End(err) }()
+	err = l.reset(ctx)
+	sc.End(err)
+	return err
+}
+
+func (l *Limiter) reset(ctx context.Context) error {
 	if l.closedFlag.Load() {
 		return l.closedErr()
 	}
@@ -134,12 +139,17 @@ func (l *Limiter) Reset(ctx context.Context) (err error) {
 // error or a server error, each wrapped with a "ratelimit: " prefix; an error wrapping
 // [ErrUncertain] means the refund may have happened (do not blindly retry it). Refund neither wakes
 // the local queue nor counts in [Stats]. Safe for concurrent use.
-func (l *Limiter) Refund(ctx context.Context, n int64) (err error) {
+func (l *Limiter) Refund(ctx context.Context, n int64) error {
 	ctx, sc, err := l.hooks.Begin(ctx, op(opRefund, l.inst))
 	if err != nil {
 		return err
 	}
-	defer func() { sc.End(err) }()
+	err = l.refund(ctx, n)
+	sc.End(err)
+	return err
+}
+
+func (l *Limiter) refund(ctx context.Context, n int64) error {
 	if l.closedFlag.Load() {
 		return l.closedErr()
 	}
@@ -148,14 +158,19 @@ func (l *Limiter) Refund(ctx context.Context, n int64) (err error) {
 
 // Reset deletes key's shared state in the server; see [Limiter.Reset]. key must not be empty (an
 // error matching [ErrInvalidConfig], before any I/O).
-func (k *Keyed) Reset(ctx context.Context, key string) (err error) {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opReset, k.cfg.name))
+func (k *Keyed) Reset(ctx context.Context, key string) error {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opReset, k.cfg.instance))
 	if err != nil {
 		return err
 	}
-	defer func() { sc.End(err) }()
+	err = k.reset(ctx, key)
+	sc.End(err)
+	return err
+}
+
+func (k *Keyed) reset(ctx context.Context, key string) error {
 	if key == "" {
-		return emptyKey("rate limit key")
+		return errEmptyKey
 	}
 	if k.isClosed() {
 		return errClosed
@@ -166,16 +181,21 @@ func (k *Keyed) Reset(ctx context.Context, key string) (err error) {
 
 // Refund gives n permits back to key's shared state; see [Limiter.Refund]. key must not be empty
 // (an error matching [ErrInvalidConfig], before any I/O). A key still stored under other settings
-// (not yet converted by a decision after [Keyed.Update], or stored by another process's settings) is
+// (not yet converted by a decision after [Keyed.SetPolicy], or stored by another process's settings) is
 // refunded nothing and is not an error.
-func (k *Keyed) Refund(ctx context.Context, key string, n int64) (err error) {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opRefund, k.cfg.name))
+func (k *Keyed) Refund(ctx context.Context, key string, n int64) error {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opRefund, k.cfg.instance))
 	if err != nil {
 		return err
 	}
-	defer func() { sc.End(err) }()
+	err = k.refund(ctx, key, n)
+	sc.End(err)
+	return err
+}
+
+func (k *Keyed) refund(ctx context.Context, key string, n int64) error {
 	if key == "" {
-		return emptyKey("rate limit key")
+		return errEmptyKey
 	}
 	if k.isClosed() {
 		return errClosed

@@ -26,7 +26,7 @@ func testRateLimitHookRules(t *testing.T, e *env) {
 
 	t.Run("rejected_acquire_sends_nothing", func(t *testing.T) {
 		l, err := ratelimit.New(client, "rl-reject", ratelimit.FixedWindow{Limit: 5, Window: time.Minute},
-			ratelimit.WithHooks(j), ratelimit.WithName("api"), ratelimit.WithDenyList(dl, "who"),
+			ratelimit.WithHooks(j), ratelimit.WithInstance("api"), ratelimit.WithDenyList(dl, "who"),
 			ratelimit.WithQueue(5, ratelimit.OldestFirst))
 		if err != nil {
 			t.Fatal(err)
@@ -185,7 +185,7 @@ func testRateLimitHookRules(t *testing.T, e *env) {
 
 	t.Run("keyed_and_deny_list_operations", func(t *testing.T) {
 		k, err := ratelimit.NewKeyed(client, ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 5, Period: time.Minute},
-			ratelimit.WithHooks(j), ratelimit.WithName("per-user"), ratelimit.WithKeyedDenyList(dl, nil))
+			ratelimit.WithHooks(j), ratelimit.WithInstance("per-user"), ratelimit.WithKeyedDenyList(dl, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func testRateLimitHookRules(t *testing.T, e *env) {
 		if err := k.Reset(ctx, "alice"); err != nil {
 			t.Fatal(err)
 		}
-		if err := k.Update(ctx, ratelimit.TokenBucket{Limit: 6, TokensPerPeriod: 6, Period: time.Minute}); err != nil {
+		if err := k.SetPolicy(ctx, ratelimit.TokenBucket{Limit: 6, TokensPerPeriod: 6, Period: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := dl.Inspect(ctx); err != nil {

@@ -84,7 +84,7 @@ func testLeastPrivilege(t *testing.T, e *env) {
 				}
 				return k.Refund(ctx, "u1", 1)
 			}) && r.Step(name+"_keyed_update_migrate", func(ctx context.Context) error {
-				return k.Update(ctx, next)
+				return k.SetPolicy(ctx, next)
 			}) && r.Step(name+"_keyed_allow_after_update", func(ctx context.Context) error {
 				_, err := k.Allow(ctx, "u1")
 				return err

@@ -38,7 +38,7 @@ func testKeyedUpdateLazy(t *testing.T, e *env) {
 	}
 	before := e.dump(t, prefix+"b")
 	scripts := engScripts(e.CommandStats(t))
-	require.NoError(t, k.Update(ctx(t), ratelimit.FixedWindow{Limit: 5, Window: 2 * time.Hour}))
+	require.NoError(t, k.SetPolicy(ctx(t), ratelimit.FixedWindow{Limit: 5, Window: 2 * time.Hour}))
 	require.Equal(t, scripts, engScripts(e.CommandStats(t)), "Update does no I/O")
 	require.Equal(t, ratelimit.FixedWindow{Limit: 5, Window: 2 * time.Hour}, k.Policy())
 
@@ -59,8 +59,8 @@ func testKeyedUpdateLazy(t *testing.T, e *env) {
 	require.Equal(t, before, e.dump(t, prefix+"b"), "a probe stores nothing")
 	require.Equal(t, "1", e.dump(t, prefix+"a")["V"], "the version is stored")
 
-	require.ErrorIs(t, k.Update(ctx(t), ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second}), ratelimit.ErrInvalidUpdate)
-	require.ErrorIs(t, k.Update(ctx(t), ratelimit.FixedWindow{}), ratelimit.ErrInvalidPolicy)
+	require.ErrorIs(t, k.SetPolicy(ctx(t), ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second}), ratelimit.ErrInvalidUpdate)
+	require.ErrorIs(t, k.SetPolicy(ctx(t), ratelimit.FixedWindow{}), ratelimit.ErrInvalidPolicy)
 	require.Equal(t, ratelimit.FixedWindow{Limit: 5, Window: 2 * time.Hour}, k.Policy(), "unchanged on error")
 }
 
@@ -82,9 +82,9 @@ func testKeyedUpdateCompositeList(t *testing.T, e *env) {
 	// A key with local state (a queue) follows the update too.
 	_, err = k.WaitN(ctx(t), "q", 4)
 	require.NoError(t, err)
-	require.Equal(t, 1, k.Keys())
+	require.Equal(t, 1, k.KeyCount())
 
-	require.NoError(t, k.Update(ctx(t), newP))
+	require.NoError(t, k.SetPolicy(ctx(t), newP))
 	for _, key := range []string{"t", "q"} {
 		res, err = k.AllowN(ctx(t), key, 0)
 		require.NoError(t, err, "key %s", key)
@@ -231,7 +231,7 @@ func testKeyedUpdateUnsigned(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.Equal(t, int64(6), res.Remaining, "an unsigned TAT holds NewKeyed's settings")
 
-	require.NoError(t, k.Update(ctx(t), ratelimit.GCRA{Burst: 10, EmissionInterval: 2 * time.Second}))
+	require.NoError(t, k.SetPolicy(ctx(t), ratelimit.GCRA{Burst: 10, EmissionInterval: 2 * time.Second}))
 	res, err = k.AllowN(ctx(t), "g", 1)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)

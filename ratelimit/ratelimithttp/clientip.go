@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
 // DefaultIPv6Prefix is the prefix length [TrustedProxyIP] keys IPv6 clients by unless told
@@ -74,10 +76,10 @@ func (h ForwardingHeader) String() string {
 // is safe for concurrent use.
 func TrustedProxyIP(trusted []netip.Prefix, header ForwardingHeader, ipv6Prefix int) (func(r *http.Request) (string, error), error) {
 	if header != XForwardedFor && header != Forwarded {
-		return nil, invalidConfig("TrustedProxyIP: header %v, want XForwardedFor or Forwarded", header)
+		return nil, luakit.InvalidConfig("ratelimithttp", "TrustedProxyIP: header %v, want XForwardedFor or Forwarded", header)
 	}
 	if ipv6Prefix < 0 || ipv6Prefix > 128 {
-		return nil, invalidConfig("TrustedProxyIP: IPv6 prefix /%d, want 0 (default /%d) to 128", ipv6Prefix, DefaultIPv6Prefix)
+		return nil, luakit.InvalidConfig("ratelimithttp", "TrustedProxyIP: IPv6 prefix /%d, want 0 (default /%d) to 128", ipv6Prefix, DefaultIPv6Prefix)
 	}
 	if ipv6Prefix == 0 {
 		ipv6Prefix = DefaultIPv6Prefix
@@ -85,7 +87,7 @@ func TrustedProxyIP(trusted []netip.Prefix, header ForwardingHeader, ipv6Prefix 
 	nets := make([]netip.Prefix, len(trusted))
 	for i, p := range trusted {
 		if !p.IsValid() {
-			return nil, invalidConfig("TrustedProxyIP: trusted proxy network %d is invalid", i)
+			return nil, luakit.InvalidConfig("ratelimithttp", "TrustedProxyIP: trusted proxy network %d is invalid", i)
 		}
 		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
 			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
