@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -427,58 +426,4 @@ func (k *Keyed) Close(ctx context.Context) error {
 	}
 	k.mu.Unlock()
 	return waitStopped(ctx, &k.wg)
-}
-
-// SetPolicy replaces the Keyed's settings with policy, keeping every key's usage. It does no I/O: it
-// raises the policy version by one and publishes the new settings; each key is converted on its first
-// decision afterwards, inside that decision's script (the rules are in the package documentation,
-// "Updating the settings of a Keyed"). The algorithm cannot change ([ErrInvalidUpdate]) and policy
-// must be valid ([ErrInvalidPolicy]), both checked before anything changes; equal settings (after
-// rounding) change nothing. Keys with local state adopt the new settings once their decisions in
-// progress finish: SetPolicy waits for that until ctx ends, then returns an error wrapping ctx.Err()
-// (the new settings are published for every other key). Safe for concurrent use; calls are
-// serialized. Unlike [Limiter.Update], there is no mode: every process converts keys lazily.
-func (k *Keyed) SetPolicy(ctx context.Context, policy Policy) error {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opUpdate, k.cfg.instance))
-	if err != nil {
-		return err
-	}
-	err = k.setPolicy(ctx, policy)
-	sc.End(err)
-	return err
-}
-
-func (k *Keyed) setPolicy(ctx context.Context, policy Policy) error {
-	nc, err := compile(clonePolicy(policy))
-	if err != nil {
-		return err
-	}
-	policy = nc.src // durations rounded up to whole µs
-	k.updMu.Lock()
-	defer k.updMu.Unlock()
-	if k.isClosed() {
-		return errClosed
-	}
-	cur, _ := k.current()
-	if cur.algo != nc.algo {
-		return fmt.Errorf("%w: %v to %v", ErrInvalidUpdate, cur.algo, nc.algo)
-	}
-	if cur.equal(nc) {
-		return nil
-	}
-	k.version++
-	kc := nc.keyedFor(k.version, k.base)
-	k.settings.Store(&keyedSettings{c: kc, p: policy})
-	k.mu.Lock()
-	lims := make([]*Limiter, 0, len(k.entries))
-	for _, e := range k.entries {
-		lims = append(lims, e.lim)
-	}
-	k.mu.Unlock()
-	for _, l := range lims {
-		if err := l.adopt(ctx, kc, policy); err != nil && !errors.Is(err, ErrClosed) {
-			return err
-		}
-	}
-	return nil
 }
