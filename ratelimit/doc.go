@@ -108,7 +108,8 @@
 // composites) the number and algorithm of every component. New attempts wait, attempts in flight
 // finish, then [Migrate] converts the stored usage in one script and the new settings are published
 // together; the queue wakes at once and waiters retry under the new settings (a waiter above the new
-// capacity is rejected without RetryAfter). Identical settings are a no-op. [Adopt] changes only the
+// capacity fails with [ErrExceedsCapacity]; a waiter whose attempt was in flight keeps that attempt's
+// admission, or retries at once when it was rejected). Identical settings are a no-op. [Adopt] changes only the
 // local settings, with no I/O. The migration rules:
 //
 //	Fixed window    Keep the count and the deadline. The new capacity applies at once, the new width

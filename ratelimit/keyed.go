@@ -13,23 +13,15 @@ import (
 
 // Keyed applies one policy to many keys (per tenant, per IP, per route) without a Go object per key:
 // each key is its own limit in the server (after the [WithKeyPrefix] prefix), and every key shares
-// one validated policy.
+// one validated policy. [Keyed.AllowN] needs no local state, nor does [Keyed.WaitN] without
+// [WithQueue]; keys used with WaitN and a queue get local state (a queue and [Keyed.KeyStats]) on
+// demand, dropped once idle for [WithIdleTimeout] (never while requests wait) and bounded by
+// [WithMaxKeys]. Dropping it loses nothing shared: the usage lives in the server.
 //
-// [Keyed.AllowN] needs no local state, nor does [Keyed.WaitN] without [WithQueue]. Local state per
-// key (a wait queue and [Stats]) exists only for keys used with [Keyed.WaitN] and a queue: it is created on demand, dropped once idle for at least
-// [WithIdleTimeout] (by a sweep every half timeout, clamped to 10ms..1 minute; never while requests
-// wait), and bounded by [WithMaxKeys]. Dropping it loses nothing shared:
-// the usage lives in the server.
-//
-// A Keyed is safe for concurrent use. Close it when done: its background work is the goroutine that
-// drops idle keys and the queue goroutines of the keys' local state, which Close ends. It never
-// closes the client.
-//
-// Settings changes: every key's stored state records the signature of the settings it was written
-// with and a policy version ([WithPolicyVersion], raised by one by each [Keyed.SetPolicy]). The decision
-// script converts state stored under other settings, key by key on its first touch, in the same round
-// trip; see [Keyed.SetPolicy] for the rules. A stored configuration that differs from the Keyed's is
-// therefore never an error ([ErrConfigMismatch] is not returned by a Keyed).
+// Each key records the signature and policy version of the settings that wrote it, and is converted
+// to the Keyed's settings by its first decision after a change ([Keyed.SetPolicy]), so a Keyed never
+// returns [ErrConfigMismatch]. A Keyed is safe for concurrent use. Close it when done: it ends the
+// idle-key sweep and the keys' queue goroutines. It never closes the client.
 type Keyed struct {
 	client      rueidis.Client
 	settings    atomic.Pointer[keyedSettings] // read lock-free on the decision path

@@ -138,20 +138,15 @@ func newLimiter(client rueidis.Client, name string, c *compiled, p Policy, cfg c
 func (l *Limiter) Allow(ctx context.Context) (Result, error) { return l.AllowN(ctx, 1) }
 
 // AllowN decides n permits now, in one round trip, without waiting and without the queue. n = 0
-// probes whether one permit is available and writes nothing. A request for more permits than the
-// capacity is rejected without a capacity script and without RetryAfter (not an error; a bound deny
-// list is still checked first). A [Keyed] request above the Limit of the stored settings (of a
-// higher policy version) its decision applied is rejected without RetryAfter too.
-//
-// With a deny list ([WithDenyList]) the identity is checked first (from the deny list's cache or one
-// server read); a denied identity gets a rejection with [ReasonDenyList] and touches no capacity, and
-// an error reading the deny list is returned without deciding.
-//
-// AllowN waits only while an [Limiter.Update] is in progress (honouring ctx). It returns
+// probes whether one permit is available and writes nothing. n above the capacity (or, for a [Keyed],
+// above the Limit of stored settings of a higher policy version) is rejected without RetryAfter and
+// without a capacity script. With [WithDenyList] the identity is checked first: a denied identity is
+// a rejection with [ReasonDenyList] that touches no capacity, and a deny-list read error is returned.
+// AllowN waits only while an [Limiter.Update] is in progress (honouring ctx). Errors:
 // [ErrNegativePermits] for n < 0 (before any I/O), [ErrClosed] after Close, [ErrConfigMismatch] or
 // [ErrForeignData] when the key holds other settings or data (nothing consumed), the context's error,
-// or a server error, each wrapped with a "ratelimit: " prefix; an error wrapping [ErrUncertain] means
-// the script may have run and consumed the permits. Each call that returns a Result counts once in
+// or a server error, each wrapped with a "ratelimit: " prefix; one wrapping [ErrUncertain] means the
+// script may have run and consumed the permits. Each call that returns a Result counts once in
 // [Stats] and the metrics.
 func (l *Limiter) AllowN(ctx context.Context, n int64) (Result, error) {
 	ctx, sc, err := l.hooks.Begin(ctx, op(opAcquire, l.inst))

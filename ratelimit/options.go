@@ -86,11 +86,14 @@ func WithKeyPrefix(prefix string) SharedOption {
 	})
 }
 
-// WithQueue enables the local wait queue used by [Limiter.WaitN] (by [Keyed.WaitN], one queue per
-// key): up to limit permits (summed over waiting requests) may wait, served in order. limit must not
-// be negative and order must be [OldestFirst] or [NewestFirst]. Default: 0, no queue (WaitN then
-// sleeps each rejection's RetryAfter and decides again, with no local state). The queue is local to this instance: other processes, and new local
-// callers between retries, can take permits first.
+// WithQueue enables the local wait queue of [Limiter.WaitN] (of [Keyed.WaitN]: one queue per key):
+// up to limit permits (summed over waiting requests) wait, served one at a time in order; while
+// requests wait, a new WaitN joins the queue instead of deciding first. A full queue rejects the new
+// request ([OldestFirst]) or evicts the oldest waiters ([NewestFirst]) with [ErrQueueFull]. A queued
+// request rechecks the deny list before every retry. The queue is local to this instance: other
+// processes, and local callers between retries, can take permits first. limit must not be negative
+// and order must be OldestFirst or NewestFirst. Default: 0, no queue (WaitN then sleeps each
+// rejection's RetryAfter and decides again, with no local state).
 func WithQueue(limit int64, order QueueOrder) SharedOption {
 	return sharedOption(func(c *config) error {
 		if limit < 0 {

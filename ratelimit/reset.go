@@ -121,24 +121,17 @@ func (l *Limiter) reset(ctx context.Context) error {
 	return l.current().reset(ctx, l.client, l.key)
 }
 
-// Refund gives n permits back to the shared state in the server in one script (one round trip),
-// for example after a downstream call failed. It is defined per algorithm as the exact inverse of
-// an admission where that exists:
-//
-//	GCRA          the TAT moves back by n emission intervals, never before now
-//	Fixed window  the current window's count drops by n, never below 0 (an ended window owes nothing)
-//	Token bucket  the tokens rise by n, never above the limit
-//	Composite     every component by its rule (fixed windows and token buckets only)
-//
-// Refunding more than was taken cannot create capacity above the policy's. A sliding window (alone
-// or in a composite) returns [ErrRefundUnsupported] before any I/O. n = 0 is a no-op without I/O; a
-// negative n is [ErrNegativePermits]. An absent key is not an error (nothing is owed).
-//
-// It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close; [ErrForeignData] or
-// [ErrConfigMismatch] when the key holds other data or settings (nothing written); the context's
-// error or a server error, each wrapped with a "ratelimit: " prefix; an error wrapping
-// [ErrUncertain] means the refund may have happened (do not blindly retry it). Refund neither wakes
-// the local queue nor counts in [Stats]. Safe for concurrent use.
+// Refund gives n permits back to the shared state in the server in one script, for example after a
+// downstream call failed, as the inverse of an admission: a GCRA TAT moves back by n emission
+// intervals (never before now), a fixed window's count drops by n (never below 0), a token bucket's
+// tokens rise by n (never above the limit), a composite's components each by their rule. It never
+// creates capacity above the policy's. A sliding window (alone or in a composite) is
+// [ErrRefundUnsupported] before any I/O; n = 0 is a no-op without I/O; a negative n is
+// [ErrNegativePermits]; an absent key owes nothing. It blocks until the reply or until ctx ends.
+// Errors: [ErrClosed] after Close; [ErrForeignData] or [ErrConfigMismatch] (nothing written); the
+// context's error or a server error, wrapped with a "ratelimit: " prefix; one wrapping [ErrUncertain]
+// means the refund may have happened (do not blindly retry it). It neither wakes the queue nor counts
+// in [Stats]. Safe for concurrent use.
 func (l *Limiter) Refund(ctx context.Context, n int64) error {
 	ctx, sc, err := l.hooks.Begin(ctx, op(opRefund, l.inst))
 	if err != nil {

@@ -73,35 +73,19 @@ func (l *Limiter) openGateLocked() {
 	l.gate = make(chan struct{})
 }
 
-// Update changes the limiter's settings at runtime, keeping the same key. mode must be [Migrate] or
-// [Adopt] (the zero UpdateMode is invalid, so that no caller migrates by omission). policy must use
-// the same algorithm (for a [Composite], the same number and algorithm of each component). An
-// unknown mode or another algorithm returns an error wrapping [ErrInvalidUpdate], and an invalid
-// policy one wrapping [ErrInvalidPolicy], all before any I/O, matching [ErrInvalidConfig], with the
-// old settings kept. Settings identical after rounding are a no-op without I/O.
-//
-// Update is a local barrier: new attempts of this instance wait, attempts in progress finish, then
-// with [Migrate] one script converts the stored usage to the new settings (see the package
-// documentation for each algorithm's rule; an absent key stays absent), and the new settings are
-// published together. With [Adopt] nothing is sent: use it on every other instance after one has
-// migrated. Updates of one instance are serialized. A successful Update wakes the wait queue at once:
-// waiting requests retry with the new settings, and those larger than the new capacity are rejected
-// without RetryAfter. A queued request whose attempt is in flight during the Update keeps that
-// attempt's admission; if the attempt was rejected, the request retries at once with the new settings
-// (or is rejected without RetryAfter when larger than the new capacity).
-//
-// ctx is honoured while waiting to start (for another Update or for attempts in progress), and then
-// the old settings stay usable. Once the migration script is sent, Update waits for its reply even if
-// ctx ends, for at most [WithUpdateTimeout] (default 10s), and reports its outcome: a rejection by the
-// script before writing ([ErrConfigMismatch], [ErrDebtOverflow], [ErrForeignData]) or by the ACL
-// ([ErrNoPermission]: nothing written) keeps the old settings and queue; any other failure, including no reply within the update timeout (wrapping
-// [ErrUncertain]), closes the limiter and fails its queued requests, because the server may already
-// hold the migrated state
-// (reconcile under your rollout barrier before building a replacement; do not blindly retry Migrate).
-// Update returns [ErrClosed] on a closed limiter.
-//
-// Coordinate every process sharing the key (see the package documentation): exactly one migrates,
-// the others adopt.
+// Update changes the limiter's settings at runtime, keeping the key (see the package documentation,
+// "Updating settings at runtime", for each algorithm's rule). mode must be [Migrate] (one script
+// converts the stored usage) or [Adopt] (local only, no I/O; for every other process after one has
+// migrated); the zero UpdateMode is invalid. policy must use the same algorithm (for a [Composite],
+// the same number and algorithm of each component). A bad mode or algorithm ([ErrInvalidUpdate]) or
+// policy ([ErrInvalidPolicy]) fails before any I/O with the old settings kept; identical settings
+// are a no-op. New attempts wait and attempts in progress finish, then the new settings are published
+// together and the queue wakes. ctx bounds that wait; once the migration script is sent, Update waits
+// for its reply for at most [WithUpdateTimeout] whatever ctx does. A rejection before writing
+// ([ErrConfigMismatch], [ErrDebtOverflow], [ErrForeignData], [ErrNoPermission]) keeps the old
+// settings; any other failure (an unanswered script wraps [ErrUncertain]) closes the limiter and
+// fails its queue, because the server may hold the migrated state: reconcile, do not blindly retry.
+// Updates of one instance are serialized; after Close it returns [ErrClosed].
 func (l *Limiter) Update(ctx context.Context, policy Policy, mode UpdateMode) error {
 	ctx, sc, err := l.hooks.Begin(ctx, op(opUpdate, l.inst))
 	if err != nil {

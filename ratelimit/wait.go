@@ -13,42 +13,17 @@ import (
 // Wait is WaitN(ctx, 1).
 func (l *Limiter) Wait(ctx context.Context) (Result, error) { return l.WaitN(ctx, 1) }
 
-// WaitN waits until n permits are admitted, ctx ends, or the request can never be admitted; unlike
-// [Limiter.AllowN], a WaitN that returns without admission always returns an error (so the usual
-// golang.org/x/time/rate pattern "proceed when err is nil" is safe). On such an error the Result is
-// the last decision (Allowed false) when there was one, the zero Result otherwise.
-//
-// Without a queue ([WithQueue] not given, or a limit of 0) each rejection's server-computed
-// RetryAfter is slept with a timer (never polling) and the request is decided again in one round
-// trip, until admitted. When the sleep would end after ctx's deadline, WaitN returns at once with an
-// error wrapping context.DeadlineExceeded instead of sleeping in vain. Other processes can take the
-// capacity first: each retry is a new decision.
-//
-// With a queue, a request that is not admitted, could be admitted later (positive RetryAfter) and
-// fits in the queue (n is at most the queue limit) waits for the server-computed RetryAfter (a
-// timer, never polling) and retries with one atomic attempt, until admitted. Waiting requests are
-// served one at a time in the queue's order (OldestFirst or NewestFirst); while requests wait, a new
-// WaitN joins the queue instead of deciding first. When the queue is full, OldestFirst rejects the
-// new request and NewestFirst evicts the oldest waiting requests to make room; those requests fail
-// with [ErrQueueFull] (so does a request larger than the queue limit that is not admitted at once).
-// A queued request rechecks the deny list before every retry and leaves the queue when denied. An
-// [Limiter.Update] wakes the queue at once: waiting requests retry with the new settings, and those
-// larger than the new capacity fail with [ErrExceedsCapacity]. The queue is local: other processes,
-// and other local callers between retries, can take permits first.
-//
-// Errors for a request that is not admitted: [ErrExceedsCapacity] when n is above the capacity (no
-// retry can succeed): at once, before any I/O, for the limiter's own capacity, and on the first
-// rejection whose Limit is below n for the settings the server applied ([Keyed] keys stored with a
-// higher policy version are decided by their stored settings, whose capacity may be smaller; a
-// composite's reply carries the limit of its controlling component), with no further retry, also
-// with a queue and also when n is above the queue limit; [ErrDenied] when the identity is on the
-// bound deny list; [ErrQueueFull] only for the queue's own rejections, as above (never without a
-// queue). If ctx ends while waiting, WaitN returns an error wrapping ctx.Err(), and
-// also [ErrUncertain] when a retry was in flight (its script may still consume the permits). Close
-// fails waiting requests with [ErrClosed] (also wrapping ErrUncertain for a retry in flight). Other
-// errors are those of AllowN. Each call that ends with a decision counts once in [Stats] and the
-// metrics (a rejection when it fails with one of the three errors above), however many retries it
-// took.
+// WaitN waits until n permits are admitted, ctx ends, or the request can never be admitted (see the
+// package documentation, "Waiting"). Unlike [Limiter.AllowN], it returns an error whenever it returns
+// without admission: [ErrExceedsCapacity], [ErrDenied], [ErrQueueFull] (only with [WithQueue]), or one
+// wrapping ctx.Err(), with the last decision's Result (Allowed false) or the zero Result, so
+// golang.org/x/time/rate's "proceed when err is nil" is safe. It sleeps each rejection's
+// server-computed RetryAfter with a timer and decides again in one round trip (with WithQueue, in the
+// local queue); when the next admission would come after ctx's deadline it returns at once with an
+// error wrapping context.DeadlineExceeded. An error after ctx ended or Close ([ErrClosed]) while a
+// retry was in flight also wraps [ErrUncertain]: that script may still consume the permits. Other
+// errors are those of AllowN. Each call counts once in [Stats] and the metrics, however many retries
+// it took.
 func (l *Limiter) WaitN(ctx context.Context, n int64) (Result, error) {
 	ctx, sc, err := l.hooks.Begin(ctx, op(opAcquire, l.inst))
 	if err != nil {
