@@ -211,7 +211,7 @@ func TestKeyedIdentityFuncUnlocked(t *testing.T) {
 	}
 }
 
-// Keyed.Update validates before changing anything and does no I/O (noIO panics on any command).
+// Keyed.SetPolicy validates before changing anything and does no I/O (noIO panics on any command).
 func TestKeyedUpdateValidation(t *testing.T) {
 	comp := Composite{Components: []Component{FixedWindow{Limit: 5, Window: time.Second}}}
 	tests := []struct {

@@ -13,7 +13,7 @@ import (
 	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
-// testRateLimitHookRules checks the hook contract on a real Limiter, Keyed and DenyList.
+// testRateLimitHookRules checks the hook contract on a real Limiter, Keyed and denylist.List.
 func testRateLimitHookRules(t *testing.T, e *env) {
 	client := e.client(t)
 	ctx := context.Background()

@@ -75,7 +75,7 @@ func testSeedDenyCacheExpiredFirst(t *testing.T, e *env) {
 	require.Equal(t, 2, st.Cached)
 }
 
-// testSeedCloseKeepsClient: Limiter.Close, Keyed.Close and DenyList.Close never close the caller's
+// testSeedCloseKeepsClient: Limiter.Close, Keyed.Close and denylist.List.Close never close the caller's
 // client: it answers afterwards, and a new limiter over it decides.
 func testSeedCloseKeepsClient(t *testing.T, e *env) {
 	c := e.newClient(t)
