@@ -57,9 +57,6 @@ const maxSpan = int64(1) << 51
 // server time below 2^53).
 const maxReply = int64(1) << 53
 
-// maxMillis is the largest whole number of milliseconds a time.Duration holds.
-const maxMillis = int64(math.MaxInt64 / int64(time.Millisecond))
-
 // ceilMicros rounds d (> 0) up to whole microseconds.
 func ceilMicros(d time.Duration) int64 {
 	us := int64(d / time.Microsecond)

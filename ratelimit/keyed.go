@@ -371,8 +371,8 @@ func (k *Keyed) janitor() {
 // of plain values (see [Limiter.Policy]).
 func (k *Keyed) Policy() Policy { _, p := k.current(); return clonePolicy(p) }
 
-// Stats returns the statistics of key's local state: zero counts with Available -1 when it has none
-// (never used with WaitN, or dropped when idle). It does no I/O.
+// KeyStats returns the statistics of key's local state: zero counts with Available -1 when it has
+// none (never used with WaitN, or dropped when idle). It does no I/O.
 func (k *Keyed) KeyStats(key string) Stats {
 	k.mu.Lock()
 	e := k.entries[key]
