@@ -203,7 +203,7 @@ func wantStats(t *testing.T, d *List, hits, misses, shared, reads int64) {
 	}
 }
 
-func TestDenyListEmptyIdentity(t *testing.T) {
+func TestEmptyIdentity(t *testing.T) {
 	f := &fakeSet{members: map[string]bool{"a": true}}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 4)
 	mustIsDenied(t, d, "a", true)
@@ -218,7 +218,7 @@ func TestDenyListEmptyIdentity(t *testing.T) {
 	wantStats(t, d, 1, 1, 0, 1)
 }
 
-func TestDenyListCacheExpiry(t *testing.T) {
+func TestCacheExpiry(t *testing.T) {
 	clock := newFakeClock()
 	f := &fakeSet{members: map[string]bool{"denied": true}}
 	d := newTestDenyList(t, clock, f, 10*time.Second, 4)
@@ -238,7 +238,7 @@ func TestDenyListCacheExpiry(t *testing.T) {
 	wantStats(t, d, 2, 4, 0, 4)
 }
 
-func TestDenyListExpiryCountsFromReadStart(t *testing.T) {
+func TestExpiryCountsFromReadStart(t *testing.T) {
 	clock := newFakeClock()
 	f := &fakeSet{members: map[string]bool{}, gated: true}
 	d := newTestDenyList(t, clock, f, 10*time.Second, 4)
@@ -271,7 +271,7 @@ func TestDenyListExpiryCountsFromReadStart(t *testing.T) {
 	wantStats(t, d, 1, 4, 0, 4)
 }
 
-func TestDenyListLRUEviction(t *testing.T) {
+func TestLRUEviction(t *testing.T) {
 	clock := newFakeClock()
 	f := &fakeSet{members: map[string]bool{"a": true, "c": true}}
 	d := newTestDenyList(t, clock, f, 10*time.Second, 3)
@@ -299,7 +299,7 @@ func TestDenyListLRUEviction(t *testing.T) {
 	wantStats(t, d, 7, 6, 0, 6)
 }
 
-func TestDenyListEvictsExpiredBeforeLRU(t *testing.T) {
+func TestEvictsExpiredBeforeLRU(t *testing.T) {
 	clock := newFakeClock()
 	f := &fakeSet{members: map[string]bool{}}
 	d := newTestDenyList(t, clock, f, 10*time.Second, 3)
@@ -327,7 +327,7 @@ func TestDenyListEvictsExpiredBeforeLRU(t *testing.T) {
 	wantStats(t, d, 6, 6, 0, 6)
 }
 
-func TestDenyListSharedRead(t *testing.T) {
+func TestSharedRead(t *testing.T) {
 	clock := newFakeClock()
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, clock, f, time.Second, 8)
@@ -358,7 +358,7 @@ func TestDenyListSharedRead(t *testing.T) {
 	wantStats(t, d, 1, n, n-1, 1)
 }
 
-func TestDenyListSharingEndsAtCacheDuration(t *testing.T) {
+func TestSharingEndsAtCacheDuration(t *testing.T) {
 	clock := newFakeClock()
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, clock, f, time.Second, 8)
@@ -397,7 +397,7 @@ func TestDenyListSharingEndsAtCacheDuration(t *testing.T) {
 	wantStats(t, d, 1, 4, 2, 2)
 }
 
-func TestDenyListCancelledCallerDoesNotCancelRead(t *testing.T) {
+func TestCancelledCallerDoesNotCancelRead(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 8)
 
@@ -435,7 +435,7 @@ func TestDenyListCancelledCallerDoesNotCancelRead(t *testing.T) {
 	wantStats(t, d, 1, 2, 1, 1)
 }
 
-func TestDenyListInvalidateDetachesReads(t *testing.T) {
+func TestInvalidateDetachesReads(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 8)
 
@@ -488,7 +488,7 @@ func TestDenyListInvalidateDetachesReads(t *testing.T) {
 	}
 }
 
-func TestDenyListInFlightBound(t *testing.T) {
+func TestInFlightBound(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 2)
 
@@ -528,7 +528,7 @@ func TestDenyListInFlightBound(t *testing.T) {
 	wantStats(t, d, 0, 4, 0, 4)
 }
 
-func TestDenyListZeroDurationDisablesCacheAndSharing(t *testing.T) {
+func TestZeroDurationDisablesCacheAndSharing(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, newFakeClock(), f, 0, 8)
 
@@ -556,7 +556,7 @@ func TestDenyListZeroDurationDisablesCacheAndSharing(t *testing.T) {
 	}
 }
 
-func TestDenyListReadErrorsNotCached(t *testing.T) {
+func TestReadErrorsNotCached(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 8)
 	boom := errors.New("boom")
@@ -569,7 +569,7 @@ func TestDenyListReadErrorsNotCached(t *testing.T) {
 	wantStats(t, d, 0, 2, 0, 2)
 }
 
-func TestDenyListReadTimeout(t *testing.T) {
+func TestReadTimeout(t *testing.T) {
 	f := &fakeSet{gated: true}
 	cfg := defaultConfig()
 	cfg.readTimeout = 20 * time.Millisecond
@@ -581,7 +581,7 @@ func TestDenyListReadTimeout(t *testing.T) {
 	}
 }
 
-func TestDenyListClose(t *testing.T) {
+func TestClose(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 8)
 	waiting := make(chan error, 1)
@@ -609,7 +609,7 @@ func TestDenyListClose(t *testing.T) {
 }
 
 // DenyList.Close waits for its shared reads (a stand-in here) until its ctx ends.
-func TestDenyListCloseWaitsUntilCtxEnds(t *testing.T) {
+func TestCloseWaitsUntilCtxEnds(t *testing.T) {
 	d := newList(defaultConfig(), func(context.Context, string) (bool, error) { return false, nil })
 	release := make(chan struct{})
 	d.wg.Add(1)
@@ -620,7 +620,7 @@ func TestDenyListCloseWaitsUntilCtxEnds(t *testing.T) {
 	testCloseWaits(t, d.Close, release, func() error { _, err := d.IsDenied(context.Background(), "id"); return err })
 }
 
-func TestDenyListCacheIntactOnCancelledWrite(t *testing.T) {
+func TestCacheIntactOnCancelledWrite(t *testing.T) {
 	f := &fakeSet{members: map[string]bool{"id": true}}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 8)
 	mustIsDenied(t, d, "id", true)

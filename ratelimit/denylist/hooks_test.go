@@ -43,10 +43,10 @@ func recvAnswer(t *testing.T, ch <-chan readAnswer, want bool) {
 	}
 }
 
-// TestDenyListRejectedWriteKeepsCache: a SetDenied that the hook rejects changes nothing, the local
+// TestRejectedWriteKeepsCache: a SetDenied that the hook rejects changes nothing, the local
 // cache included: the cached answer is still served without a read, and a read in flight can still
 // be joined (an invalidation would have emptied the first and detached the second).
-func TestDenyListRejectedWriteKeepsCache(t *testing.T) {
+func TestRejectedWriteKeepsCache(t *testing.T) {
 	f := &fakeSet{gated: true} // every read waits for its answer: call i is answered by f.release(i)
 	d, rec := hookedDenyList(t, f)
 	a := isDeniedAsync(d, "cached")
@@ -89,10 +89,10 @@ func TestDenyListRejectedWriteKeepsCache(t *testing.T) {
 	}
 }
 
-// TestDenyListScopePerCall: every IsDenied call on a hooked DenyList is its own operation: the
+// TestScopePerCall: every IsDenied call on a hooked DenyList is its own operation: the
 // caller that starts a shared read, a caller that joins it while pending, and a caller answered from
 // the cache each get one admission and one completion.
-func TestDenyListScopePerCall(t *testing.T) {
+func TestScopePerCall(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d, rec := hookedDenyList(t, f)
 	first := isDeniedAsync(d, "id")
