@@ -171,9 +171,10 @@
 //
 // # Deny list
 //
-// A deny list (package [github.com/coordkit/coordkit/ratelimit/denylist]) is a server set of denied
-// identities read through a bounded local cache shared by the whole process. [WithDenyList] binds a limiter to one identity ([WithKeyedDenyList] maps each key of
-// a [Keyed] to one): a denied identity gets Result{Reason: ReasonDenyList} without touching the
+// A deny list (package [github.com/coordkit/coordkit/ratelimit/denylist], with its own options) is a
+// server set of denied identities read through a bounded local cache shared by the whole process.
+// [WithDenyList] binds a limiter to one identity ([WithKeyedDenyList] maps each key of a [Keyed] to
+// one): a denied identity gets Result{Reason: ReasonDenyList} without touching the
 // capacity key or entering the queue, including n = 0 probes; queued requests recheck before each
 // retry. The membership check and the capacity decision are separate round trips (the two keys may
 // live in different Cluster slots): this is an admission filter with bounded cache staleness, not an
