@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 // policyHelp documents --policy's syntax; it must be the policy the application uses (a different
@@ -169,8 +170,8 @@ func (v denyView) rows() [][2]string {
 	return r
 }
 
-func denyListOf(a *app, c rueidis.Client, key string) (*ratelimit.DenyList, error) {
-	return ratelimit.NewDenyList(c, key, ratelimit.WithDenyListKeyPrefix(a.prefix))
+func denyListOf(a *app, c rueidis.Client, key string) (*denylist.List, error) {
+	return denylist.New(c, key, denylist.WithKeyPrefix(a.prefix))
 }
 
 func inspectDenyList(ctx context.Context, a *app, c rueidis.Client, key string) (view, error) {
@@ -179,18 +180,18 @@ func inspectDenyList(ctx context.Context, a *app, c rueidis.Client, key string) 
 		return nil, err
 	}
 	defer d.Close(context.WithoutCancel(ctx))
-	es, err := d.Entries(ctx)
+	ins, err := d.Inspect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	v := denyView{Primitive: "denylist", Key: a.key(key), Entries: []denyEntryView{}}
-	for _, e := range es {
-		v.Entries = append(v.Entries, denyEntryView{Identity: e.Identity, TTLMS: e.TTL.Milliseconds()})
+	for _, id := range ins.Identities {
+		v.Entries = append(v.Entries, denyEntryView{Identity: id, TTLMS: ins.Remaining.Milliseconds()})
 	}
 	return v, nil
 }
 
-// setDenied is the deny and allow admin actions (DenyList.SetDenied).
+// setDenied is the deny and allow admin actions (denylist.List.SetDenied).
 func setDenied(denied bool) func(ctx context.Context, a *app, c rueidis.Client, args []string) (change, error) {
 	return func(ctx context.Context, a *app, c rueidis.Client, args []string) (change, error) {
 		d, err := denyListOf(a, c, args[0])

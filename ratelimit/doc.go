@@ -10,7 +10,7 @@
 // trip: EVALSHA, plus one EVAL after a NOSCRIPT reply when the server's script cache was emptied)
 // that reads the server's clock (TIME) and admits all n permits or none, atomically across every
 // process sharing the key. Each limiter uses exactly one key, so it works on Cluster without hash
-// tags; keys are binary-safe and take the [WithKeyPrefix] prefix ([Limiter.Key] and [DenyList.Key]
+// tags; keys are binary-safe and take the [WithKeyPrefix] prefix ([Limiter.Key] and the deny list's Key
 // return them without it).
 //
 //	limiter, err := ratelimit.New(client, "limits:checkout",
@@ -75,13 +75,7 @@
 // (a duration below 1µs or above [MaxSpan], a derived span above MaxSpan) are [ErrInvalidPolicy]
 // from the constructor, before any I/O.
 //
-// Stored state of earlier builds, which computed in milliseconds, is recognised by its format and
-// read as milliseconds: a GCRA value without the leading "u" marker, a hash without the "U" field (its
-// times, and the durations of its "v1|..." signature, are read times 1000), so the same settings
-// match and nothing is lost. The first write stores it in the microsecond form: an admission, a
-// migration, a refund of a GCRA value, or any decision of a [Keyed] (which stores conversions with
-// rejections too); a [Limiter]'s rejection, a probe and Inspect never write. Earlier builds cannot read the new form: they report [ErrForeignData] on such a key and
-// never misread it. Standalone layouts differ from the composite's and record no signature: dedicate
+// Standalone layouts differ from the composite's and record no signature: dedicate
 // each key to one limiter kind and one configuration (or use the update protocol below).
 //
 // # Results
@@ -114,7 +108,8 @@
 // composites) the number and algorithm of every component. New attempts wait, attempts in flight
 // finish, then [Migrate] converts the stored usage in one script and the new settings are published
 // together; the queue wakes at once and waiters retry under the new settings (a waiter above the new
-// capacity is rejected without RetryAfter). Identical settings are a no-op. [Adopt] changes only the
+// capacity fails with [ErrExceedsCapacity]; a waiter whose attempt was in flight keeps that attempt's
+// admission, or retries at once when it was rejected). Identical settings are a no-op. [Adopt] changes only the
 // local settings, with no I/O. The migration rules:
 //
 //	Fixed window    Keep the count and the deadline. The new capacity applies at once, the new width
@@ -144,9 +139,9 @@
 //
 // # Updating the settings of a Keyed
 //
-// [Keyed.Update] cannot visit every key, so a [Keyed] converts keys lazily: every key it writes
+// [Keyed.SetPolicy] cannot visit every key, so a [Keyed] converts keys lazily: every key it writes
 // records the signature of its settings and a policy version ([WithPolicyVersion], raised by one by
-// each Update; field "S" and "V" of a hash, "uTAT|version|g<burst>/<interval µs>" for GCRA). Each
+// each SetPolicy; field "S" and "V" of a hash, "uTAT|version|g<burst>/<interval µs>" for GCRA). Each
 // decision script compares the stored settings with the Keyed's and, in the same round trip:
 //
 //   - equal settings: decides as usual;
@@ -162,12 +157,12 @@
 //     admitted or not (a probe stores nothing). A composite's component list may change: the j-th
 //     new component of a kind inherits the j-th stored component of that kind, a new component
 //     without one starts at full capacity, and stored components without a counterpart are dropped.
-//     State without a signature (written by a [Limiter], or by earlier versions of this package) is
-//     taken to hold the policy given to [NewKeyed].
+//     State without a signature (written by a [Limiter]) is taken to hold the policy given to
+//     [NewKeyed].
 //
 // A Keyed therefore never returns [ErrConfigMismatch], and ratelimithttp never fails closed on a
 // key stored under other settings. In a rolling deploy, start the new processes with a higher
-// WithPolicyVersion (or call Update everywhere): keys are converted once, on their first touch by a
+// WithPolicyVersion (or call SetPolicy everywhere): keys are converted once, on their first touch by a
 // new process, and are then decided by the new settings whichever process touches them. Equal
 // versions with different settings are last-writer-wins (each writer converts the key to its own
 // settings; no error, but the key follows whoever touched it last): give every change a higher
@@ -176,9 +171,10 @@
 //
 // # Deny list
 //
-// A [DenyList] is a server set of denied identities read through a bounded local cache shared by the
-// whole process. [WithDenyList] binds a limiter to one identity ([WithKeyedDenyList] maps each key of
-// a [Keyed] to one): a denied identity gets Result{Reason: ReasonDenyList} without touching the
+// A deny list (package [github.com/coordkit/coordkit/ratelimit/denylist], with its own options) is a
+// server set of denied identities read through a bounded local cache shared by the whole process.
+// [WithDenyList] binds a limiter to one identity ([WithKeyedDenyList] maps each key of a [Keyed] to
+// one): a denied identity gets Result{Reason: ReasonDenyList} without touching the
 // capacity key or entering the queue, including n = 0 probes; queued requests recheck before each
 // retry. The membership check and the capacity decision are separate round trips (the two keys may
 // live in different Cluster slots): this is an admission filter with bounded cache staleness, not an
@@ -212,7 +208,7 @@
 // module; every bad option or argument found before I/O matches ErrInvalidConfig (the package's
 // [ErrInvalidPolicy], [ErrInvalidUpdate], [ErrNegativePermits] and [ErrEmptyIdentity] included).
 // Every error carries the "ratelimit: " prefix and never a key or an identity. [Limiter], [Keyed]
-// and [DenyList] run background work (the wait queue's goroutine; the idle-key sweep and the keys'
+// and a deny list run background work (the wait queue's goroutine; the idle-key sweep and the keys'
 // queues; the shared deny-list reads), so each has Close(ctx), idempotent, after which calls fail
 // with ErrClosed.
 //

@@ -28,9 +28,6 @@ type compiled struct {
 	// sig is the canonical text of the rounded settings: equal settings have equal sig. For a
 	// composite it is the configuration signature stored with the state.
 	sig string
-	// legacySig is the signature earlier builds stored for the same settings (durations in whole
-	// ms, "v1|..."), "" when a duration is not a whole number of ms (and for GCRA).
-	legacySig string
 	// block is the settings part of the script's ARGV (see engine_components.lua, engine_gcra.lua);
 	// argsProbe and argsOne are the complete decide ARGV for n = 0 and n = 1, shared read-only.
 	block              []string

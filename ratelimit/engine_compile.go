@@ -57,9 +57,6 @@ const maxSpan = int64(1) << 51
 // server time below 2^53).
 const maxReply = int64(1) << 53
 
-// maxMillis is the largest whole number of milliseconds a time.Duration holds.
-const maxMillis = int64(math.MaxInt64 / int64(time.Millisecond))
-
 // ceilMicros rounds d (> 0) up to whole microseconds.
 func ceilMicros(d time.Duration) int64 {
 	us := int64(d / time.Microsecond)
@@ -264,8 +261,7 @@ func (c *compiled) finish() {
 				c.cap, c.capIdx = cc.limit, i
 			}
 		}
-		c.sig = signature(c.comps, 1)
-		c.legacySig = signature(c.comps, 1000)
+		c.sig = signature(c.comps)
 		stored := ""
 		if c.algo == algoComposite {
 			stored = c.sig
@@ -323,33 +319,23 @@ func layoutTag(a algo) string {
 // component's rounded settings, e.g. "v2|f100/60000000|s100/60000000/10|t10/2/1000000" (limit, then
 // window µs and segments, or tokens per period and period µs). Two component lists have the same
 // signature exactly when they have the same rounded settings in the same order.
-//
-// With div 1000 it is the signature earlier builds stored, in whole milliseconds ("v1|f100/60000|..."),
-// or "" when a duration is not a whole number of milliseconds (no such state can exist).
-func signature(comps []component, div int64) string {
+func signature(comps []component) string {
 	var b strings.Builder
 	b.Grow(8 + 24*len(comps))
-	if div == 1 {
-		b.WriteString("v2")
-	} else {
-		b.WriteString("v1")
-	}
+	b.WriteString("v2")
 	for _, cc := range comps {
-		if cc.window%div != 0 || cc.period%div != 0 {
-			return ""
-		}
 		b.WriteByte('|')
 		switch cc.algo {
 		case algoFixed:
 			b.WriteByte('f')
 			b.WriteString(strconv.FormatInt(cc.limit, 10))
 			b.WriteByte('/')
-			b.WriteString(strconv.FormatInt(cc.window/div, 10))
+			b.WriteString(strconv.FormatInt(cc.window, 10))
 		case algoSliding:
 			b.WriteByte('s')
 			b.WriteString(strconv.FormatInt(cc.limit, 10))
 			b.WriteByte('/')
-			b.WriteString(strconv.FormatInt(cc.window/div, 10))
+			b.WriteString(strconv.FormatInt(cc.window, 10))
 			b.WriteByte('/')
 			b.WriteString(strconv.FormatInt(cc.segments, 10))
 		case algoBucket:
@@ -358,7 +344,7 @@ func signature(comps []component, div int64) string {
 			b.WriteByte('/')
 			b.WriteString(strconv.FormatInt(cc.tokens, 10))
 			b.WriteByte('/')
-			b.WriteString(strconv.FormatInt(cc.period/div, 10))
+			b.WriteString(strconv.FormatInt(cc.period, 10))
 		}
 	}
 	return b.String()

@@ -2,8 +2,10 @@ package ratelimit
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 // The conditions every Coordkit module shares are luakit's values (ratelimit.ErrUncertain ==
@@ -16,7 +18,7 @@ var (
 	ErrForeignData   = luakit.ErrForeignData   // the limiter's or the deny list's key holds another Redis type or another limiter's layout; nothing was written
 	ErrUncertain     = luakit.ErrUncertain     // a script may have run but no reply was read: permits may have been consumed, a deny-list write or a migration may have happened
 	ErrClosed        = luakit.ErrClosed        // a call after Close (or after a failed migration closed the limiter), and requests waiting in a queue or on a shared deny-list read when it closes
-	ErrNilClient     = luakit.ErrNilClient     // New, NewKeyed or NewDenyList given a nil rueidis.Client
+	ErrNilClient     = luakit.ErrNilClient     // New or NewKeyed given a nil rueidis.Client
 )
 
 // The package's own argument errors (luakit.ConfigSentinel values). Each is returned, before any
@@ -35,9 +37,9 @@ var (
 	// ErrNegativePermits is returned for n < 0.
 	ErrNegativePermits = luakit.ConfigSentinel("ratelimit: negative permit count")
 
-	// ErrEmptyIdentity is returned for an empty deny-list identity (given to [WithDenyList],
-	// [DenyList.SetDenied] or [DenyList.IsDenied], or returned by a [WithKeyedDenyList] function).
-	ErrEmptyIdentity = luakit.ConfigSentinel("ratelimit: empty deny-list identity")
+	// ErrEmptyIdentity is returned for an empty deny-list identity (given to [WithDenyList], or
+	// returned by a [WithKeyedDenyList] function). It is denylist.ErrEmptyIdentity.
+	ErrEmptyIdentity = denylist.ErrEmptyIdentity
 )
 
 // The package's own errors found by the server. Nothing was written when they are returned.
@@ -51,18 +53,6 @@ var (
 	ErrDebtOverflow = errors.New("ratelimit: migrated GCRA debt out of range")
 )
 
-// emptyKeyError is an empty key playing role ("rate limit key", "deny-list key"): it matches both
-// luakit.ErrEmptyKey and ErrInvalidConfig.
-type emptyKeyError struct{ role string }
-
-func (e *emptyKeyError) Error() string        { return "ratelimit: " + e.role + " is empty" }
-func (e *emptyKeyError) Unwrap() error        { return luakit.ErrEmptyKey }
-func (e *emptyKeyError) Is(target error) bool { return target == luakit.ErrInvalidConfig }
-
-// emptyKey returns the error for an empty key playing role.
-func emptyKey(role string) error { return &emptyKeyError{role: role} }
-
-// invalidConfig returns a luakit.ConfigError "ratelimit: <message>".
-func invalidConfig(format string, args ...any) error {
-	return luakit.InvalidConfig("ratelimit", format, args...)
-}
+// errEmptyKey is the error for an empty limiter key: it matches luakit.ErrEmptyKey and
+// ErrInvalidConfig.
+var errEmptyKey = fmt.Errorf("ratelimit: %w", luakit.ValidateKey("rate limit key", ""))

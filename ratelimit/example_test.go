@@ -114,7 +114,7 @@ func ExampleKeyed() {
 // Tightening a per-tenant limit in a running process: no key is visited; each tenant's key keeps its
 // usage and is converted by its next decision. In a rolling deploy, start the new processes with a
 // higher WithPolicyVersion instead (see the package documentation).
-func ExampleKeyed_Update() {
+func ExampleKeyed_SetPolicy() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
@@ -130,7 +130,7 @@ func ExampleKeyed_Update() {
 	}
 	defer perTenant.Close(context.Background())
 
-	err = perTenant.Update(context.Background(), ratelimit.Composite{Components: []ratelimit.Component{
+	err = perTenant.SetPolicy(context.Background(), ratelimit.Composite{Components: []ratelimit.Component{
 		ratelimit.TokenBucket{Limit: 10, TokensPerPeriod: 1, Period: 100 * time.Millisecond},
 		ratelimit.FixedWindow{Limit: 60, Window: time.Minute},
 	}})

@@ -14,7 +14,7 @@ import (
 )
 
 // Freeze policy changes during an incident: a hook rejects RATE LIMIT UPDATE before anything is sent,
-// while acquisitions go on. WithName tells this limiter's operations (and metric series) from the
+// while acquisitions go on. WithInstance tells this limiter's operations (and metric series) from the
 // process's other limiters.
 func ExampleWithHooks() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
@@ -31,7 +31,7 @@ func ExampleWithHooks() {
 		return nil, nil, nil
 	})
 	limiter, err := ratelimit.New(client, "limits:api", ratelimit.FixedWindow{Limit: 100, Window: time.Minute},
-		ratelimit.WithHooks(freeze), ratelimit.WithName("api"))
+		ratelimit.WithHooks(freeze), ratelimit.WithInstance("api"))
 	if err != nil {
 		return
 	}
@@ -44,20 +44,20 @@ func ExampleWithHooks() {
 
 // Two limiters in one process export separate series: MetricAllowed and MetricBlocked carry
 // coordkit.instance="search" or "upload" (AttrInstance), so their counts never merge.
-func ExampleWithName() {
+func ExampleWithInstance() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
 	}
 	defer client.Close()
 	search, err := ratelimit.New(client, "limits:search", ratelimit.FixedWindow{Limit: 100, Window: time.Minute},
-		ratelimit.WithName("search"))
+		ratelimit.WithInstance("search"))
 	if err != nil {
 		return
 	}
 	defer search.Close(context.Background())
 	upload, err := ratelimit.New(client, "limits:upload", ratelimit.FixedWindow{Limit: 10, Window: time.Minute},
-		ratelimit.WithName("upload"))
+		ratelimit.WithInstance("upload"))
 	if err != nil {
 		return
 	}

@@ -9,7 +9,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/hooktest"
 )
 
@@ -21,11 +20,10 @@ func TestHooksWithoutIO(t *testing.T) {
 	ctx := context.Background()
 	reads := 0
 	rec := &hooktest.Recorder{}
-	dl := newDenyList(defaultDenyConfig(), func(context.Context, string) (bool, error) { reads++; return false, nil })
-	dl.cfg.hooks = luakit.Hooks{rec} // a deny-list hook that must not see the limiter's own checks
-	l := newTestLimiter(t, noIO{}, "k", fw10, WithHooks(rec), WithName("api"), WithDenyList(dl, "who"),
+	check := func(context.Context, string) (bool, error) { reads++; return false, nil }
+	l := newTestLimiter(t, noIO{}, "k", fw10, WithHooks(rec), WithInstance("api"), withDenyFunc(check, "who"),
 		WithQueue(5, OldestFirst))
-	k, err := NewKeyed(noIO{}, fw10, WithHooks(rec), WithName("per-user"), WithKeyedDenyList(dl, nil),
+	k, err := NewKeyed(noIO{}, fw10, WithHooks(rec), WithInstance("per-user"), withKeyedDenyFunc(check),
 		WithQueue(5, OldestFirst))
 	if err != nil {
 		t.Fatal(err)
@@ -48,31 +46,27 @@ func TestHooksWithoutIO(t *testing.T) {
 			[]string{"admit RATE LIMIT ACQUIRE @per-user"}},
 		{"rejected Update keeps settings", opUpdate, func() error { return l.Update(ctx, FixedWindow{Limit: 20, Window: fw10.Window}, Adopt) },
 			[]string{"admit RATE LIMIT UPDATE @api"}},
-		{"rejected Keyed Update", opUpdate, func() error { return k.Update(ctx, FixedWindow{Limit: 20, Window: fw10.Window}) },
+		{"rejected Keyed Update", opUpdate, func() error { return k.SetPolicy(ctx, FixedWindow{Limit: 20, Window: fw10.Window}) },
 			[]string{"admit RATE LIMIT UPDATE @per-user"}},
 		{"rejected Reset", opReset, func() error { return l.Reset(ctx) }, []string{"admit RATE LIMIT RESET @api"}},
 		{"rejected Refund", opRefund, func() error { return k.Refund(ctx, "u", 1) }, []string{"admit RATE LIMIT REFUND @per-user"}},
 		{"rejected Inspect", opInspect, func() error { _, err := l.Inspect(ctx); return err }, []string{"admit RATE LIMIT INSPECT @api"}},
-		{"rejected IsDenied", opDenyRead, func() error { _, err := dl.IsDenied(ctx, "who"); return err }, []string{"admit RATE LIMIT DENY LIST READ @"}},
-		{"rejected SetDenied", opDenyWrite, func() error { return dl.SetDenied(ctx, "who", true) }, []string{"admit RATE LIMIT DENY LIST WRITE @"}},
-		{"rejected Entries", opDenyEntries, func() error { _, err := dl.Entries(ctx); return err }, []string{"admit RATE LIMIT DENY LIST ENTRIES @"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rec.Reject(tc.reject)
 			defer rec.Reject()
-			before := dl.Stats()
 			if err := tc.call(); err != hooktest.ErrRejected { //nolint:errorlint // returned unchanged
 				t.Fatalf("err = %v, want the hook's error unchanged", err)
 			}
 			if got := rec.Take(); !slices.Equal(got, tc.want) {
 				t.Fatalf("journal %q, want %q", got, tc.want)
 			}
-			if reads != 0 || dl.Stats() != before {
-				t.Fatalf("deny list touched: %d reads, stats %+v then %+v", reads, before, dl.Stats())
+			if reads != 0 {
+				t.Fatalf("deny list touched: %d reads", reads)
 			}
-			if k.Keys() != 0 || l.Policy() != Policy(fw10) || k.Policy() != Policy(fw10) {
-				t.Fatalf("state changed: %d keys, policies %v %v", k.Keys(), l.Policy(), k.Policy())
+			if k.KeyCount() != 0 || l.Policy() != Policy(fw10) || k.Policy() != Policy(fw10) {
+				t.Fatalf("state changed: %d keys, policies %v %v", k.KeyCount(), l.Policy(), k.Policy())
 			}
 		})
 	}
@@ -100,16 +94,8 @@ func TestHooksWithoutIO(t *testing.T) {
 	if got := rec.Take(); !slices.Equal(got, want) {
 		t.Fatalf("journal %q\nwant %q", got, want)
 	}
-	if reads != 2 {
-		t.Fatalf("%d deny-list reads, want 2 (one per identity: the cache answers the rest)", reads)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := dl.IsDenied(cctx, "other"); !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	if got := rec.Take(); !slices.Equal(got, []string{"admit RATE LIMIT DENY LIST READ @", "done RATE LIMIT DENY LIST READ canceled"}) {
-		t.Fatalf("journal %q", got)
+	if reads != 3 {
+		t.Fatalf("%d deny-list checks, want 3 (AllowN, WaitN and the Keyed WaitN each check once)", reads)
 	}
 }
 
@@ -117,17 +103,17 @@ func TestHooksWithoutIO(t *testing.T) {
 // does (the same path without admission), on a Limiter and on a Keyed (not parallel: AllocsPerRun).
 func TestNoHooksNoAllocs(t *testing.T) {
 	ctx := context.Background()
-	l := newTestLimiter(t, noIO{}, "k", fw10, WithName("api"))
+	l := newTestLimiter(t, noIO{}, "k", fw10, WithInstance("api"))
 	k, err := NewKeyed(noIO{}, fw10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = k.Close(ctx) }()
 	for name, calls := range map[string][2]func(){
-		"Limiter.AllowN": {func() { _, _ = l.AllowN(ctx, 11) }, func() { _, _ = l.allowN(ctx, 11) }},
-		"Limiter.WaitN":  {func() { _, _ = l.WaitN(ctx, 11) }, func() { _, _ = l.waitN(ctx, 11) }},
-		"Keyed.AllowN":   {func() { _, _ = k.AllowN(ctx, "u", 11) }, func() { _, _ = k.allowN(ctx, "u", 11) }},
-		"Keyed.Update":   {func() { _ = k.Update(ctx, fw10) }, func() { _ = k.update(ctx, fw10) }},
+		"Limiter.AllowN":  {func() { _, _ = l.AllowN(ctx, 11) }, func() { _, _ = l.allowN(ctx, 11) }},
+		"Limiter.WaitN":   {func() { _, _ = l.WaitN(ctx, 11) }, func() { _, _ = l.waitN(ctx, 11) }},
+		"Keyed.AllowN":    {func() { _, _ = k.AllowN(ctx, "u", 11) }, func() { _, _ = k.allowN(ctx, "u", 11) }},
+		"Keyed.SetPolicy": {func() { _ = k.SetPolicy(ctx, fw10) }, func() { _ = k.setPolicy(ctx, fw10) }},
 	} {
 		public, internal := testing.AllocsPerRun(100, calls[0]), testing.AllocsPerRun(100, calls[1])
 		if public != internal {
@@ -136,12 +122,12 @@ func TestNoHooksNoAllocs(t *testing.T) {
 	}
 }
 
-// TestInstanceAttribute: WithName adds coordkit.instance to the decision counters.
+// TestInstanceAttribute: WithInstance adds coordkit.instance to the decision counters.
 func TestInstanceAttribute(t *testing.T) {
 	for _, name := range []string{"", "api"} {
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-		l := newTestLimiter(t, noIO{}, "k", fw10, WithMeterProvider(mp), WithName(name))
+		l := newTestLimiter(t, noIO{}, "k", fw10, WithMeterProvider(mp), WithInstance(name))
 		if _, err := l.AllowN(context.Background(), 11); err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +159,7 @@ func TestInstanceAttribute(t *testing.T) {
 // Without hooks an admitted AllowN then allocates what it did before hooks and names existed.
 func TestRecordAllocatesNothing(t *testing.T) {
 	for _, name := range []string{"", "api"} {
-		l := newTestLimiter(t, noIO{}, "k", fw10, WithName(name))
+		l := newTestLimiter(t, noIO{}, "k", fw10, WithInstance(name))
 		for _, res := range []Result{{Allowed: true}, {Reason: ReasonCapacity}, {Reason: ReasonDenyList}} {
 			if n := testing.AllocsPerRun(100, func() { l.m.record(l.st, res) }); n != 0 {
 				t.Errorf("name %q, %+v: %v allocations per record", name, res, n)

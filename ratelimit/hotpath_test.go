@@ -19,8 +19,8 @@ func TestDecisionPathTakesNoLock(t *testing.T) {
 	if _, err := k.WaitN(context.Background(), "with-state", 11); err == nil {
 		t.Fatal("WaitN above the capacity succeeded")
 	}
-	if k.Keys() != 1 {
-		t.Fatalf("%d keys with state, want 1", k.Keys())
+	if k.KeyCount() != 1 {
+		t.Fatalf("%d keys with state, want 1", k.KeyCount())
 	}
 	for name, call := range map[string]func() (Result, error){
 		"Limiter":                 func() (Result, error) { return l.AllowN(context.Background(), 11) },

@@ -2,9 +2,7 @@ package ratelimit
 
 import (
 	"context"
-	"embed"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -90,12 +88,17 @@ func inspectionOf(p Policy, name string, d decision) Inspection {
 // (a server without EVAL_RO, older than Redis 7.0, replies with an unknown-command error). Each is
 // wrapped with a "ratelimit: " prefix. Safe for concurrent use, also with Update (it uses the
 // settings current when it starts).
-func (l *Limiter) Inspect(ctx context.Context) (ins Inspection, err error) {
+func (l *Limiter) Inspect(ctx context.Context) (Inspection, error) {
 	ctx, sc, err := l.hooks.Begin(ctx, op(opInspect, l.inst))
 	if err != nil {
 		return Inspection{}, err
 	}
-	defer func() { sc.End(err) }()
+	res, err := l.inspect(ctx)
+	sc.End(err)
+	return res, err
+}
+
+func (l *Limiter) inspect(ctx context.Context) (Inspection, error) {
 	if l.closedFlag.Load() {
 		return Inspection{}, l.closedErr()
 	}
@@ -112,14 +115,19 @@ func (l *Limiter) Inspect(ctx context.Context) (ins Inspection, err error) {
 // Inspect reads key's shared state in the server with the Keyed's current policy; see
 // [Limiter.Inspect]. key must not be empty (an error wrapping luakit.ErrEmptyKey, matching
 // [ErrInvalidConfig], before any I/O). It creates no local state for key. Safe for concurrent use.
-func (k *Keyed) Inspect(ctx context.Context, key string) (ins Inspection, err error) {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opInspect, k.cfg.name))
+func (k *Keyed) Inspect(ctx context.Context, key string) (Inspection, error) {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opInspect, k.cfg.instance))
 	if err != nil {
 		return Inspection{}, err
 	}
-	defer func() { sc.End(err) }()
+	res, err := k.inspect(ctx, key)
+	sc.End(err)
+	return res, err
+}
+
+func (k *Keyed) inspect(ctx context.Context, key string) (Inspection, error) {
 	if key == "" {
-		return Inspection{}, emptyKey("rate limit key")
+		return Inspection{}, errEmptyKey
 	}
 	if k.isClosed() {
 		return Inspection{}, errClosed
@@ -130,101 +138,4 @@ func (k *Keyed) Inspect(ctx context.Context, key string) (ins Inspection, err er
 		return Inspection{}, err
 	}
 	return inspectionOf(clonePolicy(p), key, d), nil
-}
-
-// DenyListEntry is one member of a deny list, as listed by [DenyList.Entries].
-type DenyListEntry struct {
-	// Identity is the denied identity, byte for byte.
-	Identity string
-	// TTL is how long the membership lasts: the remaining time to live of the deny-list key, the same
-	// for every entry; 0 means no expiry (the package never sets one: membership persists until
-	// removed).
-	TTL time.Duration
-}
-
-// denyEntriesScript lists the set with the key's PTTL, read-only.
-var denyEntriesScript = luakit.NewReadOnlyScript("denylist_entries", mustSource(denyScriptFS, "denylist_entries"))
-
-// Entries lists every identity on the deny list with its time to live, read from the server in one
-// read-only script (one round trip, EVALSHA_RO; SMEMBERS and PTTL, O(N) for N members), in
-// byte-wise ascending order of identity. An absent key is an empty list (nil, no error). It writes
-// nothing, changes no TTL, and neither reads nor fills the cache.
-//
-// It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close; [ErrForeignData] when
-// the key holds another type; the context's error or a server error, wrapped with a "ratelimit: "
-// prefix. Safe for concurrent use.
-func (d *DenyList) Entries(ctx context.Context) (entries []DenyListEntry, err error) {
-	ctx, sc, err := d.cfg.hooks.Begin(ctx, op(opDenyEntries, d.cfg.name))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { sc.End(err) }()
-	d.mu.Lock()
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
-		return nil, errClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("ratelimit: deny-list entries: %w", err)
-	}
-	rctx, stop := luakit.WithoutDeadline(ctx)
-	arr, err := denyEntriesScript.Exec(rctx, d.client, []string{d.key}, nil).ToArray()
-	stop()
-	if err != nil {
-		if isWrongType(err) {
-			return nil, fmt.Errorf("ratelimit: deny-list entries: %w: %w", ErrForeignData, err)
-		}
-		return nil, fmt.Errorf("ratelimit: deny-list entries: %w", err)
-	}
-	return decodeEntries(arr)
-}
-
-// mustSource reads "<name>.lua" from fsys (package initialisation; panics when missing).
-func mustSource(fsys embed.FS, name string) string {
-	b, err := fsys.ReadFile(name + ".lua")
-	if err != nil {
-		panic("ratelimit: load script " + name + ": " + err.Error())
-	}
-	return string(b)
-}
-
-// decodeEntries decodes the reply of denylist_entries: {1, pttl, {members}}.
-func decodeEntries(arr []rueidis.RedisMessage) ([]DenyListEntry, error) {
-	if len(arr) != 3 {
-		return nil, fmt.Errorf("ratelimit: deny-list entries: reply has %d elements, want 3", len(arr))
-	}
-	if st, err := arr[0].AsInt64(); err != nil || st != luakit.StatusOK {
-		return nil, fmt.Errorf("ratelimit: deny-list entries: unexpected status")
-	}
-	arr = arr[1:]
-	pttl, err := arr[0].AsInt64()
-	if err != nil {
-		return nil, fmt.Errorf("ratelimit: deny-list entries: pttl: %w", err)
-	}
-	members, err := arr[1].AsStrSlice()
-	if err != nil {
-		return nil, fmt.Errorf("ratelimit: deny-list entries: members: %w", err)
-	}
-	return entriesOf(pttl, members)
-}
-
-// entriesOf checks the key's PTTL (ms; -1 no expiry, -2 absent) and sorts the members into entries.
-func entriesOf(pttl int64, members []string) ([]DenyListEntry, error) {
-	if pttl < -2 || pttl > maxMillis {
-		return nil, fmt.Errorf("ratelimit: deny-list entries: pttl %d", pttl)
-	}
-	if len(members) == 0 {
-		return nil, nil
-	}
-	var ttl time.Duration
-	if pttl > 0 {
-		ttl = time.Duration(pttl) * time.Millisecond
-	}
-	sort.Strings(members)
-	out := make([]DenyListEntry, len(members))
-	for i, m := range members {
-		out[i] = DenyListEntry{Identity: m, TTL: ttl}
-	}
-	return out, nil
 }

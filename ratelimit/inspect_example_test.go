@@ -53,28 +53,6 @@ func ExampleKeyed_Inspect() {
 	}
 }
 
-// Listing the deny list for an operator.
-func ExampleDenyList_Entries() {
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
-	if err != nil {
-		return
-	}
-	defer client.Close()
-	dl, err := ratelimit.NewDenyList(client, "limits:denied")
-	if err != nil {
-		return
-	}
-	defer dl.Close(context.Background())
-
-	entries, err := dl.Entries(context.Background())
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		fmt.Printf("%q ttl=%v\n", e.Identity, e.TTL) // TTL 0: no expiry
-	}
-}
-
 // Giving a permit back when the work it admitted failed downstream, and clearing a key.
 func ExampleLimiter_Refund() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})

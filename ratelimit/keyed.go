@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,23 +13,15 @@ import (
 
 // Keyed applies one policy to many keys (per tenant, per IP, per route) without a Go object per key:
 // each key is its own limit in the server (after the [WithKeyPrefix] prefix), and every key shares
-// one validated policy.
+// one validated policy. [Keyed.AllowN] needs no local state, nor does [Keyed.WaitN] without
+// [WithQueue]; keys used with WaitN and a queue get local state (a queue and [Keyed.KeyStats]) on
+// demand, dropped once idle for [WithIdleTimeout] (never while requests wait) and bounded by
+// [WithMaxKeys]. Dropping it loses nothing shared: the usage lives in the server.
 //
-// [Keyed.AllowN] needs no local state, nor does [Keyed.WaitN] without [WithQueue]. Local state per
-// key (a wait queue and [Stats]) exists only for keys used with [Keyed.WaitN] and a queue: it is created on demand, dropped once idle for at least
-// [WithIdleTimeout] (by a sweep every half timeout, clamped to 10ms..1 minute; never while requests
-// wait), and bounded by [WithMaxKeys]. Dropping it loses nothing shared:
-// the usage lives in the server.
-//
-// A Keyed is safe for concurrent use. Close it when done: its background work is the goroutine that
-// drops idle keys and the queue goroutines of the keys' local state, which Close ends. It never
-// closes the client.
-//
-// Settings changes: every key's stored state records the signature of the settings it was written
-// with and a policy version ([WithPolicyVersion], raised by one by each [Keyed.Update]). The decision
-// script converts state stored under other settings, key by key on its first touch, in the same round
-// trip; see [Keyed.Update] for the rules. A stored configuration that differs from the Keyed's is
-// therefore never an error ([ErrConfigMismatch] is not returned by a Keyed).
+// Each key records the signature and policy version of the settings that wrote it, and is converted
+// to the Keyed's settings by its first decision after a change ([Keyed.SetPolicy]), so a Keyed never
+// returns [ErrConfigMismatch]. A Keyed is safe for concurrent use. Close it when done: it ends the
+// idle-key sweep and the keys' queue goroutines. It never closes the client.
 type Keyed struct {
 	client      rueidis.Client
 	settings    atomic.Pointer[keyedSettings] // read lock-free on the decision path
@@ -47,10 +38,10 @@ type Keyed struct {
 	lookup sync.Map // string → *keyEntry
 
 	// base is the policy given to NewKeyed, compiled: state stored without a signature (by a
-	// Limiter, or by earlier versions of this package) is taken to hold it.
+	// Limiter) is taken to hold it.
 	base    *compiled
 	version int64      // of the published settings; written under updMu
-	updMu   sync.Mutex // serializes Update
+	updMu   sync.Mutex // serializes SetPolicy
 
 	mu      sync.Mutex
 	closed  bool
@@ -101,7 +92,7 @@ func NewKeyed(client rueidis.Client, policy Policy, opts ...KeyedOption) (*Keyed
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.provider(), cfg.name)
+	m, err := newMetrics(cfg.provider(), cfg.instance)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +105,7 @@ func NewKeyed(client rueidis.Client, policy Policy, opts ...KeyedOption) (*Keyed
 	k.stopCtx, k.stopFn = context.WithCancel(context.Background())
 	k.base, k.version = c, cfg.policyVersion
 	k.settings.Store(&keyedSettings{c: c.keyedFor(cfg.policyVersion, nil), p: policy})
-	if cfg.denyList != nil {
+	if cfg.deny != nil {
 		k.identityFor = cfg.identityFor
 	}
 	k.wg.Add(1)
@@ -131,7 +122,7 @@ func (k *Keyed) Allow(ctx context.Context, key string) (Result, error) { return 
 // the key has local state. Errors are those of [Limiter.AllowN], plus one wrapping
 // luakit.ErrEmptyKey (and matching [ErrInvalidConfig]) for an empty key.
 func (k *Keyed) AllowN(ctx context.Context, key string, n int64) (Result, error) {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opAcquire, k.cfg.name))
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opAcquire, k.cfg.instance))
 	if err != nil {
 		return Result{}, err
 	}
@@ -145,7 +136,7 @@ func (k *Keyed) allowN(ctx context.Context, key string, n int64) (Result, error)
 		return Result{}, ErrNegativePermits
 	}
 	if key == "" {
-		return Result{}, emptyKey("rate limit key")
+		return Result{}, errEmptyKey
 	}
 	// Lock-free: the closed flag, a sync.Map lookup and (with no Update in progress) one
 	// compare-and-swap in the key's Limiter.
@@ -174,7 +165,7 @@ func (k *Keyed) decideStateless(ctx context.Context, key string, n int64) (Resul
 		if id == "" {
 			return Result{}, ErrEmptyIdentity
 		}
-		denied, err := k.cfg.denyList.isDenied(ctx, id)
+		denied, err := k.cfg.deny(ctx, id)
 		if err != nil {
 			return Result{}, err
 		}
@@ -213,13 +204,13 @@ func (k *Keyed) Wait(ctx context.Context, key string) (Result, error) { return k
 // a queue, the key's local state is created on demand; when [WithMaxKeys] keys already have state
 // and none of them is idle, the request waits like a Keyed without a queue.
 //
-// A key stored with a higher policy version is decided by its stored settings (see [Keyed.Update]):
+// A key stored with a higher policy version is decided by its stored settings (see [Keyed.SetPolicy]):
 // when their capacity (the rejection's Limit) is below n, WaitN returns [ErrExceedsCapacity] on that
 // first rejection, without sleeping or retrying and with nothing consumed, queue or not; n above the
 // Keyed's own capacity is ErrExceedsCapacity before any I/O. [ErrQueueFull] is returned only with a
 // queue, for the queue's own rejections.
 func (k *Keyed) WaitN(ctx context.Context, key string, n int64) (Result, error) {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opAcquire, k.cfg.name))
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opAcquire, k.cfg.instance))
 	if err != nil {
 		return Result{}, err
 	}
@@ -233,7 +224,7 @@ func (k *Keyed) waitN(ctx context.Context, key string, n int64) (Result, error) 
 		return Result{}, ErrNegativePermits
 	}
 	if key == "" {
-		return Result{}, emptyKey("rate limit key")
+		return Result{}, errEmptyKey
 	}
 	if k.cfg.queueLimit == 0 {
 		if k.isClosed() {
@@ -294,9 +285,9 @@ func (k *Keyed) acquire(key string, create bool) (*keyEntry, error) {
 		k.dropLocked(old)
 		evicted = old.lim
 	}
-	var deny *DenyList
+	var deny denyFunc
 	if k.identityFor != nil {
-		deny = k.cfg.denyList
+		deny = k.cfg.deny
 	}
 	cur, pol := k.current()
 	e := &keyEntry{
@@ -375,14 +366,14 @@ func (k *Keyed) janitor() {
 	}
 }
 
-// Policy returns the policy in force (given to NewKeyed or the last Update), durations rounded up to
+// Policy returns the policy in force (given to NewKeyed or the last SetPolicy), durations rounded up to
 // whole microseconds and a sliding window's Segments 0 reported as [DefaultSegments], as a copy made
 // of plain values (see [Limiter.Policy]).
 func (k *Keyed) Policy() Policy { _, p := k.current(); return clonePolicy(p) }
 
-// Stats returns the statistics of key's local state: zero counts with Available -1 when it has none
-// (never used with WaitN, or dropped when idle). It does no I/O.
-func (k *Keyed) Stats(key string) Stats {
+// KeyStats returns the statistics of key's local state: zero counts with Available -1 when it has
+// none (never used with WaitN, or dropped when idle). It does no I/O.
+func (k *Keyed) KeyStats(key string) Stats {
 	k.mu.Lock()
 	e := k.entries[key]
 	k.mu.Unlock()
@@ -392,8 +383,8 @@ func (k *Keyed) Stats(key string) Stats {
 	return e.lim.Stats()
 }
 
-// Keys returns how many keys have local state now (at most [WithMaxKeys]).
-func (k *Keyed) Keys() int {
+// KeyCount returns how many keys have local state now (at most [WithMaxKeys]). It does no I/O.
+func (k *Keyed) KeyCount() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.entries)
@@ -427,77 +418,4 @@ func (k *Keyed) Close(ctx context.Context) error {
 	}
 	k.mu.Unlock()
 	return waitStopped(ctx, &k.wg)
-}
-
-// Update replaces the Keyed's settings with policy, keeping every key's usage: it raises the policy
-// version by one and publishes the new settings locally; no key is visited. Each key is converted on
-// its first decision afterwards, inside that decision's script (one round trip, atomic per key), by
-// the rules of [Limiter.Update] (see the package documentation), with these additions:
-//
-//   - A composite's component list may change (count, order and kinds): the j-th new component of a
-//     kind inherits the state of the j-th stored component of that kind, converted by that kind's
-//     rule; a new component without a stored counterpart starts at full capacity; stored components
-//     without a counterpart are dropped.
-//   - State stored with a higher version than the Keyed's is not converted: the decision applies the
-//     stored settings (as recorded by their signature) and leaves them stored, so a process still
-//     running older settings follows a key once a newer process has converted it. State stored with
-//     a lower or equal version under other settings is converted to the Keyed's (the latest writer of
-//     equal versions wins: give every change a higher version).
-//   - State stored without a signature is taken to hold the settings given to NewKeyed.
-//
-// A conversion is stored with the decision that made it, admitted or not (an n = 0 probe decides on
-// the converted state and stores nothing). The algorithm cannot change ([ErrInvalidUpdate]; a
-// standalone policy and a Composite are different algorithms), and policy must be valid (an error
-// matching [ErrInvalidPolicy]); both are checked before anything changes. An update to equal
-// settings (after rounding) does nothing. Keys with local state adopt the new settings after their
-// decisions in progress finish; Update waits for that until ctx ends (then returns an error wrapping
-// ctx.Err(), the new settings published for every key already switched and for keys without local
-// state). It does no I/O. Safe for concurrent use; updates are serialized.
-//
-// Rolling deploys: run the new processes with a higher [WithPolicyVersion] (or call Update in each
-// process); keys touched by a new process are converted once and then decided by the newest settings
-// whichever process touches them.
-func (k *Keyed) Update(ctx context.Context, policy Policy) error {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opUpdate, k.cfg.name))
-	if err != nil {
-		return err
-	}
-	err = k.update(ctx, policy)
-	sc.End(err)
-	return err
-}
-
-func (k *Keyed) update(ctx context.Context, policy Policy) error {
-	nc, err := compile(clonePolicy(policy))
-	if err != nil {
-		return err
-	}
-	policy = nc.src // durations rounded up to whole µs
-	k.updMu.Lock()
-	defer k.updMu.Unlock()
-	if k.isClosed() {
-		return errClosed
-	}
-	cur, _ := k.current()
-	if cur.algo != nc.algo {
-		return fmt.Errorf("%w: %v to %v", ErrInvalidUpdate, cur.algo, nc.algo)
-	}
-	if cur.equal(nc) {
-		return nil
-	}
-	k.version++
-	kc := nc.keyedFor(k.version, k.base)
-	k.settings.Store(&keyedSettings{c: kc, p: policy})
-	k.mu.Lock()
-	lims := make([]*Limiter, 0, len(k.entries))
-	for _, e := range k.entries {
-		lims = append(lims, e.lim)
-	}
-	k.mu.Unlock()
-	for _, l := range lims {
-		if err := l.adopt(ctx, kc, policy); err != nil && !errors.Is(err, ErrClosed) {
-			return err
-		}
-	}
-	return nil
 }

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 func TestNewKeyedValidation(t *testing.T) {
-	dl := newDenyList(defaultDenyConfig(), func(context.Context, string) (bool, error) { return false, nil })
+	dl := testDenyList(t)
 	if _, err := NewKeyed(nil, fw10); !errors.Is(err, ErrNilClient) {
 		t.Fatalf("nil client: %v", err)
 	}
@@ -21,12 +22,11 @@ func TestNewKeyedValidation(t *testing.T) {
 		t.Fatalf("invalid policy: %v", err)
 	}
 	for name, opt := range map[string]KeyedOption{
-		"zero max keys":      WithMaxKeys(0),
-		"zero idle timeout":  WithIdleTimeout(0),
-		"negative queue":     WithQueue(-1, OldestFirst),
-		"nil keyed denylist": WithKeyedDenyList(nil, nil),
-		"negative version":   WithPolicyVersion(-1),
-		"version too large":  WithPolicyVersion(MaxPolicyVersion + 1),
+		"zero max keys":     WithMaxKeys(0),
+		"zero idle timeout": WithIdleTimeout(0),
+		"negative queue":    WithQueue(-1, OldestFirst),
+		"negative version":  WithPolicyVersion(-1),
+		"version too large": WithPolicyVersion(MaxPolicyVersion + 1),
 	} {
 		k, err := NewKeyed(noIO{}, fw10, opt)
 		if err == nil {
@@ -71,17 +71,17 @@ func TestKeyedLocal(t *testing.T) {
 	if err != nil || res.Allowed || res.Reason != ReasonCapacity || res.RetryAfter != 0 {
 		t.Fatalf("AllowN above the capacity = %+v, %v", res, err)
 	}
-	if n := k.Keys(); n != 0 {
+	if n := k.KeyCount(); n != 0 {
 		t.Fatalf("AllowN created local state: %d keys", n)
 	}
 	res, err = k.WaitN(ctx, "a", 11) // creates the key's state; decided locally
 	if !errors.Is(err, ErrExceedsCapacity) || res.Allowed || res.RetryAfter != 0 {
 		t.Fatalf("WaitN above the capacity = %+v, %v", res, err)
 	}
-	if st := k.Stats("a"); st != (Stats{Rejected: 1, Available: -1}) || k.Keys() != 1 {
-		t.Fatalf("Stats = %+v with %d keys", st, k.Keys())
+	if st := k.KeyStats("a"); st != (Stats{Rejected: 1, Available: -1}) || k.KeyCount() != 1 {
+		t.Fatalf("Stats = %+v with %d keys", st, k.KeyCount())
 	}
-	if st := k.Stats("none"); st != (Stats{Available: -1}) {
+	if st := k.KeyStats("none"); st != (Stats{Available: -1}) {
 		t.Fatalf("Stats of a key without state = %+v", st)
 	}
 	if k.Policy() != Policy(fw10) {
@@ -98,7 +98,7 @@ func TestKeyedLocal(t *testing.T) {
 	if _, err := k.WaitN(ctx, "a", 1); !errors.Is(err, ErrClosed) {
 		t.Fatalf("WaitN after Close = %v", err)
 	}
-	if n := k.Keys(); n != 0 {
+	if n := k.KeyCount(); n != 0 {
 		t.Fatalf("%d keys after Close", n)
 	}
 }
@@ -131,8 +131,8 @@ func TestKeyedMaxKeysLRU(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if k.Keys() != 2 || k.Stats("b").Available != -1 || k.Stats("a").Rejected != 2 || k.Stats("c").Rejected != 1 {
-		t.Fatalf("keys %d, a %+v, b %+v, c %+v", k.Keys(), k.Stats("a"), k.Stats("b"), k.Stats("c"))
+	if k.KeyCount() != 2 || k.KeyStats("b").Available != -1 || k.KeyStats("a").Rejected != 2 || k.KeyStats("c").Rejected != 1 {
+		t.Fatalf("keys %d, a %+v, b %+v, c %+v", k.KeyCount(), k.KeyStats("a"), k.KeyStats("b"), k.KeyStats("c"))
 	}
 	// Both keys in use: a new key gets no state.
 	ea, _ := k.acquire("a", false)
@@ -147,8 +147,8 @@ func TestKeyedMaxKeysLRU(t *testing.T) {
 	} else {
 		k.release(e)
 	}
-	if k.Stats("a").Available != -1 || k.Keys() != 2 {
-		t.Fatalf("a (least recently released) not evicted: %d keys", k.Keys())
+	if k.KeyStats("a").Available != -1 || k.KeyCount() != 2 {
+		t.Fatalf("a (least recently released) not evicted: %d keys", k.KeyCount())
 	}
 }
 
@@ -163,13 +163,13 @@ func TestKeyedIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for k.Keys() != 0 {
+	for k.KeyCount() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the idle key was never dropped")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if st := k.Stats("a"); st != (Stats{Available: -1}) {
+	if st := k.KeyStats("a"); st != (Stats{Available: -1}) {
 		t.Fatalf("Stats after the drop = %+v", st)
 	}
 }
@@ -178,7 +178,7 @@ func TestKeyedIdleTimeout(t *testing.T) {
 // without deadlocking.
 func TestKeyedIdentityFuncUnlocked(t *testing.T) {
 	client := &blocking{}
-	dl, err := NewDenyList(client, slot0Key(t))
+	dl, err := denylist.New(client, slot0Key(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestKeyedIdentityFuncUnlocked(t *testing.T) {
 	var k *Keyed
 	called := make(chan int, 4)
 	k, err = NewKeyed(client, fw10, WithQueue(5, OldestFirst), WithKeyedDenyList(dl, func(key string) string {
-		called <- k.Keys()
+		called <- k.KeyCount()
 		return key
 	}))
 	if err != nil {
@@ -211,7 +211,7 @@ func TestKeyedIdentityFuncUnlocked(t *testing.T) {
 	}
 }
 
-// Keyed.Update validates before changing anything and does no I/O (noIO panics on any command).
+// Keyed.SetPolicy validates before changing anything and does no I/O (noIO panics on any command).
 func TestKeyedUpdateValidation(t *testing.T) {
 	comp := Composite{Components: []Component{FixedWindow{Limit: 5, Window: time.Second}}}
 	tests := []struct {
@@ -237,7 +237,7 @@ func TestKeyedUpdateValidation(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = k.Close(context.Background()) }()
-			err = k.Update(context.Background(), tt.to)
+			err = k.SetPolicy(context.Background(), tt.to)
 			switch {
 			case tt.want == nil && err != nil:
 				t.Fatalf("Update: %v", err)
@@ -265,18 +265,18 @@ func TestKeyedUpdateValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := k.Update(context.Background(), FixedWindow{Limit: 10, Window: 2 * time.Second}); err != nil {
+	if err := k.SetPolicy(context.Background(), FixedWindow{Limit: 10, Window: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if k.version != 1 {
 		t.Fatalf("a change of settings raises the version: %d", k.version)
 	}
 	// Equal after rounding up to whole microseconds: a no-op.
-	if err := k.Update(context.Background(), FixedWindow{Limit: 10, Window: 2*time.Second - 999}); err != nil || k.version != 1 {
+	if err := k.SetPolicy(context.Background(), FixedWindow{Limit: 10, Window: 2*time.Second - 999}); err != nil || k.version != 1 {
 		t.Fatalf("equal settings: %v, version %d", err, k.version)
 	}
 	_ = k.Close(context.Background())
-	if err := k.Update(context.Background(), fw10); !errors.Is(err, ErrClosed) {
+	if err := k.SetPolicy(context.Background(), fw10); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
 }

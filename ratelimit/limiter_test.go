@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 // These tests need no server: they cover validation and the local logic (options, the update
@@ -65,7 +66,7 @@ func newTestLimiter(t *testing.T, c rueidis.Client, key string, p Policy, opts .
 }
 
 func TestNewValidation(t *testing.T) {
-	dl := newDenyList(defaultDenyConfig(), func(context.Context, string) (bool, error) { return false, nil })
+	dl := testDenyList(t)
 	tests := []struct {
 		name   string
 		client rueidis.Client
@@ -86,9 +87,9 @@ func TestNewValidation(t *testing.T) {
 		{name: "nil policy", client: noIO{}, key: "k", want: ErrInvalidPolicy},
 		{name: "negative queue", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithQueue(-1, OldestFirst)}},
 		{name: "unknown order", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithQueue(1, QueueOrder(7))}},
-		{name: "nil meter provider", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithMeterProvider(nil)}},
+		{name: "nil meter provider: the global one", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithMeterProvider(nil)}, ok: true},
 		{name: "empty identity", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithDenyList(dl, "")}, want: ErrEmptyIdentity},
-		{name: "nil deny list", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithDenyList(nil, "id")}},
+		{name: "nil deny list: none bound", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithDenyList(nil, "")}, ok: true},
 		{name: "zero update timeout", client: noIO{}, key: "k", policy: fw10, opts: []Option{WithUpdateTimeout(0)}},
 	}
 	for _, tt := range tests {
@@ -502,13 +503,13 @@ func TestPolicyReportsDefaultSegments(t *testing.T) {
 	}
 	check("NewKeyed", sw10)
 	before := k.settings.Load()
-	if err := k.Update(context.Background(), comps(&sw10)); err != nil {
+	if err := k.SetPolicy(context.Background(), comps(&sw10)); err != nil {
 		t.Fatal(err)
 	}
 	if k.settings.Load() != before {
 		t.Fatal("Update from Segments 0 to DefaultSegments published new settings")
 	}
-	if err := k.Update(context.Background(), comps(SlidingWindow{Limit: 5, Window: 2 * time.Second})); err != nil {
+	if err := k.SetPolicy(context.Background(), comps(SlidingWindow{Limit: 5, Window: 2 * time.Second})); err != nil {
 		t.Fatal(err)
 	}
 	check("after Update", SlidingWindow{Limit: 5, Window: 2 * time.Second, Segments: DefaultSegments})
@@ -517,4 +518,28 @@ func TestPolicyReportsDefaultSegments(t *testing.T) {
 	if got, ok := lc.Policy().(Composite); !ok || got.Components[1] != Component(sw10) {
 		t.Fatalf("Limiter.Policy() of a composite = %#v", lc.Policy())
 	}
+}
+
+// testDenyList returns a deny list over a client that must not be used (noIO).
+func testDenyList(t *testing.T) *denylist.List {
+	t.Helper()
+	dl, err := denylist.New(noIO{}, "denied")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dl.Close(context.Background()) })
+	return dl
+}
+
+// withDenyFunc binds a Limiter to identity on a stand-in deny list check.
+func withDenyFunc(check denyFunc, identity string) Option {
+	return limiterOption(func(c *config) error { c.deny, c.identity = check, identity; return nil })
+}
+
+// withKeyedDenyFunc binds a Keyed to a stand-in deny list check, each key its own identity.
+func withKeyedDenyFunc(check denyFunc) KeyedOption {
+	return keyedOption(func(c *config) error {
+		c.deny, c.identityFor = check, func(k string) string { return k }
+		return nil
+	})
 }

@@ -14,7 +14,7 @@ import (
 const (
 	// MetricAllowed is the name of the Int64Counter incremented once per admitted AllowN or WaitN call
 	// (whatever n, however many queued retries it took; n = 0 probes count). Attribute
-	// "coordkit.instance" ([AttrInstance]): the [WithName] name, omitted when there is none.
+	// "coordkit.instance" ([AttrInstance]): the [WithInstance] label, omitted when there is none.
 	MetricAllowed = "coordkit.rate_limit.allowed"
 	// MetricBlocked is the name of the Int64Counter incremented once per AllowN or WaitN call that
 	// ended not admitted. Attribute "reason": "deny_list" or "capacity" (which includes requests larger
@@ -36,7 +36,7 @@ type metrics struct {
 	allowAttr, denyAttr, capAttr []metric.AddOption
 }
 
-// newMetrics creates the instruments; instance (the WithName name) becomes the coordkit.instance
+// newMetrics creates the instruments; instance (the WithInstance label) becomes the coordkit.instance
 // attribute of every measurement unless it is empty.
 func newMetrics(mp metric.MeterProvider, instance string) (*metrics, error) {
 	m := mp.Meter(meterName)

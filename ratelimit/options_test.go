@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -11,36 +10,32 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// The options of New, NewKeyed and NewDenyList are told apart by their types: an option of one
-// constructor is not an option of another, so a misplaced option does not compile. (The assertions
-// go through any because the misplaced uses would not compile.)
+// The options of New and NewKeyed are told apart by their types: an option of one constructor is not
+// an option of the other unless it configures both, so a misplaced option does not compile. (The
+// assertions go through any because the misplaced uses would not compile.)
 func TestOptionTypes(t *testing.T) {
-	dl := newDenyList(defaultDenyConfig(), func(context.Context, string) (bool, error) { return false, nil })
+	dl := testDenyList(t)
 	tests := []struct {
-		name                 string
-		opt                  any
-		limiter, keyed, deny bool
+		name           string
+		opt            any
+		limiter, keyed bool
 	}{
-		{"WithKeyPrefix", WithKeyPrefix("p:"), true, true, false},
-		{"WithQueue", WithQueue(1, OldestFirst), true, true, false},
-		{"WithMeterProvider", WithMeterProvider(sdkmetric.NewMeterProvider()), true, true, false},
-		{"WithDenyList", WithDenyList(dl, "id"), true, false, false},
-		{"WithUpdateTimeout", WithUpdateTimeout(time.Second), true, false, false},
-		{"WithKeyedDenyList", WithKeyedDenyList(dl, nil), false, true, false},
-		{"WithMaxKeys", WithMaxKeys(1), false, true, false},
-		{"WithIdleTimeout", WithIdleTimeout(time.Second), false, true, false},
-		{"WithCacheDuration", WithCacheDuration(time.Second), false, false, true},
-		{"WithCacheCapacity", WithCacheCapacity(1), false, false, true},
-		{"WithDenyListKeyPrefix", WithDenyListKeyPrefix("p:"), false, false, true},
-		{"WithDenyListReadTimeout", WithDenyListReadTimeout(time.Second), false, false, true},
+		{"WithKeyPrefix", WithKeyPrefix("p:"), true, true},
+		{"WithQueue", WithQueue(1, OldestFirst), true, true},
+		{"WithMeterProvider", WithMeterProvider(sdkmetric.NewMeterProvider()), true, true},
+		{"WithHooks", WithHooks(), true, true},
+		{"WithDenyList", WithDenyList(dl, "id"), true, false},
+		{"WithUpdateTimeout", WithUpdateTimeout(time.Second), true, false},
+		{"WithKeyedDenyList", WithKeyedDenyList(dl, nil), false, true},
+		{"WithMaxKeys", WithMaxKeys(1), false, true},
+		{"WithIdleTimeout", WithIdleTimeout(time.Second), false, true},
+		{"WithPolicyVersion", WithPolicyVersion(1), false, true},
 	}
 	for _, tt := range tests {
 		_, limiter := tt.opt.(Option)
 		_, keyed := tt.opt.(KeyedOption)
-		_, deny := tt.opt.(DenyListOption)
-		if limiter != tt.limiter || keyed != tt.keyed || deny != tt.deny {
-			t.Errorf("%s: Option %v, KeyedOption %v, DenyListOption %v; want %v, %v, %v",
-				tt.name, limiter, keyed, deny, tt.limiter, tt.keyed, tt.deny)
+		if limiter != tt.limiter || keyed != tt.keyed {
+			t.Errorf("%s: Option %v, KeyedOption %v; want %v, %v", tt.name, limiter, keyed, tt.limiter, tt.keyed)
 		}
 	}
 }

@@ -180,3 +180,45 @@ func (Composite) policy()     {}
 func (FixedWindow) component()   {}
 func (SlidingWindow) component() {}
 func (TokenBucket) component()   {}
+
+// clonePolicy copies p into plain values: a pointer policy becomes the value it points to, and a
+// Composite gets its own component list (of values), so that later changes by the caller, through
+// the slice or a pointer, cannot reach the limiter or what Policy reports, and Policy's dynamic types
+// are always the value types. Nil pointers are kept for compile to reject.
+func clonePolicy(p Policy) Policy {
+	switch v := p.(type) {
+	case *FixedWindow:
+		if v != nil {
+			return *v
+		}
+	case *SlidingWindow:
+		if v != nil {
+			return *v
+		}
+	case *TokenBucket:
+		if v != nil {
+			return *v
+		}
+	case *GCRA:
+		if v != nil {
+			return *v
+		}
+	case *Composite:
+		if v != nil {
+			return clonePolicy(*v)
+		}
+	case Composite:
+		comps := make([]Component, len(v.Components))
+		for i, c := range v.Components {
+			comps[i] = c
+			if c == nil {
+				continue
+			}
+			if cc, ok := clonePolicy(c).(Component); ok { // always: a component clones to a component
+				comps[i] = cc
+			}
+		}
+		return Composite{Components: comps}
+	}
+	return p
+}

@@ -54,7 +54,7 @@ func (c *compiled) refundArgs(n int64) ([]string, error) {
 	}
 	args := []string{"r", strconv.FormatInt(n, 10), layoutTag(c.algo), "", "", strconv.Itoa(len(c.comps))}
 	if c.algo == algoComposite {
-		args[3], args[4] = c.sig, c.legacySig
+		args[3] = c.sig // args[4], the script's slot for a millisecond signature, stays empty
 	}
 	for i, cc := range c.comps {
 		switch cc.algo {
@@ -67,7 +67,7 @@ func (c *compiled) refundArgs(n int64) ([]string, error) {
 		}
 	}
 	if c.keyed {
-		args = append(args, "k", c.sig, c.legacySig)
+		args = append(args, "k", c.sig, "")
 	}
 	return args, nil
 }
@@ -104,42 +104,45 @@ func (c *compiled) refund(ctx context.Context, client rueidis.Client, key string
 // It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close, the context's error,
 // a server error, each wrapped with a "ratelimit: " prefix; an error wrapping [ErrUncertain] means
 // the deletion may have happened. Safe for concurrent use.
-func (l *Limiter) Reset(ctx context.Context) (err error) {
+func (l *Limiter) Reset(ctx context.Context) error {
 	ctx, sc, err := l.hooks.Begin(ctx, op(opReset, l.inst))
 	if err != nil {
 		return err
 	}
-	defer func() { sc.End(err) }()
+	err = l.reset(ctx)
+	sc.End(err)
+	return err
+}
+
+func (l *Limiter) reset(ctx context.Context) error {
 	if l.closedFlag.Load() {
 		return l.closedErr()
 	}
 	return l.current().reset(ctx, l.client, l.key)
 }
 
-// Refund gives n permits back to the shared state in the server in one script (one round trip),
-// for example after a downstream call failed. It is defined per algorithm as the exact inverse of
-// an admission where that exists:
-//
-//	GCRA          the TAT moves back by n emission intervals, never before now
-//	Fixed window  the current window's count drops by n, never below 0 (an ended window owes nothing)
-//	Token bucket  the tokens rise by n, never above the limit
-//	Composite     every component by its rule (fixed windows and token buckets only)
-//
-// Refunding more than was taken cannot create capacity above the policy's. A sliding window (alone
-// or in a composite) returns [ErrRefundUnsupported] before any I/O. n = 0 is a no-op without I/O; a
-// negative n is [ErrNegativePermits]. An absent key is not an error (nothing is owed).
-//
-// It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close; [ErrForeignData] or
-// [ErrConfigMismatch] when the key holds other data or settings (nothing written); the context's
-// error or a server error, each wrapped with a "ratelimit: " prefix; an error wrapping
-// [ErrUncertain] means the refund may have happened (do not blindly retry it). Refund neither wakes
-// the local queue nor counts in [Stats]. Safe for concurrent use.
-func (l *Limiter) Refund(ctx context.Context, n int64) (err error) {
+// Refund gives n permits back to the shared state in the server in one script, for example after a
+// downstream call failed, as the inverse of an admission: a GCRA TAT moves back by n emission
+// intervals (never before now), a fixed window's count drops by n (never below 0), a token bucket's
+// tokens rise by n (never above the limit), a composite's components each by their rule. It never
+// creates capacity above the policy's. A sliding window (alone or in a composite) is
+// [ErrRefundUnsupported] before any I/O; n = 0 is a no-op without I/O; a negative n is
+// [ErrNegativePermits]; an absent key owes nothing. It blocks until the reply or until ctx ends.
+// Errors: [ErrClosed] after Close; [ErrForeignData] or [ErrConfigMismatch] (nothing written); the
+// context's error or a server error, wrapped with a "ratelimit: " prefix; one wrapping [ErrUncertain]
+// means the refund may have happened (do not blindly retry it). It neither wakes the queue nor counts
+// in [Stats]. Safe for concurrent use.
+func (l *Limiter) Refund(ctx context.Context, n int64) error {
 	ctx, sc, err := l.hooks.Begin(ctx, op(opRefund, l.inst))
 	if err != nil {
 		return err
 	}
-	defer func() { sc.End(err) }()
+	err = l.refund(ctx, n)
+	sc.End(err)
+	return err
+}
+
+func (l *Limiter) refund(ctx context.Context, n int64) error {
 	if l.closedFlag.Load() {
 		return l.closedErr()
 	}
@@ -148,14 +151,19 @@ func (l *Limiter) Refund(ctx context.Context, n int64) (err error) {
 
 // Reset deletes key's shared state in the server; see [Limiter.Reset]. key must not be empty (an
 // error matching [ErrInvalidConfig], before any I/O).
-func (k *Keyed) Reset(ctx context.Context, key string) (err error) {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opReset, k.cfg.name))
+func (k *Keyed) Reset(ctx context.Context, key string) error {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opReset, k.cfg.instance))
 	if err != nil {
 		return err
 	}
-	defer func() { sc.End(err) }()
+	err = k.reset(ctx, key)
+	sc.End(err)
+	return err
+}
+
+func (k *Keyed) reset(ctx context.Context, key string) error {
 	if key == "" {
-		return emptyKey("rate limit key")
+		return errEmptyKey
 	}
 	if k.isClosed() {
 		return errClosed
@@ -166,16 +174,21 @@ func (k *Keyed) Reset(ctx context.Context, key string) (err error) {
 
 // Refund gives n permits back to key's shared state; see [Limiter.Refund]. key must not be empty
 // (an error matching [ErrInvalidConfig], before any I/O). A key still stored under other settings
-// (not yet converted by a decision after [Keyed.Update], or stored by another process's settings) is
+// (not yet converted by a decision after [Keyed.SetPolicy], or stored by another process's settings) is
 // refunded nothing and is not an error.
-func (k *Keyed) Refund(ctx context.Context, key string, n int64) (err error) {
-	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opRefund, k.cfg.name))
+func (k *Keyed) Refund(ctx context.Context, key string, n int64) error {
+	ctx, sc, err := k.cfg.hooks.Begin(ctx, op(opRefund, k.cfg.instance))
 	if err != nil {
 		return err
 	}
-	defer func() { sc.End(err) }()
+	err = k.refund(ctx, key, n)
+	sc.End(err)
+	return err
+}
+
+func (k *Keyed) refund(ctx context.Context, key string, n int64) error {
 	if key == "" {
-		return emptyKey("rate limit key")
+		return errEmptyKey
 	}
 	if k.isClosed() {
 		return errClosed

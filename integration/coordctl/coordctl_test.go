@@ -20,6 +20,7 @@ import (
 	"github.com/coordkit/coordkit/lease"
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 	"github.com/coordkit/coordkit/rwlock"
 	"github.com/coordkit/coordkit/semaphore"
 )
@@ -238,7 +239,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "denylist", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			d, err := ratelimit.NewDenyList(e.newClient(t), "ctl:deny")
+			d, err := denylist.New(e.newClient(t), "ctl:deny")
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = d.Close(context.Background()) })
 			for _, id := range []string{"mallory", "eve"} {
@@ -251,9 +252,9 @@ func fixtures() []fixture {
 				require.Equal(t, "mallory", es[1].(map[string]any)["identity"])
 			}
 		}, inspect: func(t *testing.T, c rueidis.Client) error {
-			d, _ := ratelimit.NewDenyList(c, "ctl:deny")
+			d, _ := denylist.New(c, "ctl:deny")
 			defer d.Close(context.Background())
-			_, err := d.Entries(ctx(t))
+			_, err := d.Inspect(ctx(t))
 			return err
 		}},
 		{name: "lease", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
@@ -428,7 +429,7 @@ func testAdmin(t *testing.T, e *env) {
 		require.Equal(t, latch.StatusAbsent, in.Status)
 	})
 	t.Run("denylist_deny_allow", func(t *testing.T) {
-		d, err := ratelimit.NewDenyList(e.newClient(t), "ctl:adm:deny", ratelimit.WithCacheDuration(0))
+		d, err := denylist.New(e.newClient(t), "ctl:adm:deny", denylist.WithCacheDuration(0))
 		require.NoError(t, err)
 		defer d.Close(context.Background())
 		require.Equal(t, coordctl.ExitUsage, e.run(t, "denylist", "deny", "ctl:adm:deny", "mallory").code)

@@ -10,14 +10,15 @@ import (
 
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
-// testRateLimitHookRules checks the hook contract on a real Limiter, Keyed and DenyList.
+// testRateLimitHookRules checks the hook contract on a real Limiter, Keyed and denylist.List.
 func testRateLimitHookRules(t *testing.T, e *env) {
 	client := e.client(t)
 	ctx := context.Background()
 	j := &journal{}
-	dl, err := ratelimit.NewDenyList(client, "deny", ratelimit.WithHooks(j), ratelimit.WithCacheDuration(0))
+	dl, err := denylist.New(client, "deny", denylist.WithHooks(j), denylist.WithCacheDuration(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func testRateLimitHookRules(t *testing.T, e *env) {
 
 	t.Run("rejected_acquire_sends_nothing", func(t *testing.T) {
 		l, err := ratelimit.New(client, "rl-reject", ratelimit.FixedWindow{Limit: 5, Window: time.Minute},
-			ratelimit.WithHooks(j), ratelimit.WithName("api"), ratelimit.WithDenyList(dl, "who"),
+			ratelimit.WithHooks(j), ratelimit.WithInstance("api"), ratelimit.WithDenyList(dl, "who"),
 			ratelimit.WithQueue(5, ratelimit.OldestFirst))
 		if err != nil {
 			t.Fatal(err)
@@ -184,7 +185,7 @@ func testRateLimitHookRules(t *testing.T, e *env) {
 
 	t.Run("keyed_and_deny_list_operations", func(t *testing.T) {
 		k, err := ratelimit.NewKeyed(client, ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 5, Period: time.Minute},
-			ratelimit.WithHooks(j), ratelimit.WithName("per-user"), ratelimit.WithKeyedDenyList(dl, nil))
+			ratelimit.WithHooks(j), ratelimit.WithInstance("per-user"), ratelimit.WithKeyedDenyList(dl, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,10 +205,10 @@ func testRateLimitHookRules(t *testing.T, e *env) {
 		if err := k.Reset(ctx, "alice"); err != nil {
 			t.Fatal(err)
 		}
-		if err := k.Update(ctx, ratelimit.TokenBucket{Limit: 6, TokensPerPeriod: 6, Period: time.Minute}); err != nil {
+		if err := k.SetPolicy(ctx, ratelimit.TokenBucket{Limit: 6, TokensPerPeriod: 6, Period: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := dl.Entries(ctx); err != nil {
+		if _, err := dl.Inspect(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := dl.IsDenied(ctx, "mallory"); err != nil {
@@ -220,7 +221,7 @@ func testRateLimitHookRules(t *testing.T, e *env) {
 			"admit RATE LIMIT REFUND", "done RATE LIMIT REFUND succeeded",
 			"admit RATE LIMIT RESET", "done RATE LIMIT RESET succeeded",
 			"admit RATE LIMIT UPDATE", "done RATE LIMIT UPDATE succeeded",
-			"admit RATE LIMIT DENY LIST ENTRIES", "done RATE LIMIT DENY LIST ENTRIES succeeded",
+			"admit RATE LIMIT DENY LIST INSPECT", "done RATE LIMIT DENY LIST INSPECT succeeded",
 			"admit RATE LIMIT DENY LIST READ", "done RATE LIMIT DENY LIST READ succeeded")
 	})
 

@@ -24,7 +24,7 @@ func testRateLimitHTTPDecisions(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	defer func() { _ = k.Close(context.Background()) }()
-	m, err := ratelimithttp.New(k, ratelimithttp.WithMeterProvider(mp), ratelimithttp.WithName("edge"),
+	m, err := ratelimithttp.New(k, ratelimithttp.WithMeterProvider(mp), ratelimithttp.WithInstance("edge"),
 		ratelimithttp.WithKey(func(*http.Request) (string, error) { return "hooks-rlhttp", nil }))
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 // ratelimitACL is the example ACL line of ratelimit's README, verbatim: the test runs with exactly its
@@ -83,7 +84,7 @@ func testLeastPrivilege(t *testing.T, e *env) {
 				}
 				return k.Refund(ctx, "u1", 1)
 			}) && r.Step(name+"_keyed_update_migrate", func(ctx context.Context) error {
-				return k.Update(ctx, next)
+				return k.SetPolicy(ctx, next)
 			}) && r.Step(name+"_keyed_allow_after_update", func(ctx context.Context) error {
 				_, err := k.Allow(ctx, "u1")
 				return err
@@ -96,7 +97,7 @@ func testLeastPrivilege(t *testing.T, e *env) {
 		if !ok {
 			return
 		}
-		d, err := ratelimit.NewDenyList(r.Client, "deny", ratelimit.WithDenyListKeyPrefix(r.Prefix))
+		d, err := denylist.New(r.Client, "deny", denylist.WithKeyPrefix(r.Prefix))
 		require.NoError(t, err)
 		defer func() { _ = d.Close(context.Background()) }()
 		_ = r.Step("deny_set", func(ctx context.Context) error {
@@ -105,7 +106,7 @@ func testLeastPrivilege(t *testing.T, e *env) {
 			_, err := d.IsDenied(ctx, "bad")
 			return err
 		}) && r.Step("deny_entries", func(ctx context.Context) error {
-			_, err := d.Entries(ctx)
+			_, err := d.Inspect(ctx)
 			return err
 		}) && r.Step("deny_unset", func(ctx context.Context) error {
 			return d.SetDenied(ctx, "bad", false)

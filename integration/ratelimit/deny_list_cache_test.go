@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 func init() {
@@ -33,21 +34,21 @@ func denyInflightBound(t *testing.T, e *env) {
 	// command of a pipe and dial it under the caller's context, and cancelling that caller then fails
 	// the dial for the shared reads queued on it (seen once: "dial tcp: operation was canceled").
 	c := e.newClient(t, func(o *rueidis.ClientOption) { o.PipelineMultiplex = -1 })
-	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute), ratelimit.WithCacheCapacity(2))
+	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute), denylist.WithCacheCapacity(2))
 	denySet(t, dl, "c", true)
 
 	unpause := denyPauseWrites(t, e, dl.Key())
 	a := denyAsync(ctx(t), dl, "a")
 	b := denyAsync(ctx(t), dl, "b")
-	denyEventually(t, dl, "two shared reads start", func(s ratelimit.DenyListStats) bool { return s.ServerReads == 2 })
+	denyEventually(t, dl, "two shared reads start", func(s denylist.Stats) bool { return s.ServerReads == 2 })
 	cctx, cancel := context.WithCancel(ctx(t))
 	defer cancel()
 	c1 := denyAsync(cctx, dl, "c")
-	denyEventually(t, dl, "an independent read starts", func(s ratelimit.DenyListStats) bool { return s.ServerReads == 3 })
+	denyEventually(t, dl, "an independent read starts", func(s denylist.Stats) bool { return s.ServerReads == 3 })
 	c2 := denyAsync(ctx(t), dl, "c")
-	denyEventually(t, dl, "a second independent read starts", func(s ratelimit.DenyListStats) bool { return s.ServerReads == 4 })
+	denyEventually(t, dl, "a second independent read starts", func(s denylist.Stats) bool { return s.ServerReads == 4 })
 	a2 := denyAsync(ctx(t), dl, "a")
-	denyEventually(t, dl, "a miss for a read in flight joins it", func(s ratelimit.DenyListStats) bool { return s.SharedReads == 1 })
+	denyEventually(t, dl, "a miss for a read in flight joins it", func(s denylist.Stats) bool { return s.SharedReads == 1 })
 
 	cancel()
 	got := denyRecv(t, c1)
@@ -64,7 +65,7 @@ func denyInflightBound(t *testing.T, e *env) {
 	require.True(t, got.denied)
 
 	s := dl.Stats()
-	require.Equal(t, ratelimit.DenyListStats{Misses: 5, SharedReads: 1, ServerReads: 4, Cached: 2}, s)
+	require.Equal(t, denylist.Stats{Misses: 5, SharedReads: 1, ServerReads: 4, Cached: 2}, s)
 	denyIs(t, dl, "a", false)
 	denyIs(t, dl, "b", false)
 	require.Equal(t, s.Hits+2, dl.Stats().Hits, "the shared reads filled the cache")
@@ -77,7 +78,7 @@ func denyInflightBound(t *testing.T, e *env) {
 // uncertain and still empties the cache.
 func denyWriteFailure(t *testing.T, e *env) {
 	c := e.newClient(t)
-	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute))
+	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute))
 	denyIs(t, dl, "a", false)
 	denyIs(t, dl, "b", false)
 	require.Equal(t, 2, dl.Stats().Cached)
@@ -103,7 +104,7 @@ func denyWriteFailure(t *testing.T, e *env) {
 // server, and nothing is cached.
 func denyZeroDuration(t *testing.T, e *env) {
 	c := e.newClient(t)
-	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(0))
+	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(0))
 	denySet(t, dl, "z", true)
 	unpause := denyPauseWrites(t, e, dl.Key())
 	const n = 4
@@ -111,14 +112,14 @@ func denyZeroDuration(t *testing.T, e *env) {
 	for i := range answers {
 		answers[i] = denyAsync(ctx(t), dl, "z")
 	}
-	denyEventually(t, dl, "every caller reads", func(s ratelimit.DenyListStats) bool { return s.ServerReads == n })
+	denyEventually(t, dl, "every caller reads", func(s denylist.Stats) bool { return s.ServerReads == n })
 	unpause()
 	for _, ch := range answers {
 		got := denyRecv(t, ch)
 		require.NoError(t, got.err)
 		require.True(t, got.denied)
 	}
-	require.Equal(t, ratelimit.DenyListStats{Misses: n, ServerReads: n}, dl.Stats())
+	require.Equal(t, denylist.Stats{Misses: n, ServerReads: n}, dl.Stats())
 }
 
 // 32 readers over 8 identities with a cache of 4 (evictions, the in-flight bound reached, shared and
@@ -127,7 +128,7 @@ func denyZeroDuration(t *testing.T, e *env) {
 // SetDenied the instance reads exactly what the server holds.
 func denyHammer(t *testing.T, e *env) {
 	c := e.newClient(t)
-	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute), ratelimit.WithCacheCapacity(4))
+	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute), denylist.WithCacheCapacity(4))
 	const identities, readers, rounds = 8, 32, 100
 	id := func(i int) string { return fmt.Sprintf("id:%d", i%identities) }
 
@@ -217,15 +218,15 @@ func denyCallerReadsCancellable(t *testing.T, e *env) {
 
 	t.Run("read", func(t *testing.T) {
 		c := e.newClient(t) // fresh: the direct read is its first command
-		direct := denyList(t, c, key, ratelimit.WithCacheDuration(0))
-		shared := denyList(t, c, key, ratelimit.WithCacheDuration(time.Minute))
+		direct := denyList(t, c, key, denylist.WithCacheDuration(0))
+		shared := denyList(t, c, key, denylist.WithCacheDuration(time.Minute))
 		unpause := denyPauseWrites(t, e, key)
 		cctx, cancel := context.WithTimeout(ctx(t), time.Minute)
 		defer cancel()
 		read := denyAsync(cctx, direct, "x")
 		waitScriptsHeld(t, e, key, 1)
 		other := denyAsync(ctx(t), shared, "x")
-		denyEventually(t, shared, "a shared read is sent", func(s ratelimit.DenyListStats) bool { return s.ServerReads == 1 })
+		denyEventually(t, shared, "a shared read is sent", func(s denylist.Stats) bool { return s.ServerReads == 1 })
 		cancel()
 		got := denyRecv(t, read)
 		require.ErrorIs(t, got.err, context.Canceled, "the caller's cancellation ends its own read")
@@ -266,7 +267,7 @@ func denyFailedWrite(t *testing.T, e *env) {
 	t.Run("wrong_type", func(t *testing.T) {
 		key := e.key(t)
 		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("a").Build()).Error())
-		dl := denyList(t, e.newClient(t), key, ratelimit.WithCacheDuration(time.Minute))
+		dl := denyList(t, e.newClient(t), key, denylist.WithCacheDuration(time.Minute))
 		denyIs(t, dl, "a", true)
 		denyIs(t, dl, "a", true)
 		st := dl.Stats()
@@ -288,7 +289,7 @@ func denyFailedWrite(t *testing.T, e *env) {
 	t.Run("failed_after_send", func(t *testing.T) {
 		key := e.key(t)
 		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("a").Build()).Error())
-		dl := denyList(t, e.newClient(t), key, ratelimit.WithCacheDuration(time.Minute))
+		dl := denyList(t, e.newClient(t), key, denylist.WithCacheDuration(time.Minute))
 		denySet(t, dl, "c", false) // loads the write script: the held write is then an EVALSHA that runs
 		denyIs(t, dl, "a", true)
 		require.Equal(t, int64(1), dl.Stats().ServerReads)
@@ -301,7 +302,7 @@ func denyFailedWrite(t *testing.T, e *env) {
 		waitScriptsHeld(t, e, key, 1) // the write is on the server: the first invalidation ran
 		read := denyAsync(ctx(t), dl, "a")
 		denyEventually(t, dl, "after the first invalidation the cached identity is a miss",
-			func(s ratelimit.DenyListStats) bool { return s.ServerReads == 2 })
+			func(s denylist.Stats) bool { return s.ServerReads == 2 })
 		cancel()
 		select {
 		case err := <-werr:

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 func init() {
@@ -31,9 +32,9 @@ func init() {
 }
 
 // denyList returns a DenyList over c at key, closed at t.Cleanup.
-func denyList(t *testing.T, c rueidis.Client, key string, opts ...ratelimit.DenyListOption) *ratelimit.DenyList {
+func denyList(t *testing.T, c rueidis.Client, key string, opts ...denylist.Option) *denylist.List {
 	t.Helper()
-	dl, err := ratelimit.NewDenyList(c, key, opts...)
+	dl, err := denylist.New(c, key, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, dl.Close(context.Background())) })
 	return dl
@@ -47,7 +48,7 @@ func denyReads(t *testing.T, e *env) int64 {
 }
 
 // denyIs asserts IsDenied's answer.
-func denyIs(t *testing.T, dl *ratelimit.DenyList, identity string, want bool) {
+func denyIs(t *testing.T, dl *denylist.List, identity string, want bool) {
 	t.Helper()
 	got, err := dl.IsDenied(ctx(t), identity)
 	require.NoError(t, err, "IsDenied(%q)", identity)
@@ -55,7 +56,7 @@ func denyIs(t *testing.T, dl *ratelimit.DenyList, identity string, want bool) {
 }
 
 // denySet sets identity's membership.
-func denySet(t *testing.T, dl *ratelimit.DenyList, identity string, denied bool) {
+func denySet(t *testing.T, dl *denylist.List, identity string, denied bool) {
 	t.Helper()
 	require.NoError(t, dl.SetDenied(ctx(t), identity, denied), "SetDenied(%q, %v)", identity, denied)
 }
@@ -85,7 +86,7 @@ type denyAnswer struct {
 	err    error
 }
 
-func denyAsync(c context.Context, dl *ratelimit.DenyList, identity string) <-chan denyAnswer {
+func denyAsync(c context.Context, dl *denylist.List, identity string) <-chan denyAnswer {
 	ch := make(chan denyAnswer, 1)
 	go func() {
 		d, err := dl.IsDenied(c, identity)
@@ -107,7 +108,7 @@ func denyRecv(t *testing.T, ch <-chan denyAnswer) denyAnswer {
 
 // denyEventually waits until the deny list's local counters satisfy cond: how a scenario knows a
 // caller started or joined a read (assertions are on outcomes, never on how long this took).
-func denyEventually(t *testing.T, dl *ratelimit.DenyList, what string, cond func(ratelimit.DenyListStats) bool) {
+func denyEventually(t *testing.T, dl *denylist.List, what string, cond func(denylist.Stats) bool) {
 	t.Helper()
 	require.Eventually(t, func() bool { return cond(dl.Stats()) }, 20*time.Second, time.Millisecond,
 		"%s (stats %+v)", what, dl.Stats())
@@ -119,7 +120,7 @@ func testDenyMembership(t *testing.T, e *env) {
 	c := e.newClient(t)
 	prefix := "\x00deny\xff:"
 	name := e.key(t) + ":set\x01\xfe"
-	dl := denyList(t, c, name, ratelimit.WithDenyListKeyPrefix(prefix), ratelimit.WithCacheDuration(0))
+	dl := denyList(t, c, name, denylist.WithKeyPrefix(prefix), denylist.WithCacheDuration(0))
 	require.Equal(t, name, dl.Key(), "Key is the key as given, without the prefix")
 	key := prefix + name
 
@@ -194,7 +195,7 @@ func testDenyForeignData(t *testing.T, e *env) {
 func testDenyCacheCounts(t *testing.T, e *env) {
 	c := e.newClient(t)
 	key := e.key(t)
-	long := denyList(t, c, key, ratelimit.WithCacheDuration(time.Minute))
+	long := denyList(t, c, key, denylist.WithCacheDuration(time.Minute))
 	writer := denyList(t, c, key)
 	denySet(t, writer, "bad", true)
 
@@ -202,14 +203,14 @@ func testDenyCacheCounts(t *testing.T, e *env) {
 	denyIs(t, long, "bad", true)
 	denyIs(t, long, "good", false)
 	require.Equal(t, before+2, denyReads(t, e), "two misses, two reads")
-	require.Equal(t, ratelimit.DenyListStats{Misses: 2, ServerReads: 2, Cached: 2}, long.Stats())
+	require.Equal(t, denylist.Stats{Misses: 2, ServerReads: 2, Cached: 2}, long.Stats())
 
 	for range 10 {
 		denyIs(t, long, "bad", true)
 		denyIs(t, long, "good", false)
 	}
 	require.Equal(t, before+2, denyReads(t, e), "hits send nothing")
-	require.Equal(t, ratelimit.DenyListStats{Hits: 20, Misses: 2, ServerReads: 2, Cached: 2}, long.Stats())
+	require.Equal(t, denylist.Stats{Hits: 20, Misses: 2, ServerReads: 2, Cached: 2}, long.Stats())
 
 	// Another instance's write does not reach this cache until expiry or Invalidate.
 	denySet(t, writer, "good", true)
@@ -222,23 +223,23 @@ func testDenyCacheCounts(t *testing.T, e *env) {
 	denyIs(t, long, "good", true)
 	denyIs(t, long, "bad", false)
 	require.Equal(t, before+4, denyReads(t, e))
-	require.Equal(t, ratelimit.DenyListStats{Hits: 22, Misses: 4, ServerReads: 4, Cached: 2}, long.Stats())
+	require.Equal(t, denylist.Stats{Hits: 22, Misses: 4, ServerReads: 4, Cached: 2}, long.Stats())
 
 	// A zero duration disables the cache: every call reads.
-	zero := denyList(t, c, key, ratelimit.WithCacheDuration(0))
+	zero := denyList(t, c, key, denylist.WithCacheDuration(0))
 	before = denyReads(t, e)
 	for range 5 {
 		denyIs(t, zero, "good", true)
 	}
 	require.Equal(t, before+5, denyReads(t, e))
-	require.Equal(t, ratelimit.DenyListStats{Misses: 5, ServerReads: 5}, zero.Stats())
+	require.Equal(t, denylist.Stats{Misses: 5, ServerReads: 5}, zero.Stats())
 }
 
 // 32 concurrent misses for one identity share one server read and get the same answer; the caller
 // that started the read is cancelled while it is in flight, and the others still get the answer.
 func testDenySharedReads(t *testing.T, e *env) {
 	c := e.newClient(t)
-	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute))
+	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute))
 	denySet(t, dl, "customer:42", true)
 	before := denyReads(t, e)
 
@@ -247,12 +248,12 @@ func testDenySharedReads(t *testing.T, e *env) {
 	cctx, cancel := context.WithCancel(ctx(t))
 	defer cancel()
 	first := denyAsync(cctx, dl, "customer:42")
-	denyEventually(t, dl, "the first caller starts a read", func(s ratelimit.DenyListStats) bool { return s.ServerReads == 1 })
+	denyEventually(t, dl, "the first caller starts a read", func(s denylist.Stats) bool { return s.ServerReads == 1 })
 	others := make([]<-chan denyAnswer, n-1)
 	for i := range others {
 		others[i] = denyAsync(ctx(t), dl, "customer:42")
 	}
-	denyEventually(t, dl, "every caller joins the read", func(s ratelimit.DenyListStats) bool {
+	denyEventually(t, dl, "every caller joins the read", func(s denylist.Stats) bool {
 		return s.Misses == n && s.SharedReads == n-1
 	})
 	cancel()
@@ -266,7 +267,7 @@ func testDenySharedReads(t *testing.T, e *env) {
 		require.True(t, a.denied)
 	}
 	require.Equal(t, before+1, denyReads(t, e), "one server read for %d callers", n)
-	require.Equal(t, ratelimit.DenyListStats{Misses: n, SharedReads: n - 1, ServerReads: 1, Cached: 1}, dl.Stats())
+	require.Equal(t, denylist.Stats{Misses: n, SharedReads: n - 1, ServerReads: 1, Cached: 1}, dl.Stats())
 	denyIs(t, dl, "customer:42", true)
 	require.Equal(t, before+1, denyReads(t, e), "the shared read filled the cache")
 }
@@ -275,7 +276,7 @@ func testDenySharedReads(t *testing.T, e *env) {
 // flight: later callers start a fresh read, and the detached one does not fill the cache.
 func testDenyInvalidation(t *testing.T, e *env) {
 	c := e.newClient(t)
-	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute))
+	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute))
 
 	before := denyReads(t, e)
 	denyIs(t, dl, "id", false)
@@ -293,12 +294,12 @@ func testDenyInvalidation(t *testing.T, e *env) {
 		s0 := dl.Stats()
 		unpause := denyPauseWrites(t, e, dl.Key())
 		old := denyAsync(ctx(t), dl, "x")
-		denyEventually(t, dl, "the first read starts", func(s ratelimit.DenyListStats) bool { return s.ServerReads == s0.ServerReads+1 })
+		denyEventually(t, dl, "the first read starts", func(s denylist.Stats) bool { return s.ServerReads == s0.ServerReads+1 })
 		dl.Invalidate()
 		fresh := denyAsync(ctx(t), dl, "x")
-		denyEventually(t, dl, "a fresh read starts", func(s ratelimit.DenyListStats) bool { return s.ServerReads == s0.ServerReads+2 })
+		denyEventually(t, dl, "a fresh read starts", func(s denylist.Stats) bool { return s.ServerReads == s0.ServerReads+2 })
 		joined := denyAsync(ctx(t), dl, "x")
-		denyEventually(t, dl, "the third caller joins", func(s ratelimit.DenyListStats) bool { return s.SharedReads == s0.SharedReads+1 })
+		denyEventually(t, dl, "the third caller joins", func(s denylist.Stats) bool { return s.SharedReads == s0.SharedReads+1 })
 		unpause()
 		for _, ch := range []<-chan denyAnswer{old, fresh, joined} {
 			a := denyRecv(t, ch)
@@ -316,7 +317,7 @@ func testDenyInvalidation(t *testing.T, e *env) {
 		r0 := denyReads(t, e)
 		unpause := denyPauseWrites(t, e, dl.Key())
 		old := denyAsync(ctx(t), dl, "y")
-		denyEventually(t, dl, "the read starts", func(s ratelimit.DenyListStats) bool { return s.ServerReads == s0.ServerReads+1 })
+		denyEventually(t, dl, "the read starts", func(s denylist.Stats) bool { return s.ServerReads == s0.ServerReads+1 })
 		dl.Invalidate()
 		unpause()
 		a := denyRecv(t, old)
@@ -333,8 +334,8 @@ func testDenyInvalidation(t *testing.T, e *env) {
 // (the shared read times out) and its failure is not cached.
 func testDenyOutage(t *testing.T, e *env) {
 	c := e.newClient(t)
-	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute),
-		ratelimit.WithDenyListReadTimeout(300*time.Millisecond))
+	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute),
+		denylist.WithReadTimeout(300*time.Millisecond))
 	denySet(t, dl, "bad", true)
 	denyIs(t, dl, "bad", true)
 	denyIs(t, dl, "good", false)
@@ -363,7 +364,7 @@ func testDenyOutage(t *testing.T, e *env) {
 func testDenyStoppedServer(t *testing.T, e *env) {
 	require.False(t, e.IsCluster(), "stopping the server drives one process: standalone targets only")
 	c := e.newClient(t)
-	dl, err := ratelimit.NewDenyList(c, e.key(t), ratelimit.WithCacheDuration(time.Minute))
+	dl, err := denylist.New(c, e.key(t), denylist.WithCacheDuration(time.Minute))
 	require.NoError(t, err)
 	denySet(t, dl, "bad", true)
 	denyIs(t, dl, "bad", true)
@@ -387,11 +388,11 @@ func testDenyStoppedServer(t *testing.T, e *env) {
 	_, err = dl.IsDenied(short, "unknown")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	waiting := denyAsync(ctx(t), dl, "unknown") // joins the shared read held by the stopped server
-	denyEventually(t, dl, "the caller joins", func(s ratelimit.DenyListStats) bool { return s.SharedReads == 1 })
+	denyEventually(t, dl, "the caller joins", func(s denylist.Stats) bool { return s.SharedReads == 1 })
 	require.NoError(t, dl.Close(context.Background()))
 	a := denyRecv(t, waiting)
 	require.ErrorIs(t, a.err, ratelimit.ErrClosed)
-	require.Equal(t, ratelimit.DenyListStats{Hits: 2, Misses: 4, SharedReads: 1, ServerReads: 3}, dl.Stats())
+	require.Equal(t, denylist.Stats{Hits: 2, Misses: 4, SharedReads: 1, ServerReads: 3}, dl.Stats())
 	resume()
 }
 
@@ -502,7 +503,7 @@ func testDenyLimiterBinding(t *testing.T, e *env) {
 // raises the limit (so the retry would otherwise be admitted), not by time.
 func testDenyQueueRecheck(t *testing.T, e *env) {
 	c := e.newClient(t)
-	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(0))
+	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(0))
 	lim := e.limiter(t, c, e.key(t), ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithDenyList(dl, "customer:42"), ratelimit.WithQueue(1, ratelimit.OldestFirst))
 	limExhaust(t, lim, 1)

@@ -19,6 +19,7 @@ import (
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 	"github.com/coordkit/coordkit/ratelimit/ratelimithttp"
 )
 
@@ -362,7 +363,7 @@ func httpCompositeNamesBinding(t *testing.T, e *env) {
 func httpDenyList(t *testing.T, e *env) {
 	prefix := e.key(t) + ":"
 	c := e.newClient(t)
-	dl, err := ratelimit.NewDenyList(c, prefix+"denied")
+	dl, err := denylist.New(c, prefix+"denied")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dl.Close(context.Background()) })
 	require.NoError(t, dl.SetDenied(ctx(t), "blocked", true))

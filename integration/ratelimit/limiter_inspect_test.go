@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 func init() {
@@ -71,7 +72,7 @@ func limInspectReadOnly(t *testing.T, e *env) {
 				kin, err := kd.Inspect(ctx(t), key)
 				require.NoError(t, err)
 				require.Equal(t, in.Remaining, kin.Remaining, "Keyed.Inspect sees the same state")
-				require.Zero(t, kd.Keys(), "Keyed.Inspect created local state")
+				require.Zero(t, kd.KeyCount(), "Keyed.Inspect created local state")
 			}
 			// Load the script first (the first EVALSHA_RO after a restart replies NOSCRIPT and is
 			// followed by EVAL_RO: two calls), on the node serving key: on a cluster another key can
@@ -108,39 +109,40 @@ func limInspectReadOnly(t *testing.T, e *env) {
 	})
 }
 
-// denyEntriesReadOnly: Entries lists the members sorted with the key's TTL, through one
-// EVALSHA_RO, leaving the set and its TTL unchanged; an absent key is empty; another type is
+// denyEntriesReadOnly: Inspect lists the members sorted with the key's remaining life, through one
+// EVALSHA_RO, leaving the set and its TTL unchanged; an absent key does not exist; another type is
 // ErrForeignData.
 func denyEntriesReadOnly(t *testing.T, e *env) {
 	key := e.key(t)
 	dl := denyList(t, e.newClient(t), key)
-	got, err := dl.Entries(ctx(t))
+	got, err := dl.Inspect(ctx(t))
 	require.NoError(t, err)
-	require.Empty(t, got)
+	require.Equal(t, denylist.Inspection{}, got)
 	denySet(t, dl, "b", true)
 	denySet(t, dl, "a", true)
 	denySet(t, dl, "c\x00", true)
-	got, err = dl.Entries(ctx(t))
+	got, err = dl.Inspect(ctx(t))
 	require.NoError(t, err)
-	require.Equal(t, []ratelimit.DenyListEntry{{Identity: "a"}, {Identity: "b"}, {Identity: "c\x00"}}, got)
+	require.Equal(t, denylist.Inspection{Exists: true, Identities: []string{"a", "b", "c\x00"}, NoExpiry: true}, got)
 
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Pexpire().Key(key).Milliseconds(3_600_000).Build()).Error())
 	pttl := e.pttl(t, key)
-	_, err = dl.Entries(ctx(t)) // the script is loaded now (see limInspectReadOnly)
+	_, err = dl.Inspect(ctx(t)) // the script is loaded now (see limInspectReadOnly)
 	require.NoError(t, err)
 	before := e.CommandStats(t)
-	got, err = dl.Entries(ctx(t))
+	got, err = dl.Inspect(ctx(t))
 	require.NoError(t, err)
 	d := e.CommandsSince(t, before)
 	require.Equal(t, int64(1), d["evalsha_ro"]+d["eval_ro"])
 	require.Zero(t, d["sadd"]+d["srem"]+d["evalsha"])
-	require.Len(t, got, 3)
-	require.InDelta(t, time.Duration(pttl)*time.Millisecond, got[0].TTL, float64(2*time.Second))
-	require.LessOrEqual(t, e.pttl(t, key), pttl, "Entries extended the TTL")
+	require.Len(t, got.Identities, 3)
+	require.False(t, got.NoExpiry)
+	require.InDelta(t, time.Duration(pttl)*time.Millisecond, got.Remaining, float64(2*time.Second))
+	require.LessOrEqual(t, e.pttl(t, key), pttl, "Inspect extended the TTL")
 	require.Positive(t, e.pttl(t, key))
 
 	other := e.key(t)
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(other).Value("x").Build()).Error())
-	_, err = denyList(t, e.newClient(t), other).Entries(ctx(t))
+	_, err = denyList(t, e.newClient(t), other).Inspect(ctx(t))
 	require.ErrorIs(t, err, ratelimit.ErrForeignData)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 func init() {
@@ -43,10 +44,10 @@ func testLimiterKeyedManyKeys(t *testing.T, e *env) {
 			require.Equal(t, want, res.Allowed, "key %s call %d", key, j)
 		}
 	}
-	require.Zero(t, k.Keys(), "AllowN creates no local state")
+	require.Zero(t, k.KeyCount(), "AllowN creates no local state")
 	require.True(t, e.exists(t, prefix+"tenant-0"))
 	require.True(t, e.exists(t, prefix+fmt.Sprintf("tenant-%d", keys-1)))
-	require.Equal(t, ratelimit.Stats{Available: -1}, k.Stats("tenant-0"))
+	require.Equal(t, ratelimit.Stats{Available: -1}, k.KeyStats("tenant-0"))
 	_, err := k.AllowN(ctx(t), "", 1)
 	require.Error(t, err)
 	_, err = k.AllowN(ctx(t), "x", -1)
@@ -63,7 +64,7 @@ func testLimiterKeyedIdle(t *testing.T, e *env) {
 	res, err := k.WaitN(ctx(t), "idle", 1)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
-	st := k.Stats("idle")
+	st := k.KeyStats("idle")
 	require.Equal(t, int64(1), st.Granted)
 	require.Zero(t, st.Available)
 
@@ -78,15 +79,15 @@ func testLimiterKeyedIdle(t *testing.T, e *env) {
 		_, err := k.WaitN(cctx, "busy", 1)
 		done <- err
 	}()
-	require.Eventually(t, func() bool { return k.Stats("busy").Queued == 1 }, 20*time.Second, time.Millisecond)
-	require.Eventually(t, func() bool { return k.Keys() == 1 }, 20*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return k.KeyStats("busy").Queued == 1 }, 20*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return k.KeyCount() == 1 }, 20*time.Second, 5*time.Millisecond,
 		"the idle key's state is dropped")
-	require.Equal(t, ratelimit.Stats{Available: -1}, k.Stats("idle"))
-	require.Equal(t, int64(1), k.Stats("busy").Queued, "a key with a waiter is kept")
+	require.Equal(t, ratelimit.Stats{Available: -1}, k.KeyStats("idle"))
+	require.Equal(t, int64(1), k.KeyStats("busy").Queued, "a key with a waiter is kept")
 
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
-	require.Eventually(t, func() bool { return k.Keys() == 0 }, 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return k.KeyCount() == 0 }, 20*time.Second, 5*time.Millisecond)
 }
 
 // WithMaxKeys bounds the keys with local state: a new key evicts the least recently used idle one,
@@ -100,11 +101,11 @@ func testLimiterKeyedMaxKeys(t *testing.T, e *env) {
 		res, err := k.WaitN(ctx(t), key, 1)
 		require.NoError(t, err)
 		require.True(t, res.Allowed)
-		require.LessOrEqual(t, k.Keys(), 2)
+		require.LessOrEqual(t, k.KeyCount(), 2)
 	}
-	require.Equal(t, 2, k.Keys())
-	require.Equal(t, ratelimit.Stats{Available: -1}, k.Stats("a"), "the least recently used key was evicted")
-	require.Equal(t, int64(1), k.Stats("c").Granted)
+	require.Equal(t, 2, k.KeyCount())
+	require.Equal(t, ratelimit.Stats{Available: -1}, k.KeyStats("a"), "the least recently used key was evicted")
+	require.Equal(t, int64(1), k.KeyStats("c").Granted)
 
 	// b and c both get a waiter; then d finds no idle key to evict.
 	cctx, cancel := context.WithCancel(ctx(t))
@@ -115,7 +116,7 @@ func testLimiterKeyedMaxKeys(t *testing.T, e *env) {
 			_, err := k.WaitN(cctx, key, 1)
 			done <- err
 		}()
-		require.Eventually(t, func() bool { return k.Stats(key).Queued == 1 }, 20*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return k.KeyStats(key).Queued == 1 }, 20*time.Second, time.Millisecond)
 	}
 	res, err := k.WaitN(ctx(t), "d", 1)
 	require.NoError(t, err)
@@ -127,8 +128,8 @@ func testLimiterKeyedMaxKeys(t *testing.T, e *env) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "no queue without local state: waited without one")
 	require.False(t, res.Allowed)
 	require.Positive(t, res.RetryAfter)
-	require.Equal(t, 2, k.Keys())
-	require.Equal(t, ratelimit.Stats{Available: -1}, k.Stats("d"))
+	require.Equal(t, 2, k.KeyCount())
+	require.Equal(t, ratelimit.Stats{Available: -1}, k.KeyStats("d"))
 
 	cancel()
 	for range 2 {
@@ -140,7 +141,7 @@ func testLimiterKeyedMaxKeys(t *testing.T, e *env) {
 // AllowN and WaitN without its capacity key being created; other tenants are unaffected.
 func testLimiterKeyedDenyList(t *testing.T, e *env) {
 	client := e.newClient(t)
-	dl, err := ratelimit.NewDenyList(client, e.key(t), ratelimit.WithCacheDuration(0))
+	dl, err := denylist.New(client, e.key(t), denylist.WithCacheDuration(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dl.Close(context.Background()) })
 	prefix := e.key(t) + ":"
@@ -164,5 +165,5 @@ func testLimiterKeyedDenyList(t *testing.T, e *env) {
 	}
 	require.False(t, e.exists(t, prefix+"evil"), "a denied key touches no capacity")
 	require.True(t, e.exists(t, prefix+"good"))
-	require.Equal(t, int64(1), k.Stats("evil").Rejected)
+	require.Equal(t, int64(1), k.KeyStats("evil").Rejected)
 }

@@ -38,7 +38,7 @@ func testKeyedUpdateLazy(t *testing.T, e *env) {
 	}
 	before := e.dump(t, prefix+"b")
 	scripts := engScripts(e.CommandStats(t))
-	require.NoError(t, k.Update(ctx(t), ratelimit.FixedWindow{Limit: 5, Window: 2 * time.Hour}))
+	require.NoError(t, k.SetPolicy(ctx(t), ratelimit.FixedWindow{Limit: 5, Window: 2 * time.Hour}))
 	require.Equal(t, scripts, engScripts(e.CommandStats(t)), "Update does no I/O")
 	require.Equal(t, ratelimit.FixedWindow{Limit: 5, Window: 2 * time.Hour}, k.Policy())
 
@@ -59,8 +59,8 @@ func testKeyedUpdateLazy(t *testing.T, e *env) {
 	require.Equal(t, before, e.dump(t, prefix+"b"), "a probe stores nothing")
 	require.Equal(t, "1", e.dump(t, prefix+"a")["V"], "the version is stored")
 
-	require.ErrorIs(t, k.Update(ctx(t), ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second}), ratelimit.ErrInvalidUpdate)
-	require.ErrorIs(t, k.Update(ctx(t), ratelimit.FixedWindow{}), ratelimit.ErrInvalidPolicy)
+	require.ErrorIs(t, k.SetPolicy(ctx(t), ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second}), ratelimit.ErrInvalidUpdate)
+	require.ErrorIs(t, k.SetPolicy(ctx(t), ratelimit.FixedWindow{}), ratelimit.ErrInvalidPolicy)
 	require.Equal(t, ratelimit.FixedWindow{Limit: 5, Window: 2 * time.Hour}, k.Policy(), "unchanged on error")
 }
 
@@ -82,9 +82,9 @@ func testKeyedUpdateCompositeList(t *testing.T, e *env) {
 	// A key with local state (a queue) follows the update too.
 	_, err = k.WaitN(ctx(t), "q", 4)
 	require.NoError(t, err)
-	require.Equal(t, 1, k.Keys())
+	require.Equal(t, 1, k.KeyCount())
 
-	require.NoError(t, k.Update(ctx(t), newP))
+	require.NoError(t, k.SetPolicy(ctx(t), newP))
 	for _, key := range []string{"t", "q"} {
 		res, err = k.AllowN(ctx(t), key, 0)
 		require.NoError(t, err, "key %s", key)
@@ -217,21 +217,21 @@ func testKeyedUpdateOldWriter(t *testing.T, e *env) {
 	require.Equal(t, "v2|f6/3600000000", e.dump(t, prefix+"x")["S"])
 }
 
-// State stored without a signature (by a Limiter, or earlier versions of the package) is taken to
+// State stored without a signature (by a Limiter) is taken to
 // hold the policy given to NewKeyed: decided as is, and converted from it after an Update. A
 // Limiter still reads what a Keyed stored.
 func testKeyedUpdateUnsigned(t *testing.T, e *env) {
 	prefix := e.key(t) + ":"
 	p := ratelimit.GCRA{Burst: 10, EmissionInterval: time.Second}
 	now := e.serverMillis(t, prefix+"g")
-	// A TAT 4 s ahead: 4 permits of debt at 1 s each, stored as earlier builds did (ms, no "u").
-	engSeedRaw(t, e, prefix+"g", map[string]string{"": engI(now + 4000)}, now+4000)
+	// A TAT 4 s ahead: 4 permits of debt at 1 s each, stored as a Limiter does (µs, no signature).
+	engSeedRaw(t, e, prefix+"g", map[string]string{"": "u" + engI((now+4000)*1000)}, now+4000)
 	k := limKeyed(t, e, p, ratelimit.WithKeyPrefix(prefix))
 	res, err := k.AllowN(ctx(t), "g", 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(6), res.Remaining, "an unsigned TAT holds NewKeyed's settings")
 
-	require.NoError(t, k.Update(ctx(t), ratelimit.GCRA{Burst: 10, EmissionInterval: 2 * time.Second}))
+	require.NoError(t, k.SetPolicy(ctx(t), ratelimit.GCRA{Burst: 10, EmissionInterval: 2 * time.Second}))
 	res, err = k.AllowN(ctx(t), "g", 1)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)

@@ -119,7 +119,7 @@ func testKeyedWaitStoredCapacityQueued(t *testing.T, e *env) {
 		r, err := oldK.WaitN(wctx, "k", 1)
 		ahead <- outcome{r, err}
 	}()
-	require.Eventually(t, func() bool { return oldK.Stats("k").Queued == 1 }, 5*time.Second, 2*time.Millisecond)
+	require.Eventually(t, func() bool { return oldK.KeyStats("k").Queued == 1 }, 5*time.Second, 2*time.Millisecond)
 	start := time.Now()
 	res, err = oldK.WaitN(wctx, "k", 5)
 	elapsed := time.Since(start)
@@ -130,7 +130,7 @@ func testKeyedWaitStoredCapacityQueued(t *testing.T, e *env) {
 	o := <-ahead
 	require.NoError(t, o.err)
 	require.True(t, o.res.Allowed)
-	st := oldK.Stats("k")
+	st := oldK.KeyStats("k")
 	require.Equal(t, int64(1), st.Granted)
 	require.Equal(t, int64(1), st.Rejected)
 	require.Zero(t, st.Queued)

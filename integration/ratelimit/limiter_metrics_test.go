@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 func init() {
@@ -57,7 +58,7 @@ func testLimiterMetrics(t *testing.T, e *env) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	client := e.newClient(t)
-	dl, err := ratelimit.NewDenyList(client, e.key(t), ratelimit.WithCacheDuration(0))
+	dl, err := denylist.New(client, e.key(t), denylist.WithCacheDuration(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dl.Close(context.Background()) })
 

@@ -14,6 +14,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 // Limiter behaviour observed on the server: each scenario asserts on script counts, stored state,
@@ -285,7 +286,7 @@ type keyedStats struct {
 	key string
 }
 
-func (s keyedStats) Stats() ratelimit.Stats { return s.k.Stats(s.key) }
+func (s keyedStats) Stats() ratelimit.Stats { return s.k.KeyStats(s.key) }
 
 // The Keyed path (stateless AllowN, as the HTTP middleware uses, and WaitN through per-key state)
 // counts every final outcome once, with the right reason and no other attribute: admissions (a probe
@@ -296,7 +297,7 @@ func limMetricsKeyed(t *testing.T, e *env) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	client := e.newClient(t)
-	dl := denyList(t, client, e.key(t), ratelimit.WithCacheDuration(0))
+	dl := denyList(t, client, e.key(t), denylist.WithCacheDuration(0))
 	k, err := ratelimit.NewKeyed(client, ratelimit.FixedWindow{Limit: 2, Window: time.Minute},
 		ratelimit.WithMeterProvider(mp), ratelimit.WithQueue(1, ratelimit.OldestFirst),
 		ratelimit.WithKeyedDenyList(dl, nil))
@@ -350,7 +351,7 @@ func limMetricsKeyed(t *testing.T, e *env) {
 	res = step("deny-listed WaitN", "blocked:deny_list", func() (ratelimit.Result, error) { return k.WaitN(ctx(t), bad, 1) })
 	require.Equal(t, ratelimit.ReasonDenyList, res.Reason)
 	require.False(t, e.exists(t, bad), "no capacity touched")
-	require.Equal(t, 1, k.Keys(), "only WaitN created local state (for the denied key)")
+	require.Equal(t, 1, k.KeyCount(), "only WaitN created local state (for the denied key)")
 
 	step("exhaust k2", "allowed", allow(k2, 2))
 	cctx, cancel := context.WithCancel(ctx(t))

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 func init() {
@@ -310,7 +311,7 @@ func testLimiterQueueUpdateDuringAttempt(t *testing.T, e *env) {
 // queue with ReasonDenyList (the deny list has no cache here, so the update is seen at once).
 func testLimiterQueueDenyRecheck(t *testing.T, e *env) {
 	client := e.newClient(t)
-	dl, err := ratelimit.NewDenyList(client, e.key(t), ratelimit.WithCacheDuration(0))
+	dl, err := denylist.New(client, e.key(t), denylist.WithCacheDuration(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dl.Close(context.Background()) })
 	key := e.key(t)

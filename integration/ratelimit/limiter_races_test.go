@@ -56,7 +56,7 @@ func limKeyedEvictionRaces(t *testing.T, e *env) {
 				if res.Allowed {
 					granted.Add(1)
 				}
-				if n := int64(k.Keys()); n > maxKeys.Load() {
+				if n := int64(k.KeyCount()); n > maxKeys.Load() {
 					maxKeys.Store(n)
 				}
 			}

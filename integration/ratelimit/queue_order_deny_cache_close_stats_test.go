@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 // The seed's rate-limit rows that no other scenario pins, against ratelimit's public API only (the
@@ -54,7 +55,7 @@ func testSeedQueueDefaultOrder(t *testing.T, e *env) {
 func testSeedDenyCacheExpiredFirst(t *testing.T, e *env) {
 	const d = 3 * time.Second
 	key := e.key(t)
-	dl := denyList(t, e.newClient(t), key, ratelimit.WithCacheCapacity(2), ratelimit.WithCacheDuration(d))
+	dl := denyList(t, e.newClient(t), key, denylist.WithCacheCapacity(2), denylist.WithCacheDuration(d))
 	start := time.Now()
 	denyIs(t, dl, "A", false)
 	time.Sleep(d / 2)
@@ -74,12 +75,12 @@ func testSeedDenyCacheExpiredFirst(t *testing.T, e *env) {
 	require.Equal(t, 2, st.Cached)
 }
 
-// testSeedCloseKeepsClient: Limiter.Close, Keyed.Close and DenyList.Close never close the caller's
+// testSeedCloseKeepsClient: Limiter.Close, Keyed.Close and denylist.List.Close never close the caller's
 // client: it answers afterwards, and a new limiter over it decides.
 func testSeedCloseKeepsClient(t *testing.T, e *env) {
 	c := e.newClient(t)
 	key := e.key(t)
-	dl, err := ratelimit.NewDenyList(c, key+":deny")
+	dl, err := denylist.New(c, key+":deny")
 	require.NoError(t, err)
 	l, err := ratelimit.New(c, key+":limiter", queueGCRA, ratelimit.WithDenyList(dl, "id"))
 	require.NoError(t, err)

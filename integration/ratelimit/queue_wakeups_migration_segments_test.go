@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 // Three more of the seed's rate-limit rows (two about the queue), against ratelimit's public API.
@@ -34,7 +35,7 @@ func noOutcome(t *testing.T, ch <-chan limOutcome, d time.Duration, msg string) 
 // when its identity is denied; only its next retry (here woken by an Update) rechecks the deny list.
 func testSeedDenyUpdateNoWake(t *testing.T, e *env) {
 	client := e.newClient(t)
-	dl := denyList(t, client, e.key(t), ratelimit.WithCacheDuration(0))
+	dl := denyList(t, client, e.key(t), denylist.WithCacheDuration(0))
 	l := e.limiter(t, client, e.key(t), ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithQueue(10, ratelimit.OldestFirst), ratelimit.WithDenyList(dl, "tenant-9"))
 	limExhaust(t, l, 1)

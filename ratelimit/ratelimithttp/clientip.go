@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
 // DefaultIPv6Prefix is the prefix length [TrustedProxyIP] keys IPv6 clients by unless told
@@ -19,10 +21,19 @@ type ForwardingHeader int
 const (
 	// XForwardedFor is the X-Forwarded-For field: comma-separated addresses, each proxy appending
 	// the address of its peer (nginx's $proxy_add_x_forwarded_for, AWS ALB, HAProxy's forwardfor,
-	// most CDNs).
+	// most CDNs). An element is an IP address with optional whitespace around it; an IPv4 address
+	// with a port ("192.0.2.1:443") and a bracketed IPv6 address with or without a port
+	// ("[2001:db8::1]:443") are accepted too.
 	XForwardedFor ForwardingHeader = iota + 1
 	// Forwarded is the Forwarded field of RFC 7239: comma-separated elements whose "for" parameter
-	// is the address of the proxy's peer (Envoy and HAProxy can be configured to write it).
+	// is the address of the proxy's peer (Envoy and HAProxy can be configured to write it). Elements
+	// are parsed as RFC 7239 says: semicolon-separated parameters with case-insensitive names,
+	// values as tokens or quoted strings (with backslash escapes; commas and semicolons inside
+	// quotes belong to the value), a parameter at most once per element, and the "for" node an IPv4
+	// address or a bracketed IPv6 address, each optionally with a port (digits, or an obfuscated
+	// "_x" port). Leniently, a node needing quotes is accepted unquoted (for=[2001:db8::1]:80,
+	// for=192.0.2.1:80), an IPv6 node without brackets, and whitespace around semicolons. Quotes
+	// never span field lines.
 	Forwarded
 )
 
@@ -54,16 +65,7 @@ func (h ForwardingHeader) String() string {
 // also an element without a "for" parameter, an obfuscated "_x" or "unknown" node, or a malformed
 // element) is an error: a proxy you trust wrote it, so the chain is misconfigured. The key function
 // then fails and the middleware answers 500 and logs it. Empty list elements are skipped.
-//
-// X-Forwarded-For elements are an IP address with optional whitespace around it; an IPv4
-// address with a port ("192.0.2.1:443"), a bracketed IPv6 address with or without a port
-// ("[2001:db8::1]:443") are accepted too. Forwarded elements are parsed as RFC 7239 says:
-// semicolon-separated parameters with case-insensitive names, values as tokens or quoted strings
-// (with backslash escapes; commas and semicolons inside quotes belong to the value), a parameter at
-// most once per element, and the "for" node an IPv4 address or a bracketed IPv6 address, each
-// optionally with a port (digits, or an obfuscated "_x" port). Leniently, a node needing quotes is
-// accepted unquoted (for=[2001:db8::1]:80, for=192.0.2.1:80), an IPv6 node without brackets, and
-// whitespace around semicolons. Quotes never span field lines.
+// The element grammar of each field is on [XForwardedFor] and [Forwarded].
 //
 // The key is the IPv4 address, or the IPv6 address masked to ipv6Prefix bits in CIDR form (e.g.
 // "2001:db8:1:2::/64"); 0 means [DefaultIPv6Prefix]. IPv4-mapped IPv6 addresses (in requests and
@@ -74,10 +76,10 @@ func (h ForwardingHeader) String() string {
 // is safe for concurrent use.
 func TrustedProxyIP(trusted []netip.Prefix, header ForwardingHeader, ipv6Prefix int) (func(r *http.Request) (string, error), error) {
 	if header != XForwardedFor && header != Forwarded {
-		return nil, invalidConfig("TrustedProxyIP: header %v, want XForwardedFor or Forwarded", header)
+		return nil, luakit.InvalidConfig("ratelimithttp", "TrustedProxyIP: header %v, want XForwardedFor or Forwarded", header)
 	}
 	if ipv6Prefix < 0 || ipv6Prefix > 128 {
-		return nil, invalidConfig("TrustedProxyIP: IPv6 prefix /%d, want 0 (default /%d) to 128", ipv6Prefix, DefaultIPv6Prefix)
+		return nil, luakit.InvalidConfig("ratelimithttp", "TrustedProxyIP: IPv6 prefix /%d, want 0 (default /%d) to 128", ipv6Prefix, DefaultIPv6Prefix)
 	}
 	if ipv6Prefix == 0 {
 		ipv6Prefix = DefaultIPv6Prefix
@@ -85,7 +87,7 @@ func TrustedProxyIP(trusted []netip.Prefix, header ForwardingHeader, ipv6Prefix 
 	nets := make([]netip.Prefix, len(trusted))
 	for i, p := range trusted {
 		if !p.IsValid() {
-			return nil, invalidConfig("TrustedProxyIP: trusted proxy network %d is invalid", i)
+			return nil, luakit.InvalidConfig("ratelimithttp", "TrustedProxyIP: trusted proxy network %d is invalid", i)
 		}
 		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
 			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)

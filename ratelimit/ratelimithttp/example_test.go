@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 	"github.com/coordkit/coordkit/ratelimit/ratelimithttp"
 )
 
@@ -57,7 +58,7 @@ func ExampleWithPolicyNames() {
 		return
 	}
 	defer client.Close()
-	deny, err := ratelimit.NewDenyList(client, "rl:denied")
+	deny, err := denylist.New(client, "rl:denied")
 	if err != nil {
 		return
 	}

@@ -16,7 +16,7 @@ import (
 // (provider: [WithMeterProvider]). Attribute "decision" ([Decision] values): "allowed",
 // "rejected" (any 429), "failed_open" (the limiter failed and the handler ran unprotected,
 // [WithFailOpen]), "failed_closed" (the limiter failed: 503) or "invalid" (a key, cost or identity
-// function failed: 500); and "coordkit.instance" with the [WithName] name, omitted when there is
+// function failed: 500); and "coordkit.instance" with the [WithInstance] label, omitted when there is
 // none. A request whose client went away is not counted. Keys and identities are never attributes.
 const MetricDecisions = "coordkit.rate_limit.http.decisions"
 

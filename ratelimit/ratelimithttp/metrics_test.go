@@ -48,7 +48,7 @@ func TestDecisionCounter(t *testing.T) {
 	}
 	defer func() { _ = k.Close(context.Background()) }()
 	key := slot0Key()
-	base := []Option{WithLogger(quiet), WithMeterProvider(mp), WithName("edge"),
+	base := []Option{WithLogger(quiet), WithMeterProvider(mp), WithInstance("edge"),
 		WithKey(func(*http.Request) (string, error) { return key, nil })}
 	serve := func(opts ...Option) {
 		m, err := New(k, append(append([]Option{}, base...), opts...)...)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -71,7 +72,7 @@ var errEmptyKey = errors.New("ratelimithttp: key func returned an empty key")
 // or policy names ([WithPolicyNames]) whose count does not match the limiter's policy.
 func New(limiter *ratelimit.Keyed, opts ...Option) (*Middleware, error) {
 	if limiter == nil {
-		return nil, invalidConfig("nil limiter")
+		return nil, luakit.InvalidConfig("ratelimithttp", "nil limiter")
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -95,9 +96,9 @@ func New(limiter *ratelimit.Keyed, opts ...Option) (*Middleware, error) {
 			cfg.names = append(cfg.names, DefaultPolicyName+"."+strconv.Itoa(i))
 		}
 	case len(cfg.names) != want:
-		return nil, invalidConfig("%d policy names for a policy with %d component(s)", len(cfg.names), want)
+		return nil, luakit.InvalidConfig("ratelimithttp", "%d policy names for a policy with %d component(s)", len(cfg.names), want)
 	}
-	c, err := newCounter(cfg.meterProvider, cfg.name)
+	c, err := newCounter(cfg.meterProvider, cfg.instance)
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +197,8 @@ type resultKey struct{}
 // by a [Middleware] can read the remaining permits or the server time of the decision. ok is false
 // for any other context, including a request the middleware let through unprotected
 // ([WithFailOpen]).
-func ResultFrom(ctx context.Context) (res ratelimit.Result, ok bool) {
-	res, ok = ctx.Value(resultKey{}).(ratelimit.Result)
+func ResultFrom(ctx context.Context) (ratelimit.Result, bool) {
+	res, ok := ctx.Value(resultKey{}).(ratelimit.Result)
 	return res, ok
 }
 

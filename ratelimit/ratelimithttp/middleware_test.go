@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -137,9 +138,9 @@ func TestNew(t *testing.T) {
 		ok   bool
 	}{
 		{"key", single, WithKey(func(*http.Request) (string, error) { return "k", nil }), true},
-		{"nil key", single, WithKey(nil), false},
+		{"nil key", single, WithKey(nil), true},
 		{"cost", single, WithCost(func(*http.Request) int64 { return 2 }), true},
-		{"nil cost", single, WithCost(nil), false},
+		{"nil cost", single, WithCost(nil), true},
 		{"one name", single, WithPolicyNames("api"), true},
 		{"two names for a standalone policy", single, WithPolicyNames("a", "b"), false},
 		{"no names", single, WithPolicyNames(), false},
@@ -154,9 +155,9 @@ func TestNew(t *testing.T) {
 		{"negative timeout", single, WithTimeout(-1), false},
 		{"fail open", single, WithFailOpen(true), true},
 		{"rejected", single, WithRejected(WriteTooManyRequests), true},
-		{"nil rejected", single, WithRejected(nil), false},
+		{"nil rejected", single, WithRejected(nil), true},
 		{"logger", single, WithLogger(slog.Default()), true},
-		{"nil logger", single, WithLogger(nil), false},
+		{"nil logger", single, WithLogger(nil), true},
 		{"nil option", single, nil, true},
 	}
 	for _, tt := range tests {
@@ -250,6 +251,48 @@ func TestFieldsRejectControlBytes(t *testing.T) {
 		}
 		if v, err := LimitField(name, 1, time.Second); err == nil || v != "" || !errors.Is(err, ratelimit.ErrInvalidConfig) {
 			t.Errorf("LimitField(%q) = %q, %v", name, v, err)
+		}
+	}
+}
+
+// TestNilArgumentMeansDefault: an option given nil leaves the default in place, exactly as if it
+// had been omitted.
+func TestNilArgumentMeansDefault(t *testing.T) {
+	fn := func(f any) uintptr { return reflect.ValueOf(f).Pointer() }
+	def := defaultConfig()
+	for name, opt := range map[string]Option{
+		"WithKey":           WithKey(nil),
+		"WithCost":          WithCost(nil),
+		"WithRejected":      WithRejected(nil),
+		"WithLogger":        WithLogger(nil),
+		"WithMeterProvider": WithMeterProvider(nil),
+	} {
+		c := defaultConfig()
+		c.key, c.cost, c.rejected, c.logger = nil, nil, nil, nil
+		if err := opt.apply(&c); err != nil {
+			t.Fatalf("%s(nil): %v", name, err)
+		}
+		switch name {
+		case "WithKey":
+			if c.key == nil || fn(c.key) != fn(def.key) {
+				t.Errorf("WithKey(nil) did not set RemoteIP")
+			}
+		case "WithCost":
+			if c.cost == nil || c.cost(nil) != 1 {
+				t.Errorf("WithCost(nil) did not set a cost of 1")
+			}
+		case "WithRejected":
+			if c.rejected == nil || fn(c.rejected) != fn(def.rejected) {
+				t.Errorf("WithRejected(nil) did not set WriteTooManyRequests")
+			}
+		case "WithLogger":
+			if c.logger != slog.Default() {
+				t.Errorf("WithLogger(nil) did not set slog.Default()")
+			}
+		case "WithMeterProvider":
+			if c.meterProvider != nil {
+				t.Errorf("WithMeterProvider(nil) set a provider; nil means the global one")
+			}
 		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // Option configures a [Middleware]. Options are applied in order by [New]; an invalid value makes New
-// fail with an error matching [ratelimit.ErrInvalidConfig]. A nil Option is ignored.
+// fail with an error matching [ratelimit.ErrInvalidConfig]. A nil Option is skipped.
 type Option interface {
 	apply(*config) error
 }
@@ -34,7 +34,7 @@ type config struct {
 	legacy   bool          // WithLegacyHeaders
 
 	meterProvider metric.MeterProvider // nil: the global provider
-	name          string               // WithName
+	instance      string               // WithInstance
 }
 
 // DefaultPolicyName is the policy name of the RateLimit-Policy and RateLimit fields unless
@@ -72,11 +72,11 @@ func RemoteIP(r *http.Request) (string, error) {
 // user): each distinct key is its own limit on the server (after the [ratelimit.Keyed]'s prefix). It
 // runs for every request, after the handlers wrapping the middleware (put authentication outside it).
 // When it returns an error or an empty key, the middleware answers 500 without deciding or calling
-// the handler, and logs the error. Default: [RemoteIP].
+// the handler, and logs the error. Default (also for a nil fn): [RemoteIP].
 func WithKey(fn func(r *http.Request) (string, error)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return invalidConfig("nil key func")
+			fn = RemoteIP
 		}
 		c.key = fn
 		return nil
@@ -87,11 +87,12 @@ func WithKey(fn func(r *http.Request) (string, error)) Option {
 // request passes when at least one permit is available (a probe). A negative cost is a programming
 // error: the middleware answers 500 without deciding or calling the handler. A cost above the
 // policy's capacity can never pass: it is answered 429 without Retry-After, without a capacity
-// script (a bound deny list is still checked first). Default: 1 for every request.
+// script (a bound deny list is still checked first). Default (also for a nil fn): 1 for every
+// request.
 func WithCost(fn func(r *http.Request) int64) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return invalidConfig("nil cost func")
+			fn = defaultConfig().cost
 		}
 		c.cost = fn
 		return nil
@@ -107,7 +108,7 @@ func WithCost(fn func(r *http.Request) int64) Option {
 func WithPolicyNames(names ...string) Option {
 	return optionFunc(func(c *config) error {
 		if len(names) == 0 {
-			return invalidConfig("no policy names")
+			return luakit.InvalidConfig("ratelimithttp", "no policy names")
 		}
 		for _, n := range names {
 			if err := validName(n); err != nil {
@@ -144,23 +145,20 @@ func WithFailOpen(open bool) Option {
 	})
 }
 
-// WithMeterProvider sets the OpenTelemetry meter provider of the [MetricDecisions] counter. A nil mp
-// is an error. Default: the global provider, otel.GetMeterProvider(), looked up by [New].
+// WithMeterProvider sets the OpenTelemetry meter provider of the [MetricDecisions] counter. Default
+// (also for a nil mp): the global provider, otel.GetMeterProvider(), looked up by [New].
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
-		if mp == nil {
-			return invalidConfig("nil meter provider")
-		}
 		c.meterProvider = mp
 		return nil
 	})
 }
 
-// WithName names the middleware in its metrics: the attribute coordkit.instance on
-// [MetricDecisions] (omitted when name is ""). It must not be a key or an identity. Default "".
-func WithName(name string) Option {
+// WithInstance labels the middleware in its metrics: the attribute coordkit.instance on
+// [MetricDecisions] (omitted when instance is ""). It must not be a key or an identity. Default "".
+func WithInstance(instance string) Option {
 	return optionFunc(func(c *config) error {
-		c.name = name
+		c.instance = instance
 		return nil
 	})
 }
@@ -172,7 +170,7 @@ func WithName(name string) Option {
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
-			return invalidConfig("timeout %v is negative", d)
+			return luakit.InvalidConfig("ratelimithttp", "timeout %v is negative", d)
 		}
 		c.timeout = d
 		return nil
@@ -182,11 +180,11 @@ func WithTimeout(d time.Duration) Option {
 // WithRejected sets the function that writes the response to a rejected request. When it runs, the
 // middleware has already set the Retry-After and rate-limit header fields on w (see [Middleware]); it
 // must write the status and body, for example 403 for res.Reason == ratelimit.ReasonDenyList. The
-// handler is not called. Default: [WriteTooManyRequests].
+// handler is not called. Default (also for a nil fn): [WriteTooManyRequests].
 func WithRejected(fn func(w http.ResponseWriter, r *http.Request, res ratelimit.Result)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return invalidConfig("nil rejected func")
+			fn = WriteTooManyRequests
 		}
 		c.rejected = fn
 		return nil
@@ -194,21 +192,16 @@ func WithRejected(fn func(w http.ResponseWriter, r *http.Request, res ratelimit.
 }
 
 // WithLogger sets the logger for limiter failures (warn level, with the error and fail_open) and
-// key or cost function errors (error level). Keys are never logged. Default: slog.Default().
+// key or cost function errors (error level). Keys are never logged. Default (also for a nil l):
+// slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return invalidConfig("nil logger")
+			l = slog.Default()
 		}
 		c.logger = l
 		return nil
 	})
-}
-
-// invalidConfig returns a luakit.ConfigError "ratelimithttp: <message>": it matches
-// ratelimit.ErrInvalidConfig (luakit.ErrInvalidConfig).
-func invalidConfig(format string, args ...any) error {
-	return luakit.InvalidConfig("ratelimithttp", format, args...)
 }
 
 // MaxPolicyNameLength is the longest accepted policy name, in bytes.
@@ -216,11 +209,11 @@ const MaxPolicyNameLength = 64
 
 func validName(n string) error {
 	if n == "" || len(n) > MaxPolicyNameLength {
-		return invalidConfig("policy name length %d outside 1..%d", len(n), MaxPolicyNameLength)
+		return luakit.InvalidConfig("ratelimithttp", "policy name length %d outside 1..%d", len(n), MaxPolicyNameLength)
 	}
 	for i := 0; i < len(n); i++ {
 		if n[i] < 0x20 || n[i] > 0x7e {
-			return invalidConfig("policy name %q holds a byte outside printable ASCII", n)
+			return luakit.InvalidConfig("ratelimithttp", "policy name %q holds a byte outside printable ASCII", n)
 		}
 	}
 	return nil

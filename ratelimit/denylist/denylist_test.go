@@ -1,4 +1,4 @@
-package ratelimit
+package denylist
 
 import (
 	"context"
@@ -17,25 +17,26 @@ import (
 // noIOClient satisfies rueidis.Client for constructor tests that must not do I/O: any call panics.
 type noIOClient struct{ rueidis.Client }
 
-func TestDenyListOptions(t *testing.T) {
+func TestOptions(t *testing.T) {
 	ok := []struct {
 		name string
-		opts []DenyListOption
+		opts []Option
 		dur  time.Duration
 		cap  int
 		rt   time.Duration
 	}{
 		{"defaults", nil, time.Second, 1024, 5 * time.Second},
-		{"zero duration disables", []DenyListOption{WithCacheDuration(0)}, 0, 1024, 5 * time.Second},
-		{"nanoseconds kept", []DenyListOption{WithCacheDuration(1500 * time.Nanosecond)}, 1500 * time.Nanosecond, 1024, 5 * time.Second},
-		{"maximum", []DenyListOption{WithCacheDuration(time.Minute)}, time.Minute, 1024, 5 * time.Second},
-		{"capacity 1", []DenyListOption{WithCacheCapacity(1)}, time.Second, 1, 5 * time.Second},
-		{"read timeout", []DenyListOption{WithDenyListReadTimeout(time.Millisecond)}, time.Second, 1024, time.Millisecond},
-		{"last wins", []DenyListOption{WithCacheCapacity(5), WithCacheCapacity(7)}, time.Second, 7, 5 * time.Second},
+		{"zero duration disables", []Option{WithCacheDuration(0)}, 0, 1024, 5 * time.Second},
+		{"nanoseconds kept", []Option{WithCacheDuration(1500 * time.Nanosecond)}, 1500 * time.Nanosecond, 1024, 5 * time.Second},
+		{"maximum", []Option{WithCacheDuration(time.Minute)}, time.Minute, 1024, 5 * time.Second},
+		{"capacity 1", []Option{WithCacheCapacity(1)}, time.Second, 1, 5 * time.Second},
+		{"read timeout", []Option{WithReadTimeout(time.Millisecond)}, time.Second, 1024, time.Millisecond},
+		{"last wins", []Option{WithCacheCapacity(5), WithCacheCapacity(7)}, time.Second, 7, 5 * time.Second},
+		{"nil option skipped", []Option{nil, WithCacheCapacity(3), nil}, time.Second, 3, 5 * time.Second},
 	}
 	for _, tc := range ok {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := NewDenyList(noIOClient{}, "denied", tc.opts...)
+			d, err := New(noIOClient{}, "denied", tc.opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,19 +50,18 @@ func TestDenyListOptions(t *testing.T) {
 
 	bad := []struct {
 		name string
-		opt  DenyListOption
+		opt  Option
 	}{
 		{"negative duration", WithCacheDuration(-time.Nanosecond)},
 		{"duration above a minute", WithCacheDuration(time.Minute + time.Nanosecond)},
 		{"zero capacity", WithCacheCapacity(0)},
 		{"negative capacity", WithCacheCapacity(-1)},
-		{"zero read timeout", WithDenyListReadTimeout(0)},
-		{"negative read timeout", WithDenyListReadTimeout(-time.Second)},
-		{"nil option", nil},
+		{"zero read timeout", WithReadTimeout(0)},
+		{"negative read timeout", WithReadTimeout(-time.Second)},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := NewDenyList(noIOClient{}, "denied", tc.opt)
+			d, err := New(noIOClient{}, "denied", tc.opt)
 			if err == nil || d != nil {
 				t.Fatalf("NewDenyList = %v, %v; want an error", d, err)
 			}
@@ -71,13 +71,13 @@ func TestDenyListOptions(t *testing.T) {
 		})
 	}
 
-	if _, err := NewDenyList(nil, "denied"); !errors.Is(err, ErrNilClient) {
+	if _, err := New(nil, "denied"); !errors.Is(err, ErrNilClient) {
 		t.Fatalf("nil client: %v, want ErrNilClient", err)
 	}
-	if _, err := NewDenyList(noIOClient{}, ""); !errors.Is(err, luakit.ErrEmptyKey) || !errors.Is(err, ErrInvalidConfig) {
+	if _, err := New(noIOClient{}, ""); !errors.Is(err, luakit.ErrEmptyKey) || !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("empty key: %v, want luakit.ErrEmptyKey matching ErrInvalidConfig", err)
 	}
-	d, err := NewDenyList(noIOClient{}, "den\x00ied\xff", WithDenyListKeyPrefix("app\xfe:"))
+	d, err := New(noIOClient{}, "den\x00ied\xff", WithKeyPrefix("app\xfe:"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,16 +175,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func newTestDenyList(t *testing.T, clock *fakeClock, f *fakeSet, dur time.Duration, capacity int) *DenyList {
+func newTestDenyList(t *testing.T, clock *fakeClock, f *fakeSet, dur time.Duration, capacity int) *List {
 	t.Helper()
-	cfg := defaultDenyConfig()
+	cfg := defaultConfig()
 	cfg.cacheDuration, cfg.cacheCapacity, cfg.now = dur, capacity, clock.Now
-	d := newDenyList(cfg, f.read)
+	d := newList(cfg, f.read)
 	t.Cleanup(func() { _ = d.Close(context.Background()) })
 	return d
 }
 
-func mustIsDenied(t *testing.T, d *DenyList, identity string, want bool) {
+func mustIsDenied(t *testing.T, d *List, identity string, want bool) {
 	t.Helper()
 	got, err := d.IsDenied(context.Background(), identity)
 	if err != nil {
@@ -195,7 +195,7 @@ func mustIsDenied(t *testing.T, d *DenyList, identity string, want bool) {
 	}
 }
 
-func wantStats(t *testing.T, d *DenyList, hits, misses, shared, reads int64) {
+func wantStats(t *testing.T, d *List, hits, misses, shared, reads int64) {
 	t.Helper()
 	s := d.Stats()
 	if s.Hits != hits || s.Misses != misses || s.SharedReads != shared || s.ServerReads != reads {
@@ -203,7 +203,7 @@ func wantStats(t *testing.T, d *DenyList, hits, misses, shared, reads int64) {
 	}
 }
 
-func TestDenyListEmptyIdentity(t *testing.T) {
+func TestEmptyIdentity(t *testing.T) {
 	f := &fakeSet{members: map[string]bool{"a": true}}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 4)
 	mustIsDenied(t, d, "a", true)
@@ -218,7 +218,7 @@ func TestDenyListEmptyIdentity(t *testing.T) {
 	wantStats(t, d, 1, 1, 0, 1)
 }
 
-func TestDenyListCacheExpiry(t *testing.T) {
+func TestCacheExpiry(t *testing.T) {
 	clock := newFakeClock()
 	f := &fakeSet{members: map[string]bool{"denied": true}}
 	d := newTestDenyList(t, clock, f, 10*time.Second, 4)
@@ -238,7 +238,7 @@ func TestDenyListCacheExpiry(t *testing.T) {
 	wantStats(t, d, 2, 4, 0, 4)
 }
 
-func TestDenyListExpiryCountsFromReadStart(t *testing.T) {
+func TestExpiryCountsFromReadStart(t *testing.T) {
 	clock := newFakeClock()
 	f := &fakeSet{members: map[string]bool{}, gated: true}
 	d := newTestDenyList(t, clock, f, 10*time.Second, 4)
@@ -271,7 +271,7 @@ func TestDenyListExpiryCountsFromReadStart(t *testing.T) {
 	wantStats(t, d, 1, 4, 0, 4)
 }
 
-func TestDenyListLRUEviction(t *testing.T) {
+func TestLRUEviction(t *testing.T) {
 	clock := newFakeClock()
 	f := &fakeSet{members: map[string]bool{"a": true, "c": true}}
 	d := newTestDenyList(t, clock, f, 10*time.Second, 3)
@@ -299,7 +299,7 @@ func TestDenyListLRUEviction(t *testing.T) {
 	wantStats(t, d, 7, 6, 0, 6)
 }
 
-func TestDenyListEvictsExpiredBeforeLRU(t *testing.T) {
+func TestEvictsExpiredBeforeLRU(t *testing.T) {
 	clock := newFakeClock()
 	f := &fakeSet{members: map[string]bool{}}
 	d := newTestDenyList(t, clock, f, 10*time.Second, 3)
@@ -327,7 +327,7 @@ func TestDenyListEvictsExpiredBeforeLRU(t *testing.T) {
 	wantStats(t, d, 6, 6, 0, 6)
 }
 
-func TestDenyListSharedRead(t *testing.T) {
+func TestSharedRead(t *testing.T) {
 	clock := newFakeClock()
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, clock, f, time.Second, 8)
@@ -358,7 +358,7 @@ func TestDenyListSharedRead(t *testing.T) {
 	wantStats(t, d, 1, n, n-1, 1)
 }
 
-func TestDenyListSharingEndsAtCacheDuration(t *testing.T) {
+func TestSharingEndsAtCacheDuration(t *testing.T) {
 	clock := newFakeClock()
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, clock, f, time.Second, 8)
@@ -397,7 +397,7 @@ func TestDenyListSharingEndsAtCacheDuration(t *testing.T) {
 	wantStats(t, d, 1, 4, 2, 2)
 }
 
-func TestDenyListCancelledCallerDoesNotCancelRead(t *testing.T) {
+func TestCancelledCallerDoesNotCancelRead(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 8)
 
@@ -435,7 +435,7 @@ func TestDenyListCancelledCallerDoesNotCancelRead(t *testing.T) {
 	wantStats(t, d, 1, 2, 1, 1)
 }
 
-func TestDenyListInvalidateDetachesReads(t *testing.T) {
+func TestInvalidateDetachesReads(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 8)
 
@@ -488,7 +488,7 @@ func TestDenyListInvalidateDetachesReads(t *testing.T) {
 	}
 }
 
-func TestDenyListInFlightBound(t *testing.T) {
+func TestInFlightBound(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 2)
 
@@ -528,7 +528,7 @@ func TestDenyListInFlightBound(t *testing.T) {
 	wantStats(t, d, 0, 4, 0, 4)
 }
 
-func TestDenyListZeroDurationDisablesCacheAndSharing(t *testing.T) {
+func TestZeroDurationDisablesCacheAndSharing(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, newFakeClock(), f, 0, 8)
 
@@ -556,7 +556,7 @@ func TestDenyListZeroDurationDisablesCacheAndSharing(t *testing.T) {
 	}
 }
 
-func TestDenyListReadErrorsNotCached(t *testing.T) {
+func TestReadErrorsNotCached(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 8)
 	boom := errors.New("boom")
@@ -569,11 +569,11 @@ func TestDenyListReadErrorsNotCached(t *testing.T) {
 	wantStats(t, d, 0, 2, 0, 2)
 }
 
-func TestDenyListReadTimeout(t *testing.T) {
+func TestReadTimeout(t *testing.T) {
 	f := &fakeSet{gated: true}
-	cfg := defaultDenyConfig()
+	cfg := defaultConfig()
 	cfg.readTimeout = 20 * time.Millisecond
-	d := newDenyList(cfg, f.read)
+	d := newList(cfg, f.read)
 	defer d.Close(context.Background())
 	// The caller has no deadline; the shared read gives up at the read timeout.
 	if _, err := d.IsDenied(context.Background(), "id"); !errors.Is(err, context.DeadlineExceeded) {
@@ -581,7 +581,7 @@ func TestDenyListReadTimeout(t *testing.T) {
 	}
 }
 
-func TestDenyListClose(t *testing.T) {
+func TestClose(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 8)
 	waiting := make(chan error, 1)
@@ -609,8 +609,8 @@ func TestDenyListClose(t *testing.T) {
 }
 
 // DenyList.Close waits for its shared reads (a stand-in here) until its ctx ends.
-func TestDenyListCloseWaitsUntilCtxEnds(t *testing.T) {
-	d := newDenyList(defaultDenyConfig(), func(context.Context, string) (bool, error) { return false, nil })
+func TestCloseWaitsUntilCtxEnds(t *testing.T) {
+	d := newList(defaultConfig(), func(context.Context, string) (bool, error) { return false, nil })
 	release := make(chan struct{})
 	d.wg.Add(1)
 	go func() {
@@ -620,7 +620,7 @@ func TestDenyListCloseWaitsUntilCtxEnds(t *testing.T) {
 	testCloseWaits(t, d.Close, release, func() error { _, err := d.IsDenied(context.Background(), "id"); return err })
 }
 
-func TestDenyListCacheIntactOnCancelledWrite(t *testing.T) {
+func TestCacheIntactOnCancelledWrite(t *testing.T) {
 	f := &fakeSet{members: map[string]bool{"id": true}}
 	d := newTestDenyList(t, newFakeClock(), f, time.Second, 8)
 	mustIsDenied(t, d, "id", true)
@@ -637,9 +637,9 @@ func TestDenyListCacheIntactOnCancelledWrite(t *testing.T) {
 // BenchmarkDenyListHit measures cache hits (no I/O) from parallel goroutines.
 func BenchmarkDenyListHit(b *testing.B) {
 	f := &fakeSet{members: map[string]bool{"id": true}}
-	cfg := defaultDenyConfig()
+	cfg := defaultConfig()
 	cfg.cacheDuration = time.Minute
-	d := newDenyList(cfg, f.read)
+	d := newList(cfg, f.read)
 	defer d.Close(context.Background())
 	if _, err := d.IsDenied(context.Background(), "id"); err != nil {
 		b.Fatal(err)
@@ -653,4 +653,24 @@ func BenchmarkDenyListHit(b *testing.B) {
 			}
 		}
 	})
+}
+
+// testCloseWaits checks a Close that waits for background work: with work still running it returns
+// an error wrapping ctx.Err() once ctx ends, later calls fail with ErrClosed, and once the work ends
+// a second Close returns nil.
+func testCloseWaits(t *testing.T, closeFn func(context.Context) error, release chan struct{}, after func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := closeFn(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "ratelimit: ") {
+		t.Fatalf("Close with work still running = %v, want a ratelimit: error wrapping ctx.Err()", err)
+	}
+	if err := after(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("call after a timed-out Close = %v, want ErrClosed", err)
+	}
+	close(release)
+	if err := closeFn(context.Background()); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
 }

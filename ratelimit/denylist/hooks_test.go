@@ -1,4 +1,4 @@
-package ratelimit
+package denylist
 
 import (
 	"context"
@@ -8,19 +8,20 @@ import (
 
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/hooktest"
+	"github.com/coordkit/coordkit/ratelimit/internal/denyaccess"
 )
 
 // hookedDenyList returns a DenyList over f whose hooks are a new Recorder, named "deny".
-func hookedDenyList(t *testing.T, f *fakeSet) (*DenyList, *hooktest.Recorder) {
+func hookedDenyList(t *testing.T, f *fakeSet) (*List, *hooktest.Recorder) {
 	t.Helper()
 	d := newTestDenyList(t, newFakeClock(), f, time.Minute, 8)
 	rec := &hooktest.Recorder{}
-	d.cfg.hooks, d.cfg.name = luakit.Hooks{rec}, "deny"
+	d.cfg.hooks, d.cfg.instance = luakit.Hooks{rec}, "deny"
 	return d, rec
 }
 
 // isDeniedAsync runs IsDenied in a goroutine; its result arrives on the channel.
-func isDeniedAsync(d *DenyList, identity string) <-chan readAnswer {
+func isDeniedAsync(d *List, identity string) <-chan readAnswer {
 	ch := make(chan readAnswer, 1)
 	go func() {
 		denied, err := d.IsDenied(context.Background(), identity)
@@ -42,10 +43,10 @@ func recvAnswer(t *testing.T, ch <-chan readAnswer, want bool) {
 	}
 }
 
-// TestDenyListRejectedWriteKeepsCache: a SetDenied that the hook rejects changes nothing, the local
+// TestRejectedWriteKeepsCache: a SetDenied that the hook rejects changes nothing, the local
 // cache included: the cached answer is still served without a read, and a read in flight can still
 // be joined (an invalidation would have emptied the first and detached the second).
-func TestDenyListRejectedWriteKeepsCache(t *testing.T) {
+func TestRejectedWriteKeepsCache(t *testing.T) {
 	f := &fakeSet{gated: true} // every read waits for its answer: call i is answered by f.release(i)
 	d, rec := hookedDenyList(t, f)
 	a := isDeniedAsync(d, "cached")
@@ -55,7 +56,7 @@ func TestDenyListRejectedWriteKeepsCache(t *testing.T) {
 	waitFor(t, "the read of pending to start", func() bool { return f.numCalls() == 2 })
 	rec.Take()
 
-	rec.Reject(opDenyWrite)
+	rec.Reject(opWrite)
 	for _, id := range []string{"cached", "pending"} {
 		if err := d.SetDenied(context.Background(), id, false); err != hooktest.ErrRejected { //nolint:errorlint // returned unchanged
 			t.Fatalf("SetDenied(%q) = %v, want the hook's rejection unchanged", id, err)
@@ -88,10 +89,10 @@ func TestDenyListRejectedWriteKeepsCache(t *testing.T) {
 	}
 }
 
-// TestDenyListScopePerCall: every IsDenied call on a hooked DenyList is its own operation: the
+// TestScopePerCall: every IsDenied call on a hooked DenyList is its own operation: the
 // caller that starts a shared read, a caller that joins it while pending, and a caller answered from
 // the cache each get one admission and one completion.
-func TestDenyListScopePerCall(t *testing.T) {
+func TestScopePerCall(t *testing.T) {
 	f := &fakeSet{gated: true}
 	d, rec := hookedDenyList(t, f)
 	first := isDeniedAsync(d, "id")
@@ -122,5 +123,24 @@ func TestDenyListScopePerCall(t *testing.T) {
 	if !slices.Equal(got[:2], []string{"admit RATE LIMIT DENY LIST READ @deny", "admit RATE LIMIT DENY LIST READ @deny"}) ||
 		!slices.Equal(got[4:], []string{"admit RATE LIMIT DENY LIST READ @deny", "done RATE LIMIT DENY LIST READ succeeded"}) {
 		t.Fatalf("journal %q: want the two shared-read callers admitted first and the cache hit last", got)
+	}
+}
+
+// TestBoundCheckOpensNoScope: the check a bound limiter makes (through denyaccess) is part of the
+// limiter's call and runs no hook of the list, while IsDenied, the same read, is an operation.
+func TestBoundCheckOpensNoScope(t *testing.T) {
+	f := &fakeSet{members: map[string]bool{"id": true}}
+	d, rec := hookedDenyList(t, f)
+	denied, err := denyaccess.IsDenied(context.Background(), d, "id")
+	if err != nil || !denied {
+		t.Fatalf("bound check = %v, %v; want true, nil", denied, err)
+	}
+	if got := rec.Take(); len(got) != 0 {
+		t.Fatalf("bound check journal %q, want none", got)
+	}
+	d.Invalidate()
+	mustIsDenied(t, d, "id", true)
+	if got := rec.Take(); !slices.Equal(got, []string{"admit RATE LIMIT DENY LIST READ @deny", "done RATE LIMIT DENY LIST READ succeeded"}) {
+		t.Fatalf("IsDenied journal %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package ratelimit
+package denylist
 
 import (
 	"container/heap"
@@ -6,18 +6,18 @@ import (
 	"time"
 )
 
-// denyCache is the deny list's local cache: at most capacity identities, each with the membership read
+// cache is the deny list's local cache: at most capacity identities, each with the membership read
 // from the server and a fixed expiry (the start of that read plus the cache duration). Lookups never
 // extend an expiry. When full, an insertion first removes every expired entry, then the least recently
 // used one. It is not safe for concurrent use: the DenyList's mutex guards it.
-type denyCache struct {
+type cache struct {
 	capacity int
-	entries  map[string]*denyEntry
-	lru      list.List // of *denyEntry; front = most recently used
+	entries  map[string]*entry
+	lru      list.List // of *entry; front = most recently used
 	byExpiry expiryHeap
 }
 
-type denyEntry struct {
+type entry struct {
 	identity string
 	denied   bool
 	expires  time.Time
@@ -25,13 +25,13 @@ type denyEntry struct {
 	index    int // in byExpiry
 }
 
-func newDenyCache(capacity int) denyCache {
-	return denyCache{capacity: capacity, entries: make(map[string]*denyEntry)}
+func newCache(capacity int) cache {
+	return cache{capacity: capacity, entries: make(map[string]*entry)}
 }
 
 // get returns the cached membership of identity if it has not expired at now, marking it most
 // recently used. An expired entry is removed.
-func (c *denyCache) get(identity string, now time.Time) (denied, ok bool) {
+func (c *cache) get(identity string, now time.Time) (denied, ok bool) {
 	e := c.entries[identity]
 	if e == nil {
 		return false, false
@@ -46,7 +46,7 @@ func (c *denyCache) get(identity string, now time.Time) (denied, ok bool) {
 
 // put caches denied for identity until expires, unless that is not after now. An entry for identity
 // with a later expiry (from a read that started later) is kept.
-func (c *denyCache) put(identity string, denied bool, expires, now time.Time) {
+func (c *cache) put(identity string, denied bool, expires, now time.Time) {
 	if !now.Before(expires) {
 		return
 	}
@@ -63,39 +63,39 @@ func (c *denyCache) put(identity string, denied bool, expires, now time.Time) {
 		c.removeExpired(now)
 	}
 	for len(c.entries) >= c.capacity {
-		c.remove(c.lru.Back().Value.(*denyEntry))
+		c.remove(c.lru.Back().Value.(*entry))
 	}
-	e := &denyEntry{identity: identity, denied: denied, expires: expires}
+	e := &entry{identity: identity, denied: denied, expires: expires}
 	e.elem = c.lru.PushFront(e)
 	heap.Push(&c.byExpiry, e)
 	c.entries[identity] = e
 }
 
 // removeExpired removes every entry whose expiry is not after now.
-func (c *denyCache) removeExpired(now time.Time) {
+func (c *cache) removeExpired(now time.Time) {
 	for len(c.byExpiry) > 0 && !now.Before(c.byExpiry[0].expires) {
 		c.remove(c.byExpiry[0])
 	}
 }
 
-func (c *denyCache) remove(e *denyEntry) {
+func (c *cache) remove(e *entry) {
 	delete(c.entries, e.identity)
 	c.lru.Remove(e.elem)
 	heap.Remove(&c.byExpiry, e.index)
 }
 
 // clear removes every entry.
-func (c *denyCache) clear() {
+func (c *cache) clear() {
 	clear(c.entries)
 	c.lru.Init()
 	clear(c.byExpiry)
 	c.byExpiry = c.byExpiry[:0]
 }
 
-func (c *denyCache) len() int { return len(c.entries) }
+func (c *cache) len() int { return len(c.entries) }
 
 // expiryHeap is a min-heap of entries by expiry.
-type expiryHeap []*denyEntry
+type expiryHeap []*entry
 
 func (h expiryHeap) Len() int           { return len(h) }
 func (h expiryHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
@@ -106,7 +106,7 @@ func (h expiryHeap) Swap(i, j int) {
 }
 
 func (h *expiryHeap) Push(x any) {
-	e := x.(*denyEntry)
+	e := x.(*entry)
 	e.index = len(*h)
 	*h = append(*h, e)
 }

@@ -1,4 +1,4 @@
-package ratelimit_test
+package denylist_test
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 // One deny list per process, bound to a limiter per customer: a denied customer is rejected before
 // any capacity is touched, with Reason "deny_list" and no RetryAfter. (It needs a server at
 // 127.0.0.1:6379, so it is compiled but not run by go test.)
-func ExampleDenyList() {
+func ExampleList() {
 	ctx := context.Background()
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
@@ -21,8 +22,8 @@ func ExampleDenyList() {
 	}
 	defer client.Close()
 
-	denyList, err := ratelimit.NewDenyList(client, "limits:denied",
-		ratelimit.WithCacheDuration(time.Second), ratelimit.WithCacheCapacity(1024))
+	denyList, err := denylist.New(client, "limits:denied",
+		denylist.WithCacheDuration(time.Second), denylist.WithCacheCapacity(1024))
 	if err != nil {
 		return
 	}
@@ -48,13 +49,13 @@ func ExampleDenyList() {
 }
 
 // Cache effectiveness: hits are answered without I/O, misses share reads.
-func ExampleDenyList_Stats() {
+func ExampleList_Stats() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
 	}
 	defer client.Close()
-	denyList, err := ratelimit.NewDenyList(client, "limits:denied")
+	denyList, err := denylist.New(client, "limits:denied")
 	if err != nil {
 		return
 	}
@@ -68,14 +69,14 @@ func ExampleDenyList_Stats() {
 
 // Per-tenant limits with one shared deny list: each key of the Keyed limiter is checked as its own
 // identity (or as what the function returns), before any capacity is touched.
-func ExampleWithKeyedDenyList() {
+func Example_keyed() {
 	ctx := context.Background()
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
 	}
 	defer client.Close()
-	denyList, err := ratelimit.NewDenyList(client, "limits:denied")
+	denyList, err := denylist.New(client, "limits:denied")
 	if err != nil {
 		return
 	}
@@ -98,5 +99,27 @@ func ExampleWithKeyedDenyList() {
 			continue
 		}
 		fmt.Println(tenant, res.Allowed, res.Reason) // acme true; globex false deny_list
+	}
+}
+
+// Listing the deny list for an operator.
+func ExampleList_Inspect() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	dl, err := denylist.New(client, "limits:denied")
+	if err != nil {
+		return
+	}
+	defer dl.Close(context.Background())
+
+	ins, err := dl.Inspect(context.Background())
+	if err != nil || !ins.Exists {
+		return
+	}
+	for _, id := range ins.Identities {
+		fmt.Printf("%q\n", id)
 	}
 }
