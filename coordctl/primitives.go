@@ -316,13 +316,13 @@ func inspectLease(ctx context.Context, a *app, c rueidis.Client, key string) (vi
 	if err != nil {
 		return nil, err
 	}
-	hs, err := ls.Holders(ctx, key)
+	in, err := ls.Inspect(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	v := leaseView{Primitive: "lease", Key: a.key(key), Holders: []holderView{}}
-	for _, h := range hs {
-		v.Holders = append(v.Holders, holderView{Field: h.Field, RemainingMS: ms(h.Remaining)})
+	for _, h := range in.Holders {
+		v.Holders = append(v.Holders, holderView{Field: h.Field, RemainingMS: msOrNoExpiry(h.Remaining, h.NoExpiry)})
 	}
 	return v, nil
 }
@@ -415,24 +415,22 @@ func (v semaphoreView) rows() [][2]string {
 }
 
 func inspectSemaphore(ctx context.Context, a *app, c rueidis.Client, key string) (view, error) {
-	in, err := semaphore.Inspect(ctx, c, key, semaphore.WithKeyPrefix(a.prefix))
+	// Inspect reports the stored capacity: the Semaphore's own (1) is not used.
+	sem, err := semaphore.New(c, key, 1, semaphore.WithKeyPrefix(a.prefix))
 	if err != nil {
 		return nil, err
 	}
-	v := semaphoreView{Primitive: "semaphore", Key: a.key(key), Found: in.Found, Capacity: in.Capacity,
-		Active: len(in.Permits), Free: in.Free, PermitsRemainingMS: []int64{}}
-	// semaphore.Forever (no expiry) is the largest Duration; coordctl shows it as -1 / "no expiry".
-	forever := func(d time.Duration) int64 {
-		if d == semaphore.Forever {
-			return -1
-		}
-		return ms(d)
+	in, err := sem.Inspect(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if in.Found {
-		v.KeyRemainingMS = forever(in.Remaining)
+	v := semaphoreView{Primitive: "semaphore", Key: a.key(key), Found: in.Exists, Capacity: in.Capacity,
+		Active: len(in.Permits), Free: in.Free, PermitsRemainingMS: []int64{}}
+	if in.Exists {
+		v.KeyRemainingMS = msOrNoExpiry(in.Remaining, in.NoExpiry)
 	}
 	for _, p := range in.Permits {
-		v.PermitsRemainingMS = append(v.PermitsRemainingMS, forever(p))
+		v.PermitsRemainingMS = append(v.PermitsRemainingMS, msOrNoExpiry(p.Remaining, p.NoExpiry))
 	}
 	return v, nil
 }

@@ -29,10 +29,11 @@ const (
 // and TTL behave as the contract in package github.com/coordkit/coordkit/luakit/ownership says. What
 // differs:
 //
-//   - A permit may have no expiry ([NoExpiry]): Remaining is [Forever], Deadline the zero time, TTL 0,
-//     and KeepAlive does nothing.
-//   - ExtendTTL accepts [NoExpiry] (0) or whole milliseconds, at least 1ms, and changes the permit's
-//     lifetime; neither it nor Verify nor Release checks the capacity.
+//   - A permit may have no expiry ([Semaphore.TryAcquireNoExpiry], [Semaphore.AcquireNoExpiry],
+//     [Permit.ExtendNoExpiry]): NoExpiry is true, Remaining is [Forever], Deadline the zero time, TTL
+//     0, Extend keeps it without expiry and KeepAlive does nothing.
+//   - ExtendTTL (whole milliseconds, at least 1ms) changes the permit's lifetime, also from no expiry
+//     to a TTL; neither it nor Verify nor Release checks the capacity.
 //   - Verify prunes expired permits, so it needs the primary and write permission.
 //   - Close returns its first attempt's error like every handle's, and retries an unanswered release
 //     in the background with jittered backoff for up to the retry window (default 1 minute) instead of
@@ -46,14 +47,14 @@ type Permit struct {
 	b   backend
 }
 
-//go:generate go run ../tools/cmd/handlegen -type Permit -noun permit -recv p -ttl "NoExpiry, or whole milliseconds, at least 1ms"
+//go:generate go run ../tools/cmd/handlegen -type Permit -noun permit -recv p -ttl "whole milliseconds, at least 1ms"
 
 // backend sends the owner-checked scripts of one permit for its Handle.
 type backend struct {
 	s     *Semaphore
 	own   *ownership.Handle // the Permit's
 	owner [1]string         // the owner token, as the verify and release scripts' ARGV
-	ms    string            // the acquisition's TTL argument (ms, "0" for no expiry)
+	ms    string            // the acquisition's TTL argument (ms, noExpiryArg for no expiry)
 	ttl   time.Duration     // the acquisition's TTL
 	// releaseErr is the last Release's error, read after an acquisition's cleanup (Grant's, for a late
 	// grant) to decide on a background retry. Release calls are serialised: the acquiring goroutine's
@@ -107,7 +108,8 @@ func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) {
 
 // Extend restarts the permit's expiry at ttl (0: none) on the server clock, if this owner holds it.
 func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	// The Handle validated ttl: 0 (no expiry, Config.NoExpiry) or whole milliseconds >= 1.
+	// The Handle validated ttl: whole milliseconds >= 1, or 0 from ExtendNoExpiry or the Extend of a
+	// permit without expiry.
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	n, err := extendScript.ExecOrdered(ctx, b.s.client, b.s.keys, []string{b.owner[0], ms}).AsInt64()
 	if err != nil {
@@ -160,10 +162,13 @@ func (b *backend) retryRelease(ctx context.Context) error {
 // sorted set. Keep it private: never log it or use it as a metric attribute.
 func (p *Permit) OwnerToken() string { return p.b.owner[0] }
 
-// extendTTL is the semaphore's ExtendTTL rule (ownership.Config.CheckTTL): [NoExpiry] or whole
-// milliseconds, at least 1ms; the capacity is not checked, so a renewal never fails because the
-// capacity was lowered.
-func extendTTL(ttl time.Duration) (time.Duration, error) {
-	_, d, err := ttlArg(ttl)
-	return d, err
-}
+// ExtendNoExpiry removes the permit's expiry if this owner holds it: it then lasts until released, as
+// one taken by [Semaphore.TryAcquireNoExpiry]. Its answers are [Permit.ExtendTTL]'s: (true, nil)
+// confirmed in time; (false, nil) lost, expired or ended; (false, err) failed, wrapping [ErrUncertain]
+// without a reply (the permit keeps its previous estimate). Use [Permit.ExtendTTL] to give it a TTL
+// again. With [WithHooks] it is the operation SEMAPHORE EXTEND.
+func (p *Permit) ExtendNoExpiry(ctx context.Context) (bool, error) { return p.own.ExtendNoExpiry(ctx) }
+
+// NoExpiry reports whether the permit has no expiry (its TTL is then 0 and Remaining [Forever] while
+// held).
+func (p *Permit) NoExpiry() bool { return p.own.TTL() == 0 }

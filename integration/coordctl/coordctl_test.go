@@ -146,11 +146,12 @@ func fixtures() []fixture {
 			s, err := semaphore.New(e.newClient(t), "ctl:sem", 3)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close(context.Background()) })
-			for _, ttl := range []time.Duration{30 * time.Second, semaphore.NoExpiry} {
-				p, err := s.TryAcquire(ctx(t), ttl)
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = p.Close() })
-			}
+			p, err := s.TryAcquire(ctx(t), 30*time.Second)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			p, err = s.TryAcquireNoExpiry(ctx(t))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
 			return []string{"semaphore", "inspect", "ctl:sem"}, []string{"ctl:sem"}, func(t *testing.T, m map[string]any) {
 				require.Equal(t, true, m["found"])
 				require.Equal(t, int64(3), num(t, m, "capacity"))
@@ -162,7 +163,8 @@ func fixtures() []fixture {
 				require.Equal(t, int64(-1), num(t, m, "key_remaining_ms"))
 			}
 		}, inspect: func(t *testing.T, c rueidis.Client) error {
-			_, err := semaphore.Inspect(ctx(t), c, "ctl:sem")
+			s, _ := semaphore.New(c, "ctl:sem", 1)
+			_, err := s.Inspect(ctx(t))
 			return err
 		}},
 		{name: "latch", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
@@ -274,7 +276,7 @@ func fixtures() []fixture {
 			}
 		}, inspect: func(t *testing.T, c rueidis.Client) error {
 			ls, _ := lease.New(c)
-			_, err := ls.Holders(ctx(t), "ctl:leases")
+			_, err := ls.Inspect(ctx(t), "ctl:leases")
 			return err
 		}},
 	}
@@ -405,10 +407,10 @@ func testAdmin(t *testing.T, e *env) {
 		}
 		m := e.runJSON(t, "lease", "force-release", "ctl:adm:leases", "a", "--yes")
 		require.Equal(t, true, m["changed"])
-		hs, err := ls.Holders(ctx(t), "ctl:adm:leases")
+		in, err := ls.Inspect(ctx(t), "ctl:adm:leases")
 		require.NoError(t, err)
-		require.Len(t, hs, 1)
-		require.Equal(t, "b", hs[0].Field)
+		require.Len(t, in.Holders, 1)
+		require.Equal(t, "b", in.Holders[0].Field)
 	})
 	t.Run("latch_delete", func(t *testing.T) {
 		ls, err := latch.New(e.newClient(t))
