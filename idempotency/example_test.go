@@ -95,7 +95,7 @@ func ExampleStore_Inspect() {
 	in, err := st.Inspect(context.Background(), "tenant-42:create-invoice:request-123")
 	switch {
 	case err != nil:
-	case !in.Found:
+	case !in.Exists:
 		fmt.Println("free")
 	case in.State == idempotency.InProgress:
 		fmt.Printf("pending (generation %d), lease %v, freed in %v unless renewed\n", in.Generation, in.TTL, in.Remaining)

@@ -256,7 +256,7 @@ func testInspect(t *testing.T, e *env) {
 	key := "idem:inspect:claim"
 	a := begin(t, s, key, long, fpA)
 	in = inspect(t, key)
-	require.Equal(t, idempotency.Inspection{Found: true, State: idempotency.InProgress, Generation: a.Generation,
+	require.Equal(t, idempotency.Inspection{Exists: true, State: idempotency.InProgress, Generation: a.Generation,
 		TTL: long, Remaining: in.Remaining}, in)
 	require.Positive(t, in.Remaining)
 	require.NotContains(t, fmt.Sprintf("%+v %#v", in, in), a.OwnerToken[:32], "the owner token is never revealed")
@@ -271,7 +271,7 @@ func testInspect(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	in = inspect(t, key)
-	require.Equal(t, idempotency.Inspection{Found: true, State: idempotency.Completed, Generation: a.Generation,
+	require.Equal(t, idempotency.Inspection{Exists: true, State: idempotency.Completed, Generation: a.Generation,
 		TTL: 3 * long, Remaining: in.Remaining, ResultSize: 1000}, in)
 	require.Greater(t, in.Remaining, 2*long)
 	for range 3 {
