@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -87,8 +88,9 @@ func fixtures() []fixture {
 				require.Equal(t, l.FencingToken(), num(t, m, "fencing_token"))
 				between(t, m, "remaining_ms", 20*time.Second, 30*time.Second)
 				for k := range m {
-					require.NotContains(t, k, "token") // no owner token in any field
+					require.NotContains(t, k, "owner") // no owner token in any field
 				}
+				require.NotContains(t, fmt.Sprint(m), l.OwnerToken(), "no owner token in any value")
 			}
 		}, inspect: func(t *testing.T, c rueidis.Client) error {
 			lk, _ := lock.New(c)
