@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
@@ -70,6 +72,11 @@ func (l *Locker) inspectOnce(ctx context.Context, r request) (Inspection, error)
 	if err != nil {
 		return Inspection{}, fmt.Errorf("lock: inspect: %w", luakit.MarkForeign(err))
 	}
+	return decodeInspection(arr)
+}
+
+// decodeInspection decodes the reply of inspect.lua: {held, pttl, fence}.
+func decodeInspection(arr []rueidis.RedisMessage) (Inspection, error) {
 	if len(arr) != 3 {
 		return Inspection{}, fmt.Errorf("lock: inspect: unexpected reply of %d elements", len(arr))
 	}
