@@ -1,6 +1,7 @@
 package rwlock
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -8,6 +9,18 @@ import (
 
 	"github.com/redis/rueidis"
 )
+
+// TestInspectValidationBeforeIO: an empty key fails before any I/O (noIO panics on a command).
+func TestInspectValidationBeforeIO(t *testing.T) {
+	t.Parallel()
+	l, err := New(noIO{mode: rueidis.ClientModeStandalone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Inspect(context.Background(), ""); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("empty key: %v", err)
+	}
+}
 
 // TestDecodeInspectionExists: Exists is the presence flag, also for a key holding only expired
 // entries (Mode 0); an absent key is the zero Inspection.
