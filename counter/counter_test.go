@@ -285,6 +285,7 @@ func FuzzDecodeBounded(f *testing.F) {
 	f.Add(int64(0), "-9223372036854775808", int64(-2))
 	f.Add(int64(1), "007", int64(-1))
 	f.Add(int64(1), " 1", int64(0))
+	f.Add(int64(1), "5", int64(-1)) // an existing key without expiry: NoExpiry
 	f.Fuzz(func(t *testing.T, allowed int64, value string, pttl int64) {
 		arr := []rueidis.RedisMessage{intMsg(allowed), strMsg(value), intMsg(pttl)}
 		res, err := decodeBounded(arr, "limit")
