@@ -77,9 +77,8 @@ func (s *Store) Claim(key string, a Attempt) (*Claim, error) {
 //     retried every [WithRetryDelay], at most a quarter of the period): [ErrExpired]; a duplicate may
 //     then start, so stop the work.
 //
-// When ctx ends renewing stops and the claim expires after its lease. Each renewal is the hook
-// operation IDEMPOTENCY EXTEND. KeepAlive never abandons or completes the claim. To keep renewing
-// while work ignores a cancelled request, pass context.WithoutCancel(ctx).
+// When ctx ends renewing stops (pass context.WithoutCancel(ctx) to outlive a request). Each renewal
+// is the hook operation IDEMPOTENCY EXTEND. KeepAlive never abandons or completes the claim.
 func (c *Claim) KeepAlive(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

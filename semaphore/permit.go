@@ -29,11 +29,9 @@ const (
 // and TTL behave as the contract in package github.com/coordkit/coordkit/luakit/ownership says. What
 // differs:
 //
-//   - A permit may have no expiry ([Semaphore.TryAcquireNoExpiry], [Semaphore.AcquireNoExpiry],
-//     [Permit.ExtendNoExpiry]): NoExpiry is true, Remaining is [Forever], Deadline the zero time, TTL
-//     0, Extend keeps it without expiry and KeepAlive does nothing.
-//   - ExtendTTL (whole milliseconds, at least 1ms) changes the permit's lifetime, also from no expiry
-//     to a TTL; neither it nor Verify nor Release checks the capacity.
+//   - A permit may have no expiry (TryAcquireNoExpiry, AcquireNoExpiry, [Permit.ExtendNoExpiry]):
+//     Remaining is [Forever], TTL 0, Extend keeps it so, KeepAlive does nothing; ExtendTTL (at least
+//     1ms) gives it a TTL. No call checks the capacity but acquisitions.
 //   - Verify prunes expired permits, so it needs the primary and write permission.
 //   - Close returns its first attempt's error like every handle's, and retries an unanswered release
 //     in the background with jittered backoff for up to the retry window (default 1 minute) instead of
