@@ -31,7 +31,7 @@ const (
 //
 //   - A permit may have no expiry (TryAcquireNoExpiry, AcquireNoExpiry, [Permit.ExtendNoExpiry]):
 //     Remaining is [Forever], TTL 0, Extend keeps it so, KeepAlive does nothing; ExtendTTL (at least
-//     1ms) gives it a TTL. No call checks the capacity but acquisitions.
+//     1ms) gives it a TTL. ExtendTTL, Verify and Release never check the capacity.
 //   - Verify prunes expired permits, so it needs the primary and write permission.
 //   - Close returns its first attempt's error like every handle's, and retries an unanswered release
 //     in the background with jittered backoff for up to the retry window (default 1 minute) instead of
