@@ -1,6 +1,6 @@
 // Package coordctl is the library behind the coordctl command: an operator's view of Coordkit's
 // coordination state on Redis and Valkey, built only on the inspection and admin functions the
-// primitive modules export (lock.Locker.Inspect, semaphore.Inspect, idempotency.Store.Inspect, ...).
+// primitive modules export (lock.Locker.Inspect, semaphore.Semaphore.Inspect, idempotency.Store.Inspect, ...).
 // It never decodes a module's keys itself and never sends a raw write command.
 //
 //	coordctl [--url redis://host:6379/0] [--cluster] [--prefix P] [--json] <primitive> inspect <key>

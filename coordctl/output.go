@@ -44,6 +44,14 @@ func ms(d time.Duration) int64 {
 	return d.Milliseconds()
 }
 
+// msOrNoExpiry is ms(d), or -1 (no expiry, as coordctl prints it) when noExpiry.
+func msOrNoExpiry(d time.Duration, noExpiry bool) int64 {
+	if noExpiry {
+		return -1
+	}
+	return ms(d)
+}
+
 // human prints a millisecond count for the table: "no expiry" for -1.
 func human(msv int64) string {
 	if msv < 0 {

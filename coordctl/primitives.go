@@ -229,22 +229,22 @@ func primitives() []primitive {
 // --- lock
 
 type lockView struct {
-	Primitive   string `json:"primitive"`
-	Name        string `json:"name"`
-	LeaseKey    string `json:"lease_key"`
-	FenceKey    string `json:"fence_key"`
-	Held        bool   `json:"held"`
-	RemainingMS int64  `json:"remaining_ms"`
-	Fence       int64  `json:"fence"`
+	Primitive    string `json:"primitive"`
+	Name         string `json:"name"`
+	LeaseKey     string `json:"lease_key"`
+	FenceKey     string `json:"fence_key"`
+	Exists       bool   `json:"exists"`
+	RemainingMS  int64  `json:"remaining_ms"`
+	FencingToken int64  `json:"fencing_token"`
 }
 
 func (v lockView) rows() [][2]string {
 	r := "-"
-	if v.Held {
+	if v.Exists {
 		r = human(v.RemainingMS)
 	}
 	return [][2]string{{"lock", quote(v.Name)}, {"lease key", quote(v.LeaseKey)}, {"fence key", quote(v.FenceKey)},
-		{"held", yesno(v.Held)}, {"remaining", r}, {"fence", itoa(v.Fence)}}
+		{"held", yesno(v.Exists)}, {"remaining", r}, {"fencing token", itoa(v.FencingToken)}}
 }
 
 func lockerOf(a *app, c rueidis.Client) (*lock.Locker, error) {
@@ -262,7 +262,7 @@ func inspectLock(ctx context.Context, a *app, c rueidis.Client, name string) (vi
 	}
 	lease, fence := lock.Keys(name)
 	return lockView{Primitive: "lock", Name: name, LeaseKey: a.key(lease), FenceKey: a.key(fence),
-		Held: in.Held, RemainingMS: ms(in.Remaining), Fence: in.Fence}, nil
+		Exists: in.Exists, RemainingMS: msOrNoExpiry(in.Remaining, in.NoExpiry), FencingToken: in.FencingToken}, nil
 }
 
 func forceReleaseLock(ctx context.Context, a *app, c rueidis.Client, args []string) (change, error) {
@@ -283,7 +283,7 @@ func forceReleaseLock(ctx context.Context, a *app, c rueidis.Client, args []stri
 	}
 	ch := change{Primitive: "lock", Action: "force-release", Key: before.LeaseKey, Changed: ok, Before: before}
 	if ok {
-		ch.What = fmt.Sprintf("deleted the lease key (it had %s left); fence key kept at %d", human(before.RemainingMS), before.Fence)
+		ch.What = fmt.Sprintf("deleted the lease key (it had %s left); fence key kept at %d", human(before.RemainingMS), before.FencingToken)
 	} else {
 		ch.What = "nothing: the lock was not held"
 	}
@@ -300,6 +300,7 @@ type holderView struct {
 type leaseView struct {
 	Primitive string       `json:"primitive"`
 	Key       string       `json:"key"`
+	Exists    bool         `json:"exists"`
 	Holders   []holderView `json:"holders"`
 }
 
@@ -316,13 +317,13 @@ func inspectLease(ctx context.Context, a *app, c rueidis.Client, key string) (vi
 	if err != nil {
 		return nil, err
 	}
-	hs, err := ls.Holders(ctx, key)
+	in, err := ls.Inspect(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	v := leaseView{Primitive: "lease", Key: a.key(key), Holders: []holderView{}}
-	for _, h := range hs {
-		v.Holders = append(v.Holders, holderView{Field: h.Field, RemainingMS: ms(h.Remaining)})
+	v := leaseView{Primitive: "lease", Key: a.key(key), Exists: in.Exists, Holders: []holderView{}}
+	for _, h := range in.Holders {
+		v.Holders = append(v.Holders, holderView{Field: h.Field, RemainingMS: msOrNoExpiry(h.Remaining, h.NoExpiry)})
 	}
 	return v, nil
 }
@@ -353,6 +354,7 @@ func forceReleaseLease(ctx context.Context, a *app, c rueidis.Client, args []str
 type rwlockView struct {
 	Primitive          string  `json:"primitive"`
 	Key                string  `json:"key"`
+	Exists             bool    `json:"exists"`
 	Mode               string  `json:"mode"`
 	Readers            int     `json:"readers"`
 	ReadersRemainingMS []int64 `json:"readers_remaining_ms"`
@@ -379,7 +381,7 @@ func inspectRWLock(ctx context.Context, a *app, c rueidis.Client, key string) (v
 	if err != nil {
 		return nil, err
 	}
-	v := rwlockView{Primitive: "rwlock", Key: a.key(key), Mode: "free", Readers: len(in.Readers),
+	v := rwlockView{Primitive: "rwlock", Key: a.key(key), Exists: in.Exists, Mode: "free", Readers: len(in.Readers),
 		ReadersRemainingMS: []int64{}, KeyRemainingMS: ms(in.Remaining)}
 	if in.Mode != 0 {
 		v.Mode = in.Mode.String()
@@ -398,7 +400,7 @@ func inspectRWLock(ctx context.Context, a *app, c rueidis.Client, key string) (v
 type semaphoreView struct {
 	Primitive          string  `json:"primitive"`
 	Key                string  `json:"key"`
-	Found              bool    `json:"found"`
+	Exists             bool    `json:"exists"`
 	Capacity           int64   `json:"capacity"`
 	Active             int     `json:"active"`
 	Free               int64   `json:"free"`
@@ -407,7 +409,7 @@ type semaphoreView struct {
 }
 
 func (v semaphoreView) rows() [][2]string {
-	if !v.Found {
+	if !v.Exists {
 		return [][2]string{{"semaphore", quote(v.Key)}, {"found", "no (no permit held, no capacity stored)"}}
 	}
 	return [][2]string{{"semaphore", quote(v.Key)}, {"capacity", itoa(v.Capacity)}, {"active", itoa(int64(v.Active))},
@@ -415,24 +417,22 @@ func (v semaphoreView) rows() [][2]string {
 }
 
 func inspectSemaphore(ctx context.Context, a *app, c rueidis.Client, key string) (view, error) {
-	in, err := semaphore.Inspect(ctx, c, key, semaphore.WithKeyPrefix(a.prefix))
+	// Inspect reports the stored capacity: the Semaphore's own (1) is not used.
+	sem, err := semaphore.New(c, key, 1, semaphore.WithKeyPrefix(a.prefix))
 	if err != nil {
 		return nil, err
 	}
-	v := semaphoreView{Primitive: "semaphore", Key: a.key(key), Found: in.Found, Capacity: in.Capacity,
-		Active: len(in.Permits), Free: in.Free, PermitsRemainingMS: []int64{}}
-	// semaphore.Forever (no expiry) is the largest Duration; coordctl shows it as -1 / "no expiry".
-	forever := func(d time.Duration) int64 {
-		if d == semaphore.Forever {
-			return -1
-		}
-		return ms(d)
+	in, err := sem.Inspect(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if in.Found {
-		v.KeyRemainingMS = forever(in.Remaining)
+	v := semaphoreView{Primitive: "semaphore", Key: a.key(key), Exists: in.Exists, Capacity: in.Capacity,
+		Active: len(in.Permits), Free: in.Free, PermitsRemainingMS: []int64{}}
+	if in.Exists {
+		v.KeyRemainingMS = msOrNoExpiry(in.Remaining, in.NoExpiry)
 	}
 	for _, p := range in.Permits {
-		v.PermitsRemainingMS = append(v.PermitsRemainingMS, forever(p))
+		v.PermitsRemainingMS = append(v.PermitsRemainingMS, msOrNoExpiry(p.Remaining, p.NoExpiry))
 	}
 	return v, nil
 }
@@ -442,6 +442,7 @@ func inspectSemaphore(ctx context.Context, a *app, c rueidis.Client, key string)
 type latchView struct {
 	Primitive   string `json:"primitive"`
 	Key         string `json:"key"`
+	Exists      bool   `json:"exists"`
 	Status      string `json:"status"`
 	Generation  string `json:"generation"`
 	Count       int64  `json:"count"`
@@ -480,9 +481,9 @@ func inspectLatch(ctx context.Context, a *app, c rueidis.Client, key string) (vi
 	if err != nil {
 		return nil, err
 	}
-	v := latchView{Primitive: "latch", Key: a.key(key), Status: string(in.Status), Generation: in.Generation,
-		Count: in.Count, Initial: in.Initial, Reason: in.Reason}
-	if in.Status == latch.StatusAbsent {
+	v := latchView{Primitive: "latch", Key: a.key(key), Exists: in.Exists, Status: string(in.Status),
+		Generation: in.Generation, Count: in.Count, Initial: in.Initial, Reason: in.Reason}
+	if !in.Exists {
 		v.Status = "absent"
 	}
 	if !in.ExpiresAt.IsZero() {
@@ -525,19 +526,19 @@ func deleteLatch(ctx context.Context, a *app, c rueidis.Client, args []string) (
 // --- counter
 
 type counterView struct {
-	Primitive string `json:"primitive"`
-	Key       string `json:"key"`
-	Exists    bool   `json:"exists"`
-	Value     int64  `json:"value"`
-	TTLMS     int64  `json:"ttl_ms"`
+	Primitive   string `json:"primitive"`
+	Key         string `json:"key"`
+	Exists      bool   `json:"exists"`
+	Value       int64  `json:"value"`
+	RemainingMS int64  `json:"remaining_ms"`
 }
 
 func (v counterView) rows() [][2]string {
 	t := "-"
 	if v.Exists {
-		t = human(v.TTLMS)
+		t = human(v.RemainingMS)
 	}
-	return [][2]string{{"counter", quote(v.Key)}, {"exists", yesno(v.Exists)}, {"value", itoa(v.Value)}, {"ttl", t}}
+	return [][2]string{{"counter", quote(v.Key)}, {"exists", yesno(v.Exists)}, {"value", itoa(v.Value)}, {"remaining", t}}
 }
 
 func inspectCounter(ctx context.Context, a *app, c rueidis.Client, key string) (view, error) {
@@ -550,11 +551,8 @@ func inspectCounter(ctx context.Context, a *app, c rueidis.Client, key string) (
 	if err != nil {
 		return nil, err
 	}
-	v := counterView{Primitive: "counter", Key: a.key(key), Exists: in.Exists, Value: in.Value, TTLMS: ms(in.TTL)}
-	if in.NoExpiry {
-		v.TTLMS = -1
-	}
-	return v, nil
+	return counterView{Primitive: "counter", Key: a.key(key), Exists: in.Exists, Value: in.Value,
+		RemainingMS: msOrNoExpiry(in.Remaining, in.NoExpiry)}, nil
 }
 
 // --- leader
@@ -563,17 +561,17 @@ type leaderView struct {
 	Primitive    string `json:"primitive"`
 	Name         string `json:"name"`
 	LeaseKey     string `json:"lease_key"`
-	Present      bool   `json:"present"`
+	Exists       bool   `json:"exists"`
 	RemainingMS  int64  `json:"remaining_ms"`
 	FencingToken int64  `json:"fencing_token"`
 }
 
 func (v leaderView) rows() [][2]string {
 	r := "-"
-	if v.Present {
+	if v.Exists {
 		r = human(v.RemainingMS)
 	}
-	return [][2]string{{"election", quote(v.Name)}, {"lease key", quote(v.LeaseKey)}, {"leader present", yesno(v.Present)},
+	return [][2]string{{"election", quote(v.Name)}, {"lease key", quote(v.LeaseKey)}, {"leader present", yesno(v.Exists)},
 		{"remaining", r}, {"fencing token", itoa(v.FencingToken)}}
 }
 
@@ -586,8 +584,8 @@ func inspectLeader(ctx context.Context, a *app, c rueidis.Client, name string) (
 	if err != nil {
 		return nil, err
 	}
-	return leaderView{Primitive: "leader", Name: name, LeaseKey: a.key(el.LeaseKey()), Present: in.Present,
-		RemainingMS: ms(in.Remaining), FencingToken: in.FencingToken}, nil
+	return leaderView{Primitive: "leader", Name: name, LeaseKey: a.key(el.LeaseKey()), Exists: in.Exists,
+		RemainingMS: msOrNoExpiry(in.Remaining, in.NoExpiry), FencingToken: in.FencingToken}, nil
 }
 
 // --- idempotency
@@ -595,7 +593,7 @@ func inspectLeader(ctx context.Context, a *app, c rueidis.Client, name string) (
 type idempotencyView struct {
 	Primitive   string `json:"primitive"`
 	Key         string `json:"key"`
-	Found       bool   `json:"found"`
+	Exists      bool   `json:"exists"`
 	State       string `json:"state"`
 	Generation  int64  `json:"generation"`
 	TTLMS       int64  `json:"ttl_ms"`
@@ -604,7 +602,7 @@ type idempotencyView struct {
 }
 
 func (v idempotencyView) rows() [][2]string {
-	if !v.Found {
+	if !v.Exists {
 		return [][2]string{{"claim", quote(v.Key)}, {"state", "absent"}}
 	}
 	return [][2]string{{"claim", quote(v.Key)}, {"state", v.State}, {"generation", itoa(v.Generation)},
@@ -624,8 +622,8 @@ func inspectIdempotency(ctx context.Context, a *app, c rueidis.Client, key strin
 	if err != nil {
 		return nil, err
 	}
-	v := idempotencyView{Primitive: "idempotency", Key: a.key(key), Found: in.Found, State: "absent"}
-	if in.Found {
+	v := idempotencyView{Primitive: "idempotency", Key: a.key(key), Exists: in.Exists, State: "absent"}
+	if in.Exists {
 		v.State, v.Generation, v.TTLMS, v.RemainingMS, v.ResultSize = stateName(in.State), in.Generation,
 			ms(in.TTL), ms(in.Remaining), in.ResultSize
 	}

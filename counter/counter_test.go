@@ -205,19 +205,7 @@ func intMsg(v int64) rueidis.RedisMessage { return msg(':', "", v) }
 
 func strMsg(s string) rueidis.RedisMessage { return msg('$', s, 0) }
 
-func TestSatSubAndHeadroom(t *testing.T) {
-	tests := []struct{ a, b, want int64 }{
-		{5, 3, 2},
-		{3, 5, -2},
-		{math.MaxInt64, -1, math.MaxInt64},
-		{math.MinInt64, 1, math.MinInt64},
-		{0, math.MinInt64, math.MaxInt64},
-	}
-	for _, tt := range tests {
-		if got := satSub(tt.a, tt.b); got != tt.want {
-			t.Errorf("satSub(%d, %d) = %d, want %d", tt.a, tt.b, got, tt.want)
-		}
-	}
+func TestHeadroom(t *testing.T) {
 	hr := []struct{ value, limit, want int64 }{
 		{0, 10, 10}, {10, 10, 0}, {11, 10, 0}, {math.MinInt64, math.MaxInt64, math.MaxInt64}, {-5, 5, 10},
 	}
@@ -290,26 +278,27 @@ func TestBatchErrorMessage(t *testing.T) {
 	}
 }
 
-// FuzzDecodeLimit checks that the limit script's reply decoder accepts exactly canonical int64 values
-// and never panics.
-func FuzzDecodeLimit(f *testing.F) {
+// FuzzDecodeBounded checks that the limit and floor scripts' reply decoder accepts exactly canonical
+// int64 values and never panics; the key's life is never negative and no expiry is NoExpiry.
+func FuzzDecodeBounded(f *testing.F) {
 	f.Add(int64(1), "9007199254740993", int64(1500))
 	f.Add(int64(0), "-9223372036854775808", int64(-2))
 	f.Add(int64(1), "007", int64(-1))
 	f.Add(int64(1), " 1", int64(0))
+	f.Add(int64(1), "5", int64(-1)) // an existing key without expiry: NoExpiry
 	f.Fuzz(func(t *testing.T, allowed int64, value string, pttl int64) {
 		arr := []rueidis.RedisMessage{intMsg(allowed), strMsg(value), intMsg(pttl)}
-		res, err := decodeLimit(arr)
+		res, err := decodeBounded(arr, "limit")
 		want, perr := luakit.ParseInt64(value)
 		if (err == nil) != (perr == nil) {
-			t.Fatalf("decodeLimit(%q) err = %v, ParseInt64 err = %v", value, err, perr)
+			t.Fatalf("decodeBounded(%q) err = %v, ParseInt64 err = %v", value, err, perr)
 		}
-		if err == nil && (res.Value != want || res.Allowed != (allowed == 1) || res.TTL < 0) {
-			t.Fatalf("decodeLimit(%q) = %+v", value, res)
+		if err == nil && (res.Value != want || res.Allowed != (allowed == 1) || res.Remaining < 0 ||
+			res.NoExpiry != (pttl == -1) || (res.NoExpiry && res.Remaining != 0)) {
+			t.Fatalf("decodeBounded(%q, pttl %d) = %+v", value, pttl, res)
 		}
-		fr, err := decodeFloor(arr[:2], math.MinInt64)
-		if (err == nil) != (perr == nil) || (err == nil && fr.Remaining < 0) {
-			t.Fatalf("decodeFloor(%q) = %+v, %v", value, fr, err)
+		if _, err := decodeBounded(arr[:2], "floor"); err == nil {
+			t.Fatal("a reply without the PTTL accepted")
 		}
 	})
 }

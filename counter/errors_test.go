@@ -125,11 +125,8 @@ func TestForeignData(t *testing.T) {
 		}
 	}
 	foreign := []rueidis.RedisMessage{intMsg(-3), strMsg("not_integer")}
-	if _, err := decodeLimit(foreign); !errors.Is(err, ErrNotInteger) || !errors.Is(err, luakit.ErrForeignData) {
-		t.Errorf("decodeLimit(foreign) = %v, want ErrNotInteger", err)
-	}
-	if _, err := decodeFloor(foreign, 0); !errors.Is(err, ErrNotInteger) || !errors.Is(err, luakit.ErrForeignData) {
-		t.Errorf("decodeFloor(foreign) = %v, want ErrNotInteger", err)
+	if _, err := decodeBounded(foreign, "limit"); !errors.Is(err, ErrNotInteger) || !errors.Is(err, luakit.ErrForeignData) {
+		t.Errorf("decodeBounded(foreign) = %v, want ErrNotInteger", err)
 	}
 }
 

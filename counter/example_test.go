@@ -38,7 +38,7 @@ func ExampleStore_IncrementUpTo() {
 	default:
 		allowed = res.Allowed
 	}
-	fmt.Println("allowed:", allowed, "used:", res.Value, "window ends in:", res.TTL)
+	fmt.Println("allowed:", allowed, "used:", res.Value, "window ends in:", res.Remaining)
 }
 
 // Increment many counters in one round trip; results come back in input order.

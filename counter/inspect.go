@@ -19,9 +19,9 @@ type Inspection struct {
 	Exists bool
 	// Value is the counter's value; 0 when the key is absent.
 	Value int64
-	// TTL is the key's remaining life on the server (PTTL, millisecond resolution) when it was read; 0
-	// for a key without expiry or an absent key (see NoExpiry to tell them apart).
-	TTL time.Duration
+	// Remaining is the key's remaining life on the server (PTTL, millisecond resolution) when it was
+	// read; 0 for a key without expiry or an absent key (see NoExpiry and Exists to tell them apart).
+	Remaining time.Duration
 	// NoExpiry is true for an existing key without expiry (it lives until deleted).
 	NoExpiry bool
 }
@@ -36,12 +36,17 @@ type Inspection struct {
 // after Close; otherwise the client's error (a timeout or cancellation changes nothing). Unlike the
 // increments it is sent even while the Store considers the server unreachable, so an operator sees the
 // connection error itself. It blocks for one round trip, bounded by ctx. Safe for concurrent use.
-func (s *Store) Inspect(ctx context.Context, key string) (_ Inspection, err error) {
+func (s *Store) Inspect(ctx context.Context, key string) (Inspection, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INSPECT", Instance: s.cfg.name})
 	if err != nil {
 		return Inspection{}, err
 	}
-	defer func() { sc.End(err) }()
+	in, err := s.inspect(ctx, key)
+	sc.End(err)
+	return in, err
+}
+
+func (s *Store) inspect(ctx context.Context, key string) (Inspection, error) {
 	k, err := s.key(key)
 	if err != nil {
 		return Inspection{}, err
@@ -78,7 +83,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (_ Inspection, err erro
 	}
 	in := Inspection{Exists: true, Value: v, NoExpiry: pttl < 0}
 	if pttl >= 0 {
-		in.TTL = time.Duration(pttl) * time.Millisecond
+		in.Remaining = time.Duration(pttl) * time.Millisecond
 	}
 	return in, nil
 }

@@ -25,5 +25,5 @@ func ExampleStore_Inspect() {
 	if err != nil {
 		return
 	}
-	fmt.Println("exists", in.Exists, "value", in.Value, "ttl", in.TTL, "no expiry", in.NoExpiry)
+	fmt.Println("exists", in.Exists, "value", in.Value, "remaining", in.Remaining, "no expiry", in.NoExpiry)
 }

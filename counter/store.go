@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,29 +98,18 @@ func (s *Store) Close(ctx context.Context) error {
 // does no I/O.
 func (s *Store) Connected() bool { return s.healthy.Load() && !s.closed.Load() }
 
-// Result is the outcome of [Store.IncrementUpTo].
+// Result is the outcome of [Store.IncrementUpTo] and [Store.DecrementDownTo].
 type Result struct {
-	// Allowed reports whether the increment was applied.
+	// Allowed reports whether the increment or decrement was applied.
 	Allowed bool
 	// Value is the counter after the call: the new value when allowed, the unchanged current value
 	// (0 for an absent key) when not.
 	Value int64
-	// TTL is the key's remaining time to live after the call, to the millisecond; 0 when the key has
-	// no expiry or does not exist.
-	TTL time.Duration
-}
-
-// DecrementResult is the outcome of [Store.DecrementDownTo].
-type DecrementResult struct {
-	// Allowed reports whether the decrement was applied.
-	Allowed bool
-	// Value is the counter after the call: the new value when allowed, the unchanged current value
-	// (0 for an absent key) when not.
-	Value int64
-	// Remaining is Value - floor: how much more can be decremented before the value reaches the
-	// floor (saturating at the int64 bounds; negative when a refused call found the value below the
-	// floor).
-	Remaining int64
+	// Remaining is the key's remaining life on the server after the call, to the millisecond; 0 when
+	// the key has no expiry (NoExpiry) or does not exist.
+	Remaining time.Duration
+	// NoExpiry is true for an existing key without expiry.
+	NoExpiry bool
 }
 
 // Value is one counter read by [Store.GetMany].
@@ -221,12 +209,17 @@ func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64
 // ([ErrInvalidTTL]), all matching [ErrInvalidConfig]; [ErrNotInteger] with nothing written;
 // [ErrDisconnected] at once while the server is unreachable; [ErrUncertain] when no reply was read
 // after sending; [ErrClosed] after Close. A refusal is not an error.
-func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (_ Result, err error) {
+func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (Result, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT UP TO", Instance: s.cfg.name})
 	if err != nil {
 		return Result{}, err
 	}
-	defer func() { sc.End(err) }()
+	res, err := s.incrementUpTo(ctx, key, delta, limit, ttl)
+	sc.End(err)
+	return res, err
+}
+
+func (s *Store) incrementUpTo(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (Result, error) {
 	k, err := s.key(key)
 	if err != nil {
 		return Result{}, err
@@ -246,7 +239,7 @@ func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int6
 	if err != nil {
 		return Result{}, s.fail(ctx, k, true, err)
 	}
-	return decodeLimit(arr)
+	return decodeBounded(arr, "limit")
 }
 
 // foreignReply reports whether a limit or floor script reply is {-3 (foreign), 'not_integer'}: the
@@ -263,26 +256,27 @@ func foreignReply(arr []rueidis.RedisMessage) bool {
 	return err == nil && reason == "not_integer"
 }
 
-func decodeLimit(arr []rueidis.RedisMessage) (Result, error) {
+// decodeBounded decodes the reply of the limit or floor script (name): {allowed, value, pttl}.
+func decodeBounded(arr []rueidis.RedisMessage, name string) (Result, error) {
 	if foreignReply(arr) {
 		return Result{}, ErrNotInteger
 	}
 	if len(arr) != 3 {
-		return Result{}, fmt.Errorf("counter: limit script replied %d elements, want 3", len(arr))
+		return Result{}, fmt.Errorf("counter: %s script replied %d elements, want 3", name, len(arr))
 	}
 	allowed, err := arr[0].AsInt64()
 	if err != nil {
-		return Result{}, fmt.Errorf("counter: limit script reply: %w", err)
+		return Result{}, fmt.Errorf("counter: %s script reply: %w", name, err)
 	}
 	v, err := luakit.Int64(arr[1])
 	if err != nil {
-		return Result{}, fmt.Errorf("counter: limit script reply: %w", err)
+		return Result{}, fmt.Errorf("counter: %s script reply: %w", name, err)
 	}
 	pttl, err := arr[2].AsInt64()
 	if err != nil {
-		return Result{}, fmt.Errorf("counter: limit script reply: %w", err)
+		return Result{}, fmt.Errorf("counter: %s script reply: %w", name, err)
 	}
-	return Result{Allowed: allowed == luakit.StatusOK, Value: v, TTL: pttlDuration(pttl)}, nil
+	return Result{Allowed: allowed == luakit.StatusOK, Value: v, Remaining: pttlDuration(pttl), NoExpiry: pttl == -1}, nil
 }
 
 // pttlDuration maps a PTTL reply to a duration: > 0 for an expiring key (a PTTL of 0, expiry within
@@ -300,63 +294,38 @@ func pttlDuration(pttl int64) time.Duration {
 // DecrementDownTo atomically subtracts delta (> 0) from the counter at key if the result is at
 // least floor: allowed iff current - delta >= floor, so the new value may equal the floor (an absent
 // key counts as 0, and an allowed decrement creates it without expiry). The key's expiry is never
-// changed. A refused call writes nothing and reports the unchanged value. Remaining is how far the
-// value is above floor. The comparison is exact over the whole int64 range. One script, one round
-// trip; ctx bounds it.
+// changed (Result.Remaining reports it). A refused call writes nothing and reports the unchanged
+// value. The comparison is exact over the whole int64 range. One script, one round trip; ctx bounds
+// it.
 //
 // Errors: as for [Store.IncrementUpTo] (without the ttl check).
-func (s *Store) DecrementDownTo(ctx context.Context, key string, delta, floor int64) (_ DecrementResult, err error) {
+func (s *Store) DecrementDownTo(ctx context.Context, key string, delta, floor int64) (Result, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER DECREMENT DOWN TO", Instance: s.cfg.name})
 	if err != nil {
-		return DecrementResult{}, err
+		return Result{}, err
 	}
-	defer func() { sc.End(err) }()
+	res, err := s.decrementDownTo(ctx, key, delta, floor)
+	sc.End(err)
+	return res, err
+}
+
+func (s *Store) decrementDownTo(ctx context.Context, key string, delta, floor int64) (Result, error) {
 	k, err := s.key(key)
 	if err != nil {
-		return DecrementResult{}, err
+		return Result{}, err
 	}
 	if err := checkDelta(delta); err != nil {
-		return DecrementResult{}, err
+		return Result{}, err
 	}
 	if err := s.refuse(ctx, k); err != nil {
-		return DecrementResult{}, err
+		return Result{}, err
 	}
 	arr, err := floorScript.Exec(ctx, s.client, []string{k},
 		[]string{luakit.FormatInt64(delta), luakit.FormatInt64(floor)}).ToArray()
 	if err != nil {
-		return DecrementResult{}, s.fail(ctx, k, true, err)
+		return Result{}, s.fail(ctx, k, true, err)
 	}
-	return decodeFloor(arr, floor)
-}
-
-func decodeFloor(arr []rueidis.RedisMessage, floor int64) (DecrementResult, error) {
-	if foreignReply(arr) {
-		return DecrementResult{}, ErrNotInteger
-	}
-	if len(arr) != 2 {
-		return DecrementResult{}, fmt.Errorf("counter: floor script replied %d elements, want 2", len(arr))
-	}
-	allowed, err := arr[0].AsInt64()
-	if err != nil {
-		return DecrementResult{}, fmt.Errorf("counter: floor script reply: %w", err)
-	}
-	v, err := luakit.Int64(arr[1])
-	if err != nil {
-		return DecrementResult{}, fmt.Errorf("counter: floor script reply: %w", err)
-	}
-	return DecrementResult{Allowed: allowed == luakit.StatusOK, Value: v, Remaining: satSub(v, floor)}, nil
-}
-
-// satSub returns a - b, saturating at the int64 bounds.
-func satSub(a, b int64) int64 {
-	d := a - b
-	if (b < 0 && d < a) || (b > 0 && d > a) {
-		if b < 0 {
-			return math.MaxInt64
-		}
-		return math.MinInt64
-	}
-	return d
+	return decodeBounded(arr, "floor")
 }
 
 // Get returns the counter at key, 0 when the key is absent. One GET (not retried by the client, so

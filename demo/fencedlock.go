@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/lock"
+	"github.com/coordkit/coordkit/testkit/fence"
 )
 
 // The fenced-lock step's timing. Normal leases are long enough that no critical section outlives
@@ -48,7 +49,7 @@ type acquisition struct {
 // fencedLock is the shared state of one run of the step.
 type fencedLock struct {
 	e      *env
-	record lock.Fence[[]entry] // the protected resource: a fenced append-only ledger
+	record fence.Fence[[]entry] // the protected resource: a fenced append-only ledger
 
 	holders    atomic.Int32 // workers inside a normal critical section right now
 	maxHolders atomic.Int32

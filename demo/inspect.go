@@ -93,12 +93,12 @@ func inspectStep(ctx context.Context, e *env) (stepResult, error) {
 	}
 
 	var lv struct {
-		Held  bool  `json:"held"`
-		Fence int64 `json:"fence"`
+		Exists       bool  `json:"exists"`
+		FencingToken int64 `json:"fencing_token"`
 	}
 	var cv struct {
-		Value int64 `json:"value"`
-		TTLMS int64 `json:"ttl_ms"`
+		Value       int64 `json:"value"`
+		RemainingMS int64 `json:"remaining_ms"`
 	}
 	var sv struct {
 		Capacity int64 `json:"capacity"`
@@ -121,12 +121,12 @@ func inspectStep(ctx context.Context, e *env) (stepResult, error) {
 			return res, fmt.Errorf("coordctl %s: %w", strings.Join(x.args, " "), err)
 		}
 	}
-	res.check("lock shown held with the lease's fencing token", lv.Held && lv.Fence == held.FencingToken(),
-		"held %v, fence %d, token %d", lv.Held, lv.Fence, held.FencingToken())
-	res.check("counter shown with its value and a TTL", cv.Value == 3 && cv.TTLMS > 0 && cv.TTLMS <= 60000,
-		"value %d, ttl %dms", cv.Value, cv.TTLMS)
+	res.check("lock shown held with the lease's fencing token", lv.Exists && lv.FencingToken == held.FencingToken(),
+		"exists %v, fencing token %d, token %d", lv.Exists, lv.FencingToken, held.FencingToken())
+	res.check("counter shown with its value and a TTL", cv.Value == 3 && cv.RemainingMS > 0 && cv.RemainingMS <= 60000,
+		"value %d, remaining %dms", cv.Value, cv.RemainingMS)
 	res.check("semaphore shown with 1 of 2 permits free", sv.Capacity == 2 && sv.Active == 1 && sv.Free == 1,
 		"capacity %d, active %d, free %d", sv.Capacity, sv.Active, sv.Free)
-	res.summary = fmt.Sprintf("lock held (fence %d), quota %d, %d/%d permits free", lv.Fence, cv.Value, sv.Free, sv.Capacity)
+	res.summary = fmt.Sprintf("lock held (fencing token %d), quota %d, %d/%d permits free", lv.FencingToken, cv.Value, sv.Free, sv.Capacity)
 	return res, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/testkit"
+	"github.com/coordkit/coordkit/testkit/fence"
 )
 
 // The leader-election step's timing: a short lease so the stalled leader is replaced in well under a
@@ -45,7 +46,7 @@ type schedTerm struct {
 
 // schedulers is the shared state of one run of the step.
 type schedulers struct {
-	record lock.Fence[string] // the protected resource: the scheduler's fenced job table
+	record fence.Fence[string] // the protected resource: the scheduler's fenced job table
 
 	mu    sync.Mutex
 	terms []*schedTerm

@@ -11,8 +11,8 @@
 // generation) that expires after the claim lease, and returns Started with the owner token; otherwise
 // it returns Completed with the stored result, InProgress for a pending claim, or
 // FingerprintMismatch. While the work runs, the owner renews the lease ([Store.Extend], or
-// [Store.KeepAlive], which renews in the background and ends the work's context if the claim is
-// lost), so a short lease (seconds) covers long work, and a crashed owner's claim frees the key after
+// [Claim.KeepAlive] on the attempt's [Store.Claim], which renews in the background and ends the
+// claim's context if the claim is lost), so a short lease (seconds) covers long work, and a crashed owner's claim frees the key after
 // at most one lease. [Store.Complete] turns the owner's pending claim into a completed one holding the
 // result bytes, kept for the retention (hours) given to it; [Store.Abandon] deletes the owner's
 // pending claim. [Store.Begin] waits for an in-progress original instead of returning InProgress;
@@ -23,9 +23,10 @@
 //	a, err := st.TryBegin(ctx, key, 10*time.Second, idempotency.FingerprintOf(digest)) // claim lease
 //	switch a.State {
 //	case idempotency.Started:
-//		work, stop, _ := st.KeepAlive(ctx, key, a) // renews every lease/3
-//		res := doWork(work)                        // stop when work is done: the claim was lost
-//		stop()
+//		claim, _ := st.Claim(key, a)
+//		_ = claim.KeepAlive(ctx)            // renews every lease/3
+//		res := doWork(claim.Context())      // stop when it ends: the claim was lost
+//		claim.Stop()
 //		ok, err := st.Complete(ctx, key, a.OwnerToken, res, 24*time.Hour) // retention; !ok: lost
 //	case idempotency.Completed:
 //		replay(a.Result)
@@ -44,7 +45,7 @@
 // luakit's shared values, so one errors.Is check serves every Coordkit module. A key holding another
 // Redis type, or a hash this package did not write, is reported as an error wrapping ErrForeignData
 // and is left unchanged. Every bad argument or option (an empty key, a lease or retention under 1ms,
-// [ErrInvalidToken], a KeepAlive of an attempt that is not Started, a non-positive retry delay, a nil
+// [ErrInvalidToken], a Claim of an attempt that is not Started, a non-positive retry delay, a nil
 // logger) fails before any I/O with an error matching luakit.ErrInvalidConfig. Every error starts
 // with "idempotency: " and never contains a key, a token or a result.
 //
@@ -70,17 +71,17 @@
 //     estimate (send time + lease − ownership.ServerClockStep), and [Store.Begin] waits with its
 //     Waiter: it sleeps on invalidations of the claim key and wakes when the awaited claim's lease
 //     would end, never polling on a fixed period (the contract's waiting rows).
-//   - [Store.KeepAlive] ends the work's context once the claim can no longer be vouched for: with
+//   - [Claim.KeepAlive] ends the claim's context once the claim can no longer be vouched for: with
 //     [ErrLost] when a renewal finds no claim of this owner, with the server's error when a renewal is
-//     refused for good (a terminal error such as NOPERM: errors.Is(context.Cause(work),
-//     ErrNoPermission); never retried), and with [ErrExpired] when no renewal was confirmed before the
+//     refused for good (a terminal error such as NOPERM: errors.Is(claim.Err(), ErrNoPermission);
+//     never retried), and with [ErrExpired] when no renewal was confirmed before the
 //     estimate elapsed (failed and uncertain renewals are retried until then).
 //
 // # Non-guarantees
 //
 //   - Duplicates are suppressed only while Redis retains the claim or result. Work that outlives its
 //     lease without renewal (a paused process, renewals failing for a whole lease) may overlap a new
-//     owner's: KeepAlive then ends the work's context ([ErrExpired] or [ErrLost]), but cannot stop
+//     owner's: KeepAlive then ends the claim's context ([ErrExpired] or [ErrLost]), but cannot stop
 //     work that ignores it. Eviction, failover data loss or expiry can allow a repeated side effect:
 //     payments and other effects that must survive Redis data loss need durable application
 //     transactions or downstream idempotency (the generation can serve as a fencing value there).
@@ -103,6 +104,6 @@
 // # Concurrency
 //
 // A [Store] is safe for concurrent use. It runs no background work of its own (Begin waits in the
-// caller's goroutine); each KeepAlive runs one goroutine until its stop function is called, its ctx
-// ends or the claim is lost. So a Store has no Close.
+// caller's goroutine); each Claim.KeepAlive runs one goroutine until Claim.Stop is called, its ctx
+// ends or the claim ends. So a Store has no Close.
 package idempotency

@@ -36,12 +36,12 @@ func ExampleStore_TryBegin() {
 	}
 	switch a.State {
 	case idempotency.Started:
-		work, stop, err := st.KeepAlive(ctx, key, a)
-		if err != nil {
+		claim, err := st.Claim(key, a)
+		if err != nil || claim.KeepAlive(ctx) != nil {
 			return
 		}
-		result := createInvoice(work) // do the work once (stopping if work ends), serialise its result
-		stop()
+		result := createInvoice(claim.Context()) // do the work once (stopping if it ends), serialise its result
+		claim.Stop()
 		if ok, err := st.Complete(ctx, key, a.OwnerToken, result, 24*time.Hour); err != nil || !ok {
 			fmt.Println("the claim was lost before completion")
 		}
@@ -56,9 +56,9 @@ func ExampleStore_TryBegin() {
 
 func createInvoice(ctx context.Context) []byte { return []byte("invoice-456") }
 
-// KeepAlive renews a claim while long work runs; the work's context ends if the claim is lost. It
+// KeepAlive renews a claim while long work runs; the claim's context ends if the claim is lost. It
 // needs a server, so it is compiled but not run.
-func ExampleStore_KeepAlive() {
+func ExampleClaim_KeepAlive() {
 	ctx := context.Background()
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
@@ -70,16 +70,16 @@ func ExampleStore_KeepAlive() {
 	if err != nil || a.State != idempotency.Started {
 		return
 	}
-	work, stop, err := st.KeepAlive(ctx, "export-2026-12", a) // renews every 5s
-	if err != nil {
+	claim, err := st.Claim("export-2026-12", a)
+	if err != nil || claim.KeepAlive(ctx) != nil { // renews every 5s
 		return
 	}
 	select {
 	case <-time.After(time.Minute): // the long work, longer than the lease
-	case <-work.Done():
-		fmt.Println("stopped:", context.Cause(work)) // idempotency.ErrLost or ErrExpired
+	case <-claim.Done():
+		fmt.Println("stopped:", claim.Err()) // idempotency.ErrLost or ErrExpired
 	}
-	stop()
+	claim.Stop()
 	_, _ = st.Complete(ctx, "export-2026-12", a.OwnerToken, []byte("done"), time.Hour)
 }
 
@@ -95,7 +95,7 @@ func ExampleStore_Inspect() {
 	in, err := st.Inspect(context.Background(), "tenant-42:create-invoice:request-123")
 	switch {
 	case err != nil:
-	case !in.Found:
+	case !in.Exists:
 		fmt.Println("free")
 	case in.State == idempotency.InProgress:
 		fmt.Printf("pending (generation %d), lease %v, freed in %v unless renewed\n", in.Generation, in.TTL, in.Remaining)

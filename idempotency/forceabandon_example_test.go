@@ -19,7 +19,7 @@ func ExampleStore_ForceAbandon() {
 	s, _ := idempotency.New(client)
 	ctx := context.Background()
 	in, err := s.Inspect(ctx, "payment:42")
-	if err != nil || !in.Found || in.State != idempotency.InProgress {
+	if err != nil || !in.Exists || in.State != idempotency.InProgress {
 		return
 	}
 	removed, err := s.ForceAbandon(ctx, "payment:42", in.Generation)

@@ -11,11 +11,11 @@ import (
 
 // Inspection is what [Store.Inspect] reports about one key: a small value for operators and
 // dashboards. It never holds the owner token, the fingerprint or the result bytes. Its zero value
-// (Found false) describes an absent key.
+// (Exists false) describes an absent key.
 type Inspection struct {
-	// Found is false when the key holds no claim (never claimed, abandoned, or its lease or retention
+	// Exists is false when the key holds no claim (never claimed, abandoned, or its lease or retention
 	// ended); every other field is then zero.
-	Found bool
+	Exists bool
 	// State is InProgress for a pending claim and Completed for a stored result.
 	State State
 	// Generation identifies the claim (see [Attempt.Generation]).
@@ -42,12 +42,17 @@ type Inspection struct {
 // [ErrForeignData] when the key holds another Redis type or a hash this package did not write; or a
 // server or connection error (a timeout is plain ctx.Err(): nothing can have changed). It blocks for
 // one round trip (one script), bounded by ctx.
-func (s *Store) Inspect(ctx context.Context, key string) (ins Inspection, err error) {
+func (s *Store) Inspect(ctx context.Context, key string) (Inspection, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opInspect))
 	if err != nil {
 		return Inspection{}, err
 	}
-	defer func() { sc.End(err) }()
+	in, err := s.inspect(ctx, key)
+	sc.End(err)
+	return in, err
+}
+
+func (s *Store) inspect(ctx context.Context, key string) (Inspection, error) {
 	if err := validateKey(key); err != nil {
 		return Inspection{}, err
 	}
@@ -86,7 +91,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (ins Inspection, err er
 	if err != nil {
 		return Inspection{}, fmt.Errorf("idempotency: inspect: result size: %w", err)
 	}
-	in := Inspection{Found: true, State: InProgress, Generation: gen, TTL: time.Duration(ttl) * time.Millisecond,
+	in := Inspection{Exists: true, State: InProgress, Generation: gen, TTL: time.Duration(ttl) * time.Millisecond,
 		Remaining: time.Duration(max(pttl, 0)) * time.Millisecond}
 	if status == luakit.StatusCompleted {
 		in.State, in.ResultSize = Completed, size

@@ -11,96 +11,146 @@ import (
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
-// The causes with which [Store.KeepAlive]'s context ends when the claim can no longer be vouched for
-// (context.Cause reports them). They are luakit's shared values.
+// The causes with which a [Claim]'s context ends when the claim can no longer be vouched for
+// (context.Cause reports them), and KeepAlive's error while one runs. They are luakit's shared values.
 var (
-	ErrLost    = luakit.ErrLost    // a renewal found no pending claim of this owner: it expired, was abandoned, replaced or completed
-	ErrExpired = luakit.ErrExpired // no renewal was confirmed before the local estimate of the lease elapsed
+	ErrLost             = luakit.ErrLost             // a renewal found no pending claim of this owner: it expired, was abandoned, replaced or completed
+	ErrExpired          = luakit.ErrExpired          // no renewal was confirmed before the local estimate of the lease elapsed
+	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning // a second KeepAlive on one Claim
 )
 
-// KeepAlive renews the pending claim of a Started attempt a (from [Store.TryBegin] or [Store.Begin]
-// on key) in the background while work runs, and returns a context for that work and a stop function.
+// Claim is the pending claim of a Started [Attempt], held by this process: it keeps the claim alive
+// with the owner-token handles' shape (KeepAlive(ctx) error, Context, Done, Err), so work can stop
+// when the claim can no longer be vouched for. Make it with [Store.Claim]; complete or abandon the
+// claim with [Store.Complete] or [Store.Abandon] after [Claim.Stop]. Safe for concurrent use.
+type Claim struct {
+	s              *Store
+	k, secret, gen string
+	ms             int64
+	ctx            context.Context
+	end            context.CancelCauseFunc
+	mu             sync.Mutex
+	deadline       time.Time
+	expiry         *time.Timer   // ends the claim with ErrExpired at the local estimate
+	stop           func()        // stops a running keep-alive; nil when none runs
+	keepAliveDone  chan struct{} // closed when the running keep-alive's goroutine returned
+}
+
+// Claim returns the [Claim] of a, a Started attempt of key (from [Store.TryBegin] or [Store.Begin]).
+// It does no I/O and starts no goroutine; its Context ends with [ErrExpired] at a.Deadline unless
+// [Claim.KeepAlive] renews it (a Deadline already past ends it at once).
 //
-// It renews for a.Lease ([Store.Extend]) a.Lease/3 after the last confirmed renewal (or the
-// claim), at once when less than that is left (the schedule of every owner-token hold,
-// ownership.RenewalDue), tracking a local estimate of the lease
-// (a.Deadline, then the estimate from the send time of the last confirmed renewal, as [Attempt]'s
-// Deadline is computed). The returned context is derived from ctx and is cancelled, with
-// context.Cause reporting why, when:
-//
-//   - a renewal finds no pending claim of this owner: cause [ErrLost] (expired, abandoned, replaced by
-//     another caller after expiry, or completed);
-//   - the server refuses a renewal for good (a terminal error, see [luakit.Classify]: NOPERM when the
-//     ACL refuses a command of the renewal): the cause is that error, so
-//     errors.Is(context.Cause(work), ErrNoPermission) reports an ACL refusal. No retry could succeed,
-//     so the work is stopped at once instead of when the estimate elapses. Nothing was renewed: the
-//     claim expires after its lease;
-//   - no renewal is confirmed before the estimate elapses (failed or uncertain renewals are retried
-//     every [WithRetryDelay], at most a quarter of the period): cause [ErrExpired]; a duplicate may
-//     then start, so stop the work;
-//   - ctx ends (renewals stop; the claim then expires after its lease), or stop is called.
-//
-// KeepAlive never abandons or completes the claim. stop ends renewing, waits for the renewing
-// goroutine to exit (so no renewal is in flight from it afterwards, except one whose reply it stopped
-// waiting for, which is harmless: renewals are owner-checked and never touch a completed or newer
-// claim) and cancels the context; it is idempotent. Call stop, then [Store.Complete] or
-// [Store.Abandon]. To keep renewing while work ignores a cancelled request (an HTTP handler whose
-// client left), pass context.WithoutCancel(ctx) and watch the request separately.
-//
-// Errors, before anything starts (no goroutine, no I/O): an error matching luakit.ErrInvalidConfig
-// when a is not Started, its token is malformed ([ErrInvalidToken]), its lease is under 1ms or its
-// Deadline is zero, or key is empty. A Deadline already in the past ends the context at once
-// ([ErrExpired]). KeepAlive itself does not block; it starts one goroutine, which ends by stop, ctx or loss.
-// Safe for concurrent use.
-func (s *Store) KeepAlive(ctx context.Context, key string, a Attempt) (context.Context, context.CancelFunc, error) {
+// It fails before anything starts with an error matching luakit.ErrInvalidConfig when a is not
+// Started, its token is malformed ([ErrInvalidToken]), its lease is under 1ms or its Deadline is zero,
+// or key is empty.
+func (s *Store) Claim(key string, a Attempt) (*Claim, error) {
 	if a.State != Started {
-		return nil, nil, &argError{msg: fmt.Sprintf("idempotency: keep-alive needs a started attempt (got %v)", a.State), kind: luakit.ErrInvalidConfig}
+		return nil, &argError{msg: fmt.Sprintf("idempotency: a claim needs a started attempt (got %v)", a.State), kind: luakit.ErrInvalidConfig}
 	}
 	k, secret, gen, err := s.prepareOwned(key, a.OwnerToken)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ms, err := millis("claim lease", a.Lease)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if a.Deadline.IsZero() {
-		return nil, nil, &argError{msg: "idempotency: keep-alive needs the attempt's Deadline", kind: luakit.ErrInvalidConfig}
+		return nil, &argError{msg: "idempotency: a claim needs the attempt's Deadline", kind: luakit.ErrInvalidConfig}
 	}
-	kctx, cancel := context.WithCancelCause(ctx)
-	// rctx bounds renewing: it ends with kctx or when stop is called.
-	rctx, quit := context.WithCancel(kctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.keepAlive(rctx, cancel, k, secret, gen, ms, a.Deadline)
-	}()
-	var once sync.Once
-	stop := func() {
-		once.Do(quit)
-		<-done
-		cancel(context.Canceled)
-	}
-	return kctx, stop, nil
+	ctx, end := context.WithCancelCause(context.Background())
+	c := &Claim{s: s, k: k, secret: secret, gen: gen, ms: ms, ctx: ctx, end: end, deadline: a.Deadline}
+	c.expiry = time.AfterFunc(time.Until(a.Deadline), func() { end(ErrExpired) })
+	return c, nil
 }
 
-// keepAlive renews until ctx ends (stop, or the caller's ctx) or the claim can no longer be vouched
-// for, which it reports through end.
-func (s *Store) keepAlive(ctx context.Context, end context.CancelCauseFunc, k, secret, gen string, ms int64, deadline time.Time) {
+// KeepAlive renews the claim in the background, for its lease ([Store.Extend]) a lease/3 after the
+// last confirmed renewal (at once when less is left: ownership.RenewalDue), until ctx ends, [Claim.Stop]
+// is called or the claim ends; it returns at once (nil), [ErrKeepAliveRunning] if one runs, or the
+// claim's cause once it ended. The claim ends (Context cancelled, Err its cause) when:
+//
+//   - a renewal finds no pending claim of this owner: [ErrLost] (expired, abandoned, replaced by
+//     another caller after expiry, or completed; also a key overwritten with foreign data);
+//   - the server refuses a renewal for good (a terminal error, see [luakit.Classify], such as NOPERM):
+//     that error, so errors.Is(claim.Err(), ErrNoPermission) reports an ACL refusal;
+//   - no renewal is confirmed before the local estimate elapses (failed or uncertain renewals are
+//     retried every [WithRetryDelay], at most a quarter of the period): [ErrExpired]; a duplicate may
+//     then start, so stop the work.
+//
+// When ctx ends renewing stops (pass context.WithoutCancel(ctx) to outlive a request). Each renewal
+// is the hook operation IDEMPOTENCY EXTEND. KeepAlive never abandons or completes the claim.
+func (c *Claim) KeepAlive(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx.Err() != nil {
+		return context.Cause(c.ctx)
+	}
+	if c.keepAliveDone != nil {
+		select {
+		case <-c.keepAliveDone:
+		default:
+			return ErrKeepAliveRunning
+		}
+	}
+	rctx, quit := context.WithCancel(ctx)
+	stopOnEnd := context.AfterFunc(c.ctx, quit)
+	done := make(chan struct{})
+	c.stop, c.keepAliveDone = quit, done
+	go func() {
+		defer close(done)
+		defer stopOnEnd()
+		c.keepAlive(rctx)
+	}()
+	return nil
+}
+
+// Stop ends this process's hold of the claim: it stops a running KeepAlive, waits for its goroutine
+// (no renewal of it is in flight afterwards, except one whose reply it stopped waiting for, which is
+// harmless: renewals are owner-checked and never touch a completed or newer claim), and ends Context
+// with context.Canceled unless the claim had already ended. It sends nothing: the claim stays pending
+// until [Store.Complete], [Store.Abandon] or its lease ends. It is idempotent.
+func (c *Claim) Stop() {
+	c.mu.Lock()
+	stop, done := c.stop, c.keepAliveDone
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+	c.expiry.Stop()
+	c.end(context.Canceled)
+}
+
+// Context is cancelled, with Err as its cause, when the claim ends: derive the work's context from it.
+func (c *Claim) Context() context.Context { return c.ctx }
+
+// Done is closed when the claim ends ([ErrLost], [ErrExpired], a terminal renewal error, or Stop).
+func (c *Claim) Done() <-chan struct{} { return c.ctx.Done() }
+
+// Err is nil while the claim is vouched for, then why it ended (context.Canceled after Stop).
+func (c *Claim) Err() error {
+	if c.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(c.ctx)
+}
+
+// keepAlive renews until ctx ends (Stop, the caller's ctx, or the claim's end) or the claim can no
+// longer be vouched for, which it reports through c.end.
+func (c *Claim) keepAlive(ctx context.Context) {
+	s, ms := c.s, c.ms
 	lease := time.Duration(ms) * time.Millisecond
 	retry := max(min(max(lease/3, time.Millisecond)/4, s.cfg.own.RetryDelay), time.Millisecond)
+	c.mu.Lock()
+	deadline := c.deadline
+	c.mu.Unlock()
 	// Renewals follow the estimate, as every owner-token hold's (ownership.RenewalDue): a keep-alive
 	// started late renews at once.
 	next := time.NewTimer(ownership.RenewalDue(deadline, lease, 1.0/3))
 	defer next.Stop()
-	expiry := time.NewTimer(time.Until(deadline))
-	defer expiry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
-		case <-expiry.C:
-			end(ErrExpired)
 			return
 		case <-next.C:
 		}
@@ -109,33 +159,38 @@ func (s *Store) keepAlive(ctx context.Context, end context.CancelCauseFunc, k, s
 		rctx, cancel := context.WithDeadline(ctx, deadline)
 		ectx, stopDL := luakit.WithoutDeadline(rctx)
 		start := time.Now()
-		held, admitted, err := s.renew(ectx, k, secret, gen, ms)
+		held, admitted, err := s.renew(ectx, c.k, c.secret, c.gen, ms)
 		stopDL()
 		cancel()
 		switch {
 		case err == nil && !held:
-			end(ErrLost)
+			c.end(ErrLost)
 			return
 		case err == nil && !time.Now().Before(deadline):
 			// Confirmed too late: a duplicate may have started meanwhile.
-			end(ErrExpired)
+			c.end(ErrExpired)
 			return
 		case err == nil:
 			deadline = estimate(start, ms)
-			expiry.Reset(time.Until(deadline))
+			c.mu.Lock()
+			c.deadline = deadline
+			if c.ctx.Err() == nil {
+				c.expiry.Reset(time.Until(deadline))
+			}
+			c.mu.Unlock()
 			next.Reset(ownership.RenewalDue(deadline, lease, 1.0/3))
 		default:
 			if ctx.Err() != nil {
 				return
 			}
 			if errors.Is(err, ErrForeignData) {
-				end(ErrLost) // someone overwrote the key: the claim is gone
+				c.end(ErrLost) // someone overwrote the key: the claim is gone
 				return
 			}
 			if admitted && luakit.IsTerminal(err) && !errors.Is(err, ErrUncertain) {
 				// Refused by the server (NOPERM...): no retry can succeed, so end with that error
 				// instead of retrying until the estimate elapses (as ownership's keep-alive does).
-				end(err)
+				c.end(err)
 				return
 			}
 			next.Reset(retry)

@@ -54,7 +54,7 @@ func WithTracker(t *luakit.Tracker) Option {
 
 // WithRetryDelay sets how long [Store.Begin] waits before retrying after a transient server error
 // (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY: replies that say the script did not
-// run; or a refused connection), and how long [Store.KeepAlive] waits after a failed renewal (at most
+// run; or a refused connection), and how long [Claim.KeepAlive] waits after a failed renewal (at most
 // a quarter of its period). Uncertain failures of Begin are never retried. It must be positive.
 // Default: 50ms.
 func WithRetryDelay(d time.Duration) Option {
@@ -71,7 +71,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithHooks adds hooks that admit and observe the Store's operations (see [luakit.Hook]; primitive
 // "idempotency"): IDEMPOTENCY TRY BEGIN (TryBegin), IDEMPOTENCY BEGIN (Begin: one operation however
 // many re-reads and retries it waits through), IDEMPOTENCY COMPLETE, IDEMPOTENCY EXTEND (Extend and
-// each renewal a [Store.KeepAlive] sends, admitted with the keep-alive's context; a rejected renewal
+// each renewal a [Claim.KeepAlive] sends, admitted with the keep-alive's context; a rejected renewal
 // is handled like a failed one and retried after the retry delay), IDEMPOTENCY ABANDON,
 // IDEMPOTENCY FORCE ABANDON and IDEMPOTENCY INSPECT. A rejected admission returns the hook's error
 // unchanged and sends nothing. A negative answer (a claim held by another, a lost claim: false

@@ -116,7 +116,7 @@ type Attempt struct {
 	// State says which of the fields below are set.
 	State State
 	// OwnerToken is set only for Started: the private proof of ownership to pass to Extend,
-	// KeepAlive, Complete or Abandon. It is opaque (it encodes a random 128-bit value and the
+	// Claim, Complete or Abandon. It is opaque (it encodes a random 128-bit value and the
 	// generation); never log it.
 	OwnerToken string
 	// Result is set only for Completed: the stored result, a non-nil slice (empty for an empty
@@ -135,7 +135,7 @@ type Attempt struct {
 	// Deadline is set only for Started: the local estimate of when the lease ends unless renewed,
 	// measured from just before the script was sent by luakit/ownership's rule (send time + Lease −
 	// ownership.ServerClockStep, 1ms, or − Lease/2 for leases under 2ms), so on a correct clock it
-	// never outlives the server's claim. [Store.KeepAlive] starts from it.
+	// never outlives the server's claim. [Claim.KeepAlive] starts from it.
 	Deadline time.Time
 }
 
@@ -182,7 +182,7 @@ func validateKey(key string) error {
 // TryBegin makes one atomic attempt to claim key and returns at once.
 //
 // When key is free it creates a pending claim whose lease ends after lease unless its owner renews it
-// ([Store.Extend], [Store.KeepAlive]), and returns Started with the owner token, the lease and the
+// ([Store.Extend], [Claim.KeepAlive]), and returns Started with the owner token, the lease and the
 // local Deadline estimate. Otherwise it returns Completed with a copy of the stored result, InProgress
 // while another owner's claim is pending, or FingerprintMismatch when the key was claimed with a
 // different fingerprint (whatever its state; nothing about the claim is revealed). Lookups never
@@ -371,7 +371,7 @@ func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []b
 }
 
 // Extend renews key's pending claim for lease, counted on the server from when the script runs, if
-// ownerToken still owns it, and reports whether it did. Use it (or [Store.KeepAlive], which calls it
+// ownerToken still owns it, and reports whether it did. Use it (or [Claim.KeepAlive], which calls it
 // periodically) while work outlives the lease granted by TryBegin. It returns false, writing nothing,
 // when the claim is no longer this owner's pending claim (its lease ended, it was abandoned, replaced
 // or completed: a stored result's retention is never changed): the work is then no longer protected

@@ -108,8 +108,8 @@ func TestValidationBeforeIO(t *testing.T) {
 			requireInvalid(t, "Abandon", err, tt.want)
 			_, err = s.Extend(ctx, tt.key, tt.token, time.Second)
 			requireInvalid(t, "Extend", err, tt.want)
-			_, _, err = s.KeepAlive(ctx, tt.key, Attempt{State: Started, OwnerToken: tt.token, Lease: time.Second})
-			requireInvalid(t, "KeepAlive", err, tt.want)
+			_, err = s.Claim(tt.key, Attempt{State: Started, OwnerToken: tt.token, Lease: time.Second})
+			requireInvalid(t, "Claim", err, tt.want)
 		})
 	}
 	// TTL-like arguments of the owner's calls.
@@ -119,21 +119,21 @@ func TestValidationBeforeIO(t *testing.T) {
 			requireInvalid(t, "Complete retention", err, luakit.ErrInvalidTTL)
 			_, err = s.Extend(ctx, "k", goodToken, d)
 			requireInvalid(t, "Extend lease", err, luakit.ErrInvalidTTL)
-			_, _, err = s.KeepAlive(ctx, "k", Attempt{State: Started, OwnerToken: goodToken, Lease: d})
-			requireInvalid(t, "KeepAlive lease", err, luakit.ErrInvalidTTL)
+			_, err = s.Claim("k", Attempt{State: Started, OwnerToken: goodToken, Lease: d})
+			requireInvalid(t, "Claim lease", err, luakit.ErrInvalidTTL)
 		})
 	}
 	for _, st := range []State{0, Completed, InProgress, FingerprintMismatch} {
 		t.Run("keepalive state/"+st.String(), func(t *testing.T) {
-			kctx, stop, err := s.KeepAlive(ctx, "k", Attempt{State: st, OwnerToken: goodToken, Lease: time.Second, Deadline: time.Now()})
-			requireInvalid(t, "KeepAlive", err, luakit.ErrInvalidConfig)
-			if kctx != nil || stop != nil {
-				t.Error("KeepAlive returned a context or stop function with an error")
+			c, err := s.Claim("k", Attempt{State: st, OwnerToken: goodToken, Lease: time.Second, Deadline: time.Now()})
+			requireInvalid(t, "Claim", err, luakit.ErrInvalidConfig)
+			if c != nil {
+				t.Error("Claim returned a claim with an error")
 			}
 		})
 	}
-	_, _, err = s.KeepAlive(ctx, "k", Attempt{State: Started, OwnerToken: goodToken, Lease: time.Second})
-	requireInvalid(t, "KeepAlive without Deadline", err, luakit.ErrInvalidConfig)
+	_, err = s.Claim("k", Attempt{State: Started, OwnerToken: goodToken, Lease: time.Second})
+	requireInvalid(t, "Claim without Deadline", err, luakit.ErrInvalidConfig)
 	_, err = s.Inspect(ctx, "")
 	requireInvalid(t, "Inspect", err, luakit.ErrEmptyKey)
 	if !errors.Is(ErrInvalidToken, luakit.ErrInvalidConfig) {

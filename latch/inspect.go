@@ -9,12 +9,10 @@ import (
 )
 
 // Status is the state of a latch's current generation as [Latches.Inspect] reports it. Its zero value
-// is [StatusAbsent].
+// "" is no state: the inspection found no latch ([Inspection].Exists false).
 type Status string
 
 const (
-	// StatusAbsent means no latch at the key (never created, deleted, or evicted).
-	StatusAbsent Status = ""
 	// StatusOpen means the count is above zero and the generation was neither aborted nor expired.
 	StatusOpen Status = "open"
 	// StatusComplete means the count reached zero; waiters return nil.
@@ -26,9 +24,12 @@ const (
 )
 
 // Inspection is what [Latches.Inspect] reports about one latch key at one instant: a small value for
-// operators and dashboards. Its zero value (Status [StatusAbsent]) describes an absent key.
+// operators and dashboards. Its zero value (Exists false) describes an absent key.
 type Inspection struct {
-	// Status is the current generation's state.
+	// Exists reports whether a latch is at the key; false when it was never created, was deleted, or
+	// was evicted, and every other field is then zero.
+	Exists bool
+	// Status is the current generation's state; "" when not Exists.
 	Status Status
 	// Generation is the current generation's id (opaque, random, never reused); "" when absent. Pass it
 	// to [Latches.ForceDelete] to delete exactly the generation inspected.
@@ -46,18 +47,23 @@ type Inspection struct {
 // Inspect reads the latch at key (after the prefix) without changing it: one read-only script reads the
 // generation, counts, expiry and abort reason with the server time, atomically. Nothing is written and
 // no expiry changes (PTTL before and after are equal); no waiter is woken. An absent key is not an
-// error (Status [StatusAbsent]). The read counts as an access for the server's LRU/LFU eviction.
+// error (Exists false). The read counts as an access for the server's LRU/LFU eviction.
 //
 // It fails before any I/O with an error matching luakit.ErrInvalidConfig for an empty key; with an
 // error wrapping [ErrForeignData] when the key holds anything that is not a latch; or with the client's
 // error (a timeout or cancellation changes nothing). It blocks for one round trip, bounded by ctx.
 // Safe for concurrent use.
-func (ls *Latches) Inspect(ctx context.Context, key string) (ins Inspection, err error) {
+func (ls *Latches) Inspect(ctx context.Context, key string) (Inspection, error) {
 	ctx, sc, err := ls.cfg.hooks.Begin(ctx, ls.op(opInspect))
 	if err != nil {
 		return Inspection{}, err
 	}
-	defer func() { ls.endAnswer(&sc, err) }()
+	in, err := ls.inspect(ctx, key)
+	ls.endAnswer(&sc, err)
+	return in, err
+}
+
+func (ls *Latches) inspect(ctx context.Context, key string) (Inspection, error) {
 	pkey, err := ls.physical(key)
 	if err != nil {
 		return Inspection{}, err
@@ -72,7 +78,7 @@ func (ls *Latches) Inspect(ctx context.Context, key string) (ins Inspection, err
 	case "other":
 		return Inspection{}, fmt.Errorf("latch: inspect: %w", ErrForeignData)
 	}
-	in := Inspection{Generation: st.gen, Count: st.count, Initial: st.initial, Status: StatusOpen}
+	in := Inspection{Exists: true, Generation: st.gen, Count: st.count, Initial: st.initial, Status: StatusOpen}
 	if st.expires > 0 {
 		in.ExpiresAt = time.UnixMilli(st.expires)
 		in.Remaining = time.Duration(max(st.expires-st.now, 0)) * time.Millisecond
@@ -98,12 +104,17 @@ func (ls *Latches) Inspect(ctx context.Context, key string) (ins Inspection, err
 // generation; with an error wrapping [ErrForeignData] when the key holds anything that is not a latch
 // (left alone); with one wrapping [ErrUncertain] when the reply was lost (the key may or may not be
 // gone). It blocks for one round trip (one script), bounded by ctx. Safe for concurrent use.
-func (ls *Latches) ForceDelete(ctx context.Context, key, generation string) (ok bool, err error) {
+func (ls *Latches) ForceDelete(ctx context.Context, key, generation string) (bool, error) {
 	ctx, sc, err := ls.cfg.hooks.Begin(ctx, ls.op(opForceDelete))
 	if err != nil {
 		return false, err
 	}
-	defer func() { ls.endAnswer(&sc, err) }()
+	ok, err := ls.forceDelete(ctx, key, generation)
+	ls.endAnswer(&sc, err)
+	return ok, err
+}
+
+func (ls *Latches) forceDelete(ctx context.Context, key, generation string) (bool, error) {
 	pkey, err := ls.physical(key)
 	if err != nil {
 		return false, err

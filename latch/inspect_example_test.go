@@ -38,7 +38,7 @@ func ExampleLatches_ForceDelete() {
 	defer client.Close()
 	ls, _ := latch.New(client)
 	in, err := ls.Inspect(context.Background(), "deploy:7")
-	if err != nil || in.Status == latch.StatusAbsent {
+	if err != nil || !in.Exists {
 		return
 	}
 	deleted, err := ls.ForceDelete(context.Background(), "deploy:7", in.Generation)

@@ -48,7 +48,7 @@
 //   - A fencing token is not a capability: it cannot stop a paused or partitioned process that keeps
 //     working after its term ended (a callback that ignores its context, a GC pause, a stalled VM).
 //     Downstream resources must atomically reject writes whose token is lower than the highest they
-//     accepted ([lock.Fence] shows the check); only that makes leadership safe.
+//     accepted (for example UPDATE ... WHERE last_token <= $token); only that makes leadership safe.
 //   - Tokens are not globally monotonic: asynchronous replication can lose the counter's last
 //     increments on failover, and restoring a backup, deleting, expiring or evicting the counter can
 //     reissue or lower tokens. Reserve both keys for the election, run on a non-evicting deployment,

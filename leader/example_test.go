@@ -8,7 +8,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/leader"
-	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
 )
 
@@ -22,14 +21,23 @@ func Example() {
 	}
 	defer client.Close()
 
-	var record lock.Fence[string] // stands in for the protected resource
+	// The protected resource rejects a token lower than the highest it accepted (in a database: UPDATE
+	// ... WHERE last_token <= $token, in the write's own transaction). OnElected calls run one at a time.
+	var lastToken int64
+	write := func(token int64) bool {
+		if token < lastToken {
+			return false
+		}
+		lastToken = token
+		return true
+	}
 	// Every replica campaigns under one name; its keys are {scheduler}:lease and {scheduler}:fence.
 	el, err := leader.New(client, "scheduler",
 		leader.WithLeaseDuration(15*time.Second),
 		leader.WithRetryDelay(time.Second),
 		leader.OnElected(func(ctx context.Context, term leader.Term) error {
 			for ctx.Err() == nil {
-				if !record.TryWrite(term.FencingToken, "tick") {
+				if !write(term.FencingToken) {
 					return nil // a newer leader wrote: step down
 				}
 				select {

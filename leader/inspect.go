@@ -10,14 +10,16 @@ import (
 
 // Inspection is what [Election.Inspect] reports about an election at one instant: a small value for
 // operators and dashboards, read from the server, not from this process. It never carries the owner
-// token. Its zero value describes an election that never had a leader.
+// token. Its zero value (Exists false) describes an election that never had a leader.
 type Inspection struct {
-	// Present reports whether some candidate (in any process) holds the leader lease.
-	Present bool
+	// Exists reports whether some candidate (in any process) holds the leader lease.
+	Exists bool
 	// Remaining is the leader lease's remaining life on the server (PTTL, millisecond resolution);
-	// 0 when no leader is present. The leader renews it at half the lease duration.
+	// 0 when no leader exists or NoExpiry. The leader renews it at half the lease duration.
 	Remaining time.Duration
-	// FencingToken is the fence counter's value: the current term's token while Present (the last
+	// NoExpiry is true for a leader lease without expiry, which no candidate writes.
+	NoExpiry bool
+	// FencingToken is the fence counter's value: the current term's token while Exists (the last
 	// one issued otherwise; the next term gets a higher one). 0 when no term was ever started.
 	FencingToken int64
 }
@@ -33,13 +35,19 @@ type Inspection struct {
 // [New], so there is no input error. It blocks for one round trip, bounded by ctx. Safe for concurrent
 // use, also while Run runs. With [WithHooks] it is the operation LEADER INSPECT; a rejection is
 // returned unchanged with nothing read.
-func (e *Election) Inspect(ctx context.Context) (_ Inspection, err error) {
+func (e *Election) Inspect(ctx context.Context) (Inspection, error) {
 	ctx, sc, err := e.cfg.hooks.Begin(ctx, e.op(opInspect))
 	if err != nil {
 		return Inspection{}, err
 	}
-	defer func() { sc.End(err) }()
+	in, err := e.inspect(ctx)
+	sc.End(err)
+	return in, err
+}
+
+func (e *Election) inspect(ctx context.Context) (Inspection, error) {
 	var in lock.Inspection
+	var err error
 	if e.named {
 		in, err = e.locker.Inspect(ctx, e.name)
 	} else {
@@ -48,5 +56,5 @@ func (e *Election) Inspect(ctx context.Context) (_ Inspection, err error) {
 	if err != nil {
 		return Inspection{}, fmt.Errorf("leader: %w", err)
 	}
-	return Inspection{Present: in.Held, Remaining: in.Remaining, FencingToken: in.Fence}, nil
+	return Inspection{Exists: in.Exists, Remaining: in.Remaining, NoExpiry: in.NoExpiry, FencingToken: in.FencingToken}, nil
 }

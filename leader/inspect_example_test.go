@@ -24,5 +24,5 @@ func ExampleElection_Inspect() {
 	if err != nil {
 		return
 	}
-	fmt.Println("leader present", in.Present, "token", in.FencingToken, "remaining", in.Remaining)
+	fmt.Println("leader exists", in.Exists, "token", in.FencingToken, "remaining", in.Remaining)
 }

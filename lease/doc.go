@@ -27,7 +27,7 @@
 // wakes when the hash key is invalidated (RESP3 client-side caching, on a client built by
 // [luakit.NewTrackedClient] or with [WithTracker]) and at the held field's HPTTL deadline in every
 // case. Waiters watch the whole hash, so a change to any field wakes every waiter on that hash for
-// another attempt. [Leases.Holders] lists the fields of a hash with their remaining life, never their
+// another attempt. [Leases.Inspect] lists the fields of a hash with their remaining life, never their
 // owner tokens.
 //
 // # Guarantees
@@ -57,7 +57,7 @@
 //   - Asynchronous replication can lose a just-written field on failover (another owner may then acquire
 //     it); a key-level expiry, DEL, FLUSHALL or eviction of the hash removes every lease in it. Reserve the
 //     hash for this package and run on a non-evicting deployment.
-//   - Lease.Verify and [Leases.Holders] describe one instant; they cannot vouch for a later moment.
+//   - Lease.Verify and [Leases.Inspect] describe one instant; they cannot vouch for a later moment.
 //   - Acquire is not fair: waiters race on every wake-up.
 //
 // # Servers

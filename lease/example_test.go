@@ -104,7 +104,7 @@ func ExampleLease_Extend() {
 }
 
 // List who holds the named leases of a hash, with their remaining life (owner tokens are never shown).
-func ExampleLeases_Holders() {
+func ExampleLeases_Inspect() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
@@ -114,11 +114,11 @@ func ExampleLeases_Holders() {
 	if err != nil {
 		return
 	}
-	holders, err := leases.Holders(context.Background(), "coordination:leases")
+	in, err := leases.Inspect(context.Background(), "coordination:leases")
 	if err != nil {
 		return
 	}
-	for _, h := range holders {
+	for _, h := range in.Holders {
 		fmt.Printf("%s expires in %v\n", h.Field, h.Remaining)
 	}
 }

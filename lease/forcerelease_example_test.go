@@ -18,10 +18,10 @@ func ExampleLeases_ForceRelease() {
 	defer client.Close()
 	ls, _ := lease.New(client)
 	ctx := context.Background()
-	holders, err := ls.Holders(ctx, "workers")
-	if err != nil || len(holders) == 0 {
+	in, err := ls.Inspect(ctx, "workers")
+	if err != nil || !in.Exists {
 		return
 	}
-	deleted, err := ls.ForceRelease(ctx, "workers", holders[0].Field)
-	fmt.Println("deleted", holders[0].Field, deleted, err)
+	deleted, err := ls.ForceRelease(ctx, "workers", in.Holders[0].Field)
+	fmt.Println("deleted", in.Holders[0].Field, deleted, err)
 }

@@ -147,8 +147,8 @@ func TestValidationBeforeIO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ls.Holders(context.Background(), ""); !errors.Is(err, luakit.ErrEmptyKey) {
-		t.Errorf("Holders(\"\") = %v, want ErrEmptyKey", err)
+	if _, err := ls.Inspect(context.Background(), ""); !errors.Is(err, luakit.ErrEmptyKey) {
+		t.Errorf("Inspect(\"\") = %v, want ErrEmptyKey", err)
 	}
 }
 
@@ -237,7 +237,7 @@ func TestDecodeHolders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Holder{{"a", -1}, {"b\x00", 1500 * time.Millisecond}, {"\xff", 0}}
+	want := []Holder{{"a", 0, true}, {"b\x00", 1500 * time.Millisecond, false}, {"\xff", 0, false}}
 	if len(got) != len(want) {
 		t.Fatalf("decodeHolders = %+v, want %+v", got, want)
 	}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -49,15 +47,6 @@ func New(client rueidis.Client, opts ...Option) (*Leases, error) {
 	// Other fields keep the hash key in place when a lease is released.
 	ls.waiter = ownership.Waiter{Client: client, Tracker: cfg.tracker, Config: &ls.cfg.own, KeyPersists: true}
 	return ls, nil
-}
-
-// Holder is one named lease found by [Leases.Holders]. It never carries the owner token.
-type Holder struct {
-	// Field is the lease name (the hash field), exactly as stored.
-	Field string
-	// Remaining is the field's remaining life on the server (HPTTL, millisecond resolution) when it was
-	// read; -1 for a field without expiry (one not written by this package).
-	Remaining time.Duration
 }
 
 // validate checks the request before any I/O and returns the physical hash key and the TTL in ms.
@@ -192,65 +181,6 @@ func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.D
 		return nil, err
 	}
 	return got, nil
-}
-
-// Holders lists the named leases currently in the hash at hashKey (the key prefix applies), sorted by
-// field, each with its remaining life on the server, read atomically by one script. Owner tokens are
-// never returned. An absent hash gives an empty list. It is read-only and O(N) in the number of fields.
-//
-// It fails before any I/O for an empty hash key, and with an error wrapping luakit.ErrUnsupported on a
-// server without hash-field expiry. An uncertain read is reported as the client's error (it changes
-// nothing). The list describes one instant: leases can expire or be taken right after.
-func (ls *Leases) Holders(ctx context.Context, hashKey string) (_ []Holder, err error) {
-	ctx, sc, err := ls.cfg.own.Begin(ctx, "HOLDERS")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { sc.End(err) }()
-	if err = luakit.ValidateKey("hash key", hashKey); err != nil {
-		return nil, fmt.Errorf("lease: %w", err)
-	}
-	if err = ls.require(ctx); err != nil {
-		return nil, err
-	}
-	arr, err := holdersScript.Exec(ctx, ls.client, []string{ls.cfg.keys.Key(hashKey)}, nil).ToArray()
-	if err != nil {
-		return nil, fmt.Errorf("lease: holders: %w", luakit.MarkForeign(err))
-	}
-	return decodeHolders(arr)
-}
-
-// decodeHolders turns the holders script's status row {1, field, pttl, ...} into Holders sorted by
-// field.
-func decodeHolders(arr []rueidis.RedisMessage) ([]Holder, error) {
-	if len(arr) == 0 {
-		return nil, fmt.Errorf("lease: holders: empty reply")
-	}
-	if st, err := arr[0].AsInt64(); err != nil || st != luakit.StatusOK {
-		return nil, fmt.Errorf("lease: holders: unexpected status")
-	}
-	arr = arr[1:]
-	if len(arr)%2 != 0 {
-		return nil, fmt.Errorf("lease: holders: odd reply of %d elements", len(arr))
-	}
-	out := make([]Holder, 0, len(arr)/2)
-	for i := 0; i < len(arr); i += 2 {
-		f, err := arr[i].ToString()
-		if err != nil {
-			return nil, fmt.Errorf("lease: holders: field: %w", err)
-		}
-		ms, err := arr[i+1].AsInt64()
-		if err != nil {
-			return nil, fmt.Errorf("lease: holders: pttl: %w", err)
-		}
-		rem := time.Duration(-1)
-		if ms >= 0 {
-			rem = time.Duration(ms) * time.Millisecond
-		}
-		out = append(out, Holder{Field: f, Remaining: rem})
-	}
-	slices.SortFunc(out, func(a, b Holder) int { return strings.Compare(a.Field, b.Field) })
-	return out, nil
 }
 
 // endAcquire completes an acquisition's hook scope: a held field is an answer, not a failure.

@@ -73,7 +73,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithHooks adds hooks that admit and observe the operations of the Leases (see [luakit.Hook]): LEASE
-// TRY ACQUIRE, LEASE ACQUIRE (one operation however many attempts it waits through), LEASE HOLDERS,
+// TRY ACQUIRE, LEASE ACQUIRE (one operation however many attempts it waits through), LEASE INSPECT,
 // LEASE FORCE RELEASE, and on each Lease LEASE EXTEND, LEASE VERIFY, LEASE RELEASE and LEASE CLOSE. A
 // held field (ErrNotAcquired) completes as [luakit.OutcomeSucceeded]. Hooks compose in order across
 // calls. Default: none, and operations then allocate nothing for hooks.

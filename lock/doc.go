@@ -68,8 +68,8 @@
 //     is deleted (telling it apart would cost a TYPE and GET per acquisition). Keep the lock's keys to
 //     the lock. A foreign fence counter is reported ([CounterError], matching [ErrForeignData]).
 //   - A fencing token does not stop a paused or partitioned process. The protected resource must
-//     atomically reject writes whose token is lower than the highest it has accepted ([Fence] shows the
-//     check); only that makes the lock safe.
+//     atomically reject writes whose token is lower than the highest it has accepted (for example a
+//     conditional UPDATE ... WHERE last_token <= $token); only that makes the lock safe.
 //   - Tokens are not globally monotonic. Asynchronous replication can lose the counter's last increments
 //     on failover, and restoring a backup, deleting, expiring or evicting the counter can reissue or
 //     lower tokens. Keep the counter's history: reserve both keys for this package, never delete or

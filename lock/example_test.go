@@ -97,18 +97,3 @@ func ExampleKeys() {
 	fmt.Println(leaseKey, fenceKey, luakit.Slot(leaseKey) == luakit.Slot(fenceKey))
 	// Output: {invoice:42}:lease {invoice:42}:fence true
 }
-
-// The protected resource enforces fencing: it rejects tokens lower than the highest it accepted.
-func ExampleFence() {
-	var record lock.Fence[string]
-	fmt.Println(record.TryWrite(12, "new owner"))
-	fmt.Println(record.TryWrite(11, "stale owner"))
-	fmt.Println(record.TryWrite(12, "same lease, second write"))
-	v, token := record.Value()
-	fmt.Println(v, token)
-	// Output:
-	// true
-	// false
-	// true
-	// same lease, second write 12
-}

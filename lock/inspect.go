@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
@@ -17,17 +19,19 @@ var (
 )
 
 // Inspection is what [Locker.Inspect] reports about one lock at one instant: a small value for
-// operators and dashboards. It never carries the owner token. Its zero value describes a lock that was
-// never taken (no lease, no fence key).
+// operators and dashboards. It never carries the owner token. Its zero value (Exists false) describes
+// a lock that was never taken (no lease, no fence key).
 type Inspection struct {
-	// Held reports whether the lease key exists, that is whether some owner holds the lock.
-	Held bool
+	// Exists reports whether the lease key exists, that is whether some owner holds the lock.
+	Exists bool
 	// Remaining is the lease key's remaining life on the server (PTTL, millisecond resolution) when it
-	// was read; 0 when not held. -1 means a lease key without expiry, which this package never writes.
+	// was read; 0 when not held or NoExpiry.
 	Remaining time.Duration
-	// Fence is the fence counter's value: the last fencing token issued (the current holder's when
-	// Held, the next holder gets a higher one). 0 when the fence key does not exist.
-	Fence int64
+	// NoExpiry is true for a lease key without expiry, which this package never writes.
+	NoExpiry bool
+	// FencingToken is the fence counter's value: the last fencing token issued (the current holder's
+	// when Exists, the next holder gets a higher one). 0 when the fence key does not exist.
+	FencingToken int64
 }
 
 // Inspect reads the lock named name (keys derived as by [Keys], after the Locker's prefix) without
@@ -68,6 +72,11 @@ func (l *Locker) inspectOnce(ctx context.Context, r request) (Inspection, error)
 	if err != nil {
 		return Inspection{}, fmt.Errorf("lock: inspect: %w", luakit.MarkForeign(err))
 	}
+	return decodeInspection(arr)
+}
+
+// decodeInspection decodes the reply of inspect.lua: {held, pttl, fence}.
+func decodeInspection(arr []rueidis.RedisMessage) (Inspection, error) {
 	if len(arr) != 3 {
 		return Inspection{}, fmt.Errorf("lock: inspect: unexpected reply of %d elements", len(arr))
 	}
@@ -92,11 +101,10 @@ func (l *Locker) inspectOnce(ctx context.Context, r request) (Inspection, error)
 		if perr != nil || v < 1 {
 			return Inspection{}, fmt.Errorf("lock: inspect: %w (the fence key is not a positive decimal int64)", ErrForeignData)
 		}
-		in.Fence = v
+		in.FencingToken = v
 	}
 	if held == luakit.StatusOK {
-		in.Held = true
-		in.Remaining = time.Duration(-1)
+		in.Exists, in.NoExpiry = true, pttl < 0
 		if pttl >= 0 {
 			in.Remaining = time.Duration(pttl) * time.Millisecond
 		}

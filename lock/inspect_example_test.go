@@ -21,7 +21,7 @@ func ExampleLocker_Inspect() {
 	if err != nil {
 		return
 	}
-	fmt.Println("held", in.Held, "remaining", in.Remaining, "fence", in.Fence)
+	fmt.Println("exists", in.Exists, "remaining", in.Remaining, "fencing token", in.FencingToken)
 }
 
 // Free a lock whose holder is stuck. The fence counter is kept, so the stuck holder's later writes
@@ -53,7 +53,7 @@ func ExampleLocker_InspectKeys() {
 	if err != nil {
 		return
 	}
-	if in.Held {
+	if in.Exists {
 		deleted, err := lk.ForceReleaseKeys(ctx, "{job:7}:owner", "{job:7}:token")
 		fmt.Println("deleted", deleted, err)
 	}

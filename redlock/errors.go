@@ -122,11 +122,13 @@ func (e NodeError) Unwrap() error { return e.Err }
 // granted the lock outside restart quarantine, and for "fence" fewer than [Group.FencedQuorum] nodes
 // both granted it and stored the new fencing token (both then wrap [ErrNotAcquired]); for "extend" and "verify" neither a majority
 // confirmed nor enough nodes refused to rule a majority out; for "release" fewer than a majority
-// replied. The last three leave the lock's state unknown, so they wrap [ErrUncertain]. Every
+// replied. The last three leave the lock's state unknown, so they wrap [ErrUncertain]; for "inspect"
+// fewer than a majority answered [Group.Inspect] (nothing was written). Every
 // QuorumError wraps [ErrNoQuorum] and each node's error, so errors.Is finds, for example, [ErrHeld] or
 // context.DeadlineExceeded when any node failed that way.
 type QuorumError struct {
-	// Op is the step: "acquire", "fence" (fenced mode's token write), "extend", "verify" or "release".
+	// Op is the step: "acquire", "fence" (fenced mode's token write), "extend", "verify", "release" or
+	// "inspect".
 	Op string
 	// Needed is the quorum, len(clients)/2 + 1, or for "fence" the fenced quorum, len(clients)/2 + 2.
 	Needed int

@@ -194,7 +194,7 @@ func WithLongestTTL(d time.Duration) Option {
 
 // WithHooks adds hooks that admit and observe the group's operations (see [luakit.Hook]), once per
 // group operation and before any node is contacted, in the order given: REDLOCK TRY ACQUIRE,
-// REDLOCK ACQUIRE (one operation however many attempts it makes), and on each Lock REDLOCK EXTEND
+// REDLOCK ACQUIRE (one operation however many attempts it makes), REDLOCK INSPECT, and on each Lock REDLOCK EXTEND
 // (Extend, ExtendTTL, each keep-alive renewal), REDLOCK VERIFY, REDLOCK RELEASE and REDLOCK CLOSE. A
 // rejected renewal or release keeps the lock on every node; a rejected Close returns the hook's error
 // and can be retried; the cleanup releases after a failed attempt are part of that attempt and are

@@ -18,8 +18,12 @@ var inspectScript = luakit.NewReadOnlyScript("inspect", luakit.MustLoad(scriptFS
 var ErrForeignData = luakit.ErrForeignData
 
 // Inspection is what [Locker.Inspect] reports about one key at one instant: a small value for operators
-// and dashboards. It never carries an owner token. Its zero value (Mode 0) describes a free lock.
+// and dashboards. It never carries an owner token. Its zero value (Exists false, Mode 0) describes an
+// absent key: a free lock.
 type Inspection struct {
+	// Exists reports whether the key exists. It may exist with Mode 0 for a moment: expired entries
+	// not pruned yet keep it (see Remaining).
+	Exists bool
 	// Mode is [Write] while an unexpired writer holds the key, [Read] while only readers do, and 0 when
 	// nobody does.
 	Mode Mode
@@ -43,12 +47,17 @@ type Inspection struct {
 // wrapping [ErrForeignData] when the key holds another Redis type or foreign members; or with the
 // client's error (a timeout or cancellation changes nothing). It blocks for one round trip, bounded by
 // ctx; the script is O(log N + M) for M unexpired holders. Safe for concurrent use.
-func (l *Locker) Inspect(ctx context.Context, key string) (_ Inspection, err error) {
+func (l *Locker) Inspect(ctx context.Context, key string) (Inspection, error) {
 	ctx, sc, err := l.cfg.own.Begin(ctx, "INSPECT")
 	if err != nil {
 		return Inspection{}, err
 	}
-	defer func() { sc.End(err) }()
+	in, err := l.inspect(ctx, key)
+	sc.End(err)
+	return in, err
+}
+
+func (l *Locker) inspect(ctx context.Context, key string) (Inspection, error) {
 	if err := luakit.ValidateKey("key", key); err != nil {
 		return Inspection{}, fmt.Errorf("rwlock: %w", err)
 	}
@@ -82,7 +91,7 @@ func decodeInspection(arr []rueidis.RedisMessage) (Inspection, error) {
 			return Inspection{}, fmt.Errorf("rwlock: inspect: element %d: %w", i+1, err)
 		}
 	}
-	in := Inspection{Remaining: time.Duration(max(ms[0], 0)) * time.Millisecond}
+	in := Inspection{Exists: true, Remaining: time.Duration(max(ms[0], 0)) * time.Millisecond}
 	if ms[1] > 0 {
 		in.Mode, in.Writer = Write, time.Duration(ms[1])*time.Millisecond
 	}

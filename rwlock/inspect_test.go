@@ -2,8 +2,10 @@ package rwlock
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -18,4 +20,60 @@ func TestInspectValidationBeforeIO(t *testing.T) {
 	if _, err := l.Inspect(context.Background(), ""); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("empty key: %v", err)
 	}
+}
+
+// TestDecodeInspectionExists: Exists is the presence flag, also for a key holding only expired
+// entries (Mode 0); an absent key is the zero Inspection.
+func TestDecodeInspectionExists(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply []any
+		want  Inspection
+	}{
+		{"absent", []any{-1}, Inspection{}},
+		{"only expired entries", []any{1, 40, 0}, Inspection{Exists: true, Remaining: 40 * time.Millisecond}},
+		{"writer", []any{1, 900, 800}, Inspection{Exists: true, Mode: Write, Writer: 800 * time.Millisecond, Remaining: 900 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decodeInspection(arrayOf(t, tc.reply))
+			if err != nil || got.Exists != tc.want.Exists || got.Mode != tc.want.Mode || got.Writer != tc.want.Writer ||
+				got.Remaining != tc.want.Remaining || len(got.Readers) != 0 {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := decodeInspection(arrayOf(t, []any{-3})); !errors.Is(err, ErrForeignData) {
+		t.Fatalf("foreign: %v", err)
+	}
+}
+
+// arrayOf builds the elements of an array reply from v (int, string) through rueidis' exported cache
+// format, since rueidis has no exported message constructor.
+func arrayOf(t *testing.T, v []any) []rueidis.RedisMessage {
+	t.Helper()
+	var l [8]byte
+	buf := make([]byte, 7)
+	binary.BigEndian.PutUint64(l[:], uint64(len(v)))
+	buf = append(append(buf, '*'), l[:]...)
+	for _, e := range v {
+		switch x := e.(type) {
+		case int:
+			binary.BigEndian.PutUint64(l[:], uint64(x))
+			buf = append(append(buf, ':'), l[:]...)
+		case string:
+			binary.BigEndian.PutUint64(l[:], uint64(len(x)))
+			buf = append(append(append(buf, '$'), l[:]...), x...)
+		default:
+			t.Fatalf("cannot encode %T", e)
+		}
+	}
+	var m rueidis.RedisMessage
+	if err := m.CacheUnmarshalView(buf); err != nil {
+		t.Fatal(err)
+	}
+	arr, err := m.ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return arr
 }

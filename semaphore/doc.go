@@ -4,8 +4,8 @@
 // # Model
 //
 // A semaphore is one sorted set. Each permit is a member, a random 128-bit owner token, scored by its
-// expiry in milliseconds of server time (TIME inside the script); a permit without expiry ([NoExpiry])
-// is scored +inf. The capacity is stored in the same key as the reserved member "#capacity" scored
+// expiry in milliseconds of server time (TIME inside the script); a permit without expiry
+// ([Semaphore.TryAcquireNoExpiry]) is scored +inf. The capacity is stored in the same key as the reserved member "#capacity" scored
 // -capacity, so that the semaphore stays one key (Cluster-safe with no hash tag) and pruning, which
 // removes the score range [0, now], never touches it. Every operation is one Lua script that first
 // prunes expired permits, so no cleanup worker is needed. The key's own expiry follows its latest
@@ -31,8 +31,10 @@
 // github.com/coordkit/coordkit/luakit/ownership says (Extend, KeepAlive, Verify, Release, Done,
 // Context, Err, Remaining; the shared errors such as [ErrLost] and [ErrUncertain]). What differs:
 //
-//   - A permit may have no expiry: Permit.Remaining is [Forever], KeepAlive does nothing.
-//     [Permit.ExtendTTL] changes a permit's lifetime, to or from [NoExpiry].
+//   - A permit may have no expiry, asked for by name: [Semaphore.TryAcquireNoExpiry],
+//     [Semaphore.AcquireNoExpiry], [Permit.ExtendNoExpiry] ([Permit.ExtendTTL] gives it a TTL again).
+//     Permit.Remaining is then [Forever] and KeepAlive does nothing. A TTL of 0 is [ErrInvalidTTL], as
+//     in every Coordkit module.
 //   - Extend, Verify and Release never check the capacity; Verify prunes, so it runs on the primary and
 //     needs write permission.
 //   - [Permit.Close] is a best-effort Release that returns its first attempt's error (nil when

@@ -20,7 +20,7 @@ var (
 	ErrExpired          = luakit.ErrExpired          // a Permit's cause: its local estimate elapsed without a confirmed renewal
 	ErrReleased         = luakit.ErrReleased         // a Permit's cause: a release (Release or Close) was sent
 	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning // a second KeepAlive on one Permit
-	ErrInvalidTTL       = luakit.ErrInvalidTTL       // a negative or sub-millisecond TTL (0 is NoExpiry), before any I/O
+	ErrInvalidTTL       = luakit.ErrInvalidTTL       // a TTL below 1ms (0 included), before any I/O
 )
 
 // The other conditions every Coordkit module shares, as the semaphore returns them.

@@ -82,7 +82,7 @@ func ExamplePermit_Release() {
 		return
 	}
 	ctx := context.Background()
-	permit, err := sem.TryAcquire(ctx, semaphore.NoExpiry) // lasts until released: prefer a finite TTL
+	permit, err := sem.TryAcquireNoExpiry(ctx) // lasts until released: prefer a finite TTL
 	if err != nil {
 		return
 	}

@@ -13,7 +13,7 @@ import (
 // Extend renews the permit at its current TTL: [Permit.ExtendTTL] with [Permit.TTL].
 func (p *Permit) Extend(ctx context.Context) (bool, error) { return p.own.Extend(ctx) }
 
-// ExtendTTL restarts the permit's expiry at ttl (NoExpiry, or whole milliseconds, at least 1ms) if this owner holds it (contract rows
+// ExtendTTL restarts the permit's expiry at ttl (whole milliseconds, at least 1ms) if this owner holds it (contract rows
 // "Extend ..."): (true, nil) confirmed in time; (false, nil) lost, expired or ended; (false, err) failed,
 // wrapping [ErrUncertain] without a reply, [ErrInvalidTTL] for a bad ttl (before any I/O).
 func (p *Permit) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {

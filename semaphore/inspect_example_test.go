@@ -9,14 +9,18 @@ import (
 	"github.com/coordkit/coordkit/semaphore"
 )
 
-// Read a semaphore's stored capacity and live permits without knowing its capacity.
-func ExampleInspect() {
+// Read a semaphore's stored capacity and live permits: an operator's Semaphore may use any capacity.
+func ExampleSemaphore_Inspect() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
 	}
 	defer client.Close()
-	in, err := semaphore.Inspect(context.Background(), client, "batch:42:permits")
+	sem, err := semaphore.New(client, "batch:42:permits", 1)
+	if err != nil {
+		return
+	}
+	in, err := sem.Inspect(context.Background())
 	if err != nil {
 		return
 	}

@@ -31,7 +31,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		own: ownership.Config{
-			Name: "semaphore", CheckTTL: extendTTL, RenewFraction: 1.0 / 3, RetryDelay: 50 * time.Millisecond,
+			Name: "semaphore", RenewFraction: 1.0 / 3, RetryDelay: 50 * time.Millisecond,
 			CleanupTimeout: time.Second, Logger: slog.Default(),
 		},
 		retryWindow: time.Minute,
@@ -111,7 +111,7 @@ func (c *config) provider() metric.MeterProvider {
 // WithHooks adds hooks that admit and observe the operations of the Semaphore (see [luakit.Hook]):
 // SEMAPHORE TRY ACQUIRE, SEMAPHORE ACQUIRE (one operation however many attempts it waits through), on
 // each Permit SEMAPHORE EXTEND, SEMAPHORE VERIFY, SEMAPHORE RELEASE and SEMAPHORE CLOSE ([Permit.Close]),
-// and SEMAPHORE INSPECT when given to [Inspect]. No free
+// and SEMAPHORE INSPECT ([Semaphore.Inspect]). No free
 // permit (ErrNotAcquired) completes as [luakit.OutcomeSucceeded]. Hooks compose in order across calls.
 // Default: none, and operations then allocate nothing for hooks.
 func WithHooks(hooks ...luakit.Hook) Option {

@@ -29,10 +29,9 @@ const (
 // and TTL behave as the contract in package github.com/coordkit/coordkit/luakit/ownership says. What
 // differs:
 //
-//   - A permit may have no expiry ([NoExpiry]): Remaining is [Forever], Deadline the zero time, TTL 0,
-//     and KeepAlive does nothing.
-//   - ExtendTTL accepts [NoExpiry] (0) or whole milliseconds, at least 1ms, and changes the permit's
-//     lifetime; neither it nor Verify nor Release checks the capacity.
+//   - A permit may have no expiry (TryAcquireNoExpiry, AcquireNoExpiry, [Permit.ExtendNoExpiry]):
+//     Remaining is [Forever], TTL 0, Extend keeps it so, KeepAlive does nothing; ExtendTTL (at least
+//     1ms) gives it a TTL. ExtendTTL, Verify and Release never check the capacity.
 //   - Verify prunes expired permits, so it needs the primary and write permission.
 //   - Close returns its first attempt's error like every handle's, and retries an unanswered release
 //     in the background with jittered backoff for up to the retry window (default 1 minute) instead of
@@ -46,7 +45,7 @@ type Permit struct {
 	b   backend
 }
 
-//go:generate go run ../tools/cmd/handlegen -type Permit -noun permit -recv p -ttl "NoExpiry, or whole milliseconds, at least 1ms"
+//go:generate go run ../tools/cmd/handlegen -type Permit -noun permit -recv p -ttl "whole milliseconds, at least 1ms"
 
 // backend sends the owner-checked scripts of one permit for its Handle.
 type backend struct {
@@ -54,7 +53,7 @@ type backend struct {
 	own    *ownership.Handle // the Permit's
 	owner  [2]string         // the owner token and the weight, as the verify ([:1]) and release scripts' ARGV
 	weight int64             // the permit's weight: units of the capacity it holds
-	ms     string            // the acquisition's TTL argument (ms, "0" for no expiry)
+	ms     string            // the acquisition's TTL argument (ms, noExpiryArg for no expiry)
 	ttl    time.Duration     // the acquisition's TTL
 	// releaseErr is the last Release's error, read after an acquisition's cleanup (Grant's, for a late
 	// grant) to decide on a background retry. Release calls are serialised: the acquiring goroutine's
@@ -108,7 +107,8 @@ func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) {
 
 // Extend restarts the permit's expiry at ttl (0: none) on the server clock, if this owner holds it.
 func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	// The Handle validated ttl: 0 (no expiry, Config.NoExpiry) or whole milliseconds >= 1.
+	// The Handle validated ttl: whole milliseconds >= 1, or 0 from ExtendNoExpiry or the Extend of a
+	// permit without expiry.
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
 	n, err := extendScript.ExecOrdered(ctx, b.s.client, b.s.keys, []string{b.owner[0], ms, b.owner[1]}).AsInt64()
 	if err != nil {
@@ -153,14 +153,6 @@ func (p *Permit) OwnerToken() string { return p.b.owner[0] }
 // [Semaphore.TryAcquireN] or [Semaphore.AcquireN].
 func (p *Permit) Weight() int64 { return p.b.weight }
 
-// extendTTL is the semaphore's ExtendTTL rule (ownership.Config.CheckTTL): [NoExpiry] or whole
-// milliseconds, at least 1ms; the capacity is not checked, so a renewal never fails because the
-// capacity was lowered.
-func extendTTL(ttl time.Duration) (time.Duration, error) {
-	_, d, err := ttlArg(ttl)
-	return d, err
-}
-
 // decodeHeld reads the status of the owner-checked script op (extend.lua, verify.lua, release.lua):
 // 1 (ok) true, -1 (absent: this owner holds no active permit) false.
 func decodeHeld(op string, n int64) (bool, error) {
@@ -172,3 +164,14 @@ func decodeHeld(op string, n int64) (bool, error) {
 	}
 	return false, fmt.Errorf("unexpected %s reply %d", op, n)
 }
+
+// ExtendNoExpiry removes the permit's expiry if this owner holds it: it then lasts until released, as
+// one taken by [Semaphore.TryAcquireNoExpiry]. Its answers are [Permit.ExtendTTL]'s: (true, nil)
+// confirmed in time; (false, nil) lost, expired or ended; (false, err) failed, wrapping [ErrUncertain]
+// without a reply (the permit keeps its previous estimate). Use [Permit.ExtendTTL] to give it a TTL
+// again. With [WithHooks] it is the operation SEMAPHORE EXTEND.
+func (p *Permit) ExtendNoExpiry(ctx context.Context) (bool, error) { return p.own.ExtendNoExpiry(ctx) }
+
+// NoExpiry reports whether the permit has no expiry (its TTL is then 0 and Remaining [Forever] while
+// held).
+func (p *Permit) NoExpiry() bool { return p.own.TTL() == 0 }

@@ -15,11 +15,8 @@ import (
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
-// NoExpiry is the TTL of a permit that lasts until it is released: pass it to [Semaphore.TryAcquire],
-// [Semaphore.Acquire] or [Permit.ExtendTTL]. Prefer a finite TTL (see the package documentation).
-const NoExpiry time.Duration = 0
-
-// Forever is what Permit.Remaining returns for a held permit without expiry.
+// Forever is what [Permit.Remaining] returns for a held permit without expiry (the largest Duration,
+// so a comparison with any deadline holds; 0 means the permit ended). [Permit.NoExpiry] says the same.
 const Forever = ownership.Forever
 
 // MetricCleanupAbandoned is the name of the Int64Counter incremented each time a cleanup release is given
@@ -123,14 +120,17 @@ func (s *Semaphore) Key() string { return s.name }
 // Capacity returns the capacity given to [New].
 func (s *Semaphore) Capacity() int64 { return s.capacity }
 
-// ttlArg validates a permit TTL and returns it in whole milliseconds ("0" for NoExpiry).
+// noExpiryArg is the scripts' TTL argument of a permit without expiry; no TTL a caller gives maps to
+// it (see ttlArg).
+const noExpiryArg = "0"
+
+// ttlArg validates a permit TTL and returns it in whole milliseconds: at least 1ms, so 0 (or a
+// negative TTL) is ErrInvalidTTL, never a permit without expiry.
 func ttlArg(ttl time.Duration) (string, time.Duration, error) {
-	if ttl == NoExpiry {
-		return "0", 0, nil
-	}
 	ms := ttl.Milliseconds()
 	if ms < 1 {
-		return "", 0, fmt.Errorf("semaphore: %w: a permit's TTL is 0 (no expiry) or at least 1ms (got %v)", ErrInvalidTTL, ttl)
+		return "", 0, fmt.Errorf("semaphore: %w: a permit's TTL must be at least 1ms (got %v; "+
+			"TryAcquireNoExpiry and AcquireNoExpiry take permits without expiry)", ErrInvalidTTL, ttl)
 	}
 	return strconv.FormatInt(ms, 10), time.Duration(ms) * time.Millisecond, nil
 }
@@ -144,9 +144,8 @@ func (s *Semaphore) isClosed() bool {
 // TryAcquire makes one attempt to take a permit and returns at once: it does not queue, wait or promise
 // fairness (see [Semaphore.Acquire] for that). It blocks for one round trip, bounded by ctx.
 //
-// ttl is the permit's lifetime on the server clock, truncated to whole milliseconds (at least 1ms), or
-// [NoExpiry] (0) for a permit that lasts until released. A negative or sub-millisecond ttl fails with
-// [ErrInvalidTTL] before any I/O. Expired permits are pruned first.
+// ttl is the permit's lifetime on the server clock, truncated to whole milliseconds; below 1ms (0
+// included) it fails with [ErrInvalidTTL] before any I/O. Expired permits are pruned first.
 //
 // It returns the held [*Permit] on success. Otherwise it returns a nil Permit and:
 //   - [ErrNotAcquired] when capacity permits are active;
@@ -160,7 +159,7 @@ func (s *Semaphore) isClosed() bool {
 //
 // After a late or uncertain acquisition, an owner-token release is sent behind it on the same
 // connection, bounded by the cleanup timeout even if ctx is cancelled, and retried in the background
-// if unanswered; a finite ttl is the fallback if it never lands. Prefer a finite ttl. An error reply
+// if unanswered; the ttl is the fallback if it never lands. An error reply
 // (NOPERM, WRONGTYPE, a transient one) stops the script before its first write, so none is sent
 // (see [luakit.MayHaveApplied]).
 func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit, error) {
@@ -171,19 +170,40 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit,
 // capacity (as golang.org/x/sync/semaphore's Acquire(ctx, n)), granted only when n units are free and
 // renewed, verified and released as one. n must be 1 to the capacity: otherwise it fails before any
 // I/O with an error matching [ErrInvalidConfig]. Inspect lists such a permit n times.
-func (s *Semaphore) TryAcquireN(ctx context.Context, n int64, ttl time.Duration) (_ *Permit, err error) {
+func (s *Semaphore) TryAcquireN(ctx context.Context, n int64, ttl time.Duration) (*Permit, error) {
 	ctx, sc, err := s.cfg.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { endAcquire(&sc, err) }()
 	ms, ttl, err := ttlArg(ttl)
+	if err == nil {
+		err = s.checkWeight(n)
+	}
+	var p *Permit
+	if err == nil {
+		p, err = s.tryAcquire(ctx, ms, ttl, n)
+	}
+	endAcquire(&sc, err)
+	return p, err
+}
+
+// TryAcquireNoExpiry is [Semaphore.TryAcquire] for a permit without expiry: it lasts until released
+// (a crashed holder keeps it for ever), [Permit.Remaining] is [Forever] and KeepAlive does nothing.
+// Prefer a finite TTL; use it for a slot that an operator frees by hand. A late or uncertain
+// acquisition's cleanup has no TTL to fall back on if its background retries all fail.
+func (s *Semaphore) TryAcquireNoExpiry(ctx context.Context) (*Permit, error) {
+	ctx, sc, err := s.cfg.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkWeight(n); err != nil {
-		return nil, err
-	}
+	p, err := s.tryAcquire(ctx, noExpiryArg, 0, 1)
+	endAcquire(&sc, err)
+	return p, err
+}
+
+// tryAcquire is one attempt for a permit of weight n with a validated TTL argument (noExpiryArg and 0
+// for none).
+func (s *Semaphore) tryAcquire(ctx context.Context, ms string, ttl time.Duration, n int64) (*Permit, error) {
 	if s.isClosed() {
 		return nil, errClosed
 	}
@@ -215,21 +235,39 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, er
 // AcquireN is [Semaphore.Acquire] for a permit of weight n (see [Semaphore.TryAcquireN]): it waits
 // until n units are free at once. Waiters are not served in order, so a heavy waiter may wait while
 // lighter ones keep being served.
-func (s *Semaphore) AcquireN(ctx context.Context, n int64, ttl time.Duration) (_ *Permit, err error) {
+func (s *Semaphore) AcquireN(ctx context.Context, n int64, ttl time.Duration) (*Permit, error) {
 	ctx, sc, err := s.cfg.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
 	ms, ttl, err := ttlArg(ttl)
+	if err == nil {
+		err = s.checkWeight(n)
+	}
+	var p *Permit
+	if err == nil {
+		p, err = s.acquire(ctx, ms, ttl, n)
+	}
+	sc.End(err)
+	return p, err
+}
+
+// AcquireNoExpiry is [Semaphore.Acquire] for a permit without expiry, as [Semaphore.TryAcquireNoExpiry]
+// takes one.
+func (s *Semaphore) AcquireNoExpiry(ctx context.Context) (*Permit, error) {
+	ctx, sc, err := s.cfg.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkWeight(n); err != nil {
-		return nil, err
-	}
+	p, err := s.acquire(ctx, noExpiryArg, 0, 1)
+	sc.End(err)
+	return p, err
+}
+
+// acquire waits for a permit of weight n with a validated TTL argument (noExpiryArg and 0 for none).
+func (s *Semaphore) acquire(ctx context.Context, ms string, ttl time.Duration, n int64) (*Permit, error) {
 	var p *Permit
-	err = s.waiter.Wait(ctx, s.key, func(ctx context.Context) ownership.Attempt {
+	err := s.waiter.Wait(ctx, s.key, func(ctx context.Context) ownership.Attempt {
 		return s.attempt(ctx, ms, ttl, n, &p)
 	})
 	if err != nil {

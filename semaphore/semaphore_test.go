@@ -219,7 +219,7 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.cfg.own.Name != "semaphore" || s.cfg.own.RenewFraction != 0.5 || s.cfg.own.RetryDelay != 7*time.Millisecond ||
-		s.cfg.own.CleanupTimeout != 3*time.Second || s.cfg.own.Logger == nil || s.cfg.own.CheckTTL == nil {
+		s.cfg.own.CleanupTimeout != 3*time.Second || s.cfg.own.Logger == nil || s.cfg.own.CheckTTL != nil {
 		t.Fatalf("ownership config %+v", s.cfg.own)
 	}
 	if s.waiter.Config != &s.cfg.own || s.waiter.Tracker != tr || s.waiter.Client != s.client {
@@ -260,6 +260,9 @@ func TestSharedErrors(t *testing.T) {
 		t.Error("outcomes or Forever differ from ownership's")
 	}
 }
+
+// noExpiry is the internal TTL of a permit without expiry (what TryAcquireNoExpiry grants).
+const noExpiry time.Duration = 0
 
 // grantNow returns a permit granted now on s, released (if held) at the test's end.
 func grantNow(t *testing.T, s *Semaphore, owner string, ttl time.Duration) *Permit {
@@ -327,7 +330,6 @@ func TestTTLArg(t *testing.T) {
 		arg  string
 		want time.Duration
 	}{
-		{NoExpiry, "0", 0},
 		{time.Millisecond, "1", time.Millisecond},
 		{1500 * time.Microsecond, "1", time.Millisecond},
 		{time.Hour, "3600000", time.Hour},
@@ -337,6 +339,33 @@ func TestTTLArg(t *testing.T) {
 		if err != nil || arg != tt.arg || d != tt.want {
 			t.Errorf("ttlArg(%v) = %q, %v, %v; want %q, %v", tt.in, arg, d, err, tt.arg, tt.want)
 		}
+	}
+}
+
+// TestZeroTTLIsInvalid: a TTL of 0 (or negative, or below 1ms) is ErrInvalidTTL before any I/O in
+// TryAcquire, Acquire and ExtendTTL: a permit without expiry is asked for by name, never by a TTL.
+func TestZeroTTLIsInvalid(t *testing.T) {
+	s, err := New(noIO{}, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := grantNow(t, s, "owner", time.Minute)
+	for _, ttl := range []time.Duration{0, -time.Second, 999 * time.Microsecond} {
+		if _, _, err := ttlArg(ttl); !errors.Is(err, ErrInvalidTTL) {
+			t.Errorf("ttlArg(%v) = %v, want ErrInvalidTTL", ttl, err)
+		}
+		if q, err := s.TryAcquire(context.Background(), ttl); q != nil || !errors.Is(err, ErrInvalidTTL) {
+			t.Errorf("TryAcquire(%v) = %v, %v; want ErrInvalidTTL", ttl, q, err)
+		}
+		if q, err := s.Acquire(context.Background(), ttl); q != nil || !errors.Is(err, ErrInvalidTTL) {
+			t.Errorf("Acquire(%v) = %v, %v; want ErrInvalidTTL", ttl, q, err)
+		}
+		if ok, err := p.ExtendTTL(context.Background(), ttl); ok || !errors.Is(err, ErrInvalidTTL) {
+			t.Errorf("ExtendTTL(%v) = %v, %v; want ErrInvalidTTL", ttl, ok, err)
+		}
+	}
+	if p.NoExpiry() || p.TTL() != time.Minute {
+		t.Errorf("the permit changed: NoExpiry %v, TTL %v", p.NoExpiry(), p.TTL())
 	}
 }
 
@@ -430,9 +459,9 @@ func TestBackendReplies(t *testing.T) {
 	}
 }
 
-// TestExtendTTL: a permit's TTL can change to and from NoExpiry (the shared Handle accepts 0 because
-// the Semaphore's Config allows it); TTLs are sent in whole milliseconds; Extend renews at the current
-// TTL; an invalid TTL is refused before any I/O.
+// TestExtendTTL: a permit's TTL can change to and from no expiry (ExtendNoExpiry sends 0); TTLs are
+// sent in whole milliseconds; Extend renews at the current TTL, keeping a permit without expiry so;
+// an invalid TTL is refused before any I/O.
 func TestExtendTTL(t *testing.T) {
 	c := &scripted{answer: func([]string) rueidis.RedisResult { return result(t, 1) }}
 	s, err := New(c, "k", 1)
@@ -445,11 +474,11 @@ func TestExtendTTL(t *testing.T) {
 		sent string
 		ttl  time.Duration
 	}{
-		{func() (bool, error) { return p.ExtendTTL(context.Background(), NoExpiry) }, "0", NoExpiry},
-		{func() (bool, error) { return p.Extend(context.Background()) }, "0", NoExpiry},
+		{func() (bool, error) { return p.ExtendNoExpiry(context.Background()) }, "0", noExpiry},
+		{func() (bool, error) { return p.Extend(context.Background()) }, "0", noExpiry},
 		// Truncated to whole milliseconds; long enough that the estimate outlives the next steps.
 		{func() (bool, error) { return p.ExtendTTL(context.Background(), 90*time.Second+700*time.Microsecond) }, "90000", 90 * time.Second},
-		{func() (bool, error) { return p.ExtendTTL(context.Background(), 0) }, "0", NoExpiry},
+		{func() (bool, error) { return p.ExtendNoExpiry(context.Background()) }, "0", noExpiry},
 		{func() (bool, error) { return p.ExtendTTL(context.Background(), time.Hour) }, "3600000", time.Hour},
 	}
 	for i, st := range steps {
@@ -461,11 +490,12 @@ func TestExtendTTL(t *testing.T) {
 		if len(cmds) != i+1 || !replytest.Runs(cmds[i], extendScript) || cmds[i][5] != st.sent || p.TTL() != st.ttl {
 			t.Fatalf("step %d sent %q, TTL %v; want %s ms, TTL %v", i, cmds[len(cmds)-1], p.TTL(), st.sent, st.ttl)
 		}
-		if (st.ttl == NoExpiry) != (p.Remaining() == Forever) || (st.ttl == NoExpiry) != p.Deadline().IsZero() {
+		if (st.ttl == noExpiry) != (p.Remaining() == Forever) || (st.ttl == noExpiry) != p.Deadline().IsZero() ||
+			(st.ttl == noExpiry) != p.NoExpiry() {
 			t.Fatalf("step %d: Remaining %v, Deadline %v for TTL %v", i, p.Remaining(), p.Deadline(), st.ttl)
 		}
 	}
-	for _, ttl := range []time.Duration{-time.Millisecond, time.Nanosecond, 999 * time.Microsecond} {
+	for _, ttl := range []time.Duration{0, -time.Millisecond, time.Nanosecond, 999 * time.Microsecond} {
 		if ok, err := p.ExtendTTL(context.Background(), ttl); ok || !errors.Is(err, ErrInvalidTTL) {
 			t.Fatalf("ExtendTTL(%v) = %v, %v; want ErrInvalidTTL", ttl, ok, err)
 		}
@@ -480,8 +510,8 @@ func TestPermitLocalState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := grantNow(t, s, "owner", NoExpiry)
-	if p.Remaining() != Forever || !p.Deadline().IsZero() || p.TTL() != NoExpiry || p.Err() != nil || p.OwnerToken() != "owner" {
+	p := grantNow(t, s, "owner", noExpiry)
+	if p.Remaining() != Forever || !p.Deadline().IsZero() || p.TTL() != 0 || !p.NoExpiry() || p.Err() != nil || p.OwnerToken() != "owner" {
 		t.Fatalf("no-expiry permit: remaining %v deadline %v ttl %v err %v", p.Remaining(), p.Deadline(), p.TTL(), p.Err())
 	}
 	// Nothing to renew without expiry: no goroutine, no I/O (noIO would panic).
@@ -629,7 +659,7 @@ func TestCloseRetrySettles(t *testing.T) {
 // cleanup after it is abandoned at once; a second Close returns nil.
 func TestCloseStopsRetries(t *testing.T) {
 	s, c, reader := newFailing(t, io.EOF) // default 1 minute window
-	p := grantNow(t, s, "owner", NoExpiry)
+	p := grantNow(t, s, "owner", noExpiry)
 	_ = p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -650,7 +680,7 @@ func TestCloseStopsRetries(t *testing.T) {
 		t.Fatalf("acquisitions after Close sent %d commands", n-calls)
 	}
 	// After Close an unconfirmed cleanup is abandoned at once.
-	_ = grantNow(t, s, "other", NoExpiry).Close()
+	_ = grantNow(t, s, "other", noExpiry).Close()
 	if got := abandonedPoints(t, reader); got[attrs(stageClose, reasonClosed)] != 2 {
 		t.Fatalf("abandoned = %v, want two close/closed", got)
 	}
@@ -662,7 +692,7 @@ func TestCloseStopsRetries(t *testing.T) {
 // TestAbandonedInstance: WithName adds coordkit.instance to the abandoned-cleanup counter.
 func TestAbandonedInstance(t *testing.T) {
 	s, _, reader := newFailing(t, io.EOF, WithName("pool"))
-	_ = grantNow(t, s, "owner", NoExpiry).Close()
+	_ = grantNow(t, s, "owner", noExpiry).Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	_ = s.Close(ctx)
@@ -765,7 +795,7 @@ func TestErrorReplyAcquireSendsNoCleanup(t *testing.T) {
 
 func TestUncertainAcquire(t *testing.T) {
 	s, c, _ := newFailing(t, io.ErrUnexpectedEOF, WithCleanupRetryWindow(30*time.Millisecond))
-	p, err := s.TryAcquire(context.Background(), NoExpiry)
+	p, err := s.TryAcquireNoExpiry(context.Background())
 	if p != nil || !errors.Is(err, ErrUncertain) || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("TryAcquire = %v, %v; want ErrUncertain", p, err)
 	}

@@ -344,12 +344,16 @@ func (m *Middleware) run(w http.ResponseWriter, r *http.Request, next http.Handl
 	rec := &recorder{w: w, max: m.cfg.maxResponse, allow: m.cfg.replayHeaders, status: http.StatusOK}
 	// Renew while next runs, even after the client has gone (next may go on with its side effect);
 	// next's context ends with the request or when the claim is lost.
-	kctx, stop, err := m.store.KeepAlive(context.WithoutCancel(r.Context()), sk, a)
+	claim, err := m.store.Claim(sk, a)
+	if err == nil {
+		err = claim.KeepAlive(context.WithoutCancel(r.Context()))
+	}
 	if err != nil { // unreachable for an attempt TryBegin returned as Started
 		m.cfg.logger.Error("coordkit/idemhttp: keep-alive could not start", "error", err)
 		problem(w, http.StatusInternalServerError, "idempotency claim unusable")
 		return
 	}
+	kctx, stop := claim.Context(), claim.Stop
 	hctx, hcancel := context.WithCancelCause(r.Context())
 	stopLoss := context.AfterFunc(kctx, func() { hcancel(context.Cause(kctx)) })
 	finish := func() (lost error) {

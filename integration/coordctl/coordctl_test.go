@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -83,13 +84,14 @@ func fixtures() []fixture {
 			ks, kf := lock.Keys("ctl:lock")
 			return []string{"lock", "inspect", "ctl:lock"}, []string{ks, kf}, func(t *testing.T, m map[string]any) {
 				require.Equal(t, "lock", m["primitive"])
-				require.Equal(t, true, m["held"])
+				require.Equal(t, true, m["exists"])
 				require.Equal(t, ks, m["lease_key"])
-				require.Equal(t, l.FencingToken(), num(t, m, "fence"))
+				require.Equal(t, l.FencingToken(), num(t, m, "fencing_token"))
 				between(t, m, "remaining_ms", 20*time.Second, 30*time.Second)
 				for k := range m {
-					require.NotContains(t, k, "token") // no owner token in any field
+					require.NotContains(t, k, "owner") // no owner token in any field
 				}
+				require.NotContains(t, fmt.Sprint(m), l.OwnerToken(), "no owner token in any value")
 			}
 		}, inspect: func(t *testing.T, c rueidis.Client) error {
 			lk, _ := lock.New(c)
@@ -105,7 +107,7 @@ func fixtures() []fixture {
 			t.Cleanup(func() { _ = l.Close() })
 			ks, kf := lock.Keys("ctl:leader")
 			return []string{"leader", "inspect", "ctl:leader"}, []string{ks, kf}, func(t *testing.T, m map[string]any) {
-				require.Equal(t, true, m["present"])
+				require.Equal(t, true, m["exists"])
 				require.Equal(t, l.FencingToken(), num(t, m, "fencing_token"))
 				between(t, m, "remaining_ms", 5*time.Second, 15*time.Second)
 			}
@@ -147,13 +149,14 @@ func fixtures() []fixture {
 			s, err := semaphore.New(e.newClient(t), "ctl:sem", 3)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close(context.Background()) })
-			for _, ttl := range []time.Duration{30 * time.Second, semaphore.NoExpiry} {
-				p, err := s.TryAcquire(ctx(t), ttl)
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = p.Close() })
-			}
+			p, err := s.TryAcquire(ctx(t), 30*time.Second)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
+			p, err = s.TryAcquireNoExpiry(ctx(t))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = p.Close() })
 			return []string{"semaphore", "inspect", "ctl:sem"}, []string{"ctl:sem"}, func(t *testing.T, m map[string]any) {
-				require.Equal(t, true, m["found"])
+				require.Equal(t, true, m["exists"])
 				require.Equal(t, int64(3), num(t, m, "capacity"))
 				require.Equal(t, int64(2), num(t, m, "active"))
 				require.Equal(t, int64(1), num(t, m, "free"))
@@ -163,7 +166,8 @@ func fixtures() []fixture {
 				require.Equal(t, int64(-1), num(t, m, "key_remaining_ms"))
 			}
 		}, inspect: func(t *testing.T, c rueidis.Client) error {
-			_, err := semaphore.Inspect(ctx(t), c, "ctl:sem")
+			s, _ := semaphore.New(c, "ctl:sem", 1)
+			_, err := s.Inspect(ctx(t))
 			return err
 		}},
 		{name: "latch", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
@@ -194,7 +198,7 @@ func fixtures() []fixture {
 			return []string{"counter", "inspect", "ctl:counter"}, []string{"ctl:counter"}, func(t *testing.T, m map[string]any) {
 				require.Equal(t, true, m["exists"])
 				require.Equal(t, int64(5), num(t, m, "value"))
-				between(t, m, "ttl_ms", 50*time.Second, time.Minute)
+				between(t, m, "remaining_ms", 50*time.Second, time.Minute)
 			}
 		}, inspect: func(t *testing.T, c rueidis.Client) error {
 			s, _ := counter.New(c)
@@ -275,7 +279,7 @@ func fixtures() []fixture {
 			}
 		}, inspect: func(t *testing.T, c rueidis.Client) error {
 			ls, _ := lease.New(c)
-			_, err := ls.Holders(ctx(t), "ctl:leases")
+			_, err := ls.Inspect(ctx(t), "ctl:leases")
 			return err
 		}},
 	}
@@ -383,7 +387,7 @@ func testAdmin(t *testing.T, e *env) {
 		require.ErrorIs(t, l.Err(), lock.ErrLost)
 		in, err := lk.Inspect(ctx(t), "ctl:adm")
 		require.NoError(t, err)
-		require.Equal(t, lock.Inspection{Fence: l.FencingToken()}, in) // the fence is kept
+		require.Equal(t, lock.Inspection{FencingToken: l.FencingToken()}, in) // the fence is kept
 		l2, err := lk.TryAcquire(ctx(t), "ctl:adm", time.Second)
 		require.NoError(t, err)
 		require.Greater(t, l2.FencingToken(), l.FencingToken())
@@ -406,10 +410,10 @@ func testAdmin(t *testing.T, e *env) {
 		}
 		m := e.runJSON(t, "lease", "force-release", "ctl:adm:leases", "a", "--yes")
 		require.Equal(t, true, m["changed"])
-		hs, err := ls.Holders(ctx(t), "ctl:adm:leases")
+		in, err := ls.Inspect(ctx(t), "ctl:adm:leases")
 		require.NoError(t, err)
-		require.Len(t, hs, 1)
-		require.Equal(t, "b", hs[0].Field)
+		require.Len(t, in.Holders, 1)
+		require.Equal(t, "b", in.Holders[0].Field)
 	})
 	t.Run("latch_delete", func(t *testing.T) {
 		ls, err := latch.New(e.newClient(t))
@@ -426,7 +430,7 @@ func testAdmin(t *testing.T, e *env) {
 		require.Contains(t, m["what"], l.Generation())
 		in, err := ls.Inspect(ctx(t), "ctl:adm:latch")
 		require.NoError(t, err)
-		require.Equal(t, latch.StatusAbsent, in.Status)
+		require.False(t, in.Exists)
 	})
 	t.Run("denylist_deny_allow", func(t *testing.T) {
 		d, err := denylist.New(e.newClient(t), "ctl:adm:deny", denylist.WithCacheDuration(0))
@@ -580,7 +584,7 @@ func testWatch(t *testing.T, e *env) {
 		var m map[string]any
 		require.NoError(t, json.Unmarshal([]byte(l), &m))
 		require.Equal(t, int64(1), num(t, m, "value"))
-		require.Equal(t, int64(-1), num(t, m, "ttl_ms"))
+		require.Equal(t, int64(-1), num(t, m, "remaining_ms"))
 	}
 	// Ends when ctx ends (as on SIGINT), with exit 0.
 	c, cancel := context.WithTimeout(ctx(t), 2*time.Second)

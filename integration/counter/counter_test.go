@@ -139,11 +139,11 @@ func testTTLSemantics(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
 	require.EqualValues(t, 1, res.Value)
-	require.True(t, res.TTL > 0 && res.TTL <= 2*time.Second, "TTL %v", res.TTL)
+	require.True(t, res.Remaining > 0 && res.Remaining <= 2*time.Second && !res.NoExpiry, "Remaining %v", res.Remaining)
 	res, err = s.IncrementUpTo(c, fixed, 1, 10, time.Hour)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
-	require.True(t, res.TTL > 0 && res.TTL <= 2*time.Second, "an existing key keeps its window: %v", res.TTL)
+	require.True(t, res.Remaining > 0 && res.Remaining <= 2*time.Second, "an existing key keeps its window: %v", res.Remaining)
 	p = e.pttl(t, fixed)
 	require.True(t, p > 0 && p <= 2000, "pttl %d", p)
 
@@ -153,7 +153,8 @@ func testTTLSemantics(t *testing.T, e *env) {
 	res, err = s.IncrementUpTo(c, "ck:ttl:fixed-persist", 1, 10, time.Hour)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
-	require.Zero(t, res.TTL)
+	require.Zero(t, res.Remaining)
+	require.True(t, res.NoExpiry)
 	require.EqualValues(t, -1, e.pttl(t, "ck:ttl:fixed-persist"))
 
 	// A refusal writes nothing: value and expiry unchanged; on an absent key nothing is created.
@@ -161,11 +162,11 @@ func testTTLSemantics(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.False(t, res.Allowed)
 	require.EqualValues(t, 2, res.Value)
-	require.True(t, res.TTL > 0 && res.TTL <= 2*time.Second)
+	require.True(t, res.Remaining > 0 && res.Remaining <= 2*time.Second)
 	e.requireValue(t, fixed, "2")
 	res, err = s.IncrementUpTo(c, "ck:ttl:absent", 5, 4, time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, counter.Result{}, res, "refused on an absent key: value 0, no TTL")
+	require.Equal(t, counter.Result{}, res, "refused on an absent key: value 0, no life, not NoExpiry")
 	require.EqualValues(t, -2, e.pttl(t, "ck:ttl:absent"), "a refusal creates nothing")
 
 	// Expiry resets the window: the counter reads as 0 again.
@@ -182,8 +183,8 @@ func testTTLSemantics(t *testing.T, e *env) {
 }
 
 // testDecrementFloor: DecrementDownTo is allowed iff current - delta >= floor (the value may reach
-// the floor), never changes the expiry, creates an absent key without expiry when allowed, and
-// reports Remaining = value - floor, saturating at MaxInt64.
+// the floor), never changes the expiry (Remaining reports the key's life), and creates an absent key
+// without expiry when allowed.
 func testDecrementFloor(t *testing.T, e *env) {
 	s := e.store(t)
 	c := ctx(t)
@@ -192,26 +193,30 @@ func testDecrementFloor(t *testing.T, e *env) {
 	require.NoError(t, err)
 	res, err := s.DecrementDownTo(c, key, 4, 5)
 	require.NoError(t, err)
-	require.Equal(t, counter.DecrementResult{Allowed: true, Value: 6, Remaining: 1}, res)
+	require.True(t, res.Allowed)
+	require.EqualValues(t, 6, res.Value)
+	require.True(t, res.Remaining > 50*time.Second && res.Remaining <= time.Minute && !res.NoExpiry, "Remaining %v", res.Remaining)
 	res, err = s.DecrementDownTo(c, key, 2, 5)
 	require.NoError(t, err)
-	require.Equal(t, counter.DecrementResult{Allowed: false, Value: 6, Remaining: 1}, res)
+	require.False(t, res.Allowed)
+	require.EqualValues(t, 6, res.Value)
+	require.True(t, res.Remaining > 50*time.Second && res.Remaining <= time.Minute, "Remaining %v", res.Remaining)
 	e.requireValue(t, key, "6")
 	p := e.pttl(t, key)
 	require.True(t, p > 0 && p <= 60000, "expiry unchanged by decrements: %d", p)
 
 	res, err = s.DecrementDownTo(c, "ck:floor:absent", 1, 0)
 	require.NoError(t, err)
-	require.Equal(t, counter.DecrementResult{Allowed: false, Value: 0, Remaining: 0}, res)
+	require.Equal(t, counter.Result{Allowed: false, Value: 0}, res, "absent: no life, not NoExpiry")
 	require.EqualValues(t, -2, e.pttl(t, "ck:floor:absent"))
 	res, err = s.DecrementDownTo(c, "ck:floor:absent", 3, -5)
 	require.NoError(t, err)
-	require.Equal(t, counter.DecrementResult{Allowed: true, Value: -3, Remaining: 2}, res)
+	require.Equal(t, counter.Result{Allowed: true, Value: -3, NoExpiry: true}, res)
 	e.requireValue(t, "ck:floor:absent", "-3")
 	require.EqualValues(t, -1, e.pttl(t, "ck:floor:absent"))
 	res, err = s.DecrementDownTo(c, "ck:floor:absent", 1, math.MinInt64)
 	require.NoError(t, err)
-	require.Equal(t, counter.DecrementResult{Allowed: true, Value: -4, Remaining: math.MaxInt64 - 3}, res)
+	require.Equal(t, counter.Result{Allowed: true, Value: -4, NoExpiry: true}, res)
 }
 
 // testAbove2p53: values whose neighbours are not doubles round-trip exactly through every operation.
@@ -225,17 +230,17 @@ func testAbove2p53(t *testing.T, e *env) {
 	require.EqualValues(t, int64(9007199254740993), v)
 	res, err := s.IncrementUpTo(c, key, 1, 9007199254740995, 0)
 	require.NoError(t, err)
-	require.Equal(t, counter.Result{Allowed: true, Value: 9007199254740994}, res)
+	require.Equal(t, counter.Result{Allowed: true, Value: 9007199254740994, NoExpiry: true}, res)
 	res, err = s.IncrementUpTo(c, key, 2, 9007199254740995, 0)
 	require.NoError(t, err)
-	require.Equal(t, counter.Result{Allowed: false, Value: 9007199254740994}, res, "994+2 > 995 must be refused exactly")
+	require.Equal(t, counter.Result{Allowed: false, Value: 9007199254740994, NoExpiry: true}, res, "994+2 > 995 must be refused exactly")
 	res, err = s.IncrementUpTo(c, key, 1, 9007199254740995, 0)
 	require.NoError(t, err)
-	require.Equal(t, counter.Result{Allowed: true, Value: 9007199254740995}, res)
+	require.Equal(t, counter.Result{Allowed: true, Value: 9007199254740995, NoExpiry: true}, res)
 	e.requireValue(t, key, "9007199254740995")
 	d, err := s.DecrementDownTo(c, key, 2, 9007199254740993)
 	require.NoError(t, err)
-	require.Equal(t, counter.DecrementResult{Allowed: true, Value: 9007199254740993, Remaining: 0}, d)
+	require.Equal(t, counter.Result{Allowed: true, Value: 9007199254740993, NoExpiry: true}, d)
 	d, err = s.DecrementDownTo(c, key, 1, 9007199254740993)
 	require.NoError(t, err)
 	require.False(t, d.Allowed)
@@ -251,7 +256,7 @@ func testAbove2p53(t *testing.T, e *env) {
 	require.False(t, res.Allowed)
 	res, err = s.IncrementUpTo(c, top, 2, math.MaxInt64, 0)
 	require.NoError(t, err)
-	require.Equal(t, counter.Result{Allowed: true, Value: math.MaxInt64}, res)
+	require.Equal(t, counter.Result{Allowed: true, Value: math.MaxInt64, NoExpiry: true}, res)
 	neg := "ck:big:neg"
 	e.set(t, neg, strconv.FormatInt(math.MinInt64+2, 10))
 	d, err = s.DecrementDownTo(c, neg, 3, math.MinInt64)
@@ -259,7 +264,7 @@ func testAbove2p53(t *testing.T, e *env) {
 	require.False(t, d.Allowed)
 	d, err = s.DecrementDownTo(c, neg, 2, math.MinInt64)
 	require.NoError(t, err)
-	require.Equal(t, counter.DecrementResult{Allowed: true, Value: math.MinInt64, Remaining: 0}, d)
+	require.Equal(t, counter.Result{Allowed: true, Value: math.MinInt64, NoExpiry: true}, d)
 
 	vals, err := s.BatchIncrement(c, []counter.Increment{{Key: "ck:big:b1", Delta: 9007199254740993}, {Key: "ck:big:b1", Delta: 2}})
 	require.NoError(t, err)

@@ -33,7 +33,7 @@
 // # Checkers
 //
 //   - Lock with a fenced store: two workers take one lock (TryAcquire, 400ms TTL), write to a
-//     lock.Fence while Remaining() > 0 (read under the store's lock), renew sometimes, release or
+//     fence.Fence (testkit/fence) while Remaining() > 0 (read under the store's lock), renew sometimes, release or
 //     abandon the lease, and sometimes write again with the old token afterwards. No stale write is
 //     accepted (an accepted token is never below one accepted earlier); tokens of acquisitions that
 //     returned a lease are distinct and increase in real-time order; the Seq spans in which distinct

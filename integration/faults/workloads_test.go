@@ -19,6 +19,7 @@ import (
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit"
+	"github.com/coordkit/coordkit/testkit/fence"
 )
 
 // opTimeout bounds every operation a worker sends: a paused server, dropped replies or a long delay
@@ -74,7 +75,7 @@ type lockLoad struct {
 	name  string
 	ttl   time.Duration
 	mu    sync.Mutex
-	fence lock.Fence[int64]
+	fence fence.Fence[int64]
 	ids   atomic.Int64
 	// acceptStale breaks the store on purpose (it accepts every write); only for showing that the
 	// checker fails. Never true in a commit.

@@ -55,10 +55,14 @@ func testIdempotencyHooks(t *testing.T, e *env) {
 	expect(t, j, "admit IDEMPOTENCY TRY BEGIN", "admit IDEMPOTENCY TRY BEGIN", "done IDEMPOTENCY TRY BEGIN succeeded")
 
 	j.setReject("IDEMPOTENCY EXTEND")
-	kctx, stop, err := s.KeepAlive(ctx, "req-1", a)
+	claim, err := s.Claim("req-1", a)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := claim.KeepAlive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kctx, stop := claim.Context(), claim.Stop
 	defer stop()
 	got := waitCount(t, j, "admit IDEMPOTENCY EXTEND", 3)
 	if slices.Contains(got, "done IDEMPOTENCY EXTEND succeeded") || kctx.Err() != nil {

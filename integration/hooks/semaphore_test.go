@@ -83,9 +83,13 @@ func testSemaphoreHooks(t *testing.T, e *env) {
 		if err := p.Close(); err == nil {
 			t.Fatal("Close answered although every node paused writes past the cleanup timeout")
 		}
+		inspector, err := semaphore.New(admin, "sem-hooks-owed", 1) // no hooks: the journal stays the Close's
+		if err != nil {
+			t.Fatal(err)
+		}
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			in, err := semaphore.Inspect(ctx, admin, "sem-hooks-owed")
+			in, err := inspector.Inspect(ctx)
 			if err == nil && len(in.Permits) == 0 {
 				break
 			}
@@ -108,7 +112,11 @@ func testSemaphoreHooks(t *testing.T, e *env) {
 	})
 
 	t.Run("inspect", func(t *testing.T) {
-		if _, err := semaphore.Inspect(ctx, client, "sem-hooks", semaphore.WithHooks(j), semaphore.WithName("exports")); err != nil {
+		s, err := semaphore.New(client, "sem-hooks", 2, semaphore.WithHooks(j), semaphore.WithName("exports"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Inspect(ctx); err != nil {
 			t.Fatal(err)
 		}
 		expect(t, j, "admit SEMAPHORE INSPECT", "done SEMAPHORE INSPECT succeeded")

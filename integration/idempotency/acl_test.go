@@ -132,7 +132,7 @@ func testKeepAliveRefused(t *testing.T, e *env) {
 		require.NoError(t, err)
 	}
 
-	work, stop, err := s.KeepAlive(ctx(t), "k", a)
+	work, stop, err := keepAlive(s, ctx(t), "k", a)
 	require.NoError(t, err)
 	defer stop()
 	select {

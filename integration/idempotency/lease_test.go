@@ -124,7 +124,7 @@ func testKeepAlive(t *testing.T, e *env) {
 	t.Run("held beyond the lease, never overlapped", func(t *testing.T) {
 		key := "idem:keepalive:held"
 		a := begin(t, owner, key, lease, fpA)
-		kctx, stop, err := owner.KeepAlive(context.WithoutCancel(ctx(t)), key, a)
+		kctx, stop, err := keepAlive(owner, context.WithoutCancel(ctx(t)), key, a)
 		require.NoError(t, err)
 		defer stop()
 		attempts := refuseDuplicates(t, other, key, a, kctx, 4*lease)
@@ -142,7 +142,7 @@ func testKeepAlive(t *testing.T, e *env) {
 		key := "idem:keepalive:late"
 		a := begin(t, owner, key, lease, fpA)
 		time.Sleep(time.Until(a.Deadline.Add(-lease / 9)))
-		kctx, stop, err := owner.KeepAlive(ctx(t), key, a)
+		kctx, stop, err := keepAlive(owner, ctx(t), key, a)
 		require.NoError(t, err)
 		defer stop()
 		refuseDuplicates(t, other, key, a, kctx, 3*lease)
@@ -151,7 +151,7 @@ func testKeepAlive(t *testing.T, e *env) {
 	t.Run("stop ends renewing", func(t *testing.T) {
 		key := "idem:keepalive:stop"
 		a := begin(t, owner, key, lease, fpA)
-		_, stop, err := owner.KeepAlive(ctx(t), key, a)
+		_, stop, err := keepAlive(owner, ctx(t), key, a)
 		require.NoError(t, err)
 		stop()
 		stop() // idempotent
@@ -164,7 +164,7 @@ func testKeepAlive(t *testing.T, e *env) {
 		t.Run(fmt.Sprintf("lost, takeover=%v", takeover), func(t *testing.T) {
 			key := "idem:keepalive:lost:" + strconv.FormatBool(takeover)
 			a := begin(t, owner, key, lease, fpA)
-			kctx, stop, err := owner.KeepAlive(ctx(t), key, a)
+			kctx, stop, err := keepAlive(owner, ctx(t), key, a)
 			require.NoError(t, err)
 			defer stop()
 			require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Del().Key(key).Build()).Error())
@@ -203,7 +203,7 @@ func testKeepAlive(t *testing.T, e *env) {
 					errs <- err
 					return
 				}
-				kctx, stop, err := owner.KeepAlive(ctx(t), key, a)
+				kctx, stop, err := keepAlive(owner, ctx(t), key, a)
 				if err != nil {
 					errs <- err
 					return
@@ -256,7 +256,7 @@ func testInspect(t *testing.T, e *env) {
 	key := "idem:inspect:claim"
 	a := begin(t, s, key, long, fpA)
 	in = inspect(t, key)
-	require.Equal(t, idempotency.Inspection{Found: true, State: idempotency.InProgress, Generation: a.Generation,
+	require.Equal(t, idempotency.Inspection{Exists: true, State: idempotency.InProgress, Generation: a.Generation,
 		TTL: long, Remaining: in.Remaining}, in)
 	require.Positive(t, in.Remaining)
 	require.NotContains(t, fmt.Sprintf("%+v %#v", in, in), a.OwnerToken[:32], "the owner token is never revealed")
@@ -271,7 +271,7 @@ func testInspect(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	in = inspect(t, key)
-	require.Equal(t, idempotency.Inspection{Found: true, State: idempotency.Completed, Generation: a.Generation,
+	require.Equal(t, idempotency.Inspection{Exists: true, State: idempotency.Completed, Generation: a.Generation,
 		TTL: 3 * long, Remaining: in.Remaining, ResultSize: 1000}, in)
 	require.Greater(t, in.Remaining, 2*long)
 	for range 3 {
@@ -346,4 +346,17 @@ func refuseDuplicates(t *testing.T, other *idempotency.Store, key string, a idem
 	}
 	require.NoError(t, kctx.Err(), "the keep-alive context ended: %v", context.Cause(kctx))
 	return attempts
+}
+
+// keepAlive is the old three-result shape over the Claim handle: Store.Claim, then Claim.KeepAlive,
+// returning the claim's context and its Stop.
+func keepAlive(s *idempotency.Store, ctx context.Context, key string, a idempotency.Attempt) (context.Context, func(), error) {
+	c, err := s.Claim(key, a)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.KeepAlive(ctx); err != nil {
+		return nil, nil, err
+	}
+	return c.Context(), c.Stop, nil
 }

@@ -92,7 +92,7 @@ func testMiddlewareStorePolicy(t *testing.T, e *env) {
 				require.Equal(t, idempotency.Completed, in.State)
 				require.Equal(t, long, in.TTL)
 			} else {
-				require.False(t, in.Found, "a response not stored leaves no claim: %+v", in)
+				require.False(t, in.Exists, "a response not stored leaves no claim: %+v", in)
 				require.Empty(t, e.claimKeys(t, prefix))
 			}
 			again := send(t, srv, "POST", path+"?"+tt.query, "k", "body")
@@ -223,7 +223,7 @@ func testMiddlewareOrders(t *testing.T, e *env) {
 			require.EqualValues(t, 1, calls.Load())
 			in, err := s.Inspect(ctx(t), idemhttp.ClaimKey("", "POST", "/o", "b"))
 			require.NoError(t, err)
-			require.False(t, in.Found, "a 429 leaves no claim and nothing stored")
+			require.False(t, in.Exists, "a 429 leaves no claim and nothing stored")
 			require.Len(t, e.claimKeys(t, prefix), 1, "only the admitted request's claim exists")
 
 			// The retry after the window: the handler runs, the response is the real one, then replayed.

@@ -47,7 +47,7 @@ func testLeastPrivilege(t *testing.T, e *env) {
 			_, err := a.Verify(ctx)
 			return err
 		}) && r.Step("holders", func(ctx context.Context) error {
-			_, err := ls.Holders(ctx, "pool")
+			_, err := ls.Inspect(ctx, "pool")
 			return err
 		}) && r.Step("release", func(ctx context.Context) error {
 			_, err := a.Release(ctx)

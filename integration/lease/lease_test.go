@@ -26,7 +26,7 @@ var scenarios = []scenario{
 	{"06_expiring_hash_rejected", testExpiringHash},
 	{"07_prefix_binary", testPrefixBinary},
 	{"08_bad_input", testBadInput},
-	{"09_holders", testHolders},
+	{"09_inspect", testInspect},
 	{"10_cancel_waiting_acquire", testCancelWaiting},
 	{"11_release_outcomes", testReleaseOutcomes},
 	{"12_noscript_recovery", testNoScript},

@@ -34,7 +34,7 @@ func testUnsupported(t *testing.T, e *env) {
 	l, err = ls.Acquire(c, key, "f", 10*time.Second)
 	require.Nil(t, l)
 	check(err)
-	_, err = ls.Holders(c, key)
+	_, err = ls.Inspect(c, key)
 	check(err)
 	e.requireAbsent(t, key, "hash key")
 	// An existing hash is not touched either.
@@ -281,10 +281,10 @@ func testPrefixBinary(t *testing.T, e *env) {
 	require.Equal(t, field, l.Field())
 	e.requireHeld(t, prefix+key, field, l.OwnerToken())
 	e.requireAbsent(t, key, "unprefixed hash key")
-	hs, err := ls.Holders(c, key)
+	in, err := ls.Inspect(c, key)
 	require.NoError(t, err)
-	require.Len(t, hs, 1)
-	require.Equal(t, field, hs[0].Field)
+	require.Len(t, in.Holders, 1)
+	require.Equal(t, field, in.Holders[0].Field)
 
 	// A waiter on the binary key wakes on release.
 	ch := acquireAsync(c, ls, key, field, 30*time.Second)
@@ -328,44 +328,48 @@ func testBadInput(t *testing.T, e *env) {
 			e.requireAbsent(t, key, "hash key")
 		})
 	}
-	_, err := ls.Holders(c, "")
+	_, err := ls.Inspect(c, "")
 	require.ErrorIs(t, err, luakit.ErrEmptyKey)
 	_, err = lease.New(nil)
 	require.ErrorIs(t, err, lease.ErrNilClient)
 }
 
-// 9. Holders lists every field with its remaining life, sorted by field; never owner tokens.
-func testHolders(t *testing.T, e *env) {
+// 9. Inspect lists every field with its remaining life, sorted by field; never owner tokens. A field
+// without expiry is NoExpiry with Remaining 0.
+func testInspect(t *testing.T, e *env) {
 	c := ctx(t)
 	key := hashKey("s9")
 	ls := e.leases(t)
-	hs, err := ls.Holders(c, key)
+	in, err := ls.Inspect(c, key)
 	require.NoError(t, err)
-	require.Empty(t, hs, "absent hash")
+	require.False(t, in.Exists, "absent hash")
+	require.Empty(t, in.Holders, "absent hash")
 
 	l1, err := ls.TryAcquire(c, key, "b", 30*time.Second)
 	require.NoError(t, err)
 	l2, err := ls.TryAcquire(c, key, "a", 10*time.Second)
 	require.NoError(t, err)
 	e.do(t, "HSET", key, "raw", "no-expiry")
-	hs, err = ls.Holders(c, key)
+	in, err = ls.Inspect(c, key)
 	require.NoError(t, err)
+	require.True(t, in.Exists)
+	hs := in.Holders
 	require.Len(t, hs, 3)
 	require.Equal(t, []string{"a", "b", "raw"}, []string{hs[0].Field, hs[1].Field, hs[2].Field})
 	require.Greater(t, hs[0].Remaining, 9*time.Second)
 	require.LessOrEqual(t, hs[0].Remaining, 10*time.Second)
 	require.Greater(t, hs[1].Remaining, 29*time.Second)
 	require.LessOrEqual(t, hs[1].Remaining, 30*time.Second)
-	require.Equal(t, time.Duration(-1), hs[2].Remaining)
+	require.Equal(t, lease.Holder{Field: "raw", NoExpiry: true}, hs[2])
 
 	// The raw field (no expiry) counts as held forever.
 	_, err = ls.TryAcquire(c, key, "raw", time.Second)
 	require.ErrorIs(t, err, lease.ErrNotAcquired)
 	release(t, l1, lease.Released)
 	release(t, l2, lease.Released)
-	hs, err = ls.Holders(c, key)
+	in, err = ls.Inspect(c, key)
 	require.NoError(t, err)
-	require.Equal(t, []lease.Holder{{Field: "raw", Remaining: -1}}, hs)
+	require.Equal(t, lease.Inspection{Exists: true, Holders: []lease.Holder{{Field: "raw", NoExpiry: true}}}, in)
 	e.do(t, "DEL", key)
 	e.requireAbsent(t, key, "hash key")
 }
@@ -436,9 +440,9 @@ func testNoScript(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	e.scriptFlush(t)
-	hs, err := ls.Holders(c, key)
+	in, err := ls.Inspect(c, key)
 	require.NoError(t, err)
-	require.Len(t, hs, 1)
+	require.Len(t, in.Holders, 1)
 	e.requireHeld(t, key, "f", l.OwnerToken())
 	e.scriptFlush(t)
 	release(t, l, lease.Released)
@@ -482,7 +486,7 @@ func testEndedContext(t *testing.T, e *env) {
 	c := ctx(t)
 	key := hashKey("s14")
 	ls := e.leases(t)
-	_, err := ls.Holders(c, key) // probe the feature now, so the cancelled call would reach the script
+	_, err := ls.Inspect(c, key) // probe the feature now, so the cancelled call would reach the script
 	require.NoError(t, err)
 	dead, cancel := context.WithCancel(c)
 	cancel()

@@ -14,6 +14,7 @@ import (
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/testkit/fence"
 )
 
 // 1. Two contenders: exactly one acquires; successive owners get strictly increasing tokens; renewal
@@ -751,7 +752,7 @@ func testFencedStress(t *testing.T, e *env) {
 		lockers[i] = e.locker(t)
 	}
 	var (
-		fence    lock.Fence[int]
+		fence    fence.Fence[int]
 		holders  atomic.Int32
 		overlaps atomic.Int64
 		rejected atomic.Int64

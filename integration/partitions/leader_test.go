@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/leader"
-	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/testkit"
+	"github.com/coordkit/coordkit/testkit/fence"
 )
 
 // term is what a candidate recorded of one of its terms.
@@ -52,7 +52,7 @@ func TestLeaderPartitionedFromServer(t *testing.T) {
 	srv := testkit.Start(t, testkit.Redis8, testkit.WithNetwork(netA, netB), testkit.WithStartTimeout(60*time.Second))
 	t.Logf("server: redis %s at %s (A) and %s (B)", srv.Version, srv.AddrOn(netA), srv.AddrOn(netB))
 	const lease = 2 * time.Second
-	var fence lock.Fence[string]
+	var record fence.Fence[string]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -80,7 +80,7 @@ func TestLeaderPartitionedFromServer(t *testing.T) {
 						cand.mu.Unlock()
 						return nil
 					case <-tick.C:
-						ok := fence.TryWrite(tm.FencingToken, name)
+						ok := record.TryWrite(tm.FencingToken, name)
 						cand.mu.Lock()
 						if ok {
 							rec.writes++
@@ -124,8 +124,8 @@ func TestLeaderPartitionedFromServer(t *testing.T) {
 		defer b.mu.Unlock()
 		return tb.writes > 0
 	}, 10*time.Second, 10*time.Millisecond, "B writes through the fence")
-	assert.False(t, fence.TryWrite(ta.token, "A, partitioned and unaware"), "the old leader's write is rejected by the fence")
-	v, tok := fence.Value()
+	assert.False(t, record.TryWrite(ta.token, "A, partitioned and unaware"), "the old leader's write is rejected by the fence")
+	v, tok := record.Value()
 	assert.Equal(t, "B", v)
 	assert.Equal(t, tb.token, tok)
 

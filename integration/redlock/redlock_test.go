@@ -51,6 +51,7 @@ var scenarios = []scenario{
 	{"20_fenced_two_losses_each_position", testFencedEachPosition},
 	{"21_quarantine_blocks_second_majority", testQuarantine},
 	{"22_cleanup_warns_only_where_token_may_be", testCleanupWarning},
+	{"23_inspect_quorum_view", testInspect},
 }
 
 // TestRedlock runs every scenario on every standalone target (cluster targets do not apply and get no

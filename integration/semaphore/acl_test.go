@@ -60,7 +60,11 @@ func testLeastPrivilege(t *testing.T, e *env) {
 			_, err := p1.Verify(ctx)
 			return err
 		}) && r.Step("inspect", func(ctx context.Context) error {
-			_, err := semaphore.Inspect(ctx, r.Client, "pool", semaphore.WithKeyPrefix(r.Prefix))
+			s, err := semaphore.New(r.Client, "pool", 1, semaphore.WithKeyPrefix(r.Prefix))
+			if err != nil {
+				return err
+			}
+			_, err = s.Inspect(ctx)
 			return err
 		}) && r.Step("release", func(ctx context.Context) error {
 			_, err := p1.Release(ctx)

@@ -72,13 +72,21 @@ func (e *env) waitArmed(t *testing.T, before map[string]int64) map[string]int64 
 	return e.WaitQuiet(t, 100*time.Millisecond, 5*time.Second)
 }
 
+// noExpiry, given to fill, takes a permit without expiry (TryAcquireNoExpiry); a TTL of 0 is
+// ErrInvalidTTL in the API itself.
+const noExpiry time.Duration = 0
+
 // fill takes capacity permits with the given TTLs on a client of its own.
 func fill(t *testing.T, e *env, key string, capacity int64, ttls ...time.Duration) []*semaphore.Permit {
 	t.Helper()
 	s := newSem(t, e.newClient(t), key, capacity)
 	var out []*semaphore.Permit
 	for _, ttl := range ttls {
-		p, err := s.TryAcquire(ctx(t), ttl)
+		acquire := func() (*semaphore.Permit, error) { return s.TryAcquire(ctx(t), ttl) }
+		if ttl == noExpiry {
+			acquire = func() (*semaphore.Permit, error) { return s.TryAcquireNoExpiry(ctx(t)) }
+		}
+		p, err := acquire()
 		require.NoError(t, err)
 		out = append(out, p)
 	}
@@ -151,7 +159,7 @@ func testAcquireWokenByExpiry(t *testing.T, e *env) {
 // deadline and a cancellation; the waiter leaves nothing on the server.
 func testAcquireCtxEndsWait(t *testing.T, e *env) {
 	const key = "ck:sem:wake-ctx"
-	held := fill(t, e, key, 2, semaphore.NoExpiry, 30*time.Second)
+	held := fill(t, e, key, 2, noExpiry, 30*time.Second)
 	waiter := newSem(t, e.trackedClient(t), key, 2)
 	before := e.members(t, key)
 

@@ -84,10 +84,10 @@ func testUncertainAcquire(t *testing.T, e *env) {
 func testUncertainExtend(t *testing.T, e *env) {
 	const key = "ck:sem:uncertain-extend"
 	proxy, c, s, reader := proxied(t, e, key, 2)
-	p, err := s.TryAcquire(ctx(t), semaphore.NoExpiry)
+	p, err := s.TryAcquireNoExpiry(ctx(t))
 	require.NoError(t, err)
 	e.requirePermit(t, key, p, true)
-	ok, err := p.ExtendTTL(ctx(t), semaphore.NoExpiry) // loads the script: the dropped reply is the renewal's
+	ok, err := p.ExtendNoExpiry(ctx(t)) // loads the script: the dropped reply is the renewal's
 	require.NoError(t, err)
 	require.True(t, ok)
 
@@ -100,7 +100,7 @@ func testUncertainExtend(t *testing.T, e *env) {
 	require.Nil(t, p.Err(), "an uncertain renewal keeps the permit")
 	require.Greater(t, p.Remaining(), 50*time.Second)
 	require.LessOrEqual(t, p.Remaining(), time.Minute, "the estimate is lowered to the new TTL")
-	require.Equal(t, semaphore.NoExpiry, p.TTL(), "the TTL changes only on a confirmed renewal")
+	require.True(t, p.NoExpiry(), "the TTL changes only on a confirmed renewal")
 	require.NoError(t, proxy.Reset())
 	matrix.WaitServing(t, c)
 
@@ -129,7 +129,7 @@ func testLateExtendReply(t *testing.T, e *env) {
 	e.requirePermit(t, key, p, false)
 
 	require.NoError(t, proxy.AddLatency(1500*time.Millisecond))
-	ok, err = p.ExtendTTL(ctx(t), semaphore.NoExpiry)
+	ok, err = p.ExtendNoExpiry(ctx(t))
 	require.NoError(t, err)
 	require.False(t, ok, "a renewal answered after the local estimate elapsed is not reported as renewed")
 	require.ErrorIs(t, p.Err(), semaphore.ErrExpired, "the handle no longer vouches for the permit")

@@ -218,8 +218,9 @@ func testNoExpiry(t *testing.T, e *env) {
 	const key = "ck:sem:noexpiry"
 	s := newSem(t, e.newClient(t), key, 2)
 	c := ctx(t)
-	p, err := s.TryAcquire(c, semaphore.NoExpiry)
+	p, err := s.TryAcquireNoExpiry(c)
 	require.NoError(t, err)
+	require.True(t, p.NoExpiry())
 	require.Equal(t, semaphore.Forever, p.Remaining())
 	require.True(t, p.Deadline().IsZero())
 	q, err := s.TryAcquire(c, time.Minute)
@@ -239,11 +240,18 @@ func testNoExpiry(t *testing.T, e *env) {
 	require.Greater(t, e.pttl(t, key), int64(50_000), "key expiry follows the latest permit")
 	require.LessOrEqual(t, p.Remaining(), 30*time.Second)
 	// And back to no expiry.
-	ok, err = p.ExtendTTL(c, semaphore.NoExpiry)
+	ok, err = p.ExtendNoExpiry(c)
 	require.NoError(t, err)
 	require.True(t, ok)
 	e.requirePermit(t, key, p, true)
 	require.Equal(t, semaphore.Forever, p.Remaining())
+	// A TTL of 0 is invalid, never "no expiry": nothing is sent.
+	_, err = s.TryAcquire(c, 0)
+	require.ErrorIs(t, err, semaphore.ErrInvalidTTL)
+	ok, err = p.ExtendTTL(c, 0)
+	require.ErrorIs(t, err, semaphore.ErrInvalidTTL)
+	require.False(t, ok)
+	require.True(t, p.NoExpiry())
 
 	release(t, q, semaphore.Released)
 	e.requirePermit(t, key, p, true)
@@ -466,7 +474,7 @@ func testReleaseOutcomes(t *testing.T, e *env) {
 	time.Sleep(200 * time.Millisecond)
 	release(t, short, semaphore.NotOwned)
 
-	q, err := s.TryAcquire(c, semaphore.NoExpiry)
+	q, err := s.TryAcquireNoExpiry(c)
 	require.NoError(t, err)
 	keep, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)

@@ -30,7 +30,7 @@ func testWeightedPermits(t *testing.T, e *env) {
 	_, err = s.TryAcquire(c, time.Minute)
 	require.ErrorIs(t, err, semaphore.ErrNotAcquired, "full")
 
-	in, err := semaphore.Inspect(c, client, key)
+	in, err := s.Inspect(c)
 	require.NoError(t, err)
 	require.Len(t, in.Permits, 3, "the weight-2 permit is listed twice")
 	require.Zero(t, in.Free)

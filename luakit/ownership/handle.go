@@ -14,8 +14,8 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// Forever is what [Handle.Remaining] returns for a held handle without expiry (TTL 0, offered only by
-// the semaphore's permits).
+// Forever is what [Handle.Remaining] returns for a held handle without expiry (granted with TTL 0 or
+// moved there by [Handle.ExtendNoExpiry], offered only by the semaphore's permits).
 const Forever time.Duration = math.MaxInt64
 
 // Outcome is the result of [Handle.Release]. The zero value is not an outcome: Release returns it only
@@ -87,9 +87,9 @@ type Config struct {
 	// are never logged. Default slog.Default().
 	Logger *slog.Logger
 	// CheckTTL, when set, validates the TTL given to [Handle.ExtendTTL] before any I/O and returns the
-	// TTL to send (whole milliseconds; 0 for a hold without expiry where the primitive offers it, as the
-	// semaphore's permits do) or an error, returned unchanged, that wraps [luakit.ErrInvalidTTL].
-	// Default: whole milliseconds, at least 1ms.
+	// TTL to send (whole milliseconds, at least 1ms: a hold without expiry is asked for by
+	// [Handle.ExtendNoExpiry], never by a TTL) or an error, returned unchanged, that wraps
+	// [luakit.ErrInvalidTTL]. Default: whole milliseconds, at least 1ms.
 	CheckTTL func(ttl time.Duration) (time.Duration, error)
 	// RetryClose, when set, is called by [Handle.Close] after its release went unanswered (err is its
 	// error; a hook's rejection is not such a failure): the primitive may retry release, which is the
@@ -123,9 +123,10 @@ func (c *Config) name() string {
 	return c.Name
 }
 
-// checkTTL is CheckTTL, or the default rule: whole milliseconds, at least 1ms.
+// checkTTL is CheckTTL, or the default rule: whole milliseconds, at least 1ms. A TTL below 1ms is
+// refused whatever CheckTTL says, so 0 never reaches a backend from a caller's TTL.
 func (c *Config) checkTTL(ttl time.Duration) (time.Duration, error) {
-	if c.CheckTTL != nil {
+	if c.CheckTTL != nil && ttl >= time.Millisecond {
 		return c.CheckTTL(ttl)
 	}
 	if ttl < time.Millisecond {
@@ -460,12 +461,23 @@ func (h *Handle) Err() error {
 	return h.cause
 }
 
-// Extend renews the hold at its current TTL; see [Handle.ExtendTTL].
+// Extend renews the hold at its current TTL (a hold without expiry stays so); see [Handle.ExtendTTL].
 func (h *Handle) Extend(ctx context.Context) (bool, error) {
 	if len(h.cfg.Hooks) == 0 {
-		return h.extendTTL(ctx, 0, true)
+		return h.extendChecked(ctx, 0, true)
 	}
-	return admitted(h, ctx, "EXTEND", func(ctx context.Context) (bool, error) { return h.extendTTL(ctx, 0, true) })
+	return admitted(h, ctx, "EXTEND", func(ctx context.Context) (bool, error) { return h.extendChecked(ctx, 0, true) })
+}
+
+// ExtendNoExpiry removes the hold's expiry, only if this owner still holds it: [Handle.ExtendTTL]'s
+// rows with no expiry instead of a TTL (Remaining becomes [Forever], Deadline the zero time, TTL 0, a
+// running KeepAlive stops renewing). Only a primitive whose backend's Extend takes 0 as "no expiry"
+// offers it (the semaphore's permits); with Config.Hooks it is the operation "<NAME> EXTEND".
+func (h *Handle) ExtendNoExpiry(ctx context.Context) (bool, error) {
+	if len(h.cfg.Hooks) == 0 {
+		return h.extendChecked(ctx, 0, false)
+	}
+	return admitted(h, ctx, "EXTEND", func(ctx context.Context) (bool, error) { return h.extendChecked(ctx, 0, false) })
 }
 
 // admitted runs op as the public operation verb under cfg.Hooks.
@@ -488,10 +500,9 @@ func Do[T any](ctx context.Context, cfg *Config, verb string, op func(context.Co
 }
 
 // ExtendTTL restarts the hold's expiry at ttl, counted on the server, only if this owner still holds
-// it. ttl is truncated to whole milliseconds; below 1ms it fails with an error wrapping
-// [luakit.ErrInvalidTTL] before any I/O. Config.CheckTTL replaces that rule where a primitive needs
-// another (the semaphore accepts 0, no expiry; redlock needs more than its drift allowance). Fencing
-// tokens never change.
+// it. ttl is truncated to whole milliseconds; below 1ms (0 included) it fails with an error wrapping
+// [luakit.ErrInvalidTTL] before any I/O. Config.CheckTTL adds a primitive's own rule (redlock needs
+// more than its drift allowance). Fencing tokens never change.
 //
 //   - (true, nil): renewed, and the reply arrived before the local estimate elapsed; the estimate
 //     moves to send time + ttl.
@@ -513,21 +524,25 @@ func Do[T any](ctx context.Context, cfg *Config, verb string, op func(context.Co
 // leaves the handle unchanged (nothing is sent).
 func (h *Handle) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
 	if len(h.cfg.Hooks) == 0 {
-		return h.extendTTL(ctx, ttl, false)
+		return h.extendTTL(ctx, ttl)
 	}
-	return admitted(h, ctx, "EXTEND", func(ctx context.Context) (bool, error) { return h.extendTTL(ctx, ttl, false) })
+	return admitted(h, ctx, "EXTEND", func(ctx context.Context) (bool, error) { return h.extendTTL(ctx, ttl) })
 }
 
-// extendTTL renews at ttl, or with current at the handle's TTL read once the operation slot is
-// taken: a renewal at the current TTL (Extend, a keep-alive round) that waited for a concurrent
-// ExtendTTL then renews at the TTL that ExtendTTL set, never at the one it replaced.
-func (h *Handle) extendTTL(ctx context.Context, ttl time.Duration, current bool) (bool, error) {
-	if !current {
-		var err error
-		if ttl, err = h.cfg.checkTTL(ttl); err != nil {
-			return false, err
-		}
+// extendTTL checks ttl and renews at it.
+func (h *Handle) extendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
+	ttl, err := h.cfg.checkTTL(ttl)
+	if err != nil {
+		return false, err
 	}
+	return h.extendChecked(ctx, ttl, false)
+}
+
+// extendChecked renews at ttl, already validated (0: no expiry), or with current at the handle's TTL
+// read once the operation slot is taken: a renewal at the current TTL (Extend, a keep-alive round)
+// that waited for a concurrent ExtendTTL then renews at the TTL that ExtendTTL set, never at the one
+// it replaced.
+func (h *Handle) extendChecked(ctx context.Context, ttl time.Duration, current bool) (bool, error) {
 	if err := h.lockOp(ctx, "extend"); err != nil {
 		return false, err
 	}

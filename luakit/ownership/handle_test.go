@@ -25,11 +25,13 @@ type fakeBackend struct {
 	extendFn func(ctx context.Context) (bool, error) // overrides the default answer when set
 	releases atomic.Int32
 	extends  atomic.Int32
+	lastTTL  atomic.Int64 // the TTL of the latest Extend
 	release  func(ctx context.Context) (bool, error)
 }
 
 func (b *fakeBackend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	b.extends.Add(1)
+	b.lastTTL.Store(int64(ttl))
 	if b.extendFn != nil {
 		return b.extendFn(ctx)
 	}
@@ -362,6 +364,36 @@ func TestExtendTTLValidation(t *testing.T) {
 	}
 	if ok, err := h.ExtendTTL(context.Background(), 1500*time.Microsecond); !ok || err != nil || h.TTL() != time.Millisecond {
 		t.Fatalf("ExtendTTL(1.5ms) = (%v, %v), TTL %v; want truncated to 1ms", ok, err, h.TTL())
+	}
+}
+
+// TestExtendNoExpiry: a hold without expiry is asked for by ExtendNoExpiry, never by a TTL: a CheckTTL
+// that would accept 0 is not consulted below 1ms; ExtendNoExpiry sends 0 and the hold then has no
+// estimate; Extend keeps it so; ExtendTTL gives it a TTL again.
+func TestExtendNoExpiry(t *testing.T) {
+	b := &fakeBackend{held: true}
+	h := &Handle{}
+	cfg := &Config{Name: "test", Logger: quiet, CheckTTL: func(ttl time.Duration) (time.Duration, error) { return ttl, nil }}
+	if err := h.Grant(context.Background(), b, cfg, time.Now(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.stopKeepAlive(); h.mu.Lock(); h.endLocked(luakit.ErrReleased); h.mu.Unlock() })
+	if _, err := h.ExtendTTL(context.Background(), 0); !errors.Is(err, luakit.ErrInvalidTTL) || b.extends.Load() != 0 {
+		t.Fatalf("ExtendTTL(0) with a lenient CheckTTL = %v after %d sends; want ErrInvalidTTL, no I/O", err, b.extends.Load())
+	}
+	for i, step := range []func() (bool, error){
+		func() (bool, error) { return h.ExtendNoExpiry(context.Background()) },
+		func() (bool, error) { return h.Extend(context.Background()) },
+	} {
+		if ok, err := step(); !ok || err != nil || b.lastTTL.Load() != 0 {
+			t.Fatalf("step %d = (%v, %v), sent TTL %v; want renewed without expiry", i, ok, err, time.Duration(b.lastTTL.Load()))
+		}
+		if h.TTL() != 0 || h.Remaining() != Forever || !h.Deadline().IsZero() {
+			t.Fatalf("step %d: TTL %v, Remaining %v, Deadline %v", i, h.TTL(), h.Remaining(), h.Deadline())
+		}
+	}
+	if ok, err := h.ExtendTTL(context.Background(), time.Minute); !ok || err != nil || h.TTL() != time.Minute || h.Deadline().IsZero() {
+		t.Fatalf("ExtendTTL(1m) = (%v, %v), TTL %v, Deadline %v", ok, err, h.TTL(), h.Deadline())
 	}
 }
 

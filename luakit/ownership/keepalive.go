@@ -76,14 +76,14 @@ func (h *Handle) stopKeepAlive() {
 // retries it.
 func (h *Handle) renew(ctx context.Context) (ok, admitted bool, err error) {
 	if len(h.cfg.Hooks) == 0 {
-		ok, err = h.extendTTL(ctx, 0, true)
+		ok, err = h.extendChecked(ctx, 0, true)
 		return ok, true, err
 	}
 	ctx, sc, err := h.cfg.Begin(ctx, "EXTEND")
 	if err != nil {
 		return false, false, err
 	}
-	ok, err = h.extendTTL(ctx, 0, true)
+	ok, err = h.extendChecked(ctx, 0, true)
 	sc.End(err)
 	return ok, true, err
 }

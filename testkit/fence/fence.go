@@ -1,4 +1,6 @@
-package lock
+// Package fence holds an in-memory fenced record for Coordkit's tests and demo: the check a protected
+// resource makes with each write, so that scenarios can show what a fencing token protects.
+package fence
 
 import "sync"
 
@@ -6,8 +8,9 @@ import "sync"
 // write. It accepts a write when its token is positive and not lower than the highest token accepted so
 // far (equal tokens allow repeated writes during one lease), and rejects it otherwise.
 //
-// Fence is for examples, tests and the demo. Real enforcement belongs in the resource's own durable
-// transaction, shared by every writer (for example a conditional UPDATE ... WHERE last_token <= $token).
+// Fence is for tests and the demo (it moved here from the released lock module). Real enforcement
+// belongs in the resource's own durable transaction, shared by every writer (for example a
+// conditional UPDATE ... WHERE last_token <= $token).
 // The zero value is an empty record ready to use; a Fence is safe for concurrent use and must not be
 // copied after first use.
 type Fence[T any] struct {
