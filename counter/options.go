@@ -23,7 +23,7 @@ type config struct {
 	probeTimeout  time.Duration
 	logger        *slog.Logger
 	hooks         luakit.Hooks
-	name          string
+	instance      string
 }
 
 func defaultConfig() config {
@@ -208,7 +208,7 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
 }
 
-// WithName names the Store for hooks ([luakit.Operation].Instance). It must not be a key. Default "".
-func WithName(name string) Option {
-	return optionFunc(func(c *config) error { c.name = name; return nil })
+// WithInstance labels the Store for hooks ([luakit.Operation].Instance). It must not be a key. Default "".
+func WithInstance(instance string) Option {
+	return optionFunc(func(c *config) error { c.instance = instance; return nil })
 }

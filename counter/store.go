@@ -187,7 +187,7 @@ func (s *Store) key(name string) (string, error) {
 // increment may have been applied but no reply was read (ctx ended, connection broke); [ErrClosed]
 // after Close. ctx bounds the round trip.
 func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64, ttl time.Duration) (_ int64, err error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT WITH EXPIRE", Instance: s.cfg.name})
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT WITH EXPIRE", Instance: s.cfg.instance})
 	if err != nil {
 		return 0, err
 	}
@@ -222,7 +222,7 @@ func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64
 // [ErrDisconnected] at once while the server is unreachable; [ErrUncertain] when no reply was read
 // after sending; [ErrClosed] after Close. A refusal is not an error.
 func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (_ Result, err error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT UP TO", Instance: s.cfg.name})
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT UP TO", Instance: s.cfg.instance})
 	if err != nil {
 		return Result{}, err
 	}
@@ -306,7 +306,7 @@ func pttlDuration(pttl int64) time.Duration {
 //
 // Errors: as for [Store.IncrementUpTo] (without the ttl check).
 func (s *Store) DecrementDownTo(ctx context.Context, key string, delta, floor int64) (_ DecrementResult, err error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER DECREMENT DOWN TO", Instance: s.cfg.name})
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER DECREMENT DOWN TO", Instance: s.cfg.instance})
 	if err != nil {
 		return DecrementResult{}, err
 	}
@@ -365,7 +365,7 @@ func satSub(a, b int64) int64 {
 // Errors: an empty key before any I/O (matching [ErrInvalidConfig]); [ErrNotInteger] when the key
 // holds something else; [ErrDisconnected]; [ErrClosed] after Close; an error wrapping the context's.
 func (s *Store) Get(ctx context.Context, key string) (_ int64, err error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER GET", Instance: s.cfg.name})
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER GET", Instance: s.cfg.instance})
 	if err != nil {
 		return 0, err
 	}
@@ -411,7 +411,7 @@ func int64Reply(r rueidis.RedisResult) (int64, error) {
 // after Close; an error wrapping the context's; otherwise a *[BatchError] with [ErrNotInteger] for
 // each key holding something else (the other values are still returned).
 func (s *Store) GetMany(ctx context.Context, keys []string) (_ []Value, err error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER GET MANY", Instance: s.cfg.name})
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER GET MANY", Instance: s.cfg.instance})
 	if err != nil {
 		return nil, err
 	}
@@ -501,7 +501,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) (_ []Value, err erro
 // that item), [ErrUncertain] (the item may have been applied). The value of a failed item is 0.
 // [ErrClosed] after Close.
 func (s *Store) BatchIncrement(ctx context.Context, items []Increment) (_ []int64, err error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER BATCH INCREMENT", Instance: s.cfg.name})
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER BATCH INCREMENT", Instance: s.cfg.instance})
 	if err != nil {
 		return nil, err
 	}

@@ -19,10 +19,10 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	keys    luakit.Keyspace
-	recheck time.Duration
-	hooks   luakit.Hooks // WithHooks
-	name    string       // WithName
+	keys     luakit.Keyspace
+	recheck  time.Duration
+	hooks    luakit.Hooks // WithHooks
+	instance string       // WithInstance
 }
 
 func defaultConfig() config {
@@ -94,10 +94,10 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
 }
 
-// WithName names these Latches for hooks ([luakit.Operation].Instance), so several in one process
+// WithInstance labels these Latches for hooks ([luakit.Operation].Instance), so several in one process
 // stay apart. It must not be a key or a token. Default "".
-func WithName(name string) Option {
-	return optionFunc(func(c *config) error { c.name = name; return nil })
+func WithInstance(instance string) Option {
+	return optionFunc(func(c *config) error { c.instance = instance; return nil })
 }
 
 // The operation names of the hooks ([WithHooks]).
@@ -116,7 +116,7 @@ const (
 
 // op is the hook operation name for these Latches.
 func (ls *Latches) op(name string) luakit.Operation {
-	return luakit.Operation{Primitive: "latch", Name: name, Instance: ls.cfg.name}
+	return luakit.Operation{Primitive: "latch", Name: name, Instance: ls.cfg.instance}
 }
 
 // endAnswer completes a scope: an answer about the latch is a success, not a failure. Without hooks it

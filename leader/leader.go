@@ -33,7 +33,7 @@ const (
 	MetricIsLeader = "coordkit.leader_election.is_leader"
 )
 
-// AttrInstance is the attribute every instrument carries when [WithName] named the Election.
+// AttrInstance is the attribute every instrument carries when [WithInstance] named the Election.
 const AttrInstance = attribute.Key("coordkit.instance")
 
 const meterName = "github.com/coordkit/coordkit/leader"

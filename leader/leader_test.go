@@ -404,7 +404,7 @@ func TestIsLeaderGaugeOnlyWhileRunning(t *testing.T) {
 	}
 	for i := range 50 {
 		e, err := New(&failing{errs: []error{rueidis.ErrClosing}}, "gauge", WithMeterProvider(mp),
-			WithName("e"+strconv.Itoa(i)))
+			WithInstance("e"+strconv.Itoa(i)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// Log every lock operation's outcome and duration. WithName keeps this Locker's records apart from
+// Log every lock operation's outcome and duration. WithInstance keeps this Locker's records apart from
 // other Lockers in the process; the hook never sees keys or tokens.
 func ExampleWithHooks() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
@@ -29,7 +29,7 @@ func ExampleWithHooks() {
 				"duration", time.Since(start), "error", err)
 		}, nil
 	})
-	lk, err := lock.New(client, lock.WithHooks(timing), lock.WithName("billing"))
+	lk, err := lock.New(client, lock.WithHooks(timing), lock.WithInstance("billing"))
 	if err != nil {
 		return
 	}
@@ -68,7 +68,7 @@ func ExampleWithAttemptObserver() {
 
 // Two Lockers in one process, named apart: one policy hook tells them apart by Operation.Instance and
 // lets only the operator's Locker force releases.
-func ExampleWithName() {
+func ExampleWithInstance() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
@@ -81,11 +81,11 @@ func ExampleWithName() {
 		}
 		return nil, nil, nil
 	})
-	app, err := lock.New(client, lock.WithHooks(policy), lock.WithName("app"))
+	app, err := lock.New(client, lock.WithHooks(policy), lock.WithInstance("app"))
 	if err != nil {
 		return
 	}
-	operator, err := lock.New(client, lock.WithHooks(policy), lock.WithName("operator"))
+	operator, err := lock.New(client, lock.WithHooks(policy), lock.WithInstance("operator"))
 	if err != nil {
 		return
 	}

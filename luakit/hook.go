@@ -15,7 +15,7 @@ type Operation struct {
 	// Name is the operation's upper-case name, for example "LOCK ACQUIRE"; docs/hooks.md in the
 	// repository lists every name with the calls it covers.
 	Name string
-	// Instance is the name the application gave the primitive with its WithName option; "" when none.
+	// Instance is the label the application gave the primitive with its WithInstance option; "" when none.
 	Instance string
 }
 

@@ -3,7 +3,7 @@
 // in the histogram coordkit.operation.duration (seconds).
 //
 // Spans and measurements carry only these attributes: coordkit.primitive, coordkit.operation,
-// coordkit.outcome (succeeded, canceled, failed), coordkit.instance (the primitive's WithName, omitted
+// coordkit.outcome (succeeded, canceled, failed), coordkit.instance (the primitive's WithInstance, omitted
 // when empty) and, on a failure, error.type (the error's class: transient, terminal, uncertain or
 // unknown). Keys, hash fields, owner and fencing tokens, endpoints, fingerprints and error messages are
 // never recorded. A failed operation sets the span status to Error; a canceled one leaves it unset.
@@ -11,7 +11,7 @@
 // The hook admits every operation (it never rejects). Pass it to a primitive's WithHooks option:
 //
 //	h, _ := otelhook.New()
-//	locker, _ := lock.New(client, lock.WithHooks(h), lock.WithName("orders"))
+//	locker, _ := lock.New(client, lock.WithHooks(h), lock.WithInstance("orders"))
 //
 // Primitives import only the OpenTelemetry metric API; this module adds the trace API.
 package otelhook

@@ -30,7 +30,7 @@ type config struct {
 	quarantine    bool          // restart quarantine on (the default)
 	longestTTL    time.Duration // WithLongestTTL: floor of the quarantine period; 0 = learned only
 	hooks         luakit.Hooks
-	name          string
+	instance      string
 }
 
 // Defaults. The drift allowance and the retry delay follow the Redis distributed-locks document.
@@ -204,8 +204,8 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
 }
 
-// WithName names the group for hooks ([luakit.Operation].Instance). It must not be a key, a token or
+// WithInstance labels the group for hooks ([luakit.Operation].Instance). It must not be a key, a token or
 // an endpoint. Default "".
-func WithName(name string) Option {
-	return optionFunc(func(c *config) error { c.name = name; return nil })
+func WithInstance(instance string) Option {
+	return optionFunc(func(c *config) error { c.instance = instance; return nil })
 }

@@ -84,7 +84,7 @@ func NewGroup(clients []rueidis.Client, opts ...Option) (*Group, error) {
 		CleanupTimeout: cfg.nodeTimeout, // the fan-out's own bound; a release ignores ctx once sent
 		Logger:         cfg.logger,
 		Hooks:          cfg.hooks,
-		Instance:       cfg.name,
+		Instance:       cfg.instance,
 	}
 	return g, nil
 }

@@ -41,7 +41,7 @@ type Inspection struct {
 // capacity, the unexpired permits and the key's PTTL atomically. Unlike every acquisition it does not
 // prune expired permits: nothing is written and no expiry changes (PTTL before and after are equal).
 // Owner tokens are never returned. It needs no capacity (it reports the stored one), so it is a
-// function rather than a method; of opts only [WithKeyPrefix], [WithHooks] and [WithName] matter
+// function rather than a method; of opts only [WithKeyPrefix], [WithHooks] and [WithInstance] matter
 // (others are validated and ignored): with hooks it is the operation SEMAPHORE INSPECT, admitted after
 // the input checks and before the read. The read counts as an access for the server's LRU/LFU eviction, as any read does.
 //

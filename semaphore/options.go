@@ -118,8 +118,8 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.own.Hooks = append(c.own.Hooks, hooks...); return nil })
 }
 
-// WithName names this Semaphore for hooks ([luakit.Operation].Instance) and metrics, so several in one
+// WithInstance labels this Semaphore for hooks ([luakit.Operation].Instance) and metrics, so several in one
 // process stay apart. It must not be a key or a token. Default "".
-func WithName(name string) Option {
-	return optionFunc(func(c *config) error { c.own.Instance = name; return nil })
+func WithInstance(instance string) Option {
+	return optionFunc(func(c *config) error { c.own.Instance = instance; return nil })
 }

@@ -26,11 +26,11 @@ const Forever = ownership.Forever
 // up (its background retries ran out of time, the server rejected it terminally, or [Semaphore.Close]
 // stopped it). Attributes: "stage" ("acquire" after an uncertain, failed or late acquisition, "close"
 // after [Permit.Close]) and "reason" (the [luakit.Class] of the last error: "uncertain", "transient",
-// "terminal", "unknown"; or "closed"), and "coordkit.instance" ([AttrInstance]) with the [WithName]
+// "terminal", "unknown"; or "closed"), and "coordkit.instance" ([AttrInstance]) with the [WithInstance]
 // name, omitted when there is none. Keys and tokens are never attributes.
 const MetricCleanupAbandoned = "coordkit.coordination.cleanup.abandoned"
 
-// AttrInstance is the attribute key of the instance name ([WithName]) on the package's instruments.
+// AttrInstance is the attribute key of the instance name ([WithInstance]) on the package's instruments.
 const AttrInstance = "coordkit.instance"
 
 // meterName is the instrumentation scope of the package's instruments.

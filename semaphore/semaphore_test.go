@@ -658,9 +658,9 @@ func TestCloseStopsRetries(t *testing.T) {
 	}
 }
 
-// TestAbandonedInstance: WithName adds coordkit.instance to the abandoned-cleanup counter.
+// TestAbandonedInstance: WithInstance adds coordkit.instance to the abandoned-cleanup counter.
 func TestAbandonedInstance(t *testing.T) {
-	s, _, reader := newFailing(t, io.EOF, WithName("pool"))
+	s, _, reader := newFailing(t, io.EOF, WithInstance("pool"))
 	_ = grantNow(t, s, "owner", NoExpiry).Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()

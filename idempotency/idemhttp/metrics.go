@@ -19,7 +19,7 @@ import (
 // (422), "rejected" (answered without claiming: a missing, repeated or malformed key, an unreadable
 // or too large body, a failed scope or fingerprint function), "failed_open" (the store failed and
 // the handler ran without protection, [WithFailOpen]), "unavailable" (the store failed: 503) or
-// "error" (foreign or malformed stored data: 500); and "coordkit.instance" with the [WithName] name,
+// "error" (foreign or malformed stored data: 500); and "coordkit.instance" with the [WithInstance] name,
 // omitted when there is none. A request whose client went away is not counted. Keys, scopes and
 // fingerprints are never attributes.
 const MetricOutcomes = "coordkit.idempotency.http.requests"
@@ -42,7 +42,7 @@ const (
 var outcomes = []Outcome{OutcomeStarted, OutcomeReplayed, OutcomeInProgress, OutcomeMismatch, OutcomeRejected,
 	OutcomeFailedOpen, OutcomeUnavailable, OutcomeError}
 
-// AttrInstance is the attribute key of the instance name ([WithName]).
+// AttrInstance is the attribute key of the instance name ([WithInstance]).
 const AttrInstance = "coordkit.instance"
 
 const meterName = "github.com/coordkit/coordkit/idempotency/idemhttp"

@@ -57,7 +57,7 @@ func New(store *idempotency.Store, opts ...Option) (*Middleware, error) {
 	if cfg.scope == nil {
 		return nil, luakit.InvalidConfig("idemhttp", "no scope: pass WithScope (one scope per caller) or SharedScope (every caller shares stored responses)")
 	}
-	c, err := newCounter(cfg.meterProvider, cfg.name)
+	c, err := newCounter(cfg.meterProvider, cfg.instance)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ type config struct {
 	storeTimeout   time.Duration
 	logger         *slog.Logger
 	meterProvider  metric.MeterProvider // nil: the global provider
-	name           string               // WithName
+	instance       string               // WithInstance
 }
 
 // DefaultReplayHeaders are the response headers stored and replayed unless [WithReplayHeaders] says
@@ -305,11 +305,11 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	})
 }
 
-// WithName names the middleware in its metrics: the attribute coordkit.instance on
+// WithInstance labels the middleware in its metrics: the attribute coordkit.instance on
 // [MetricOutcomes] (omitted when name is ""). It must not be a key or a scope. Default "".
-func WithName(name string) Option {
+func WithInstance(instance string) Option {
 	return optionFunc(func(c *config) error {
-		c.name = name
+		c.instance = instance
 		return nil
 	})
 }

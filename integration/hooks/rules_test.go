@@ -74,7 +74,7 @@ func testLockHookRules(t *testing.T, e *env) {
 	client := e.client(t)
 	ctx := context.Background()
 	j := &journal{}
-	locker, err := lock.New(client, lock.WithHooks(j), lock.WithName("rules"), lock.WithRetryDelay(10*time.Millisecond))
+	locker, err := lock.New(client, lock.WithHooks(j), lock.WithInstance("rules"), lock.WithRetryDelay(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

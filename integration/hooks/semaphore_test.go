@@ -14,7 +14,7 @@ func testSemaphoreHooks(t *testing.T, e *env) {
 	client := e.client(t)
 	ctx := context.Background()
 	j := &journal{}
-	s, err := semaphore.New(client, "sem-hooks", 2, semaphore.WithHooks(j), semaphore.WithName("exports"),
+	s, err := semaphore.New(client, "sem-hooks", 2, semaphore.WithHooks(j), semaphore.WithInstance("exports"),
 		semaphore.WithCleanupRetryWindow(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func testSemaphoreHooks(t *testing.T, e *env) {
 	})
 
 	t.Run("inspect", func(t *testing.T) {
-		if _, err := semaphore.Inspect(ctx, client, "sem-hooks", semaphore.WithHooks(j), semaphore.WithName("exports")); err != nil {
+		if _, err := semaphore.Inspect(ctx, client, "sem-hooks", semaphore.WithHooks(j), semaphore.WithInstance("exports")); err != nil {
 			t.Fatal(err)
 		}
 		expect(t, j, "admit SEMAPHORE INSPECT", "done SEMAPHORE INSPECT succeeded")

@@ -101,7 +101,7 @@ type Config struct {
 	// (Extend, ExtendTTL, and each renewal KeepAlive sends), "<NAME> VERIFY", "<NAME> RELEASE" and
 	// "<NAME> CLOSE", where <NAME> is Name in upper case. Default: none.
 	Hooks luakit.Hooks
-	// Instance is the application's name for the primitive (its WithName option), passed to Hooks as
+	// Instance is the application's name for the primitive (its WithInstance option), passed to Hooks as
 	// [luakit.Operation].Instance. Default "".
 	Instance string
 }
