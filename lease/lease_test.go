@@ -277,7 +277,7 @@ func TestLeaseLocalState(t *testing.T) {
 	}
 	start := time.Now()
 	h := granted(t, ls, 20*time.Millisecond, start)
-	if h.HashKey() != "h" || h.Field() != "f" || len(h.OwnerToken()) != 32 || h.TTL() != 20*time.Millisecond {
+	if h.HashKey() != "h" || h.Name() != "f" || len(h.OwnerToken()) != 32 || h.TTL() != 20*time.Millisecond {
 		t.Fatal("accessors disagree with construction")
 	}
 	if !h.Deadline().Equal(start.Add(20*time.Millisecond - ownership.ServerClockStep)) {

@@ -45,7 +45,7 @@ const (
 	DriftConstant = 2 * time.Millisecond
 	// DefaultRetryDelay is the default mean delay between [Group.Acquire] attempts ([WithRetryDelay]).
 	DefaultRetryDelay = 200 * time.Millisecond
-	// DefaultRenewFraction is the default fraction of the TTL after which [Lock.KeepAlive] renews
+	// DefaultRenewFraction is the default fraction of the TTL after which [Lease.KeepAlive] renews
 	// ([WithRenewFraction]).
 	DefaultRenewFraction = 1.0 / 3
 )
@@ -91,7 +91,7 @@ func WithDriftFactor(f float64) Option {
 
 // WithRetryDelay sets the mean delay between attempts of [Group.Acquire]; each delay is drawn uniformly
 // from [d/2, 3d/2) so that contenders desynchronise, as the Redis document recommends. It is also how
-// long [Lock.KeepAlive] waits after a failed or uncertain renewal before trying again (capped at a
+// long [Lease.KeepAlive] waits after a failed or uncertain renewal before trying again (capped at a
 // quarter of the renew period). It must be positive. Default: 200ms ([DefaultRetryDelay]).
 func WithRetryDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
@@ -103,7 +103,7 @@ func WithRetryDelay(d time.Duration) Option {
 	})
 }
 
-// WithRenewFraction sets when [Lock.KeepAlive] renews: every fraction × TTL. It must be in [0.05, 0.9]
+// WithRenewFraction sets when [Lease.KeepAlive] renews: every fraction × TTL. It must be in [0.05, 0.9]
 // (at most 20 renewals per TTL).
 // Default: 1/3 ([DefaultRenewFraction]), so two renewals can fail before the validity ends.
 func WithRenewFraction(fraction float64) Option {
@@ -126,7 +126,7 @@ func WithKeyPrefix(prefix string) Option {
 }
 
 // WithFencing enables fenced mode: every node keeps a persistent counter at fenceKey (after the key
-// prefix), and each acquisition issues a fencing token (see [Lock.FencingToken] and the package
+// prefix), and each acquisition issues a fencing token (see [Lease.FencingToken] and the package
 // documentation for exactly what the token guarantees). One counter serves every lock key of the
 // group. fenceKey must be non-empty and must never be used as a lock key. Default: unfenced
 // (FencingToken returns 0).
@@ -146,7 +146,7 @@ func WithFencing(fenceKey string) Option {
 // (one that granted it, or whose earlier reply never came) carries op, replied and nodes (counts) and
 // failed (each such node's index, address and error, "; "-separated); a cleanup after a late
 // acquisition or renewal that no quorum answered, and a failed background renewal of
-// [Lock.KeepAlive], carry the error; a node put in restart quarantine is logged once per restart
+// [Lease.KeepAlive], carry the error; a node put in restart quarantine is logged once per restart
 // (per server run_id) with its address, the quarantine and how much of it is left. Keys, owner tokens
 // and fencing tokens are never logged. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
@@ -194,7 +194,7 @@ func WithLongestTTL(d time.Duration) Option {
 
 // WithHooks adds hooks that admit and observe the group's operations (see [luakit.Hook]), once per
 // group operation and before any node is contacted, in the order given: REDLOCK TRY ACQUIRE,
-// REDLOCK ACQUIRE (one operation however many attempts it makes), and on each Lock REDLOCK EXTEND
+// REDLOCK ACQUIRE (one operation however many attempts it makes), and on each Lease REDLOCK EXTEND
 // (Extend, ExtendTTL, each keep-alive renewal), REDLOCK VERIFY, REDLOCK RELEASE and REDLOCK CLOSE. A
 // rejected renewal or release keeps the lock on every node; a rejected Close returns the hook's error
 // and can be retried; the cleanup releases after a failed attempt are part of that attempt and are

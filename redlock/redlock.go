@@ -29,7 +29,7 @@ type Group struct {
 	clients []rueidis.Client
 	quorum  int
 	cfg     config
-	own     ownership.Config // shared by every Lock of the group
+	own     ownership.Config // shared by every Lease of the group
 	q       *quarantine      // what the group knows of each node's server process
 }
 
@@ -122,7 +122,7 @@ func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) 
 	return t, drift, nil
 }
 
-// extendTTL is a Lock's ExtendTTL rule (ownership.Config.CheckTTL): whole milliseconds, more than the
+// extendTTL is a Lease's ExtendTTL rule (ownership.Config.CheckTTL): whole milliseconds, more than the
 // drift allowance.
 func (g *Group) extendTTL(ttl time.Duration) (time.Duration, error) {
 	t, _, err := g.timing(ttl)
@@ -159,7 +159,7 @@ func (g *Group) extendTTL(ttl time.Duration) (time.Duration, error) {
 // [ErrLateReply] when the majority came too late; [ErrInvalidTTL], [ErrSameKey] or luakit.ErrEmptyKey
 // before any I/O; ctx's error before any I/O when ctx is already done.
 // TryAcquire blocks for at most about two node timeouts (three in fenced mode).
-func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (_ *Lock, err error) {
+func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	ctx, sc, err := g.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
 		return nil, err
@@ -168,7 +168,7 @@ func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (
 	return g.tryAcquire(ctx, key, ttl)
 }
 
-func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	if err := luakit.ValidateKey("lock key", key); err != nil {
 		return nil, fmt.Errorf("redlock: %w", err)
 	}
@@ -275,7 +275,7 @@ func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (
 		}
 	}
 
-	l := &Lock{key: key, fence: fence}
+	l := &Lease{name: key, fence: fence}
 	l.b.g, l.b.pkey, l.b.token, l.b.prior = g, pkey, token, prior
 	elapsed := time.Since(start)
 	// Grant applies the validity rule: a majority whose last needed reply came after start + TTL −
@@ -299,7 +299,7 @@ func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (
 //
 // It returns at once, without retrying, on errors that a retry cannot fix (invalid TTL or keys). When
 // ctx ends it returns an error wrapping ctx.Err() and the last attempt's error.
-func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (_ *Lock, err error) {
+func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	ctx, sc, err := g.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
 		return nil, err

@@ -368,10 +368,10 @@ func FuzzInterpretAcquire(f *testing.F) {
 	})
 }
 
-// testLock returns a Lock over g granted now with ttl (whole milliseconds), as TryAcquire builds it.
-func testLock(t *testing.T, g *Group, ttl time.Duration) *Lock {
+// testLock returns a Lease over g granted now with ttl (whole milliseconds), as TryAcquire builds it.
+func testLock(t *testing.T, g *Group, ttl time.Duration) *Lease {
 	t.Helper()
-	l := &Lock{key: "k", fence: 7}
+	l := &Lease{name: "k", fence: 7}
 	l.b.g, l.b.pkey, l.b.token = g, "k", "token"
 	if err := l.own.Grant(context.Background(), &l.b, &g.own, time.Now(), ttl); err != nil {
 		t.Fatal(err)
@@ -394,8 +394,8 @@ func TestLockLocalLifecycle(t *testing.T) {
 	if r := l.Remaining(); r <= 0 || r > ttl-drift {
 		t.Fatalf("Remaining = %v", r)
 	}
-	if l.Err() != nil || l.Key() != "k" || l.FencingToken() != 7 || l.TTL() != ttl {
-		t.Fatalf("fresh lock state: err=%v key=%q fence=%d ttl=%v", l.Err(), l.Key(), l.FencingToken(), l.TTL())
+	if l.Err() != nil || l.Name() != "k" || l.FencingToken() != 7 || l.TTL() != ttl {
+		t.Fatalf("fresh lock state: err=%v name=%q fence=%d ttl=%v", l.Err(), l.Name(), l.FencingToken(), l.TTL())
 	}
 	select {
 	case <-l.Done():

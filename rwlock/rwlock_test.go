@@ -219,8 +219,8 @@ func TestLeaseLocalLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := grant(t, l, Write, 20*time.Millisecond)
-	if h.Mode() != Write || h.Key() != "k" || h.TTL() != 20*time.Millisecond || h.OwnerToken() != "owner" {
-		t.Fatalf("accessors: %v %q %v %q", h.Mode(), h.Key(), h.TTL(), h.OwnerToken())
+	if h.Mode() != Write || h.Name() != "k" || h.TTL() != 20*time.Millisecond || h.OwnerToken() != "owner" {
+		t.Fatalf("accessors: %v %q %v %q", h.Mode(), h.Name(), h.TTL(), h.OwnerToken())
 	}
 	if h.Err() != nil || h.Remaining() <= 0 {
 		t.Fatalf("fresh lease: Err %v, Remaining %v", h.Err(), h.Remaining())
