@@ -91,7 +91,7 @@ func ExampleLease_Release() {
 // lock's context, which ends if the lock is lost or its validity elapses. (Compile-only.)
 func ExampleLease_KeepAlive() {
 	var l *redlock.Lease // from TryAcquire
-	defer l.Close()     // stops the keep-alive too
+	defer l.Close()      // stops the keep-alive too
 	if err := l.KeepAlive(context.Background()); err != nil {
 		return // the lock already ended
 	}
