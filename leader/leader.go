@@ -129,9 +129,7 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 		lock.WithCleanupTimeout(cfg.cleanupTimeout),
 		lock.WithLogger(cfg.logger),
 	}
-	if cfg.strictSlots {
-		lopts = append(lopts, lock.WithStrictSlots())
-	}
+	lopts = append(lopts, lock.WithStrictSlots(cfg.strictSlots))
 	if cfg.tracker != nil {
 		lopts = append(lopts, lock.WithTracker(cfg.tracker))
 	}

@@ -88,7 +88,7 @@ func TestNewOptions(t *testing.T) {
 		{"nil revoked", []Option{OnRevoked(nil)}, false},
 		{"nil observer", []Option{OnChange(nil)}, false},
 		{"keys", []Option{WithKeys("l", "f")}, true},
-		{"strict", []Option{WithStrictSlots()}, true},
+		{"strict", []Option{WithStrictSlots(true)}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,9 +131,9 @@ func TestNewValidationBeforeIO(t *testing.T) {
 		{"same key after prefix", rueidis.ClientModeStandalone, "p:", "job", []Option{WithKeys("k", "k")}, lock.ErrSameKey},
 		{"cross slot on cluster", rueidis.ClientModeCluster, "", "job", []Option{WithKeys("a", "b")}, luakit.ErrCrossSlot},
 		{"cross slot on standalone", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("a", "b")}, nil},
-		{"cross slot on standalone, strict", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("a", "b"), WithStrictSlots()}, luakit.ErrCrossSlot},
+		{"cross slot on standalone, strict", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("a", "b"), WithStrictSlots(true)}, luakit.ErrCrossSlot},
 		{"hash tag on cluster", rueidis.ClientModeCluster, "", "job", []Option{WithKeys("{s}:leader", "{s}:fence")}, nil},
-		{"hash tag, strict", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("{s}:leader", "{s}:fence"), WithStrictSlots()}, nil},
+		{"hash tag, strict", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("{s}:leader", "{s}:fence"), WithStrictSlots(true)}, nil},
 		{"prefix tag on cluster", rueidis.ClientModeCluster, "{app}:", "job", []Option{WithKeys("a", "b")}, nil},
 	}
 	for _, tt := range tests {

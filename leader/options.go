@@ -185,14 +185,14 @@ func WithKeys(leaseKey, fenceKey string) Option {
 	})
 }
 
-// WithStrictSlots makes [New] check on every client that the keys given with [WithKeys] hash to one
+// WithStrictSlots(true) makes [New] check on every client that the keys given with [WithKeys] hash to one
 // Cluster slot, as it always does on a Cluster client (it is lock.WithStrictSlots for the election's
 // lock): a pair a Cluster would reject then fails with a [*luakit.CrossSlotError] on a standalone or
 // Sentinel client too, so the layout fails in development instead of after a move to Cluster. The
-// keys derived from the name are checked on every client anyway. Default: off.
-func WithStrictSlots() Option {
+// keys derived from the name are checked on every client anyway. Default: off (false).
+func WithStrictSlots(on bool) Option {
 	return optionFunc(func(c *config) error {
-		c.strictSlots = true
+		c.strictSlots = on
 		return nil
 	})
 }

@@ -37,14 +37,14 @@ func WithKeyPrefix(prefix string) Option {
 	return optionFunc(func(c *config) error { c.keys = luakit.NewKeyspace(prefix); return nil })
 }
 
-// WithStrictSlots makes [Locker.TryAcquireKeys] and [Locker.AcquireKeys] check on every client that
+// WithStrictSlots(true) makes [Locker.TryAcquireKeys] and [Locker.AcquireKeys] check on every client that
 // the two keys (after the prefix) hash to one Cluster slot, as they always do on a Cluster client: a
 // pair a Cluster would reject then fails with a [*luakit.CrossSlotError] before any I/O on a standalone
 // or Sentinel client too, so a layout that cannot move to a Cluster fails in development instead of
 // in production. The one-name form (TryAcquire, Acquire) checks its derived keys on every client
-// anyway. Default: off, so a standalone deployment may use any two keys.
-func WithStrictSlots() Option {
-	return optionFunc(func(c *config) error { c.strictSlots = true; return nil })
+// anyway. Default: off (false), so a standalone deployment may use any two keys.
+func WithStrictSlots(on bool) Option {
+	return optionFunc(func(c *config) error { c.strictSlots = on; return nil })
 }
 
 // WithTracker sets the tracker [Locker.Acquire] wakes on; it must be wired into the client's

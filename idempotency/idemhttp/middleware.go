@@ -38,9 +38,9 @@ type Middleware struct {
 }
 
 // New returns a Middleware storing claims and responses in store. It does no I/O. It fails for a nil
-// store, an invalid option, or when neither [WithScope] nor [SharedScope] is given (a middleware
-// that silently shared responses between callers would replay one caller's response to another),
-// with an error matching luakit.ErrInvalidConfig.
+// store, an invalid option, or when neither [WithScope] nor [WithSharedScope](true) is given
+// (a middleware that silently shared responses between callers would replay one caller's response to
+// another), with an error matching luakit.ErrInvalidConfig.
 func New(store *idempotency.Store, opts ...Option) (*Middleware, error) {
 	if store == nil {
 		return nil, luakit.InvalidConfig("idemhttp", "nil store")
@@ -54,8 +54,11 @@ func New(store *idempotency.Store, opts ...Option) (*Middleware, error) {
 			return nil, err
 		}
 	}
+	if cfg.sharedScope {
+		cfg.scope = sharedScope
+	}
 	if cfg.scope == nil {
-		return nil, luakit.InvalidConfig("idemhttp", "no scope: pass WithScope (one scope per caller) or SharedScope (every caller shares stored responses)")
+		return nil, luakit.InvalidConfig("idemhttp", "no scope: pass WithScope (one scope per caller) or WithSharedScope(true) (every caller shares stored responses)")
 	}
 	c, err := newCounter(cfg.meterProvider, cfg.instance)
 	if err != nil {

@@ -22,6 +22,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 type config struct {
 	required       func(*http.Request) bool
 	scope          func(*http.Request) (string, error)
+	sharedScope    bool // WithSharedScope
 	fingerprint    func(*http.Request, []byte) (string, error)
 	storePolicy    func(*http.Request, int, http.Header) bool
 	lease          time.Duration
@@ -100,28 +101,35 @@ func WithRequired(fn func(r *http.Request) bool) Option {
 // without claiming the key or calling the handler, even with [WithFailOpen] (which covers store
 // outages, not a request that cannot be scoped). Reject unauthenticated requests before the
 // middleware, so that an error here means a bug or a misconfiguration, as with ratelimithttp.WithKey.
-// There is no default: [New] fails unless WithScope or [SharedScope] is given, so that a response
+// There is no default: [New] fails unless WithScope or [WithSharedScope](true) is given, so that a response
 // is never replayed to another caller by accident.
 func WithScope(fn func(r *http.Request) (string, error)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
 			return luakit.InvalidConfig("idemhttp", "nil scope func")
 		}
-		c.scope = fn
+		c.scope, c.sharedScope = fn, false
 		return nil
 	})
 }
 
-// SharedScope makes every caller share one scope: a request replays the stored response of any
-// earlier request with the same idempotency key, method and path, whoever sent it. Use it only when
-// keys cannot collide between callers (one caller, or keys the server issues); otherwise use
-// [WithScope]. [New] requires one of the two.
-func SharedScope() Option {
+// WithSharedScope(true) makes every caller share one scope: a request replays the stored response of
+// any earlier request with the same idempotency key, method and path, whoever sent it. Use it only
+// when keys cannot collide between callers (one caller, or keys the server issues); otherwise use
+// [WithScope]. [New] requires one of the two; the later one wins, and WithSharedScope(false) leaves
+// an earlier WithScope in place. Default: off (false).
+func WithSharedScope(on bool) Option {
 	return optionFunc(func(c *config) error {
-		c.scope = func(*http.Request) (string, error) { return "", nil }
+		c.sharedScope = on
+		if on {
+			c.scope = nil
+		}
 		return nil
 	})
 }
+
+// sharedScope is the scope of [WithSharedScope]: the empty scope for every request.
+func sharedScope(*http.Request) (string, error) { return "", nil }
 
 // WithClaimLease sets the lease of a pending claim (whole milliseconds, at least 1ms): the claim is
 // renewed every lease/3 while the handler runs ([idempotency.Store.KeepAlive]), so a handler may run
