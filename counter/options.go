@@ -70,12 +70,12 @@ func WithProbeTimeout(d time.Duration) Option {
 }
 
 // WithLogger sets the logger for connectivity changes and, for the [Buffered] counters of the store,
-// failed background flushes (see [WithFlushErrorHandler]). Keys are never logged. It must not be nil.
-// Default: slog.Default().
+// failed background flushes (see [WithFlushErrorHandler]). Keys are never logged. Default (or nil):
+// slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return invalid(nil, "nil logger")
+			l = slog.Default()
 		}
 		c.logger = l
 		return nil
@@ -187,14 +187,11 @@ func WithFlushTTL(ttl time.Duration) BufferedOption {
 }
 
 // WithFlushErrorHandler sets the function called with the error of every failed background flush,
-// from the flushing goroutine (a slow handler delays the next flush and Close). It must not be nil.
-// Errors of [Buffered.Flush] and [Buffered.Close] are returned to their caller instead. Default: a
+// from the flushing goroutine (a slow handler delays the next flush and Close). Errors of
+// [Buffered.Flush] and [Buffered.Close] are returned to their caller instead. Default (or nil): a
 // warning on the store's logger ([WithLogger]).
 func WithFlushErrorHandler(fn func(error)) BufferedOption {
 	return bufferedOptionFunc(func(c *bufferedConfig) error {
-		if fn == nil {
-			return invalid(nil, "nil flush error handler")
-		}
 		c.onError = fn
 		return nil
 	})

@@ -62,8 +62,7 @@ func WithRetryDelay(d time.Duration) Option {
 }
 
 // WithLogger sets the logger for the warning that [Store.Begin] waits without invalidations (logged
-// once per Store); keys, tokens and results are never logged. It must not be nil. Default
-// slog.Default().
+// once per Store); keys, tokens and results are never logged. Default (or nil): slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }

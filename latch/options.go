@@ -3,6 +3,7 @@ package latch
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
@@ -23,10 +24,24 @@ type config struct {
 	recheck  time.Duration
 	hooks    luakit.Hooks // WithHooks
 	instance string       // WithInstance
+	logger   *slog.Logger // WithLogger
 }
 
 func defaultConfig() config {
-	return config{recheck: time.Second}
+	return config{recheck: time.Second, logger: slog.Default()}
+}
+
+// WithLogger sets the logger for warnings of the background Pub/Sub subscription that wakes waiters
+// (a subscription that ended and is renewed, logged once per run of failures). Keys and channels are
+// never logged. Default (or nil): slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			l = slog.Default()
+		}
+		c.logger = l
+		return nil
+	})
 }
 
 // WithKeyPrefix prepends prefix to every latch key, like a prefixed client view. The prefix is

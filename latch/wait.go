@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -281,8 +282,10 @@ func (h *hub) wakeAll(c *channel, confirm bool) {
 func (h *hub) run(ctx context.Context, c *channel) {
 	defer close(c.done)
 	client := h.ls.client
+	var failing atomic.Bool // a warning was logged since the last confirmed subscription
 	rctx := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
 		if s.Kind == "ssubscribe" {
+			failing.Store(false)
 			h.wakeAll(c, true)
 		}
 	})
@@ -317,6 +320,9 @@ func (h *hub) run(ctx context.Context, c *channel) {
 			return
 		}
 		// The subscription ended (a broken connection, a failover): messages may have been lost.
+		if !failing.Swap(true) {
+			h.ls.cfg.logger.Warn("coordkit/latch: subscription ended, subscribing again", "error", err)
+		}
 		h.wakeAll(c, false)
 		backoff.Reset(min(h.ls.cfg.recheck, 100*time.Millisecond))
 		select {

@@ -133,9 +133,10 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 	if cfg.tracker != nil {
 		lopts = append(lopts, lock.WithTracker(cfg.tracker))
 	}
-	// Acquire retries transient failures itself; its attempt observer counts them and keeps the
-	// connection-recovery budget's account, attempt by attempt.
-	lopts = append(lopts, lock.WithAttemptObserver(e.observeAttempt))
+	// Acquire retries transient failures itself; the election's own hook on its Locker (not the
+	// application's hooks) sees each attempt, counts the failures and keeps the connection-recovery
+	// budget's account, attempt by attempt.
+	lopts = append(lopts, lock.WithHooks(attempts{e}))
 	lk, err := lock.New(client, lopts...)
 	if err != nil {
 		return nil, fmt.Errorf("leader: %w", err) // lock's option errors match ErrInvalidConfig
@@ -176,9 +177,20 @@ func (e *Election) observeIsLeader(_ context.Context, o metric.Observer) error {
 	return nil
 }
 
-// observeAttempt sees each attempt of a campaign's lock.Locker.Acquire (lock.WithAttemptObserver):
-// it counts a transient failure, which Acquire retries after the retry delay, and keeps the
-// connection-recovery budget's account.
+// attempts is the hook the Election installs on its Locker: it admits every operation and, as a
+// [luakit.AttemptObserver], sees each attempt of a campaign's lock.Locker.Acquire.
+type attempts struct{ e *Election }
+
+// Admit admits op without a completion.
+func (attempts) Admit(context.Context, luakit.Operation) (context.Context, luakit.Completion, error) {
+	return nil, nil, nil
+}
+
+// ObserveAttempt counts a transient failure, which Acquire retries after the retry delay, and keeps
+// the connection-recovery budget's account.
+func (a attempts) ObserveAttempt(ctx context.Context, err error) { a.e.observeAttempt(ctx, err) }
+
+// observeAttempt is [attempts.ObserveAttempt].
 func (e *Election) observeAttempt(ctx context.Context, err error) {
 	if luakit.IsTransient(err) {
 		e.failures.Add(context.Background(), 1, e.attrInstance)

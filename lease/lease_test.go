@@ -53,7 +53,7 @@ func TestNew(t *testing.T) {
 		{"retry zero", WithRetryDelay(0), false},
 		{"retry negative", WithRetryDelay(-1), false},
 		{"logger", WithLogger(slog.Default()), true},
-		{"nil logger", WithLogger(nil), false},
+		{"nil logger", WithLogger(nil), true},
 		{"nil option", nil, true},
 	}
 	for _, tt := range tests {

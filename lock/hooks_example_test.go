@@ -41,20 +41,30 @@ func ExampleWithHooks() {
 	_, _ = lease.Release(context.Background())
 }
 
-// Count the attempts a waiting Acquire retries after a transient failure (LOADING, a refused
-// connection...), which its one hook completion does not show.
-func ExampleWithAttemptObserver() {
+// retries counts the attempts a waiting Acquire retries after a transient failure (LOADING, a refused
+// connection...), which its one hook completion does not show: a hook that is also a
+// luakit.AttemptObserver sees every attempt.
+type retries struct{ n atomic.Int64 }
+
+func (r *retries) Admit(context.Context, luakit.Operation) (context.Context, luakit.Completion, error) {
+	return nil, nil, nil
+}
+
+func (r *retries) ObserveAttempt(_ context.Context, err error) {
+	if luakit.IsTransient(err) {
+		r.n.Add(1)
+	}
+}
+
+// Count the attempts a waiting Acquire retried.
+func ExampleWithHooks_attempts() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
 	}
 	defer client.Close()
-	var retried atomic.Int64
-	lk, err := lock.New(client, lock.WithAttemptObserver(func(_ context.Context, err error) {
-		if luakit.IsTransient(err) {
-			retried.Add(1)
-		}
-	}))
+	retried := &retries{}
+	lk, err := lock.New(client, lock.WithHooks(retried))
 	if err != nil {
 		return
 	}
@@ -63,7 +73,7 @@ func ExampleWithAttemptObserver() {
 		return
 	}
 	defer lease.Release(context.Background())
-	slog.Info("acquired", "transient_failures", retried.Load())
+	slog.Info("acquired", "transient_failures", retried.n.Load())
 }
 
 // Two Lockers in one process, named apart: one policy hook tells them apart by Operation.Instance and

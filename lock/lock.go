@@ -25,7 +25,6 @@ type Locker struct {
 	own        ownership.Config // shared by every Lease of this Locker
 	waiter     ownership.Waiter // Acquire's waiting loop; warns once per Locker without working tracking
 
-	observe func(ctx context.Context, err error) // WithAttemptObserver; nil: none
 }
 
 // New returns a Locker over client. It does no I/O. It fails with an error wrapping [ErrNilClient] for
@@ -48,7 +47,6 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 		keys:       cfg.keys,
 		checkSlots: cfg.strictSlots || client.Mode() == rueidis.ClientModeCluster,
 		own:        cfg.own,
-		observe:    cfg.observe,
 	}
 	l.waiter = ownership.Waiter{Client: client, Tracker: cfg.tracker, Config: &l.own} // re-checks every 1s without expiry or tracking
 	return l, nil
@@ -290,13 +288,6 @@ func (l *Locker) wait(ctx context.Context, r *request) (*Lease, error) {
 	err := l.waiter.Wait(ctx, h.b.r.lease(), func(ctx context.Context) ownership.Attempt {
 		a := l.attempt(ctx, h)
 		h.b.track = false
-		if l.observe != nil {
-			if a.Busy {
-				l.observe(ctx, nil) // held by another owner: an answer, not a failure
-			} else {
-				l.observe(ctx, a.Err)
-			}
-		}
 		return a
 	})
 	if err != nil {

@@ -49,7 +49,7 @@ func TestNew(t *testing.T) {
 		{"retry", WithRetryDelay(time.Millisecond), true},
 		{"retry negative", WithRetryDelay(-1), false},
 		{"logger", WithLogger(slog.Default()), true},
-		{"nil logger", WithLogger(nil), false},
+		{"nil logger", WithLogger(nil), true},
 		{"nil option", nil, true},
 	}
 	for _, tt := range tests {

@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -23,7 +22,6 @@ type config struct {
 	strictSlots bool
 	tracker     *luakit.Tracker
 	own         ownership.Config // renew fraction, retry delay, cleanup timeout, logger; zero: the defaults
-	observe     func(ctx context.Context, err error)
 }
 
 func defaultConfig() config {
@@ -74,7 +72,7 @@ func WithRetryDelay(d time.Duration) Option {
 }
 
 // WithLogger sets the logger for warnings (failed renewals and cleanups, waiting without tracking);
-// owner tokens and keys are never logged. Default slog.Default().
+// owner tokens and keys are never logged. Default (or nil): slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }
@@ -93,16 +91,4 @@ func WithHooks(hooks ...luakit.Hook) Option {
 // Default "".
 func WithInstance(instance string) Option {
 	return optionFunc(func(c *config) error { c.own.Instance = instance; return nil })
-}
-
-// WithAttemptObserver sets f to observe each attempt of a waiting acquisition ([Locker.Acquire],
-// [Locker.AcquireKeys]): after every run of the acquire script, f gets the attempt's context and its
-// result, nil when the attempt acquired the lock or found it held (an answer from the server), else
-// the attempt's error, whether Acquire retries it (transient replies, refused connections, late
-// grants, settled uncertain attempts) or returns it. It sees the retries that one hook completion
-// covers, for retry metrics or a connection-health budget (the leader module uses it); it is no hook:
-// it admits nothing and opens no scope. f runs on the caller's goroutine and must not block. Default
-// (or nil): none.
-func WithAttemptObserver(f func(ctx context.Context, err error)) Option {
-	return optionFunc(func(c *config) error { c.observe = f; return nil })
 }

@@ -84,6 +84,16 @@ type Hook interface {
 	Admit(ctx context.Context, op Operation) (context.Context, Completion, error)
 }
 
+// AttemptObserver may be implemented by a [Hook] to see each attempt of the acquisitions it admitted:
+// every run of the acquire script, including the retries that one admission covers (a waiting
+// Acquire's attempts), with the attempt's context (derived from the one Admit returned) and nil when
+// the server answered (granted, or held by another owner), else the attempt's error, retried or
+// returned. It admits nothing and must not block; it runs on the caller's goroutine. The primitives
+// built on luakit/ownership (lock, lease, rwlock, semaphore) report their attempts.
+type AttemptObserver interface {
+	ObserveAttempt(ctx context.Context, err error)
+}
+
 // HookFunc adapts a function to a [Hook].
 type HookFunc func(ctx context.Context, op Operation) (context.Context, Completion, error)
 
@@ -128,6 +138,16 @@ func (hs Hooks) Begin(ctx context.Context, op Operation) (context.Context, Scope
 		}
 	}
 	return ctx, s, nil
+}
+
+// Attempted reports one attempt's result to every hook that implements [AttemptObserver], in order.
+// With no such hook it does nothing and allocates nothing.
+func (hs Hooks) Attempted(ctx context.Context, err error) {
+	for _, h := range hs {
+		if o, ok := h.(AttemptObserver); ok {
+			o.ObserveAttempt(ctx, err)
+		}
+	}
 }
 
 // Scope is one admitted operation's pending completions, from [Hooks.Begin]. The zero Scope (no hooks)

@@ -116,3 +116,26 @@ func BenchmarkHooksNone(b *testing.B) {
 		sc.End(err)
 	}
 }
+
+// attemptSpy is a Hook that is also an AttemptObserver.
+type attemptSpy struct{ errs []error }
+
+func (s *attemptSpy) Admit(context.Context, Operation) (context.Context, Completion, error) {
+	return nil, nil, nil
+}
+
+func (s *attemptSpy) ObserveAttempt(_ context.Context, err error) { s.errs = append(s.errs, err) }
+
+// TestHooksAttempted: Attempted reaches every hook that is an AttemptObserver, skips the others and
+// nil entries.
+func TestHooksAttempted(t *testing.T) {
+	spy := &attemptSpy{}
+	boom := errors.New("boom")
+	hs := Hooks{nil, HookFunc(func(ctx context.Context, _ Operation) (context.Context, Completion, error) { return ctx, nil, nil }), spy}
+	hs.Attempted(context.Background(), nil)
+	hs.Attempted(context.Background(), boom)
+	if len(spy.errs) != 2 || spy.errs[0] != nil || spy.errs[1] != boom {
+		t.Fatalf("observed %v, want [nil boom]", spy.errs)
+	}
+	Hooks(nil).Attempted(context.Background(), boom) // no hooks: nothing to do
+}

@@ -62,25 +62,19 @@ type config struct {
 	mp metric.MeterProvider
 }
 
-// WithTracerProvider sets the tracer provider. Default: otel.GetTracerProvider() at New. A nil tp is
-// an error matching luakit.ErrInvalidConfig, as in every module.
+// WithTracerProvider sets the tracer provider. Default (or nil): otel.GetTracerProvider() at New, as
+// in every module.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) error {
-		if tp == nil {
-			return luakit.InvalidConfig("otelhook", "nil tracer provider")
-		}
 		c.tp = tp
 		return nil
 	})
 }
 
-// WithMeterProvider sets the meter provider. Default: otel.GetMeterProvider() at New. A nil mp is an
-// error matching luakit.ErrInvalidConfig, as in every module.
+// WithMeterProvider sets the meter provider. Default (or nil): otel.GetMeterProvider() at New, as in
+// every module.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
-		if mp == nil {
-			return luakit.InvalidConfig("otelhook", "nil meter provider")
-		}
 		c.mp = mp
 		return nil
 	})

@@ -21,6 +21,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 type config struct {
 	keys          luakit.Keyspace
 	nodeTimeout   time.Duration
+	cleanup       time.Duration // WithCleanupTimeout; 0: the node timeout
 	driftFactor   float64
 	retryDelay    time.Duration
 	renewFraction float64
@@ -50,6 +51,14 @@ const (
 	DefaultRenewFraction = 1.0 / 3
 )
 
+// cleanupTimeout is the bound of the group's own cleanups: [WithCleanupTimeout], else the node timeout.
+func (c *config) cleanupTimeout() time.Duration {
+	if c.cleanup > 0 {
+		return c.cleanup
+	}
+	return c.nodeTimeout
+}
+
 func defaultConfig() config {
 	return config{
 		nodeTimeout:   DefaultNodeTimeout,
@@ -62,9 +71,7 @@ func defaultConfig() config {
 }
 
 // WithNodeTimeout bounds every per-node command (acquire, fence, extend, verify, release, cleanup): a
-// node that has not replied within d counts as failed for that step. It is also the bound of every
-// owner-checked cleanup (after a failed or late acquisition, a lost renewal, the surrender after a late
-// renewal), which the other modules set with WithCleanupTimeout. It must be positive and should be
+// node that has not replied within d counts as failed for that step. It must be positive and should be
 // small compared with the lock TTL, since an acquisition can wait up to d (plus d for the fence step in
 // fenced mode). Default: 1s ([DefaultNodeTimeout]).
 func WithNodeTimeout(d time.Duration) Option {
@@ -73,6 +80,21 @@ func WithNodeTimeout(d time.Duration) Option {
 			return luakit.InvalidConfig("redlock", "node timeout %v must be positive", d)
 		}
 		c.nodeTimeout = d
+		return nil
+	})
+}
+
+// WithCleanupTimeout bounds each owner-checked cleanup the group sends on its own (after a failed,
+// late or unfenced acquisition, or a renewal that found the lease lost), as in every module; each
+// node's command is also bounded by the node timeout, so the smaller bound applies. [Lease.Close] is
+// one Release, which runs to the node timeout once sent. It must be positive. Default: the node
+// timeout ([WithNodeTimeout]).
+func WithCleanupTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return luakit.InvalidConfig("redlock", "cleanup timeout %v must be positive", d)
+		}
+		c.cleanup = d
 		return nil
 	})
 }
@@ -148,11 +170,11 @@ func WithFencing(fenceKey string) Option {
 // acquisition or renewal that no quorum answered, and a failed background renewal of
 // [Lease.KeepAlive], carry the error; a node put in restart quarantine is logged once per restart
 // (per server run_id) with its address, the quarantine and how much of it is left. Keys, owner tokens
-// and fencing tokens are never logged. Default: slog.Default().
+// and fencing tokens are never logged. Default (or nil): slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return luakit.InvalidConfig("redlock", "nil logger")
+			l = slog.Default()
 		}
 		c.logger = l
 		return nil

@@ -81,7 +81,7 @@ func NewGroup(clients []rueidis.Client, opts ...Option) (*Group, error) {
 		CheckTTL:       g.extendTTL,
 		RenewFraction:  cfg.renewFraction,
 		RetryDelay:     cfg.retryDelay,
-		CleanupTimeout: cfg.nodeTimeout, // the fan-out's own bound; a release ignores ctx once sent
+		CleanupTimeout: cfg.cleanupTimeout(),
 		Logger:         cfg.logger,
 		Hooks:          cfg.hooks,
 		Instance:       cfg.instance,
@@ -495,14 +495,16 @@ func (g *Group) nodeContext(ctx context.Context) (context.Context, func()) {
 }
 
 // cleanup sends an owner-checked delete to every node, each queued behind the commands of the earlier
-// steps in after, bounded by the node timeout even when ctx is cancelled. It logs the nodes that did
+// steps in after, bounded by the cleanup timeout and the node timeout even when ctx is cancelled. It logs the nodes that did
 // not reply (deleted, absent or held by another owner all count as replies) among those that may hold
 // the token: mayHold[i] is false for a node known not to hold it (it refused the lock, or its script
 // failed before writing); nil means every node may. It returns its own goroutines (indexed by node;
 // see [Group.fanout]).
 func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after inflight, mayHold []bool) []chan struct{} {
 	keys, args := []string{pkey}, []string{token}
-	res, settled := g.fanout(context.WithoutCancel(ctx), nil, after, func(ctx context.Context, i int) rueidis.RedisResult {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.cleanupTimeout())
+	defer cancel()
+	res, settled := g.fanout(cctx, nil, after, func(ctx context.Context, i int) rueidis.RedisResult {
 		return releaseScript.ExecOrdered(ctx, g.clients[i], keys, args)
 	})
 	replied := 0

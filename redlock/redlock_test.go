@@ -107,8 +107,9 @@ func TestOptionsInvalid(t *testing.T) {
 		{"drift too large", WithDriftFactor(0.5)},
 		{"drift NaN", WithDriftFactor(math.NaN())},
 		{"zero retry delay", WithRetryDelay(0)},
+		{"zero cleanup timeout", WithCleanupTimeout(0)},
+		{"negative cleanup timeout", WithCleanupTimeout(-time.Second)},
 		{"empty fence key", WithFencing("")},
-		{"nil logger", WithLogger(nil)},
 		{"zero renew fraction", WithRenewFraction(0)},
 		{"renew fraction too large", WithRenewFraction(0.91)},
 		{"renew fraction NaN", WithRenewFraction(math.NaN())},
@@ -762,5 +763,24 @@ func TestQuarantinedError(t *testing.T) {
 	err := NodeError{Index: 2, Addr: "h:1", Err: &quarantinedError{left: 1500 * time.Millisecond}}
 	if !errors.Is(err, ErrQuarantined) || !strings.Contains(err.Error(), "1.5s left") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// TestCleanupTimeout: the group's cleanups and its handles' core are bounded by WithCleanupTimeout,
+// else by the node timeout.
+func TestCleanupTimeout(t *testing.T) {
+	g, err := NewGroup(stubs(3), WithNodeTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.own.CleanupTimeout != 300*time.Millisecond || g.cfg.cleanupTimeout() != 300*time.Millisecond {
+		t.Fatalf("default cleanup timeout = %v, want the node timeout", g.own.CleanupTimeout)
+	}
+	g, err = NewGroup(stubs(3), WithCleanupTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.own.CleanupTimeout != 50*time.Millisecond || g.cfg.cleanupTimeout() != 50*time.Millisecond {
+		t.Fatalf("cleanup timeout = %v, want 50ms", g.own.CleanupTimeout)
 	}
 }

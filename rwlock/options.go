@@ -61,7 +61,7 @@ func WithRetryDelay(d time.Duration) Option {
 }
 
 // WithLogger sets the logger for warnings (failed renewals and cleanups, waiting without tracking);
-// owner tokens and keys are never logged. Default slog.Default().
+// owner tokens and keys are never logged. Default (or nil): slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }

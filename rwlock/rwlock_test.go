@@ -51,7 +51,7 @@ func TestNew(t *testing.T) {
 		{"tracker", WithTracker(luakit.NewTracker()), true},
 		{"nil tracker", WithTracker(nil), true},
 		{"logger", WithLogger(slog.Default()), true},
-		{"nil logger", WithLogger(nil), false},
+		{"nil logger", WithLogger(nil), true},
 		{"nil option", nil, true},
 	}
 	for _, tt := range tests {
@@ -177,7 +177,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("TryAcquireWrite(%q, %v) = %v, want ErrInvalidConfig", tt.key, tt.ttl, err)
 		}
 	}
-	for _, o := range []Option{WithRenewFraction(0), WithRetryDelay(0), WithCleanupTimeout(0), WithLogger(nil)} {
+	for _, o := range []Option{WithRenewFraction(0), WithRetryDelay(0), WithCleanupTimeout(0)} {
 		if _, err := New(noIO{}, o); !errors.Is(err, luakit.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "rwlock: ") {
 			t.Errorf("New with a bad option = %v, want ErrInvalidConfig", err)
 		}

@@ -84,18 +84,16 @@ func WithCleanupRetryWindow(d time.Duration) Option {
 }
 
 // WithLogger sets the logger for warnings (failed renewals and cleanups, waiting without tracking);
-// owner tokens and keys are never logged. Default slog.Default().
+// owner tokens and keys are never logged. Default (or nil): slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }
 
 // WithMeterProvider sets the OpenTelemetry meter provider for the package's instruments (see
-// [MetricCleanupAbandoned]). Default: the global provider, otel.GetMeterProvider(), looked up by [New].
+// [MetricCleanupAbandoned]). Default (or nil): the global provider, otel.GetMeterProvider(), looked
+// up by [New].
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
-		if mp == nil {
-			return luakit.InvalidConfig("semaphore", "nil meter provider")
-		}
 		c.meterProvider = mp
 		return nil
 	})

@@ -189,9 +189,9 @@ func TestNew(t *testing.T) {
 		{"window", WithCleanupRetryWindow(time.Second), true},
 		{"window negative", WithCleanupRetryWindow(-1), false},
 		{"logger", WithLogger(slog.Default()), true},
-		{"nil logger", WithLogger(nil), false},
+		{"nil logger", WithLogger(nil), true},
 		{"meter provider", WithMeterProvider(sdkmetric.NewMeterProvider()), true},
-		{"nil meter provider", WithMeterProvider(nil), false},
+		{"nil meter provider", WithMeterProvider(nil), true},
 		{"nil option", nil, true},
 	}
 	for _, tt := range tests {

@@ -53,17 +53,17 @@ func TestNew(t *testing.T) {
 		ok   bool
 	}{
 		{"required", WithRequired(func(*http.Request) bool { return true }), true},
-		{"nil required", WithRequired(nil), false},
+		{"nil required", WithRequired(nil), true},
 		{"scope", WithScope(func(*http.Request) (string, error) { return "t", nil }), true},
-		{"nil scope", WithScope(nil), false},
+		{"nil scope", WithScope(nil), true},
 		{"claim lease", WithClaimLease(time.Millisecond), true},
 		{"claim lease too short", WithClaimLease(time.Microsecond), false},
 		{"retention", WithRetention(time.Millisecond), true},
 		{"retention too short", WithRetention(999 * time.Microsecond), false},
 		{"store policy", WithStorePolicy(func(*http.Request, int, http.Header) bool { return true }), true},
-		{"nil store policy", WithStorePolicy(nil), false},
+		{"nil store policy", WithStorePolicy(nil), true},
 		{"fingerprint", WithFingerprint(func(*http.Request, []byte) (string, error) { return "", nil }), true},
-		{"nil fingerprint", WithFingerprint(nil), false},
+		{"nil fingerprint", WithFingerprint(nil), true},
 		{"max request", WithMaxRequestBody(0), true},
 		{"max request negative", WithMaxRequestBody(-1), false},
 		{"max response", WithMaxStoredResponse(10), true},
@@ -76,7 +76,7 @@ func TestNew(t *testing.T) {
 		{"store timeout", WithStoreTimeout(time.Second), true},
 		{"store timeout zero", WithStoreTimeout(0), false},
 		{"logger", WithLogger(slog.Default()), true},
-		{"nil logger", WithLogger(nil), false},
+		{"nil logger", WithLogger(nil), true},
 		{"nil option", nil, true},
 	}
 	for _, tt := range tests {

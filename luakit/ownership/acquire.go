@@ -63,8 +63,21 @@ type Acquirer interface {
 //   - granted: GrantAcquire; a late reply is Retry with Err wrapping [luakit.ErrLateReply].
 //
 // Errors are prefixed "<Name>: <op>: ". A [Waiter] acts on Busy and Retry; a try-acquisition returns
-// Err (nil when acquired).
+// Err (nil when acquired). Each attempt is reported to the [luakit.AttemptObserver]s among c.Hooks
+// ([luakit.Hooks.Attempted]): nil when the server answered (granted or busy), else Err.
 func (c *Config) Try(ctx context.Context, op string, a Acquirer) Attempt {
+	at := c.try(ctx, op, a)
+	if len(c.Hooks) > 0 {
+		err := at.Err
+		if at.Busy {
+			err = nil // held by another owner: an answer, not a failure
+		}
+		c.Hooks.Attempted(ctx, err)
+	}
+	return at
+}
+
+func (c *Config) try(ctx context.Context, op string, a Acquirer) Attempt {
 	if err := ctx.Err(); err != nil {
 		return Attempt{Err: c.acquireErr(op, err)}
 	}
