@@ -50,7 +50,7 @@ func WithKeyPrefix(prefix string) Option {
 func WithProbeInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return invalid(nil, "probe interval %v must be positive", d)
+			return luakit.InvalidConfig("counter", "probe interval %v must be positive", d)
 		}
 		c.probeInterval = d
 		return nil
@@ -62,7 +62,7 @@ func WithProbeInterval(d time.Duration) Option {
 func WithProbeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return invalid(nil, "probe timeout %v must be positive", d)
+			return luakit.InvalidConfig("counter", "probe timeout %v must be positive", d)
 		}
 		c.probeTimeout = d
 		return nil
@@ -106,7 +106,7 @@ type boundedConfig struct {
 func WithChunk(n int64) BoundedOption {
 	return boundedOptionFunc(func(c *boundedConfig) error {
 		if n < 1 {
-			return invalid(nil, "chunk %d must be at least 1", n)
+			return luakit.InvalidConfig("counter", "chunk %d must be at least 1", n)
 		}
 		c.chunk = n
 		return nil
@@ -155,7 +155,7 @@ func defaultBufferedConfig() bufferedConfig {
 func WithFlushInterval(d time.Duration) BufferedOption {
 	return bufferedOptionFunc(func(c *bufferedConfig) error {
 		if d <= 0 {
-			return invalid(nil, "flush interval %v must be positive", d)
+			return luakit.InvalidConfig("counter", "flush interval %v must be positive", d)
 		}
 		c.flushInterval = d
 		return nil
@@ -166,7 +166,7 @@ func WithFlushInterval(d time.Duration) BufferedOption {
 func WithFlushTimeout(d time.Duration) BufferedOption {
 	return bufferedOptionFunc(func(c *bufferedConfig) error {
 		if d <= 0 {
-			return invalid(nil, "flush timeout %v must be positive", d)
+			return luakit.InvalidConfig("counter", "flush timeout %v must be positive", d)
 		}
 		c.flushTimeout = d
 		return nil

@@ -147,7 +147,7 @@ type Increment struct {
 // [ErrInvalidTTL] and [ErrInvalidConfig] that names what (the argument or option).
 func checkTTL(what string, ttl time.Duration) error {
 	if ttl < 0 || (ttl > 0 && ttl < time.Millisecond) {
-		return invalid(ErrInvalidTTL, "%s %v must be 0 (none) or at least 1ms", what, ttl)
+		return luakit.InvalidConfigOf("counter", ErrInvalidTTL, "%s %v must be 0 (none) or at least 1ms", what, ttl)
 	}
 	return nil
 }
@@ -171,7 +171,7 @@ func checkDelta(delta int64) error {
 // [ErrInvalidConfig] for an empty name.
 func (s *Store) key(name string) (string, error) {
 	if name == "" {
-		return "", invalid(luakit.ErrEmptyKey, "key is empty")
+		return "", luakit.InvalidConfigOf("counter", luakit.ErrEmptyKey, "key is empty")
 	}
 	return s.cfg.keys.Key(name), nil
 }
@@ -419,7 +419,7 @@ func (s *Store) GetMany(ctx context.Context, keys []string) (_ []Value, err erro
 	phys := make([]string, len(keys))
 	for i, name := range keys {
 		if name == "" {
-			return nil, invalid(luakit.ErrEmptyKey, "key %d is empty", i)
+			return nil, luakit.InvalidConfigOf("counter", luakit.ErrEmptyKey, "key %d is empty", i)
 		}
 		phys[i] = s.cfg.keys.Key(name)
 	}

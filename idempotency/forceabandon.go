@@ -32,7 +32,7 @@ func (s *Store) ForceAbandon(ctx context.Context, key string, generation int64) 
 		return false, err
 	}
 	if generation < 1 {
-		return false, &argError{msg: "idempotency: generation must be at least 1", kind: luakit.ErrInvalidConfig}
+		return false, luakit.InvalidConfig("idempotency", "generation must be at least 1")
 	}
 	n, err := forceAbandonScript.Exec(ctx, s.client, []string{s.cfg.keys.Key(key)},
 		[]string{strconv.FormatInt(generation, 10)}).AsInt64()

@@ -3,7 +3,6 @@ package idempotency
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -54,7 +53,7 @@ var (
 // Safe for concurrent use.
 func (s *Store) KeepAlive(ctx context.Context, key string, a Attempt) (context.Context, context.CancelFunc, error) {
 	if a.State != Started {
-		return nil, nil, &argError{msg: fmt.Sprintf("idempotency: keep-alive needs a started attempt (got %v)", a.State), kind: luakit.ErrInvalidConfig}
+		return nil, nil, luakit.InvalidConfig("idempotency", "keep-alive needs a started attempt (got %v)", a.State)
 	}
 	k, secret, gen, err := s.prepareOwned(key, a.OwnerToken)
 	if err != nil {
@@ -65,7 +64,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, a Attempt) (context.C
 		return nil, nil, err
 	}
 	if a.Deadline.IsZero() {
-		return nil, nil, &argError{msg: "idempotency: keep-alive needs the attempt's Deadline", kind: luakit.ErrInvalidConfig}
+		return nil, nil, luakit.InvalidConfig("idempotency", "keep-alive needs the attempt's Deadline")
 	}
 	kctx, cancel := context.WithCancelCause(ctx)
 	// rctx bounds renewing: it ends with kctx or when stop is called.

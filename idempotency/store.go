@@ -157,7 +157,7 @@ func (s *Store) prepare(key string, lease time.Duration) (string, int64, error) 
 func millis(what string, d time.Duration) (int64, error) {
 	ms := d.Milliseconds()
 	if ms < 1 {
-		return 0, &argError{msg: fmt.Sprintf("idempotency: %s must be at least 1ms (got %v)", what, d), kind: ErrInvalidTTL}
+		return 0, luakit.InvalidConfigOf("idempotency", ErrInvalidTTL, "%s must be at least 1ms (got %v)", what, d)
 	}
 	return ms, nil
 }
@@ -174,7 +174,7 @@ func estimate(start time.Time, ms int64) time.Time {
 // luakit.ErrInvalidConfig.
 func validateKey(key string) error {
 	if key == "" {
-		return &argError{msg: "idempotency: key is empty", kind: luakit.ErrEmptyKey}
+		return luakit.InvalidConfigOf("idempotency", luakit.ErrEmptyKey, "key is empty")
 	}
 	return nil
 }

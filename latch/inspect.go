@@ -109,7 +109,7 @@ func (ls *Latches) ForceDelete(ctx context.Context, key, generation string) (ok 
 		return false, err
 	}
 	if generation == "" {
-		return false, &argError{msg: "latch: generation is empty", kind: luakit.ErrInvalidConfig}
+		return false, luakit.InvalidConfig("latch", "generation is empty")
 	}
 	l := &Latch{ls: ls, key: key, pkey: pkey, gen: generation}
 	return l.del(ctx)

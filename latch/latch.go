@@ -78,7 +78,7 @@ func (l *Latch) ExpiresAt() time.Time {
 // luakit.ErrEmptyKey and luakit.ErrInvalidConfig.
 func (ls *Latches) physical(key string) (string, error) {
 	if key == "" {
-		return "", &argError{msg: "latch: key is empty", kind: luakit.ErrEmptyKey}
+		return "", luakit.InvalidConfigOf("latch", luakit.ErrEmptyKey, "key is empty")
 	}
 	return ls.cfg.keys.Key(key), nil
 }
@@ -126,7 +126,7 @@ func (ls *Latches) create(ctx context.Context, mode, key string, count int64, op
 		return nil, err
 	}
 	if count < 0 {
-		return nil, &argError{msg: fmt.Sprintf("latch: count must not be negative (got %d)", count), kind: ErrInvalidCount}
+		return nil, luakit.InvalidConfigOf("latch", ErrInvalidCount, "count must not be negative (got %d)", count)
 	}
 	var cc createConfig
 	for _, o := range opts {

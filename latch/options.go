@@ -2,7 +2,6 @@ package latch
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -89,7 +88,7 @@ func WithExpiry(d time.Duration) CreateOption {
 	return createOptionFunc(func(c *createConfig) error {
 		ms := d.Milliseconds()
 		if ms < 1 {
-			return &argError{msg: fmt.Sprintf("latch: expiry must be at least 1ms (got %v)", d), kind: ErrInvalidExpiry}
+			return luakit.InvalidConfigOf("latch", ErrInvalidExpiry, "expiry must be at least 1ms (got %v)", d)
 		}
 		c.expiryMS = ms
 		return nil

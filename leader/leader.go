@@ -102,7 +102,7 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 		return nil, luakit.InvalidConfig("leader", "safety margin %v must be under half the lease duration %v", m, cfg.lease)
 	}
 	if err := luakit.ValidateKey("name", name); err != nil {
-		return nil, &layoutError{err}
+		return nil, luakit.InvalidConfigOf("leader", err, "")
 	}
 	named := cfg.leaseKey == ""
 	leaseKey, fenceKey := cfg.leaseKey, cfg.fenceKey
@@ -119,7 +119,7 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 			luakit.NamedKey{Role: "lease key", Key: pl},
 			luakit.NamedKey{Role: "fence key", Key: pf},
 		); err != nil {
-			return nil, &layoutError{err}
+			return nil, luakit.InvalidConfigOf("leader", err, "")
 		}
 	}
 	e := &Election{name: name, named: named, leaseKey: leaseKey, fenceKey: fenceKey, cfg: cfg}

@@ -175,10 +175,10 @@ func WithKeyPrefix(prefix string) Option {
 func WithKeys(leaseKey, fenceKey string) Option {
 	return optionFunc(func(c *config) error {
 		if err := luakit.ValidateKey("lease key", leaseKey); err != nil {
-			return &layoutError{err}
+			return luakit.InvalidConfigOf("leader", err, "")
 		}
 		if err := luakit.ValidateKey("fence key", fenceKey); err != nil {
-			return &layoutError{err}
+			return luakit.InvalidConfigOf("leader", err, "")
 		}
 		c.leaseKey, c.fenceKey = leaseKey, fenceKey
 		return nil

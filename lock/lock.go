@@ -82,7 +82,7 @@ func (r *request) fence() string { return r.keys[1] }
 // braces are empty) can break it.
 func (l *Locker) named(name string, ttl time.Duration) (request, error) {
 	if err := luakit.ValidateKey("name", name); err != nil {
-		return request{}, &layoutError{err}
+		return request{}, luakit.InvalidConfigOf("lock", err, "")
 	}
 	return l.prepare(request{name: name}, "{", "}:lease", "}:fence", name, name, ttl, true)
 }
@@ -91,10 +91,10 @@ func (l *Locker) named(name string, ttl time.Duration) (request, error) {
 // with WithStrictSlots.
 func (l *Locker) explicit(leaseKey, fenceKey string, ttl time.Duration) (request, error) {
 	if err := luakit.ValidateKey("lease key", leaseKey); err != nil {
-		return request{}, &layoutError{err}
+		return request{}, luakit.InvalidConfigOf("lock", err, "")
 	}
 	if err := luakit.ValidateKey("fence key", fenceKey); err != nil {
-		return request{}, &layoutError{err}
+		return request{}, luakit.InvalidConfigOf("lock", err, "")
 	}
 	return l.prepare(request{}, "", "", "", leaseKey, fenceKey, ttl, l.checkSlots)
 }
@@ -132,7 +132,7 @@ func (l *Locker) prepare(r request, open, leaseClose, fenceClose, leaseName, fen
 			luakit.NamedKey{Role: "lease key", Key: r.keys[0]},
 			luakit.NamedKey{Role: "fence key", Key: r.keys[1]},
 		); err != nil {
-			return request{}, &layoutError{err}
+			return request{}, luakit.InvalidConfigOf("lock", err, "")
 		}
 	}
 	return r, nil
