@@ -25,7 +25,7 @@ func ExampleWithInstance() {
 	defer client.Close()
 	ops := expvar.NewMap("idempotency_operations")
 	count := luakit.HookFunc(func(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
-		return ctx, func(o luakit.Outcome, _ error) { ops.Add(op.Instance+" "+op.Name+" "+o.String(), 1) }, nil
+		return ctx, func(o luakit.HookOutcome, _ error) { ops.Add(op.Instance+" "+op.Name+" "+o.String(), 1) }, nil
 	})
 	orders, err := idempotency.New(client, idempotency.WithHooks(count), idempotency.WithInstance("orders"),
 		idempotency.WithKeyPrefix("orders:"))

@@ -40,19 +40,19 @@ func (s *Store) Begin(ctx context.Context, key string, lease time.Duration, fp F
 	}
 	track := s.waiter.Tracking() // each attempt arms tracking with its own reads where it can
 	final := false               // the error ending the wait is an attempt's
-	err = s.waiter.Wait(ctx, k, func(ctx context.Context) ownership.Attempt {
+	err = s.waiter.Wait(ctx, k, func(ctx context.Context) ownership.TryResult {
 		a, holderTTL, tracked, err := s.begin(ctx, k, ms, fp, track)
 		switch {
 		case err == nil && a.State == InProgress:
-			return ownership.Attempt{Busy: true, HolderTTL: holderTTL, Tracked: tracked}
+			return ownership.TryResult{Busy: true, HolderTTL: holderTTL, Tracked: tracked}
 		case err == nil:
 			res = a
-			return ownership.Attempt{}
+			return ownership.TryResult{}
 		case luakit.IsTransient(err):
-			return ownership.Attempt{Retry: true}
+			return ownership.TryResult{Retry: true}
 		default:
 			final = true
-			return ownership.Attempt{Err: err}
+			return ownership.TryResult{Err: err}
 		}
 	})
 	switch {

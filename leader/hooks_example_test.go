@@ -22,7 +22,7 @@ func ExampleWithHooks() {
 		if op.Name != "LEADER RENEW" {
 			return nil, nil, nil
 		}
-		return ctx, func(o luakit.Outcome, err error) {
+		return ctx, func(o luakit.HookOutcome, err error) {
 			if o == luakit.OutcomeFailed {
 				slog.Warn("renewal failed", "election", op.Instance, "error", err)
 			}

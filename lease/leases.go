@@ -170,11 +170,11 @@ func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.D
 		return nil, err
 	}
 	var l, got *Lease
-	err = ls.waiter.Wait(ctx, key, func(ctx context.Context) ownership.Attempt {
+	err = ls.waiter.Wait(ctx, key, func(ctx context.Context) ownership.TryResult {
 		// The probe answer is cached once definite; a probe that could not reach the server (a
 		// refused connection) is retried like any transient failure.
 		if err := ls.require(ctx); err != nil {
-			return ownership.Attempt{Retry: luakit.IsTransient(err), Err: err}
+			return ownership.TryResult{Retry: luakit.IsTransient(err), Err: err}
 		}
 		if l == nil {
 			l = ls.newLease(key, hashKey, field, ms)

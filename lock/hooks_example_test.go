@@ -24,7 +24,7 @@ func ExampleWithHooks() {
 	defer client.Close()
 	timing := luakit.HookFunc(func(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
 		start := time.Now()
-		return ctx, func(o luakit.Outcome, err error) {
+		return ctx, func(o luakit.HookOutcome, err error) {
 			slog.Info("coordkit", "op", op.Name, "instance", op.Instance, "outcome", o.String(),
 				"duration", time.Since(start), "error", err)
 		}, nil

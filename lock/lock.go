@@ -224,7 +224,7 @@ func (l *Locker) tryOnce(ctx context.Context, r *request) (*Lease, error) {
 // attempt runs the acquire script once for h (the Lease it grants, reused by a waiting Acquire's
 // attempts) through the ownership core, which decides what the reply means. Every attempt after the
 // first gets an owner token of its own.
-func (l *Locker) attempt(ctx context.Context, h *Lease) ownership.Attempt {
+func (l *Locker) attempt(ctx context.Context, h *Lease) ownership.TryResult {
 	if !h.b.r.fresh {
 		h.b.r.args[0] = luakit.OwnerToken()
 	}
@@ -285,7 +285,7 @@ func (l *Locker) wait(ctx context.Context, r *request) (*Lease, error) {
 	// the waiter sleeps without an arming round trip; later attempts, most often sent because the
 	// key just changed, go without and arm separately when still busy.
 	h.b.track = l.waiter.Tracking()
-	err := l.waiter.Wait(ctx, h.b.r.lease(), func(ctx context.Context) ownership.Attempt {
+	err := l.waiter.Wait(ctx, h.b.r.lease(), func(ctx context.Context) ownership.TryResult {
 		a := l.attempt(ctx, h)
 		h.b.track = false
 		return a

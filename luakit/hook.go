@@ -19,15 +19,15 @@ type Operation struct {
 	Instance string
 }
 
-// Outcome is how an admitted operation ended, as reported to its [Completion].
-type Outcome int
+// HookOutcome is how an admitted operation ended, as reported to its [Completion].
+type HookOutcome int
 
 // The outcomes of an admitted operation. The zero value is not an outcome: a Completion is never
 // called with it.
 const (
 	// OutcomeSucceeded: the operation returned no error. A negative answer (a busy lock, a denied
 	// permit, a lost lease) is a success: the operation ran and answered.
-	OutcomeSucceeded Outcome = iota + 1
+	OutcomeSucceeded HookOutcome = iota + 1
 	// OutcomeCanceled: the caller's context ended and the error says so (context.Canceled or
 	// context.DeadlineExceeded).
 	OutcomeCanceled
@@ -35,8 +35,8 @@ const (
 	OutcomeFailed
 )
 
-// String returns "succeeded", "canceled" or "failed" ("Outcome(n)" for any other value).
-func (o Outcome) String() string {
+// String returns "succeeded", "canceled" or "failed" ("HookOutcome(n)" for any other value).
+func (o HookOutcome) String() string {
 	switch o {
 	case OutcomeSucceeded:
 		return "succeeded"
@@ -45,13 +45,13 @@ func (o Outcome) String() string {
 	case OutcomeFailed:
 		return "failed"
 	}
-	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+	return "HookOutcome(" + strconv.Itoa(int(o)) + ")"
 }
 
 // OutcomeOf classifies the error err a public operation returned to a caller whose context was ctx:
 // nil is [OutcomeSucceeded]; an error matching context.Canceled or context.DeadlineExceeded while
 // ctx has ended is [OutcomeCanceled]; anything else is [OutcomeFailed].
-func OutcomeOf(ctx context.Context, err error) Outcome {
+func OutcomeOf(ctx context.Context, err error) HookOutcome {
 	switch {
 	case err == nil:
 		return OutcomeSucceeded
@@ -64,7 +64,7 @@ func OutcomeOf(ctx context.Context, err error) Outcome {
 // Completion receives the outcome of an admitted operation, exactly once, after the caller's result
 // is known and before it is returned. err is the error the caller gets (nil on success). It runs on
 // the caller's goroutine and must not block.
-type Completion func(outcome Outcome, err error)
+type Completion func(outcome HookOutcome, err error)
 
 // Hook observes and admits the public operations of a primitive (configured with the primitive's
 // WithHooks option). Admit runs before any I/O or state change of the operation, on the caller's
@@ -169,14 +169,14 @@ func (s *Scope) End(err error) {
 
 // EndWith is [Scope.End] with the outcome chosen by the primitive, for an error that is a negative
 // answer rather than a failure (a busy lock's ErrNotAcquired is OutcomeSucceeded).
-func (s *Scope) EndWith(o Outcome, err error) {
+func (s *Scope) EndWith(o HookOutcome, err error) {
 	if s.first == nil {
 		return
 	}
 	s.complete(o, err)
 }
 
-func (s *Scope) complete(o Outcome, err error) {
+func (s *Scope) complete(o HookOutcome, err error) {
 	for i := len(s.rest) - 1; i >= 0; i-- {
 		s.rest[i](o, err)
 	}

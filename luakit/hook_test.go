@@ -22,7 +22,7 @@ func (r recorder) Admit(ctx context.Context, op Operation) (context.Context, Com
 	if r.reject != nil {
 		return nil, nil, r.reject
 	}
-	return context.WithValue(ctx, ctxKey("by"), r.name), func(o Outcome, err error) {
+	return context.WithValue(ctx, ctxKey("by"), r.name), func(o HookOutcome, err error) {
 		*r.log = append(*r.log, fmt.Sprintf("%s done %s %v", r.name, o, err))
 	}, nil
 }
@@ -99,7 +99,7 @@ func TestHooksNoneAllocatesNothing(t *testing.T) {
 }
 
 func TestOutcomeString(t *testing.T) {
-	for o, want := range map[Outcome]string{OutcomeSucceeded: "succeeded", OutcomeCanceled: "canceled", OutcomeFailed: "failed", 0: "Outcome(0)", 9: "Outcome(9)"} {
+	for o, want := range map[HookOutcome]string{OutcomeSucceeded: "succeeded", OutcomeCanceled: "canceled", OutcomeFailed: "failed", 0: "HookOutcome(0)", 9: "HookOutcome(9)"} {
 		if got := o.String(); got != want {
 			t.Errorf("%d: %q, want %q", int(o), got, want)
 		}

@@ -126,7 +126,7 @@ func (h *Hook) Admit(ctx context.Context, op luakit.Operation) (context.Context,
 	}
 	ctx, span := h.tracer.Start(ctx, op.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	start := time.Now()
-	return ctx, func(o luakit.Outcome, err error) {
+	return ctx, func(o luakit.HookOutcome, err error) {
 		elapsed := time.Since(start).Seconds()
 		n := len(attrs)
 		attrs = append(attrs, AttrOutcome.String(o.String()))

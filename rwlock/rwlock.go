@@ -195,7 +195,7 @@ func (l *Locker) acquire(ctx context.Context, mode Mode, key string, ttl time.Du
 		return nil, err
 	}
 	var lease *Lease
-	err = l.waiter.Wait(ctx, physical, func(ctx context.Context) ownership.Attempt {
+	err = l.waiter.Wait(ctx, physical, func(ctx context.Context) ownership.TryResult {
 		h := l.newLease(mode, key, physical, ms) // a fresh owner token for every attempt
 		a := l.cfg.own.Try(ctx, mode.op(), &h.b)
 		if a.Err == nil {

@@ -208,7 +208,7 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (_ *Permit, 
 		return nil, err
 	}
 	var p *Permit
-	err = s.waiter.Wait(ctx, s.key, func(ctx context.Context) ownership.Attempt {
+	err = s.waiter.Wait(ctx, s.key, func(ctx context.Context) ownership.TryResult {
 		return s.attempt(ctx, ms, ttl, &p)
 	})
 	if err != nil {
@@ -219,9 +219,9 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (_ *Permit, 
 
 // attempt is one try of a waiting acquisition, with a fresh owner token; a granted permit is stored
 // in *out.
-func (s *Semaphore) attempt(ctx context.Context, ms string, ttl time.Duration, out **Permit) ownership.Attempt {
+func (s *Semaphore) attempt(ctx context.Context, ms string, ttl time.Duration, out **Permit) ownership.TryResult {
 	if s.isClosed() {
-		return ownership.Attempt{Err: errClosed}
+		return ownership.TryResult{Err: errClosed}
 	}
 	p := s.newPermit(ms, ttl)
 	a := s.cfg.own.Try(ctx, "acquire", &p.b)
