@@ -186,12 +186,18 @@ func (s *Store) key(name string) (string, error) {
 // written; [ErrDisconnected] at once while the server is unreachable; [ErrUncertain] when the
 // increment may have been applied but no reply was read (ctx ended, connection broke); [ErrClosed]
 // after Close. ctx bounds the round trip.
-func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64, ttl time.Duration) (_ int64, err error) {
+func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT WITH EXPIRE", Instance: s.cfg.instance})
 	if err != nil {
 		return 0, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.incrementWithExpire(ctx, key, delta, ttl)
+	sc.End(err)
+	return v, err
+}
+
+// incrementWithExpire is [Store.IncrementWithExpire], run inside its hook scope.
+func (s *Store) incrementWithExpire(ctx context.Context, key string, delta int64, ttl time.Duration) (_ int64, err error) {
 	k, err := s.key(key)
 	if err != nil {
 		return 0, err
@@ -221,12 +227,18 @@ func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64
 // ([ErrInvalidTTL]), all matching [ErrInvalidConfig]; [ErrNotInteger] with nothing written;
 // [ErrDisconnected] at once while the server is unreachable; [ErrUncertain] when no reply was read
 // after sending; [ErrClosed] after Close. A refusal is not an error.
-func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (_ Result, err error) {
+func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (Result, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT UP TO", Instance: s.cfg.instance})
 	if err != nil {
 		return Result{}, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.incrementUpTo(ctx, key, delta, limit, ttl)
+	sc.End(err)
+	return v, err
+}
+
+// incrementUpTo is [Store.IncrementUpTo], run inside its hook scope.
+func (s *Store) incrementUpTo(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (_ Result, err error) {
 	k, err := s.key(key)
 	if err != nil {
 		return Result{}, err
@@ -305,12 +317,18 @@ func pttlDuration(pttl int64) time.Duration {
 // trip; ctx bounds it.
 //
 // Errors: as for [Store.IncrementUpTo] (without the ttl check).
-func (s *Store) DecrementDownTo(ctx context.Context, key string, delta, floor int64) (_ DecrementResult, err error) {
+func (s *Store) DecrementDownTo(ctx context.Context, key string, delta, floor int64) (DecrementResult, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER DECREMENT DOWN TO", Instance: s.cfg.instance})
 	if err != nil {
 		return DecrementResult{}, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.decrementDownTo(ctx, key, delta, floor)
+	sc.End(err)
+	return v, err
+}
+
+// decrementDownTo is [Store.DecrementDownTo], run inside its hook scope.
+func (s *Store) decrementDownTo(ctx context.Context, key string, delta, floor int64) (_ DecrementResult, err error) {
 	k, err := s.key(key)
 	if err != nil {
 		return DecrementResult{}, err
@@ -364,12 +382,18 @@ func satSub(a, b int64) int64 {
 //
 // Errors: an empty key before any I/O (matching [ErrInvalidConfig]); [ErrNotInteger] when the key
 // holds something else; [ErrDisconnected]; [ErrClosed] after Close; an error wrapping the context's.
-func (s *Store) Get(ctx context.Context, key string) (_ int64, err error) {
+func (s *Store) Get(ctx context.Context, key string) (int64, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER GET", Instance: s.cfg.instance})
 	if err != nil {
 		return 0, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.get(ctx, key)
+	sc.End(err)
+	return v, err
+}
+
+// get is [Store.Get], run inside its hook scope.
+func (s *Store) get(ctx context.Context, key string) (_ int64, err error) {
 	k, err := s.key(key)
 	if err != nil {
 		return 0, err
@@ -410,12 +434,18 @@ func int64Reply(r rueidis.RedisResult) (int64, error) {
 // Errors: an empty key before any I/O (matching [ErrInvalidConfig]); [ErrDisconnected]; [ErrClosed]
 // after Close; an error wrapping the context's; otherwise a *[BatchError] with [ErrNotInteger] for
 // each key holding something else (the other values are still returned).
-func (s *Store) GetMany(ctx context.Context, keys []string) (_ []Value, err error) {
+func (s *Store) GetMany(ctx context.Context, keys []string) ([]Value, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER GET MANY", Instance: s.cfg.instance})
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.getMany(ctx, keys)
+	sc.End(err)
+	return v, err
+}
+
+// getMany is [Store.GetMany], run inside its hook scope.
+func (s *Store) getMany(ctx context.Context, keys []string) (_ []Value, err error) {
 	phys := make([]string, len(keys))
 	for i, name := range keys {
 		if name == "" {
@@ -500,12 +530,18 @@ func (s *Store) GetMany(ctx context.Context, keys []string) (_ []Value, err erro
 // [ErrInvalidConfig]; that item is not sent), [ErrOverflow] / [ErrNotInteger] (nothing written for
 // that item), [ErrUncertain] (the item may have been applied). The value of a failed item is 0.
 // [ErrClosed] after Close.
-func (s *Store) BatchIncrement(ctx context.Context, items []Increment) (_ []int64, err error) {
+func (s *Store) BatchIncrement(ctx context.Context, items []Increment) ([]int64, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER BATCH INCREMENT", Instance: s.cfg.instance})
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.batchIncrement(ctx, items)
+	sc.End(err)
+	return v, err
+}
+
+// batchIncrement is [Store.BatchIncrement], run inside its hook scope.
+func (s *Store) batchIncrement(ctx context.Context, items []Increment) (_ []int64, err error) {
 	out := make([]int64, len(items))
 	errs := make([]error, len(items))
 	failed := false

@@ -28,12 +28,18 @@ import (
 // When ctx ends while waiting it returns an error wrapping ctx.Err() (and [ErrUncertain] if an
 // attempt was in flight; such an unreturned claim expires after lease). Arguments and other errors as
 // for TryBegin.
-func (s *Store) Begin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (res Attempt, err error) {
+func (s *Store) Begin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (Attempt, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opBegin))
 	if err != nil {
 		return Attempt{}, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.beginOp(ctx, key, lease, fp)
+	sc.End(err)
+	return v, err
+}
+
+// beginOp is [Store.Begin], run inside its hook scope.
+func (s *Store) beginOp(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (res Attempt, err error) {
 	k, ms, err := s.prepare(key, lease)
 	if err != nil {
 		return Attempt{}, err

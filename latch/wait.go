@@ -130,12 +130,18 @@ func (l *Latch) outcome(st state) outcome {
 // Pub/Sub channel and re-reads on every message and every recheck interval (see "Waking" in the
 // package documentation): a lost message delays the result, never changes it. The subscription is
 // dropped before the last waiter of the key returns. Safe for concurrent use.
-func (l *Latch) Wait(ctx context.Context) (err error) {
+func (l *Latch) Wait(ctx context.Context) error {
 	ctx, sc, err := l.ls.cfg.hooks.Begin(ctx, l.ls.op(opWait))
 	if err != nil {
 		return err
 	}
-	defer func() { l.ls.endAnswer(&sc, err) }()
+	err = l.wait(ctx)
+	l.ls.endAnswer(&sc, err)
+	return err
+}
+
+// wait is [Latch.Wait], run inside its hook scope.
+func (l *Latch) wait(ctx context.Context) (err error) {
 	cfg := &l.ls.cfg
 	read := func() (outcome, state, bool, error) {
 		rctx, cancel := context.WithTimeout(ctx, max(cfg.recheck, time.Second))

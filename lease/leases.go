@@ -125,12 +125,18 @@ func (ls *Leases) newLease(key, hashKey, field string, ms int64) *Lease {
 // contract says: on the same connection, behind the acquisition, bounded by [WithCleanupTimeout],
 // even when ctx ended; otherwise the field expires after ttl. ctx bounds the round trip; no socket
 // deadline is set.
-func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl time.Duration) (_ *Lease, err error) {
+func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := ls.cfg.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { endAcquire(&sc, err) }()
+	v, err := ls.tryAcquire(ctx, hashKey, field, ttl)
+	endAcquire(&sc, err)
+	return v, err
+}
+
+// tryAcquire is [Leases.TryAcquire], run inside its hook scope.
+func (ls *Leases) tryAcquire(ctx context.Context, hashKey, field string, ttl time.Duration) (_ *Lease, err error) {
 	key, ms, err := ls.validate(hashKey, field, ttl)
 	if err != nil {
 		return nil, err
@@ -159,12 +165,18 @@ func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl tim
 // It blocks until the lease is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
 // returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is
 // sent). Cancellation does not undo an acquisition the server already applied.
-func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.Duration) (_ *Lease, err error) {
+func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := ls.cfg.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := ls.acquire(ctx, hashKey, field, ttl)
+	sc.End(err)
+	return v, err
+}
+
+// acquire is [Leases.Acquire], run inside its hook scope.
+func (ls *Leases) acquire(ctx context.Context, hashKey, field string, ttl time.Duration) (_ *Lease, err error) {
 	key, ms, err := ls.validate(hashKey, field, ttl)
 	if err != nil {
 		return nil, err

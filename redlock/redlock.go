@@ -159,12 +159,18 @@ func (g *Group) extendTTL(ttl time.Duration) (time.Duration, error) {
 // [ErrLateReply] when the majority came too late; [ErrInvalidTTL], [ErrSameKey] or luakit.ErrEmptyKey
 // before any I/O; ctx's error before any I/O when ctx is already done.
 // TryAcquire blocks for at most about two node timeouts (three in fenced mode).
-func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := g.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { endAcquire(ctx, &sc, err) }()
+	v, err := g.tryAcquireOp(ctx, key, ttl)
+	endAcquire(ctx, &sc, err)
+	return v, err
+}
+
+// tryAcquireOp is [Group.TryAcquire], run inside its hook scope.
+func (g *Group) tryAcquireOp(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	return g.tryAcquire(ctx, key, ttl)
 }
 
@@ -299,12 +305,18 @@ func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (
 //
 // It returns at once, without retrying, on errors that a retry cannot fix (invalid TTL or keys). When
 // ctx ends it returns an error wrapping ctx.Err() and the last attempt's error.
-func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := g.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := g.acquire(ctx, key, ttl)
+	sc.End(err)
+	return v, err
+}
+
+// acquire is [Group.Acquire], run inside its hook scope.
+func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	var last error // the previous attempt's ErrNotAcquired, kept when ctx ends during a later attempt
 	for {
 		l, err := g.tryAcquire(ctx, key, ttl)

@@ -85,12 +85,18 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 // TryAcquireRead makes one attempt to take a shared read lease on key and returns at once: it succeeds
 // unless an unexpired writer holds the key. Arguments, results and errors are those of
 // [Locker.TryAcquireWrite]; [Locker.AcquireRead] waits instead.
-func (l *Locker) TryAcquireRead(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+func (l *Locker) TryAcquireRead(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.cfg.own.Begin(ctx, "TRY ACQUIRE READ")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { endAcquire(&sc, err) }()
+	v, err := l.tryAcquireRead(ctx, key, ttl)
+	endAcquire(&sc, err)
+	return v, err
+}
+
+// tryAcquireRead is [Locker.TryAcquireRead], run inside its hook scope.
+func (l *Locker) tryAcquireRead(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	return l.tryAcquire(ctx, Read, key, ttl)
 }
 
@@ -117,23 +123,35 @@ func (l *Locker) TryAcquireRead(ctx context.Context, key string, ttl time.Durati
 //
 // ctx bounds the round trip. It blocks for at most one round trip plus, after an uncertain or late
 // outcome, the cleanup timeout.
-func (l *Locker) TryAcquireWrite(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+func (l *Locker) TryAcquireWrite(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.cfg.own.Begin(ctx, "TRY ACQUIRE WRITE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { endAcquire(&sc, err) }()
+	v, err := l.tryAcquireWrite(ctx, key, ttl)
+	endAcquire(&sc, err)
+	return v, err
+}
+
+// tryAcquireWrite is [Locker.TryAcquireWrite], run inside its hook scope.
+func (l *Locker) tryAcquireWrite(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	return l.tryAcquire(ctx, Write, key, ttl)
 }
 
 // AcquireRead takes a shared read lease on key like [Locker.TryAcquireRead], waiting while a writer
 // holds it. Waiting is that of [Locker.AcquireWrite].
-func (l *Locker) AcquireRead(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+func (l *Locker) AcquireRead(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.cfg.own.Begin(ctx, "ACQUIRE READ")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := l.acquireRead(ctx, key, ttl)
+	sc.End(err)
+	return v, err
+}
+
+// acquireRead is [Locker.AcquireRead], run inside its hook scope.
+func (l *Locker) acquireRead(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	return l.acquire(ctx, Read, key, ttl)
 }
 
@@ -156,12 +174,18 @@ func (l *Locker) AcquireRead(ctx context.Context, key string, ttl time.Duration)
 // It blocks until the lease is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
 // returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup was
 // sent).
-func (l *Locker) AcquireWrite(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+func (l *Locker) AcquireWrite(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.cfg.own.Begin(ctx, "ACQUIRE WRITE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := l.acquireWrite(ctx, key, ttl)
+	sc.End(err)
+	return v, err
+}
+
+// acquireWrite is [Locker.AcquireWrite], run inside its hook scope.
+func (l *Locker) acquireWrite(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	return l.acquire(ctx, Write, key, ttl)
 }
 

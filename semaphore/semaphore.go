@@ -163,12 +163,18 @@ func (s *Semaphore) isClosed() bool {
 // if unanswered; a finite ttl is the fallback if it never lands. Prefer a finite ttl. An error reply
 // (NOPERM, WRONGTYPE, a transient one) stops the script before its first write, so none is sent
 // (see [luakit.MayHaveApplied]).
-func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (_ *Permit, err error) {
+func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit, error) {
 	ctx, sc, err := s.cfg.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { endAcquire(&sc, err) }()
+	v, err := s.tryAcquire(ctx, ttl)
+	endAcquire(&sc, err)
+	return v, err
+}
+
+// tryAcquire is [Semaphore.TryAcquire], run inside its hook scope.
+func (s *Semaphore) tryAcquire(ctx context.Context, ttl time.Duration) (_ *Permit, err error) {
 	ms, ttl, err := ttlArg(ttl)
 	if err != nil {
 		return nil, err
@@ -197,12 +203,18 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (_ *Permi
 // returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is
 // sent). After [Semaphore.Close] it returns an error wrapping [ErrClosed] at once, or at its next
 // attempt when it was already waiting. ttl is validated as for TryAcquire, before any I/O.
-func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (_ *Permit, err error) {
+func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Permit, error) {
 	ctx, sc, err := s.cfg.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.acquire(ctx, ttl)
+	sc.End(err)
+	return v, err
+}
+
+// acquire is [Semaphore.Acquire], run inside its hook scope.
+func (s *Semaphore) acquire(ctx context.Context, ttl time.Duration) (_ *Permit, err error) {
 	ms, ttl, err := ttlArg(ttl)
 	if err != nil {
 		return nil, err
