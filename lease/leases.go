@@ -101,30 +101,16 @@ func (ls *Leases) newLease(key, hashKey, field string, ms int64) *Lease {
 }
 
 // TryAcquire makes one attempt to take the named lease field in the hash at hashKey, and returns at
-// once.
+// once. ttl is truncated to whole milliseconds and must be at least 1ms; the hash key (prefixed) and
+// the field are binary-safe and non-empty; bad input fails before any I/O. The first call of a Leases
+// probes the server for hash-field expiry (one extra round trip, then cached).
 //
-// ttl is the lease duration, truncated to whole milliseconds; it must be at least 1ms. The hash key
-// (which gets the key prefix) and the field are binary-safe and must be non-empty. Invalid input fails
-// before any I/O. The first call of a Leases probes the server for hash-field expiry (one extra round
-// trip, then cached).
-//
-// It returns the held [*Lease] on success. Otherwise it returns a nil Lease and:
-//   - an error wrapping [ErrNotAcquired] when another owner holds the field (nothing written);
-//   - an error wrapping [ErrExpiringHash] when the hash key has a key-level expiry (nothing written);
-//   - an error wrapping luakit.ErrUnsupported, naming the feature and the minimum servers, when the
-//     server lacks hash-field expiry (Redis before 7.4, Valkey before 9.0; nothing written);
-//   - an error wrapping [ErrLateReply] when the grant arrived after the local estimate elapsed;
-//   - an error wrapping ctx.Err() when ctx had already ended (nothing sent);
-//   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
-//     but no reply was read;
-//   - a server or connection error, classified by [luakit.Classify] (WRONGTYPE when the key is not a
-//     hash).
-//
-// After a late or uncertain acquisition, or an error of unknown kind ([luakit.MayHaveApplied]; an
-// error reply stopped the script before its first write), an owner-checked release is sent as the
-// contract says: on the same connection, behind the acquisition, bounded by [WithCleanupTimeout],
-// even when ctx ended; otherwise the field expires after ttl. ctx bounds the round trip; no socket
-// deadline is set.
+// It returns the held [*Lease], or an error wrapping: [ErrNotAcquired] (another owner holds the
+// field), [ErrExpiringHash] (the hash key has a key-level expiry) or luakit.ErrUnsupported (no
+// hash-field expiry: Redis before 7.4, Valkey before 9.0), all with nothing written; [ErrLateReply];
+// ctx.Err() when ctx had already ended (nothing sent); [ErrUncertain] when no reply was read; or a
+// server or connection error ([luakit.Classify]). After a late, uncertain or unknown-kind outcome an
+// owner-checked release is sent as the ownership contract says (bounded by [WithCleanupTimeout]).
 func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := ls.cfg.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {

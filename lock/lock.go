@@ -139,34 +139,16 @@ func (l *Locker) prepare(r request, open, leaseClose, fenceClose, leaseName, fen
 }
 
 // TryAcquire makes one attempt to take the lock named name, issuing the next fencing token from its
-// counter, and returns at once.
+// counter, and returns at once. Its two keys are derived from name ([Keys]; the package
+// documentation's Keys section); [Locker.TryAcquireKeys] takes an existing layout's. ttl is truncated
+// to whole milliseconds and must be at least 1ms; bad input fails before any I/O ([ErrInvalidConfig]).
 //
-// The lock's two keys are derived from name with a shared hash tag ([Keys]): the lease key
-// "{name}:lease" and the fence key "{name}:fence", each after the Locker's key prefix, so both are in
-// one Cluster slot on every deployment. name is binary-safe and must not be empty; keys whose slots
-// would still differ (a name starting with '}', see the package documentation) are rejected on every
-// client. For an existing layout with other keys, use [Locker.TryAcquireKeys].
-//
-// ttl is the lease duration, truncated to whole milliseconds; it must be at least 1ms. Invalid input
-// fails before any I/O with an error matching [ErrInvalidConfig].
-//
-// It returns the held [*Lease] on success. Otherwise it returns a nil Lease and:
-//   - [ErrNotAcquired] when another owner holds the lease (nothing written);
-//   - a [*CounterError] (wrapping [ErrCounter]) when the counter is expiring, negative, malformed,
-//     overflowing or of the wrong type (nothing written; the last three match [ErrForeignData]);
-//   - [ErrLateReply] when the grant arrived after the local estimate elapsed (an owner-checked release
-//     was sent; the counter advanced, so tokens have a gap);
-//   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
-//     but no reply was read (an owner-checked release bounded by the cleanup timeout was sent behind
-//     it; otherwise the lease expires after ttl, and the counter may have skipped a value);
-//   - a server or connection error, classified by [luakit.Classify]: an error reply stopped the script
-//     before its first write (nothing written); after an error of unknown kind, which may have been
-//     applied ([luakit.MayHaveApplied]), the owner-checked release is sent as for ErrUncertain.
-//
-// ctx bounds the round trip. Cancellation does not undo an acquisition the server already applied.
-// While the lock's Cluster slot migrates, a node refuses the two-key script with TRYAGAIN (it ran
-// nothing); the attempt is sent again within ctx for up to [luakit.TryAgainBudget] (500 ms), one
-// operation for the hooks, and only then returns that error, which [luakit.IsTransient] reports.
+// It returns the held [*Lease], or: [ErrNotAcquired] (another owner holds it; nothing written); a
+// [*CounterError] (nothing written); [ErrLateReply] (granted too late; released, the counter
+// advanced); an error wrapping [ErrUncertain] when no reply was read (an owner-checked release was
+// sent behind it); a server or connection error ([luakit.Classify]; after one of unknown kind the
+// release is sent too). ctx bounds the round trip; cancelling does not undo an applied acquisition. A
+// slot migration's TRYAGAIN is retried within ctx for up to [luakit.TryAgainBudget].
 func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {

@@ -129,36 +129,18 @@ func (g *Group) extendTTL(ttl time.Duration) (time.Duration, error) {
 	return t, err
 }
 
-// TryAcquire makes one Redlock attempt on key with the given TTL and returns the lock, or an error
-// wrapping [ErrNotAcquired].
+// TryAcquire makes one Redlock attempt on key with the given TTL (truncated to whole milliseconds) and
+// returns the lease, or an error wrapping [ErrNotAcquired]. The attempt, its validity rule, the
+// quarantine and the fenced mode's second step are the package documentation's (Model, Fenced mode,
+// Restart quarantine): one round trip per node in parallel (two in fenced mode). A failed attempt is
+// cleaned up on every node (owner-checked, queued behind the attempt on each node's connection,
+// bounded by the cleanup timeout even when ctx is cancelled) before TryAcquire returns.
 //
-// The attempt, after the Redis distributed-locks document: take the time, send SET key token NX PX ttl
-// (one script, see acquire.lua) to every node in parallel, each bounded by the node timeout and by ctx,
-// and wait for every reply or timeout. The attempt succeeds only when a majority granted the lock and the
-// validity, TTL − elapsed − (TTL × drift factor + 2ms), is positive; the lock's local estimate then ends
-// at start + TTL − drift allowance. TTL is truncated to whole milliseconds. With the restart quarantine
-// on (the default, [WithRestartQuarantine]) the same script reports the node's run_id and uptime, and
-// grants of nodes up for less than the quarantine do not count towards the majority ([ErrQuarantined]);
-// ttl becomes the group's longest requested TTL if it is longer.
-//
-// In fenced mode ([WithFencing]) the same script reads each node's fence counter; the token is the
-// highest counter among the nodes that granted the lock, plus one, and it is written back (set-if-
-// greater, only while this owner still holds the lock on that node) to every granting node in a second
-// parallel step. [Group.FencedQuorum] nodes must grant the lock and confirm the token (with fewer grants
-// the second step is not sent). The validity is measured after that step.
-//
-// Round trips: one per node in parallel (two in fenced mode), whatever the quarantine setting.
-//
-// On failure nothing is left behind on purpose: an owner-checked delete is sent to every node,
-// including those that failed or timed out (a late SET is deleted after it runs: the cleanup is queued
-// behind it on the node's same connection), bounded by the node timeout even when ctx is cancelled;
-// TryAcquire returns after it.
-// Errors: one wrapping a [*QuorumError] (errors.As finds it; Op "acquire", or "fence" in fenced mode)
-// when too few nodes confirmed, with each failing node's error ([ErrHeld], [ErrQuarantined],
-// [ErrUncertain], [*CounterError], server errors); an error wrapping [ErrNotAcquired] and
-// [ErrLateReply] when the majority came too late; [ErrInvalidTTL], [ErrSameKey] or luakit.ErrEmptyKey
-// before any I/O; ctx's error before any I/O when ctx is already done.
-// TryAcquire blocks for at most about two node timeouts (three in fenced mode).
+// Errors: one wrapping a [*QuorumError] (Op "acquire", or "fence") when too few nodes confirmed, with
+// each failing node's error ([ErrHeld], [ErrQuarantined], [ErrUncertain], [*CounterError], server
+// errors); one wrapping [ErrNotAcquired] and [ErrLateReply] when the majority came too late;
+// [ErrInvalidTTL], [ErrSameKey] or luakit.ErrEmptyKey before any I/O; ctx's error when ctx is already
+// done. It blocks for at most about two node timeouts (three in fenced mode).
 func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := g.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
