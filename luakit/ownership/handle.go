@@ -485,29 +485,13 @@ func Do[T any](ctx context.Context, cfg *Config, verb string, op func(context.Co
 }
 
 // ExtendTTL restarts the hold's expiry at ttl, counted on the server, only if this owner still holds
-// it. ttl is truncated to whole milliseconds; below 1ms it fails with an error wrapping
-// [luakit.ErrInvalidTTL] before any I/O. Config.CheckTTL replaces that rule where a primitive needs
-// another (the semaphore accepts 0, no expiry; redlock needs more than its drift allowance). Fencing
-// tokens never change.
-//
-//   - (true, nil): renewed, and the reply arrived before the local estimate elapsed; the estimate
-//     moves to send time + ttl.
-//   - (false, nil) with no I/O: the handle had already ended.
-//   - (false, nil) and the handle ends with [luakit.ErrLost]: the server holds nothing of this owner.
-//   - (false, nil) and the handle ends with [luakit.ErrExpired]: the server renewed, but the reply
-//     arrived after the local estimate elapsed, so the renewal is not a success; the handle surrenders
-//     the hold (an owner-checked release bounded by the cleanup timeout, as after a late acquisition).
-//   - (false, err wrapping [luakit.ErrUncertain]): no reply was read. The handle keeps vouching until
-//     its previous estimate, which stays a safe lower bound (a renewal only moves expiry from its own
-//     run; with a shorter ttl the estimate is lowered to send time + ttl). Retry, or let it elapse.
-//   - (false, err) for any other failure, such as a server error reply or ctx ending before the send:
-//     nothing happened on the server and the handle is unchanged.
-//
-// Extend and Release on one handle run one at a time; ctx bounds the wait for the other one and the
-// round trip (no socket deadline is set: the connection stays usable after a timeout).
-//
-// With Config.Hooks it is the operation "<NAME> EXTEND"; a rejection returns the hook's error and
-// leaves the handle unchanged (nothing is sent).
+// it; its results are the package documentation's rows "Extend ...". ttl is truncated to whole
+// milliseconds; below 1ms it fails with an error wrapping [luakit.ErrInvalidTTL] before any I/O
+// (Config.CheckTTL replaces that rule where a primitive needs another). Fencing tokens never change.
+// On an uncertain outcome the handle keeps its previous estimate, lowered to send time + ttl when ttl
+// is shorter. Extend and Release on one handle run one at a time; ctx bounds the wait for the other
+// one and the round trip (no socket deadline is set). With Config.Hooks it is the operation
+// "<NAME> EXTEND"; a rejection returns the hook's error and leaves the handle unchanged.
 func (h *Handle) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
 	if len(h.cfg.Hooks) == 0 {
 		return h.extendTTL(ctx, ttl)
