@@ -215,21 +215,16 @@ func (l *Locker) attempt(ctx context.Context, h *Lease) ownership.TryResult {
 }
 
 // Acquire takes the lock named name like [Locker.TryAcquire] (same keys, same validation), waiting
-// while another owner holds it.
-//
-// It waits as every Coordkit acquisition does (the contract's waiting rows, in package
+// while another owner holds it, as the ownership contract's waiting rows say (package
 // github.com/coordkit/coordkit/luakit/ownership): it sleeps until the lease key is invalidated or the
-// holder's PTTL passes, then retries the atomic script; only the script grants ownership, and nothing
-// is sent while it sleeps. On a client from [luakit.NewTrackedClient] it wakes on invalidations with no
-// option ([WithTracker] overrides the tracker); on a client without working tracking (no tracker,
-// RESP2, DisableCache) it logs one warning per Locker and wakes only at the holder's PTTL (every
-// second for a lease without expiry), so a release is noticed late.
+// holder's PTTL passes, then retries the script, sending nothing while it sleeps. On a client from
+// [luakit.NewTrackedClient] it wakes on invalidations ([WithTracker] overrides the tracker); without
+// working tracking it logs one warning per Locker and wakes only at the holder's PTTL.
 //
-// Transient server errors, refused connections ([luakit.NotSent]), late grants ([ErrLateReply]) and
-// an attempt whose outcome was uncertain (a broken connection) once its owner-checked cleanup was
-// answered are retried after the retry delay; other errors end the wait. It blocks until the lease is
-// acquired, ctx ends, or a non-retryable error occurs. When ctx ends it returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in
-// flight; its cleanup is sent). Cancellation does not undo an acquisition the server already applied.
+// Transient errors, refused connections, late grants and uncertain attempts whose cleanup was answered
+// are retried after the retry delay; other errors end the wait. When ctx ends it returns an error
+// wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is sent).
+// Cancellation does not undo an acquisition the server already applied.
 func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.own.Begin(ctx, "ACQUIRE")
 	if err != nil {

@@ -622,25 +622,14 @@ func (h *Handle) verify(ctx context.Context) (bool, error) {
 	return h.vouchingLocked(), nil
 }
 
-// Release removes the hold if this owner still has it; another owner's hold is never touched. It
-// first stops a running keep-alive and waits for its goroutine to exit.
-//
-//   - ctx already ended (before anything is sent): an error wrapping ctx.Err(); nothing was sent and
-//     the handle still vouches for ownership as before (call Release again with a live ctx).
-//   - Otherwise the handle ends with [luakit.ErrReleased] as the release is sent, whatever its outcome.
-//   - [Released]: this call removed the hold. [NotOwned]: the server held nothing of this owner.
-//     [AlreadyReleased]: an earlier answered release settled it (no I/O), or the hold is absent after
-//     an earlier uncertain attempt.
-//   - An error wrapping [luakit.ErrUncertain]: no reply was read; call Release again to settle it (the
-//     hold otherwise expires after its TTL). Any other error: the script did not run (the hold is
-//     unchanged on the server); Release may be called again.
-//
-// Concurrent Release calls run one at a time (and after an in-flight Extend): exactly one reports the
-// removal, the others [AlreadyReleased]. ctx bounds the wait and the round trip.
-//
-// With Config.Hooks it is the operation "<NAME> RELEASE"; a rejection returns the hook's error
-// before anything changes: the handle keeps vouching, a running keep-alive keeps running, nothing is
-// sent.
+// Release removes the hold if this owner still has it (another owner's hold is never touched), after
+// stopping a running keep-alive and waiting for its goroutine. Its results are the package
+// documentation's rows "Release ...": a ctx that already ended sends nothing and leaves the handle
+// vouching; otherwise the handle ends with [luakit.ErrReleased] and Release reports [Released],
+// [NotOwned], [AlreadyReleased], or an error wrapping [luakit.ErrUncertain] (call it again to settle).
+// Any other error means the script did not run. Concurrent calls run one at a time (after an
+// in-flight Extend): exactly one reports the removal. ctx bounds the wait and the round trip. With
+// Config.Hooks it is the operation "<NAME> RELEASE"; a rejection changes nothing and sends nothing.
 func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 	if len(h.cfg.Hooks) == 0 {
 		return h.release(ctx)
