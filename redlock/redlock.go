@@ -489,11 +489,11 @@ func (g *Group) nodeContext(ctx context.Context) (context.Context, func()) {
 }
 
 // cleanup sends an owner-checked delete to every node, each queued behind the commands of the earlier
-// steps in after, bounded by the cleanup timeout and the node timeout even when ctx is cancelled. It logs the nodes that did
-// not reply (deleted, absent or held by another owner all count as replies) among those that may hold
-// the token: mayHold[i] is false for a node known not to hold it (it refused the lock, or its script
-// failed before writing); nil means every node may. It returns its own goroutines (indexed by node;
-// see [Group.fanout]).
+// steps in after, bounded by the cleanup timeout and the node timeout even when ctx is cancelled. It
+// logs the nodes that did not reply (deleted, absent or held by another owner all count as replies)
+// among those that may hold the token: mayHold[i] is false for a node known not to hold it (it refused
+// the lock, or its script failed before writing); nil means every node may. It returns its own
+// goroutines (indexed by node; see [Group.fanout]).
 func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after inflight, mayHold []bool) []chan struct{} {
 	keys, args := []string{pkey}, []string{token}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.cleanupTimeout())
