@@ -286,9 +286,9 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
 }
 
-// WithInstance labels the Election in its metrics (attribute coordkit.instance, see [AttrInstance]) and for
-// its hooks ([luakit.Operation].Instance), so several elections in one process export separate series. It must not be a key
-// or a token. Default "": no instance attribute.
+// WithInstance labels the Election in its metrics (attribute coordkit.instance, see [AttrInstance])
+// and for its hooks ([luakit.Operation].Instance), so several elections in one process export separate
+// series. It must not be a key or a token. Default "": no instance attribute.
 func WithInstance(instance string) Option {
 	return optionFunc(func(c *config) error { c.instance = instance; return nil })
 }
