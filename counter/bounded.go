@@ -7,6 +7,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/coordkit/coordkit/luakit"
 )
 
 // Bounded is a buffered counter that can never take the global counter above its limit. Instead of
@@ -44,7 +46,7 @@ type Bounded struct {
 // [ErrInvalidConfig], for a nil store, an empty key or an invalid option; nil options are ignored.
 func NewBounded(store *Store, key string, limit int64, opts ...BoundedOption) (*Bounded, error) {
 	if store == nil {
-		return nil, invalid(nil, "nil store")
+		return nil, luakit.InvalidConfig("counter", "nil store")
 	}
 	if _, err := store.key(key); err != nil {
 		return nil, err

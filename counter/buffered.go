@@ -51,7 +51,7 @@ type Buffered struct {
 // store, an empty key or an invalid option; nil options are ignored.
 func NewBuffered(store *Store, key string, opts ...BufferedOption) (*Buffered, error) {
 	if store == nil {
-		return nil, invalid(nil, "nil store")
+		return nil, luakit.InvalidConfig("counter", "nil store")
 	}
 	if _, err := store.key(key); err != nil {
 		return nil, err

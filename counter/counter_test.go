@@ -56,7 +56,7 @@ func TestNew(t *testing.T) {
 		{"probe timeout", WithProbeTimeout(time.Second), true},
 		{"probe timeout negative", WithProbeTimeout(-1), false},
 		{"logger", WithLogger(slog.Default()), true},
-		{"nil logger", WithLogger(nil), false},
+		{"nil logger", WithLogger(nil), true},
 		{"nil option", nil, true},
 	}
 	for _, tt := range tests {

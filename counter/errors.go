@@ -45,7 +45,7 @@ var (
 
 	// ErrInvalidDelta is returned, before any I/O, for a delta that must be positive and is not. It
 	// matches [ErrInvalidConfig] too.
-	ErrInvalidDelta error = &kindError{"counter: delta must be positive", []error{luakit.ErrInvalidConfig}}
+	ErrInvalidDelta = luakit.ConfigSentinel("counter: delta must be positive")
 )
 
 // The shared values as the counter returns them: with the module's prefix.
@@ -63,24 +63,6 @@ type kindError struct {
 
 func (e *kindError) Error() string   { return e.msg }
 func (e *kindError) Unwrap() []error { return e.errs }
-
-// configError is a bad option or argument found before any I/O: "counter: <msg>", matching
-// [ErrInvalidConfig] and, when set, kind ([ErrInvalidTTL], luakit.ErrEmptyKey).
-type configError struct {
-	kind error
-	msg  string
-}
-
-func (e *configError) Error() string { return "counter: " + e.msg }
-
-func (e *configError) Is(target error) bool {
-	return target == luakit.ErrInvalidConfig || (e.kind != nil && target == e.kind)
-}
-
-// invalid returns a *configError matching kind (nil for none) with a formatted message.
-func invalid(kind error, format string, args ...any) error {
-	return &configError{kind: kind, msg: fmt.Sprintf(format, args...)}
-}
 
 // BatchError reports the per-item failures of [Store.BatchIncrement] or [Store.GetMany]. Errs has
 // one entry per input item, nil where the item succeeded. errors.Is / errors.As look through every

@@ -65,7 +65,6 @@ func TestInvalidArgumentsMatchInvalidConfig(t *testing.T) {
 		{"batch bad ttl", func() error { _, err := s.BatchIncrement(ctx, []Increment{{Key: "k", Delta: 1, TTL: -1}}); return err }, ErrInvalidTTL},
 		{"probe interval", func() error { _, err := New(noIO{}, WithProbeInterval(0)); return err }, nil},
 		{"probe timeout", func() error { _, err := New(noIO{}, WithProbeTimeout(-1)); return err }, nil},
-		{"nil logger", func() error { _, err := New(noIO{}, WithLogger(nil)); return err }, nil},
 		{"buffered nil store", func() error { _, err := NewBuffered(nil, "k"); return err }, nil},
 		{"buffered empty key", func() error { _, err := NewBuffered(s, ""); return err }, luakit.ErrEmptyKey},
 		{"buffered bad ttl", func() error { _, err := NewBuffered(s, "k", WithFlushTTL(-1)); return err }, ErrInvalidTTL},
@@ -77,7 +76,6 @@ func TestInvalidArgumentsMatchInvalidConfig(t *testing.T) {
 		{"bounded negative window", func() error { _, err := NewBounded(s, "k", 10, WithWindow(-time.Second)); return err }, ErrInvalidTTL},
 		{"buffered zero interval", func() error { _, err := NewBuffered(s, "k", WithFlushInterval(0)); return err }, nil},
 		{"buffered zero timeout", func() error { _, err := NewBuffered(s, "k", WithFlushTimeout(0)); return err }, nil},
-		{"buffered nil handler", func() error { _, err := NewBuffered(s, "k", WithFlushErrorHandler(nil)); return err }, nil},
 		{"buffered sub-ms ttl", func() error { _, err := NewBuffered(s, "k", WithFlushTTL(time.Microsecond)); return err }, ErrInvalidTTL},
 		{"try-add zero delta", func() error {
 			b, err := NewBounded(s, "k", 10)

@@ -37,7 +37,7 @@ type Inspection struct {
 // increments it is sent even while the Store considers the server unreachable, so an operator sees the
 // connection error itself. It blocks for one round trip, bounded by ctx. Safe for concurrent use.
 func (s *Store) Inspect(ctx context.Context, key string) (Inspection, error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INSPECT", Instance: s.cfg.name})
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INSPECT", Instance: s.cfg.instance})
 	if err != nil {
 		return Inspection{}, err
 	}

@@ -23,7 +23,7 @@ type config struct {
 	probeTimeout  time.Duration
 	logger        *slog.Logger
 	hooks         luakit.Hooks
-	name          string
+	instance      string
 }
 
 func defaultConfig() config {
@@ -50,7 +50,7 @@ func WithKeyPrefix(prefix string) Option {
 func WithProbeInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return invalid(nil, "probe interval %v must be positive", d)
+			return luakit.InvalidConfig("counter", "probe interval %v must be positive", d)
 		}
 		c.probeInterval = d
 		return nil
@@ -62,7 +62,7 @@ func WithProbeInterval(d time.Duration) Option {
 func WithProbeTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
-			return invalid(nil, "probe timeout %v must be positive", d)
+			return luakit.InvalidConfig("counter", "probe timeout %v must be positive", d)
 		}
 		c.probeTimeout = d
 		return nil
@@ -70,12 +70,12 @@ func WithProbeTimeout(d time.Duration) Option {
 }
 
 // WithLogger sets the logger for connectivity changes and, for the [Buffered] counters of the store,
-// failed background flushes (see [WithFlushErrorHandler]). Keys are never logged. It must not be nil.
-// Default: slog.Default().
+// failed background flushes (see [WithFlushErrorHandler]). Keys are never logged. Default (or nil):
+// slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return invalid(nil, "nil logger")
+			l = slog.Default()
 		}
 		c.logger = l
 		return nil
@@ -106,7 +106,7 @@ type boundedConfig struct {
 func WithChunk(n int64) BoundedOption {
 	return boundedOptionFunc(func(c *boundedConfig) error {
 		if n < 1 {
-			return invalid(nil, "chunk %d must be at least 1", n)
+			return luakit.InvalidConfig("counter", "chunk %d must be at least 1", n)
 		}
 		c.chunk = n
 		return nil
@@ -155,7 +155,7 @@ func defaultBufferedConfig() bufferedConfig {
 func WithFlushInterval(d time.Duration) BufferedOption {
 	return bufferedOptionFunc(func(c *bufferedConfig) error {
 		if d <= 0 {
-			return invalid(nil, "flush interval %v must be positive", d)
+			return luakit.InvalidConfig("counter", "flush interval %v must be positive", d)
 		}
 		c.flushInterval = d
 		return nil
@@ -166,7 +166,7 @@ func WithFlushInterval(d time.Duration) BufferedOption {
 func WithFlushTimeout(d time.Duration) BufferedOption {
 	return bufferedOptionFunc(func(c *bufferedConfig) error {
 		if d <= 0 {
-			return invalid(nil, "flush timeout %v must be positive", d)
+			return luakit.InvalidConfig("counter", "flush timeout %v must be positive", d)
 		}
 		c.flushTimeout = d
 		return nil
@@ -187,14 +187,11 @@ func WithFlushTTL(ttl time.Duration) BufferedOption {
 }
 
 // WithFlushErrorHandler sets the function called with the error of every failed background flush,
-// from the flushing goroutine (a slow handler delays the next flush and Close). It must not be nil.
-// Errors of [Buffered.Flush] and [Buffered.Close] are returned to their caller instead. Default: a
+// from the flushing goroutine (a slow handler delays the next flush and Close). Errors of
+// [Buffered.Flush] and [Buffered.Close] are returned to their caller instead. Default (or nil): a
 // warning on the store's logger ([WithLogger]).
 func WithFlushErrorHandler(fn func(error)) BufferedOption {
 	return bufferedOptionFunc(func(c *bufferedConfig) error {
-		if fn == nil {
-			return invalid(nil, "nil flush error handler")
-		}
 		c.onError = fn
 		return nil
 	})
@@ -208,7 +205,7 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
 }
 
-// WithName names the Store for hooks ([luakit.Operation].Instance). It must not be a key. Default "".
-func WithName(name string) Option {
-	return optionFunc(func(c *config) error { c.name = name; return nil })
+// WithInstance labels the Store for hooks ([luakit.Operation].Instance). It must not be a key. Default "".
+func WithInstance(instance string) Option {
+	return optionFunc(func(c *config) error { c.instance = instance; return nil })
 }

@@ -135,7 +135,7 @@ type Increment struct {
 // [ErrInvalidTTL] and [ErrInvalidConfig] that names what (the argument or option).
 func checkTTL(what string, ttl time.Duration) error {
 	if ttl < 0 || (ttl > 0 && ttl < time.Millisecond) {
-		return invalid(ErrInvalidTTL, "%s %v must be 0 (none) or at least 1ms", what, ttl)
+		return luakit.InvalidConfigOf("counter", ErrInvalidTTL, "%s %v must be 0 (none) or at least 1ms", what, ttl)
 	}
 	return nil
 }
@@ -159,7 +159,7 @@ func checkDelta(delta int64) error {
 // [ErrInvalidConfig] for an empty name.
 func (s *Store) key(name string) (string, error) {
 	if name == "" {
-		return "", invalid(luakit.ErrEmptyKey, "key is empty")
+		return "", luakit.InvalidConfigOf("counter", luakit.ErrEmptyKey, "key is empty")
 	}
 	return s.cfg.keys.Key(name), nil
 }
@@ -174,12 +174,18 @@ func (s *Store) key(name string) (string, error) {
 // written; [ErrDisconnected] at once while the server is unreachable; [ErrUncertain] when the
 // increment may have been applied but no reply was read (ctx ended, connection broke); [ErrClosed]
 // after Close. ctx bounds the round trip.
-func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64, ttl time.Duration) (_ int64, err error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT WITH EXPIRE", Instance: s.cfg.name})
+func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT WITH EXPIRE", Instance: s.cfg.instance})
 	if err != nil {
 		return 0, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.incrementWithExpire(ctx, key, delta, ttl)
+	sc.End(err)
+	return v, err
+}
+
+// incrementWithExpire is [Store.IncrementWithExpire], run inside its hook scope.
+func (s *Store) incrementWithExpire(ctx context.Context, key string, delta int64, ttl time.Duration) (_ int64, err error) {
 	k, err := s.key(key)
 	if err != nil {
 		return 0, err
@@ -210,7 +216,7 @@ func (s *Store) IncrementWithExpire(ctx context.Context, key string, delta int64
 // [ErrDisconnected] at once while the server is unreachable; [ErrUncertain] when no reply was read
 // after sending; [ErrClosed] after Close. A refusal is not an error.
 func (s *Store) IncrementUpTo(ctx context.Context, key string, delta, limit int64, ttl time.Duration) (Result, error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT UP TO", Instance: s.cfg.name})
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER INCREMENT UP TO", Instance: s.cfg.instance})
 	if err != nil {
 		return Result{}, err
 	}
@@ -300,7 +306,7 @@ func pttlDuration(pttl int64) time.Duration {
 //
 // Errors: as for [Store.IncrementUpTo] (without the ttl check).
 func (s *Store) DecrementDownTo(ctx context.Context, key string, delta, floor int64) (Result, error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER DECREMENT DOWN TO", Instance: s.cfg.name})
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER DECREMENT DOWN TO", Instance: s.cfg.instance})
 	if err != nil {
 		return Result{}, err
 	}
@@ -333,12 +339,18 @@ func (s *Store) decrementDownTo(ctx context.Context, key string, delta, floor in
 //
 // Errors: an empty key before any I/O (matching [ErrInvalidConfig]); [ErrNotInteger] when the key
 // holds something else; [ErrDisconnected]; [ErrClosed] after Close; an error wrapping the context's.
-func (s *Store) Get(ctx context.Context, key string) (_ int64, err error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER GET", Instance: s.cfg.name})
+func (s *Store) Get(ctx context.Context, key string) (int64, error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER GET", Instance: s.cfg.instance})
 	if err != nil {
 		return 0, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.get(ctx, key)
+	sc.End(err)
+	return v, err
+}
+
+// get is [Store.Get], run inside its hook scope.
+func (s *Store) get(ctx context.Context, key string) (_ int64, err error) {
 	k, err := s.key(key)
 	if err != nil {
 		return 0, err
@@ -379,16 +391,22 @@ func int64Reply(r rueidis.RedisResult) (int64, error) {
 // Errors: an empty key before any I/O (matching [ErrInvalidConfig]); [ErrDisconnected]; [ErrClosed]
 // after Close; an error wrapping the context's; otherwise a *[BatchError] with [ErrNotInteger] for
 // each key holding something else (the other values are still returned).
-func (s *Store) GetMany(ctx context.Context, keys []string) (_ []Value, err error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER GET MANY", Instance: s.cfg.name})
+func (s *Store) GetMany(ctx context.Context, keys []string) ([]Value, error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER GET MANY", Instance: s.cfg.instance})
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.getMany(ctx, keys)
+	sc.End(err)
+	return v, err
+}
+
+// getMany is [Store.GetMany], run inside its hook scope.
+func (s *Store) getMany(ctx context.Context, keys []string) (_ []Value, err error) {
 	phys := make([]string, len(keys))
 	for i, name := range keys {
 		if name == "" {
-			return nil, invalid(luakit.ErrEmptyKey, "key %d is empty", i)
+			return nil, luakit.InvalidConfigOf("counter", luakit.ErrEmptyKey, "key %d is empty", i)
 		}
 		phys[i] = s.cfg.keys.Key(name)
 	}
@@ -469,12 +487,18 @@ func (s *Store) GetMany(ctx context.Context, keys []string) (_ []Value, err erro
 // [ErrInvalidConfig]; that item is not sent), [ErrOverflow] / [ErrNotInteger] (nothing written for
 // that item), [ErrUncertain] (the item may have been applied). The value of a failed item is 0.
 // [ErrClosed] after Close.
-func (s *Store) BatchIncrement(ctx context.Context, items []Increment) (_ []int64, err error) {
-	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER BATCH INCREMENT", Instance: s.cfg.name})
+func (s *Store) BatchIncrement(ctx context.Context, items []Increment) ([]int64, error) {
+	ctx, sc, err := s.cfg.hooks.Begin(ctx, luakit.Operation{Primitive: "counter", Name: "COUNTER BATCH INCREMENT", Instance: s.cfg.instance})
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.batchIncrement(ctx, items)
+	sc.End(err)
+	return v, err
+}
+
+// batchIncrement is [Store.BatchIncrement], run inside its hook scope.
+func (s *Store) batchIncrement(ctx context.Context, items []Increment) (_ []int64, err error) {
 	out := make([]int64, len(items))
 	errs := make([]error, len(items))
 	failed := false

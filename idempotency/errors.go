@@ -16,23 +16,4 @@ var (
 // ErrInvalidToken is returned, before any I/O, by [Store.Complete] and [Store.Abandon] for an owner
 // token that [Store.TryBegin] cannot have issued (empty or malformed). The message never quotes it.
 // It matches luakit.ErrInvalidConfig.
-var ErrInvalidToken error = invalidArgument("idempotency: malformed owner token")
-
-// invalidArgument is a sentinel for a bad argument found before any I/O: errors.Is matches it and
-// luakit.ErrInvalidConfig.
-type invalidArgument string
-
-func (e invalidArgument) Error() string { return string(e) }
-
-func (e invalidArgument) Is(target error) bool { return target == luakit.ErrInvalidConfig }
-
-// argError is a bad argument with detail: its message is complete (with the "idempotency: " prefix,
-// never a key or a token), and errors.Is matches kind (a sentinel) and luakit.ErrInvalidConfig.
-type argError struct {
-	msg  string
-	kind error
-}
-
-func (e *argError) Error() string { return e.msg }
-
-func (e *argError) Unwrap() []error { return []error{e.kind, luakit.ErrInvalidConfig} }
+var ErrInvalidToken error = luakit.ConfigSentinel("idempotency: malformed owner token")

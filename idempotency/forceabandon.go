@@ -21,17 +21,23 @@ var forceAbandonScript = luakit.MustLoad(scriptFS, "force_abandon")
 // generation below 1; with one wrapping [ErrForeignData] when the key holds another Redis type (left
 // alone); with one wrapping [ErrUncertain] when the reply was lost (the claim may or may not be gone).
 // It blocks for one round trip (one script), bounded by ctx. Safe for concurrent use.
-func (s *Store) ForceAbandon(ctx context.Context, key string, generation int64) (ok bool, err error) {
+func (s *Store) ForceAbandon(ctx context.Context, key string, generation int64) (bool, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opForceAbandon))
 	if err != nil {
 		return false, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.forceAbandon(ctx, key, generation)
+	sc.End(err)
+	return v, err
+}
+
+// forceAbandon is [Store.ForceAbandon], run inside its hook scope.
+func (s *Store) forceAbandon(ctx context.Context, key string, generation int64) (ok bool, err error) {
 	if err := validateKey(key); err != nil {
 		return false, err
 	}
 	if generation < 1 {
-		return false, &argError{msg: "idempotency: generation must be at least 1", kind: luakit.ErrInvalidConfig}
+		return false, luakit.InvalidConfig("idempotency", "generation must be at least 1")
 	}
 	n, err := forceAbandonScript.Exec(ctx, s.client, []string{s.cfg.keys.Key(key)},
 		[]string{strconv.FormatInt(generation, 10)}).AsInt64()

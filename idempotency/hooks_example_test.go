@@ -17,7 +17,7 @@ import (
 // Two stores in one process, named apart, with one hook that counts their operations by instance,
 // name and outcome in an expvar map ("orders IDEMPOTENCY TRY BEGIN succeeded": n, served at
 // /debug/vars): the stores never share a counter.
-func ExampleWithName() {
+func ExampleWithInstance() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
@@ -25,14 +25,14 @@ func ExampleWithName() {
 	defer client.Close()
 	ops := expvar.NewMap("idempotency_operations")
 	count := luakit.HookFunc(func(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
-		return ctx, func(o luakit.Outcome, _ error) { ops.Add(op.Instance+" "+op.Name+" "+o.String(), 1) }, nil
+		return ctx, func(o luakit.HookOutcome, _ error) { ops.Add(op.Instance+" "+op.Name+" "+o.String(), 1) }, nil
 	})
-	orders, err := idempotency.New(client, idempotency.WithHooks(count), idempotency.WithName("orders"),
+	orders, err := idempotency.New(client, idempotency.WithHooks(count), idempotency.WithInstance("orders"),
 		idempotency.WithKeyPrefix("orders:"))
 	if err != nil {
 		return
 	}
-	refunds, err := idempotency.New(client, idempotency.WithHooks(count), idempotency.WithName("refunds"),
+	refunds, err := idempotency.New(client, idempotency.WithHooks(count), idempotency.WithInstance("refunds"),
 		idempotency.WithKeyPrefix("refunds:"))
 	if err != nil {
 		return
@@ -56,7 +56,7 @@ func ExampleWithHooks() {
 		}
 		return nil, nil, nil
 	})
-	st, err := idempotency.New(client, idempotency.WithHooks(drain), idempotency.WithName("orders"))
+	st, err := idempotency.New(client, idempotency.WithHooks(drain), idempotency.WithInstance("orders"))
 	if err != nil {
 		return
 	}

@@ -14,7 +14,7 @@ import (
 // validation completes once as failed. Renewals against a server are in integration/hooks.
 func TestHooksWithoutIO(t *testing.T) {
 	rec := &hooktest.Recorder{}
-	s, err := New(noIO{}, WithHooks(rec), WithName("orders"))
+	s, err := New(noIO{}, WithHooks(rec), WithInstance("orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestHooksWithoutIO(t *testing.T) {
 
 // TestNoHooksNoAllocs: without hooks, admission allocates nothing (not parallel: AllocsPerRun).
 func TestNoHooksNoAllocs(t *testing.T) {
-	s, err := New(noIO{}, WithName("orders"))
+	s, err := New(noIO{}, WithInstance("orders"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package idempotency
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -45,7 +44,7 @@ type Claim struct {
 // or key is empty.
 func (s *Store) Claim(key string, a Attempt) (*Claim, error) {
 	if a.State != Started {
-		return nil, &argError{msg: fmt.Sprintf("idempotency: a claim needs a started attempt (got %v)", a.State), kind: luakit.ErrInvalidConfig}
+		return nil, luakit.InvalidConfig("idempotency", "a claim needs a started attempt (got %v)", a.State)
 	}
 	k, secret, gen, err := s.prepareOwned(key, a.OwnerToken)
 	if err != nil {
@@ -56,7 +55,7 @@ func (s *Store) Claim(key string, a Attempt) (*Claim, error) {
 		return nil, err
 	}
 	if a.Deadline.IsZero() {
-		return nil, &argError{msg: "idempotency: a claim needs the attempt's Deadline", kind: luakit.ErrInvalidConfig}
+		return nil, luakit.InvalidConfig("idempotency", "a claim needs the attempt's Deadline")
 	}
 	ctx, end := context.WithCancelCause(context.Background())
 	c := &Claim{s: s, k: k, secret: secret, gen: gen, ms: ms, ctx: ctx, end: end, deadline: a.Deadline}

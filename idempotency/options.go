@@ -19,11 +19,11 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	keys    luakit.Keyspace
-	tracker *luakit.Tracker
-	own     ownership.Config // name, retry delay and logger of Begin's waiting and of KeepAlive
-	hooks   luakit.Hooks     // WithHooks
-	name    string           // WithName
+	keys     luakit.Keyspace
+	tracker  *luakit.Tracker
+	own      ownership.Config // name, retry delay and logger of Begin's waiting and of KeepAlive
+	hooks    luakit.Hooks     // WithHooks
+	instance string           // WithInstance
 }
 
 func defaultConfig() config {
@@ -62,8 +62,7 @@ func WithRetryDelay(d time.Duration) Option {
 }
 
 // WithLogger sets the logger for the warning that [Store.Begin] waits without invalidations (logged
-// once per Store); keys, tokens and results are never logged. It must not be nil. Default
-// slog.Default().
+// once per Store); keys, tokens and results are never logged. Default (or nil): slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }
@@ -82,10 +81,10 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
 }
 
-// WithName names this Store for hooks ([luakit.Operation].Instance), so several Stores in one process
+// WithInstance labels this Store for hooks ([luakit.Operation].Instance), so several Stores in one process
 // stay apart. It must not be a key or a token. Default "".
-func WithName(name string) Option {
-	return optionFunc(func(c *config) error { c.name = name; return nil })
+func WithInstance(instance string) Option {
+	return optionFunc(func(c *config) error { c.instance = instance; return nil })
 }
 
 // The operation names of the Store's hooks ([WithHooks]).
@@ -101,5 +100,5 @@ const (
 
 // op is the hook operation name for this Store.
 func (s *Store) op(name string) luakit.Operation {
-	return luakit.Operation{Primitive: "idempotency", Name: name, Instance: s.cfg.name}
+	return luakit.Operation{Primitive: "idempotency", Name: name, Instance: s.cfg.instance}
 }

@@ -157,7 +157,7 @@ func (s *Store) prepare(key string, lease time.Duration) (string, int64, error) 
 func millis(what string, d time.Duration) (int64, error) {
 	ms := d.Milliseconds()
 	if ms < 1 {
-		return 0, &argError{msg: fmt.Sprintf("idempotency: %s must be at least 1ms (got %v)", what, d), kind: ErrInvalidTTL}
+		return 0, luakit.InvalidConfigOf("idempotency", ErrInvalidTTL, "%s must be at least 1ms (got %v)", what, d)
 	}
 	return ms, nil
 }
@@ -174,7 +174,7 @@ func estimate(start time.Time, ms int64) time.Time {
 // luakit.ErrInvalidConfig.
 func validateKey(key string) error {
 	if key == "" {
-		return &argError{msg: "idempotency: key is empty", kind: luakit.ErrEmptyKey}
+		return luakit.InvalidConfigOf("idempotency", luakit.ErrEmptyKey, "key is empty")
 	}
 	return nil
 }
@@ -202,12 +202,18 @@ func validateKey(key string) error {
 // command of the claim or of what its owner will need to finish it (HMGET, HDEL for Complete, DEL for
 // Abandon: see the README's ACL), so no claim is made that could not be completed or abandoned; or a
 // server or connection error (see [luakit.Classify]). It blocks for one round trip, bounded by ctx.
-func (s *Store) TryBegin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (res Attempt, err error) {
+func (s *Store) TryBegin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (Attempt, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opTryBegin))
 	if err != nil {
 		return Attempt{}, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.tryBegin(ctx, key, lease, fp)
+	sc.End(err)
+	return v, err
+}
+
+// tryBegin is [Store.TryBegin], run inside its hook scope.
+func (s *Store) tryBegin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (res Attempt, err error) {
 	k, ms, err := s.prepare(key, lease)
 	if err != nil {
 		return Attempt{}, err
@@ -349,12 +355,18 @@ func parseToken(token string) (secret, gen string, err error) {
 // reply was read (check with TryBegin or Inspect; the script is not retried); an error wrapping
 // [ErrForeignData] when the key holds another Redis type (nothing written); or a server or connection
 // error. It blocks for one round trip, bounded by ctx.
-func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []byte, retention time.Duration) (ok bool, err error) {
+func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []byte, retention time.Duration) (bool, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opComplete))
 	if err != nil {
 		return false, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.complete(ctx, key, ownerToken, result, retention)
+	sc.End(err)
+	return v, err
+}
+
+// complete is [Store.Complete], run inside its hook scope.
+func (s *Store) complete(ctx context.Context, key, ownerToken string, result []byte, retention time.Duration) (ok bool, err error) {
 	k, secret, gen, err := s.prepareOwned(key, ownerToken)
 	if err != nil {
 		return false, err
@@ -382,12 +394,18 @@ func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []b
 // wrapping [ErrUncertain] when no reply was read (the renewal may still run; the claim's expiry is
 // then at least what it was); an error wrapping [ErrForeignData] for another Redis type at the key; or
 // a server or connection error (the claim is unchanged). It blocks for one round trip, bounded by ctx.
-func (s *Store) Extend(ctx context.Context, key, ownerToken string, lease time.Duration) (ok bool, err error) {
+func (s *Store) Extend(ctx context.Context, key, ownerToken string, lease time.Duration) (bool, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opExtend))
 	if err != nil {
 		return false, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.extendOp(ctx, key, ownerToken, lease)
+	sc.End(err)
+	return v, err
+}
+
+// extendOp is [Store.Extend], run inside its hook scope.
+func (s *Store) extendOp(ctx context.Context, key, ownerToken string, lease time.Duration) (ok bool, err error) {
 	k, secret, gen, err := s.prepareOwned(key, ownerToken)
 	if err != nil {
 		return false, err
@@ -417,12 +435,18 @@ func (s *Store) extend(ctx context.Context, k, secret, gen string, ms int64) (bo
 //
 // Errors as for [Store.Complete] (foreign data: another Redis type at the key). It blocks for one
 // round trip, bounded by ctx.
-func (s *Store) Abandon(ctx context.Context, key, ownerToken string) (ok bool, err error) {
+func (s *Store) Abandon(ctx context.Context, key, ownerToken string) (bool, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opAbandon))
 	if err != nil {
 		return false, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.abandon(ctx, key, ownerToken)
+	sc.End(err)
+	return v, err
+}
+
+// abandon is [Store.Abandon], run inside its hook scope.
+func (s *Store) abandon(ctx context.Context, key, ownerToken string) (ok bool, err error) {
 	k, secret, gen, err := s.prepareOwned(key, ownerToken)
 	if err != nil {
 		return false, err

@@ -38,7 +38,7 @@ func TestNew(t *testing.T) {
 		{"tracker", WithTracker(luakit.NewTracker()), true},
 		{"nil tracker", WithTracker(nil), true},
 		{"logger", WithLogger(slog.New(slog.DiscardHandler)), true},
-		{"nil logger", WithLogger(nil), false},
+		{"nil logger", WithLogger(nil), true},
 		{"retry", WithRetryDelay(time.Millisecond), true},
 		{"retry negative", WithRetryDelay(-1), false},
 		{"nil option", nil, true},

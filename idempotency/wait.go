@@ -28,31 +28,37 @@ import (
 // When ctx ends while waiting it returns an error wrapping ctx.Err() (and [ErrUncertain] if an
 // attempt was in flight; such an unreturned claim expires after lease). Arguments and other errors as
 // for TryBegin.
-func (s *Store) Begin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (res Attempt, err error) {
+func (s *Store) Begin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (Attempt, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opBegin))
 	if err != nil {
 		return Attempt{}, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := s.beginOp(ctx, key, lease, fp)
+	sc.End(err)
+	return v, err
+}
+
+// beginOp is [Store.Begin], run inside its hook scope.
+func (s *Store) beginOp(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (res Attempt, err error) {
 	k, ms, err := s.prepare(key, lease)
 	if err != nil {
 		return Attempt{}, err
 	}
 	track := s.waiter.Tracking() // each attempt arms tracking with its own reads where it can
 	final := false               // the error ending the wait is an attempt's
-	err = s.waiter.Wait(ctx, k, func(ctx context.Context) ownership.Attempt {
+	err = s.waiter.Wait(ctx, k, func(ctx context.Context) ownership.TryResult {
 		a, holderTTL, tracked, err := s.begin(ctx, k, ms, fp, track)
 		switch {
 		case err == nil && a.State == InProgress:
-			return ownership.Attempt{Busy: true, HolderTTL: holderTTL, Tracked: tracked}
+			return ownership.TryResult{Busy: true, HolderTTL: holderTTL, Tracked: tracked}
 		case err == nil:
 			res = a
-			return ownership.Attempt{}
+			return ownership.TryResult{}
 		case luakit.IsTransient(err):
-			return ownership.Attempt{Retry: true}
+			return ownership.TryResult{Retry: true}
 		default:
 			final = true
-			return ownership.Attempt{Err: err}
+			return ownership.TryResult{Err: err}
 		}
 	})
 	switch {

@@ -47,39 +47,20 @@ var (
 
 	// ErrInvalidCount is returned, before any I/O, for a negative initial count. It matches
 	// luakit.ErrInvalidConfig.
-	ErrInvalidCount error = invalidArgument("latch: count must not be negative")
+	ErrInvalidCount error = luakit.ConfigSentinel("latch: count must not be negative")
 
 	// ErrInvalidExpiry is returned, before any I/O, by [WithExpiry] for an expiry under one
 	// millisecond. It matches luakit.ErrInvalidConfig.
-	ErrInvalidExpiry error = invalidArgument("latch: expiry must be at least 1ms")
+	ErrInvalidExpiry error = luakit.ConfigSentinel("latch: expiry must be at least 1ms")
 
 	// ErrReasonTooLong is returned, before any I/O, by [Latch.Abort] for a reason longer than
 	// [MaxAbortReasonLength] bytes. It matches luakit.ErrInvalidConfig.
-	ErrReasonTooLong error = invalidArgument("latch: abort reason longer than 1024 bytes")
+	ErrReasonTooLong error = luakit.ConfigSentinel("latch: abort reason longer than 1024 bytes")
 )
 
 // MaxAbortReasonLength is the longest reason [Latch.Abort] accepts, in bytes: the reason is stored in
 // the latch, published to every waiter and returned by every later call, so it stays small.
 const MaxAbortReasonLength = 1024
-
-// invalidArgument is a sentinel for a bad argument found before any I/O: errors.Is matches it and
-// luakit.ErrInvalidConfig.
-type invalidArgument string
-
-func (e invalidArgument) Error() string { return string(e) }
-
-func (e invalidArgument) Is(target error) bool { return target == luakit.ErrInvalidConfig }
-
-// argError is a bad argument with detail: its message is complete (with the "latch: " prefix, never
-// a key), and errors.Is matches kind (a sentinel) and luakit.ErrInvalidConfig.
-type argError struct {
-	msg  string
-	kind error
-}
-
-func (e *argError) Error() string { return e.msg }
-
-func (e *argError) Unwrap() []error { return []error{e.kind, luakit.ErrInvalidConfig} }
 
 // AbortedError reports a generation failed by [Latch.Abort]. Waiters of the generation, later
 // [Latches.Join] calls and operations on its handles return it. It wraps [ErrAborted].

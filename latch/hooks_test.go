@@ -14,7 +14,7 @@ import (
 func TestHooksWithoutIO(t *testing.T) {
 	rec := &hooktest.Recorder{}
 	rec.RejectAll(true)
-	ls, err := New(noIO{}, WithHooks(rec), WithName("batch"))
+	ls, err := New(noIO{}, WithHooks(rec), WithInstance("batch"))
 	if err != nil {
 		t.Fatal(err)
 	}

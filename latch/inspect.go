@@ -120,7 +120,7 @@ func (ls *Latches) forceDelete(ctx context.Context, key, generation string) (boo
 		return false, err
 	}
 	if generation == "" {
-		return false, &argError{msg: "latch: generation is empty", kind: luakit.ErrInvalidConfig}
+		return false, luakit.InvalidConfig("latch", "generation is empty")
 	}
 	l := &Latch{ls: ls, key: key, pkey: pkey, gen: generation}
 	return l.del(ctx)

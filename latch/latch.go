@@ -78,7 +78,7 @@ func (l *Latch) ExpiresAt() time.Time {
 // luakit.ErrEmptyKey and luakit.ErrInvalidConfig.
 func (ls *Latches) physical(key string) (string, error) {
 	if key == "" {
-		return "", &argError{msg: "latch: key is empty", kind: luakit.ErrEmptyKey}
+		return "", luakit.InvalidConfigOf("latch", luakit.ErrEmptyKey, "key is empty")
 	}
 	return ls.cfg.keys.Key(key), nil
 }
@@ -94,12 +94,18 @@ func (ls *Latches) physical(key string) (string, error) {
 // (nothing written); an error wrapping [ErrForeignData] when it holds anything else (nothing
 // written); an error wrapping [ErrUncertain] when the script may have run but no reply was read (the
 // latch may exist); a server or connection error. It blocks for one round trip, bounded by ctx.
-func (ls *Latches) Create(ctx context.Context, key string, count int64, opts ...CreateOption) (l *Latch, err error) {
+func (ls *Latches) Create(ctx context.Context, key string, count int64, opts ...CreateOption) (*Latch, error) {
 	ctx, sc, err := ls.cfg.hooks.Begin(ctx, ls.op(opCreate))
 	if err != nil {
 		return nil, err
 	}
-	defer func() { ls.endAnswer(&sc, err) }()
+	v, err := ls.createOp(ctx, key, count, opts...)
+	ls.endAnswer(&sc, err)
+	return v, err
+}
+
+// createOp is [Latches.Create], run inside its hook scope.
+func (ls *Latches) createOp(ctx context.Context, key string, count int64, opts ...CreateOption) (l *Latch, err error) {
 	return ls.create(ctx, "create", key, count, opts)
 }
 
@@ -111,12 +117,18 @@ func (ls *Latches) Create(ctx context.Context, key string, count int64, opts ...
 //
 // Errors are those of [Latches.Create], except that an existing latch is replaced rather than
 // reported. A key that holds anything that is not a latch is never replaced ([ErrForeignData]).
-func (ls *Latches) Reset(ctx context.Context, key string, count int64, opts ...CreateOption) (l *Latch, err error) {
+func (ls *Latches) Reset(ctx context.Context, key string, count int64, opts ...CreateOption) (*Latch, error) {
 	ctx, sc, err := ls.cfg.hooks.Begin(ctx, ls.op(opReset))
 	if err != nil {
 		return nil, err
 	}
-	defer func() { ls.endAnswer(&sc, err) }()
+	v, err := ls.reset(ctx, key, count, opts...)
+	ls.endAnswer(&sc, err)
+	return v, err
+}
+
+// reset is [Latches.Reset], run inside its hook scope.
+func (ls *Latches) reset(ctx context.Context, key string, count int64, opts ...CreateOption) (l *Latch, err error) {
 	return ls.create(ctx, "reset", key, count, opts)
 }
 
@@ -126,7 +138,7 @@ func (ls *Latches) create(ctx context.Context, mode, key string, count int64, op
 		return nil, err
 	}
 	if count < 0 {
-		return nil, &argError{msg: fmt.Sprintf("latch: count must not be negative (got %d)", count), kind: ErrInvalidCount}
+		return nil, luakit.InvalidConfigOf("latch", ErrInvalidCount, "count must not be negative (got %d)", count)
 	}
 	var cc createConfig
 	for _, o := range opts {
@@ -174,12 +186,18 @@ func (ls *Latches) create(ctx context.Context, mode, key string, count int64, op
 // the current generation was aborted. A joined complete generation is returned normally (its Wait
 // returns nil at once). An empty key fails before any I/O with an error matching
 // luakit.ErrInvalidConfig. It reads only; it blocks for one round trip, bounded by ctx.
-func (ls *Latches) Join(ctx context.Context, key string) (l *Latch, err error) {
+func (ls *Latches) Join(ctx context.Context, key string) (*Latch, error) {
 	ctx, sc, err := ls.cfg.hooks.Begin(ctx, ls.op(opJoin))
 	if err != nil {
 		return nil, err
 	}
-	defer func() { ls.endAnswer(&sc, err) }()
+	v, err := ls.join(ctx, key)
+	ls.endAnswer(&sc, err)
+	return v, err
+}
+
+// join is [Latches.Join], run inside its hook scope.
+func (ls *Latches) join(ctx context.Context, key string) (l *Latch, err error) {
 	pkey, err := ls.physical(key)
 	if err != nil {
 		return nil, err
@@ -209,12 +227,18 @@ func (ls *Latches) Join(ctx context.Context, key string) (l *Latch, err error) {
 // when the generation was aborted; [ErrLatchExpired] when the latch expired; an error wrapping
 // [ErrForeignData]. An error wrapping [ErrUncertain] means the signal may or may not have been
 // applied (a cancelled CountDown may still have run). It blocks for one round trip, bounded by ctx.
-func (l *Latch) CountDown(ctx context.Context) (n int64, err error) {
+func (l *Latch) CountDown(ctx context.Context) (int64, error) {
 	ctx, sc, err := l.ls.cfg.hooks.Begin(ctx, l.ls.op(opCountDown))
 	if err != nil {
 		return 0, err
 	}
-	defer func() { l.ls.endAnswer(&sc, err) }()
+	v, err := l.countDown(ctx)
+	l.ls.endAnswer(&sc, err)
+	return v, err
+}
+
+// countDown is [Latch.CountDown], run inside its hook scope.
+func (l *Latch) countDown(ctx context.Context) (n int64, err error) {
 	arr, err := countDownScript.Exec(ctx, l.ls.client, []string{l.pkey}, []string{l.gen}).ToArray()
 	if err != nil {
 		return 0, opError("count down", err)
@@ -260,12 +284,18 @@ func (l *Latch) countDownReply(arr []rueidis.RedisMessage) (int64, error) {
 // key no longer holds this generation, [ErrLatchExpired] when the latch expired, an [*AbortedError]
 // when the generation was aborted, and an error wrapping [ErrForeignData] when the key holds anything
 // that is not a latch. It reads only; it blocks for one round trip, bounded by ctx.
-func (l *Latch) Count(ctx context.Context) (n int64, err error) {
+func (l *Latch) Count(ctx context.Context) (int64, error) {
 	ctx, sc, err := l.ls.cfg.hooks.Begin(ctx, l.ls.op(opCount))
 	if err != nil {
 		return 0, err
 	}
-	defer func() { l.ls.endAnswer(&sc, err) }()
+	v, err := l.count(ctx)
+	l.ls.endAnswer(&sc, err)
+	return v, err
+}
+
+// count is [Latch.Count], run inside its hook scope.
+func (l *Latch) count(ctx context.Context) (n int64, err error) {
 	st, err := l.ls.readState(ctx, l.pkey)
 	if err != nil {
 		return 0, fmt.Errorf("latch: count: %w", err)
@@ -293,12 +323,18 @@ func (l *Latch) Count(ctx context.Context) (n int64, err error) {
 // reached zero; [ErrReplaced] when the key holds another generation or nothing; [ErrLatchExpired]; an
 // error wrapping [ErrForeignData]; or an error wrapping [ErrUncertain]. It blocks for one round trip,
 // bounded by ctx.
-func (l *Latch) Abort(ctx context.Context, reason string) (err error) {
+func (l *Latch) Abort(ctx context.Context, reason string) error {
 	ctx, sc, err := l.ls.cfg.hooks.Begin(ctx, l.ls.op(opAbort))
 	if err != nil {
 		return err
 	}
-	defer func() { l.ls.endAnswer(&sc, err) }()
+	err = l.abort(ctx, reason)
+	l.ls.endAnswer(&sc, err)
+	return err
+}
+
+// abort is [Latch.Abort], run inside its hook scope.
+func (l *Latch) abort(ctx context.Context, reason string) (err error) {
 	if len(reason) > MaxAbortReasonLength {
 		return ErrReasonTooLong
 	}
@@ -338,12 +374,18 @@ func (l *Latch) Abort(ctx context.Context, reason string) (err error) {
 // needs no error check for it. An error wrapping [ErrForeignData] means the key holds anything that
 // is not a latch (left alone); one wrapping [ErrUncertain] means the key may or may not be gone. It
 // blocks for one round trip, bounded by ctx.
-func (l *Latch) Delete(ctx context.Context) (ok bool, err error) {
+func (l *Latch) Delete(ctx context.Context) (bool, error) {
 	ctx, sc, err := l.ls.cfg.hooks.Begin(ctx, l.ls.op(opDelete))
 	if err != nil {
 		return false, err
 	}
-	defer func() { l.ls.endAnswer(&sc, err) }()
+	v, err := l.delete(ctx)
+	l.ls.endAnswer(&sc, err)
+	return v, err
+}
+
+// delete is [Latch.Delete], run inside its hook scope.
+func (l *Latch) delete(ctx context.Context) (ok bool, err error) {
 	return l.del(ctx)
 }
 

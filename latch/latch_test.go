@@ -3,6 +3,7 @@ package latch
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,8 @@ func TestNew(t *testing.T) {
 		{"recheck zero", WithRecheckInterval(0), false},
 		{"recheck sub-ms", WithRecheckInterval(time.Microsecond), false},
 		{"recheck negative", WithRecheckInterval(-time.Second), false},
+		{"logger", WithLogger(slog.Default()), true},
+		{"nil logger", WithLogger(nil), true},
 		{"nil option", nil, true},
 	}
 	for _, tt := range tests {

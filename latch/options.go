@@ -2,7 +2,7 @@ package latch
 
 import (
 	"errors"
-	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
@@ -19,14 +19,28 @@ type optionFunc func(*config) error
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 type config struct {
-	keys    luakit.Keyspace
-	recheck time.Duration
-	hooks   luakit.Hooks // WithHooks
-	name    string       // WithName
+	keys     luakit.Keyspace
+	recheck  time.Duration
+	hooks    luakit.Hooks // WithHooks
+	instance string       // WithInstance
+	logger   *slog.Logger // WithLogger
 }
 
 func defaultConfig() config {
-	return config{recheck: time.Second}
+	return config{recheck: time.Second, logger: slog.Default()}
+}
+
+// WithLogger sets the logger for warnings of the background Pub/Sub subscription that wakes waiters
+// (a subscription that ended and is renewed, logged once per run of failures). Keys and channels are
+// never logged. Default (or nil): slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			l = slog.Default()
+		}
+		c.logger = l
+		return nil
+	})
 }
 
 // WithKeyPrefix prepends prefix to every latch key, like a prefixed client view. The prefix is
@@ -74,7 +88,7 @@ func WithExpiry(d time.Duration) CreateOption {
 	return createOptionFunc(func(c *createConfig) error {
 		ms := d.Milliseconds()
 		if ms < 1 {
-			return &argError{msg: fmt.Sprintf("latch: expiry must be at least 1ms (got %v)", d), kind: ErrInvalidExpiry}
+			return luakit.InvalidConfigOf("latch", ErrInvalidExpiry, "expiry must be at least 1ms (got %v)", d)
 		}
 		c.expiryMS = ms
 		return nil
@@ -94,10 +108,10 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
 }
 
-// WithName names these Latches for hooks ([luakit.Operation].Instance), so several in one process
+// WithInstance labels these Latches for hooks ([luakit.Operation].Instance), so several in one process
 // stay apart. It must not be a key or a token. Default "".
-func WithName(name string) Option {
-	return optionFunc(func(c *config) error { c.name = name; return nil })
+func WithInstance(instance string) Option {
+	return optionFunc(func(c *config) error { c.instance = instance; return nil })
 }
 
 // The operation names of the hooks ([WithHooks]).
@@ -116,7 +130,7 @@ const (
 
 // op is the hook operation name for these Latches.
 func (ls *Latches) op(name string) luakit.Operation {
-	return luakit.Operation{Primitive: "latch", Name: name, Instance: ls.cfg.name}
+	return luakit.Operation{Primitive: "latch", Name: name, Instance: ls.cfg.instance}
 }
 
 // endAnswer completes a scope: an answer about the latch is a success, not a failure. Without hooks it

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -137,12 +138,18 @@ func (l *Latch) outcome(st state) outcome {
 // Pub/Sub channel and re-reads on every message and every recheck interval (see "Waking" in the
 // package documentation): a lost message delays the result, never changes it. The subscription is
 // dropped before the last waiter of the key returns. Safe for concurrent use.
-func (l *Latch) Wait(ctx context.Context) (err error) {
+func (l *Latch) Wait(ctx context.Context) error {
 	ctx, sc, err := l.ls.cfg.hooks.Begin(ctx, l.ls.op(opWait))
 	if err != nil {
 		return err
 	}
-	defer func() { l.ls.endAnswer(&sc, err) }()
+	err = l.wait(ctx)
+	l.ls.endAnswer(&sc, err)
+	return err
+}
+
+// wait is [Latch.Wait], run inside its hook scope.
+func (l *Latch) wait(ctx context.Context) (err error) {
 	cfg := &l.ls.cfg
 	read := func() (outcome, state, bool, error) {
 		rctx, cancel := context.WithTimeout(ctx, max(cfg.recheck, time.Second))
@@ -289,8 +296,10 @@ func (h *hub) wakeAll(c *channel, confirm bool) {
 func (h *hub) run(ctx context.Context, c *channel) {
 	defer close(c.done)
 	client := h.ls.client
+	var failing atomic.Bool // a warning was logged since the last confirmed subscription
 	rctx := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
 		if s.Kind == "ssubscribe" {
+			failing.Store(false)
 			h.wakeAll(c, true)
 		}
 	})
@@ -325,6 +334,9 @@ func (h *hub) run(ctx context.Context, c *channel) {
 			return
 		}
 		// The subscription ended (a broken connection, a failover): messages may have been lost.
+		if !failing.Swap(true) {
+			h.ls.cfg.logger.Warn("coordkit/latch: subscription ended, subscribing again", "error", err)
+		}
 		h.wakeAll(c, false)
 		backoff.Reset(min(h.ls.cfg.recheck, 100*time.Millisecond))
 		select {

@@ -88,6 +88,12 @@
 // [Election.Stop], and [Election.Stopped] is closed when that run has returned. A term's end is told
 // by its own [Term.Context], as a handle's by its Done.
 //
+// Close the client only after Run returned. A client closed under Run ends it only if the client then
+// refuses commands: rueidis (v1.0.79) can revive a connection whose dial was in flight when Close
+// ran, and Run would keep campaigning on it. Clients made by
+// [github.com/coordkit/coordkit/luakit.NewTrackedClient] or wrapped by
+// [github.com/coordkit/coordkit/luakit.GuardClose] refuse every command after Close.
+//
 // # Servers
 //
 // Redis 7.0 and later, Valkey 8 and later, standalone or Cluster. RESP2 clients work; waiting then

@@ -40,12 +40,3 @@ var (
 	// Check the address and the network, recreate the client if it cannot reconnect, then run again.
 	ErrRecoveryExhausted = errors.New("leader: connection-recovery budget exhausted")
 )
-
-// layoutError is a key error found by [New] before any I/O (an empty name or key, keys in different
-// Cluster slots): "leader: " and the cause's message. It matches [ErrInvalidConfig] and unwraps to the
-// cause, so errors.Is(err, luakit.ErrEmptyKey) and errors.As(err, **luakit.CrossSlotError) work.
-type layoutError struct{ err error }
-
-func (e *layoutError) Error() string        { return "leader: " + e.err.Error() }
-func (e *layoutError) Unwrap() error        { return e.err }
-func (e *layoutError) Is(target error) bool { return target == luakit.ErrInvalidConfig }

@@ -89,7 +89,7 @@ func ExampleWithKeys() {
 	}
 	defer client.Close()
 	el, err := leader.New(client, "scheduler",
-		leader.WithKeys("{scheduler}:leader", "{scheduler}:fence"), leader.WithStrictSlots())
+		leader.WithKeys("{scheduler}:leader", "{scheduler}:fence"), leader.WithStrictSlots(true))
 	if err != nil {
 		return // errors.Is(err, leader.ErrInvalidConfig)
 	}

@@ -22,13 +22,13 @@ func ExampleWithHooks() {
 		if op.Name != "LEADER RENEW" {
 			return nil, nil, nil
 		}
-		return ctx, func(o luakit.Outcome, err error) {
+		return ctx, func(o luakit.HookOutcome, err error) {
 			if o == luakit.OutcomeFailed {
 				slog.Warn("renewal failed", "election", op.Instance, "error", err)
 			}
 		}, nil
 	})
-	e, err := leader.New(client, "scheduler", leader.WithHooks(renewals), leader.WithName("scheduler"))
+	e, err := leader.New(client, "scheduler", leader.WithHooks(renewals), leader.WithInstance("scheduler"))
 	if err != nil {
 		return
 	}
@@ -39,17 +39,17 @@ func ExampleWithHooks() {
 
 // Two elections in one process, named apart: each exports its own MetricIsLeader series (attribute
 // AttrInstance), 1 on the leader and 0 on followers, and its own change and failure counts.
-func ExampleWithName() {
+func ExampleWithInstance() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
 	}
 	defer client.Close()
-	scheduler, err := leader.New(client, "scheduler", leader.WithName("scheduler"))
+	scheduler, err := leader.New(client, "scheduler", leader.WithInstance("scheduler"))
 	if err != nil {
 		return
 	}
-	compactor, err := leader.New(client, "compactor", leader.WithName("compactor"))
+	compactor, err := leader.New(client, "compactor", leader.WithInstance("compactor"))
 	if err != nil {
 		return
 	}

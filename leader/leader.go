@@ -33,7 +33,7 @@ const (
 	MetricIsLeader = "coordkit.leader_election.is_leader"
 )
 
-// AttrInstance is the attribute every instrument carries when [WithName] named the Election.
+// AttrInstance is the attribute every instrument carries when [WithInstance] named the Election.
 const AttrInstance = attribute.Key("coordkit.instance")
 
 const meterName = "github.com/coordkit/coordkit/leader"
@@ -102,7 +102,7 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 		return nil, luakit.InvalidConfig("leader", "safety margin %v must be under half the lease duration %v", m, cfg.lease)
 	}
 	if err := luakit.ValidateKey("name", name); err != nil {
-		return nil, &layoutError{err}
+		return nil, luakit.InvalidConfigOf("leader", err, "")
 	}
 	named := cfg.leaseKey == ""
 	leaseKey, fenceKey := cfg.leaseKey, cfg.fenceKey
@@ -119,7 +119,7 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 			luakit.NamedKey{Role: "lease key", Key: pl},
 			luakit.NamedKey{Role: "fence key", Key: pf},
 		); err != nil {
-			return nil, &layoutError{err}
+			return nil, luakit.InvalidConfigOf("leader", err, "")
 		}
 	}
 	e := &Election{name: name, named: named, leaseKey: leaseKey, fenceKey: fenceKey, cfg: cfg}
@@ -129,15 +129,14 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 		lock.WithCleanupTimeout(cfg.cleanupTimeout),
 		lock.WithLogger(cfg.logger),
 	}
-	if cfg.strictSlots {
-		lopts = append(lopts, lock.WithStrictSlots())
-	}
+	lopts = append(lopts, lock.WithStrictSlots(cfg.strictSlots))
 	if cfg.tracker != nil {
 		lopts = append(lopts, lock.WithTracker(cfg.tracker))
 	}
-	// Acquire retries transient failures itself; its attempt observer counts them and keeps the
-	// connection-recovery budget's account, attempt by attempt.
-	lopts = append(lopts, lock.WithAttemptObserver(e.observeAttempt))
+	// Acquire retries transient failures itself; the election's own hook on its Locker (not the
+	// application's hooks) sees each attempt, counts the failures and keeps the connection-recovery
+	// budget's account, attempt by attempt.
+	lopts = append(lopts, lock.WithHooks(attempts{e}))
 	lk, err := lock.New(client, lopts...)
 	if err != nil {
 		return nil, fmt.Errorf("leader: %w", err) // lock's option errors match ErrInvalidConfig
@@ -178,9 +177,20 @@ func (e *Election) observeIsLeader(_ context.Context, o metric.Observer) error {
 	return nil
 }
 
-// observeAttempt sees each attempt of a campaign's lock.Locker.Acquire (lock.WithAttemptObserver):
-// it counts a transient failure, which Acquire retries after the retry delay, and keeps the
-// connection-recovery budget's account.
+// attempts is the hook the Election installs on its Locker: it admits every operation and, as a
+// [luakit.AttemptObserver], sees each attempt of a campaign's lock.Locker.Acquire.
+type attempts struct{ e *Election }
+
+// Admit admits op without a completion.
+func (attempts) Admit(context.Context, luakit.Operation) (context.Context, luakit.Completion, error) {
+	return nil, nil, nil
+}
+
+// ObserveAttempt counts a transient failure, which Acquire retries after the retry delay, and keeps
+// the connection-recovery budget's account.
+func (a attempts) ObserveAttempt(ctx context.Context, err error) { a.e.observeAttempt(ctx, err) }
+
+// observeAttempt is [attempts.ObserveAttempt].
 func (e *Election) observeAttempt(ctx context.Context, err error) {
 	if luakit.IsTransient(err) {
 		e.failures.Add(context.Background(), 1, e.attrInstance)
@@ -233,47 +243,18 @@ func (e *Election) Current() (Term, bool) {
 	return *t, true
 }
 
-// Run campaigns and leads until ctx ends or a terminal error occurs. It blocks.
+// Run campaigns and leads until ctx ends or a terminal error occurs; it blocks. It campaigns, leads
+// each term and campaigns again as the package documentation's Model section says, retries failures
+// as its Errors section says, and reports this Election in [MetricIsLeader] while it runs (it fails at
+// once if the gauge's callback cannot be registered).
 //
-// Campaigning waits for the lease without polling ([lock.Locker.Acquire]): on a client from
-// [luakit.NewTrackedClient] (or with [WithTracker]) it wakes on the lease key's invalidation, so a
-// released lease is taken over in about a round trip; in every case it wakes at the holder's PTTL
-// deadline. On winning, Run starts a term: it calls the
-// [OnElected] callback in a goroutine and renews the lease at half the lease duration. It revokes the term
-// (cancels its context) when a renewal is refused, when no renewal was confirmed before the lease's local
-// deadline minus the safety margin (self-fencing), when the callback returns, or when ctx ends. It then
-// runs [OnRevoked], waits for both callbacks to finish, releases the lease (owner-checked, bounded by the
-// cleanup timeout) and campaigns again (after the retry delay when the callback relinquished).
-//
-// Transient failures (LOADING, BUSY, CLUSTERDOWN, TRYAGAIN, MASTERDOWN, READONLY, uncertain outcomes of a
-// broken connection or timeout) are retried after the retry delay and counted in [MetricAcquireFailures];
-// attempts that do not reach the server at all are retried for the connection-recovery budget
-// ([WithRecoveryBudget], default 2 minutes) and then end Run.
-//
-// While Run runs, the [MetricIsLeader] gauge reports this Election (0 as a follower, 1 as the leader);
-// it reports nothing once Run returned. Run fails at once with an error if its callback cannot be
-// registered with the meter.
-//
-// Run returns:
-//   - nil when ctx ends (after revoking and releasing a held term);
-//   - [ErrRunning] at once when the Election already runs;
-//   - an error from the elected callback, or one wrapping [ErrCallbackPanic], after the lease release;
-//   - a terminal campaign or renewal error: a server reply classified terminal by [luakit.Classify]
-//     (NOPERM, matching [ErrNoPermission]; WRONGTYPE; authentication), after revoking the term and
-//     releasing the lease when it came from a renewal, a [*lock.CounterError] (invalid fence counter), or
-//     rueidis.ErrClosing (the client was closed; recreate it before running again);
-//   - an error matching [ErrNoPermission] when the ACL refused the release at a term's end (also when
-//     ctx ended): the lease then expires after the lease duration;
-//   - an error wrapping [ErrRecoveryExhausted] and the last failure when campaigning could not reach the
-//     server for the whole connection-recovery budget.
-//
-// To stop, end ctx (or use [Election.Stop]) and close the client after Run returned. A client closed
-// under Run ends it only if the client then refuses commands: rueidis (v1.0.79 and v1.0.80) can revive a
-// connection whose dial was in flight when Close ran, and Run would keep campaigning on it. Clients
-// made by [luakit.NewTrackedClient] or wrapped by [luakit.GuardClose] refuse every command after Close.
-//
-// No goroutine started by Run outlives it; Run waits for the callbacks and observers, so a callback that
-// ignores its context delays Run's return (but never renewal's end: the lease then expires).
+// Run returns nil when ctx ends (after revoking and releasing a held term); [ErrRunning] at once when
+// the Election already runs; the elected callback's error, or one wrapping [ErrCallbackPanic], after
+// the lease release; or a terminal error: a terminal reply (an [ErrNoPermission] also from the release
+// at a term's end, the lease then expiring), a [*lock.CounterError], rueidis.ErrClosing, or one
+// wrapping [ErrRecoveryExhausted]. No goroutine started by Run outlives it: it waits for the callbacks
+// and observers, so a callback that ignores its context delays Run's return (never the renewals' end).
+// To stop, end ctx (or call [Election.Stop]), then close the client (see Lifecycle).
 func (e *Election) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return ErrRunning

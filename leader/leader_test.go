@@ -80,15 +80,15 @@ func TestNewOptions(t *testing.T) {
 		{"prefix", []Option{WithKeyPrefix("app:")}, true},
 		{"tracker", []Option{WithTracker(luakit.NewTracker())}, true},
 		{"logger", []Option{WithLogger(slog.Default())}, true},
-		{"nil logger", []Option{WithLogger(nil)}, false},
+		{"nil logger", []Option{WithLogger(nil)}, true},
 		{"meter", []Option{WithMeterProvider(sdkmetric.NewMeterProvider())}, true},
-		{"nil meter", []Option{WithMeterProvider(nil)}, false},
+		{"nil meter", []Option{WithMeterProvider(nil)}, true},
 		{"callbacks", []Option{OnElected(func(context.Context, Term) error { return nil }), OnRevoked(func(Term) {}), OnChange(func(Change) {})}, true},
-		{"nil elected", []Option{OnElected(nil)}, false},
-		{"nil revoked", []Option{OnRevoked(nil)}, false},
-		{"nil observer", []Option{OnChange(nil)}, false},
+		{"nil elected", []Option{OnElected(nil)}, true},
+		{"nil revoked", []Option{OnRevoked(nil)}, true},
+		{"nil observer", []Option{OnChange(nil)}, true},
 		{"keys", []Option{WithKeys("l", "f")}, true},
-		{"strict", []Option{WithStrictSlots()}, true},
+		{"strict", []Option{WithStrictSlots(true)}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,9 +131,9 @@ func TestNewValidationBeforeIO(t *testing.T) {
 		{"same key after prefix", rueidis.ClientModeStandalone, "p:", "job", []Option{WithKeys("k", "k")}, lock.ErrSameKey},
 		{"cross slot on cluster", rueidis.ClientModeCluster, "", "job", []Option{WithKeys("a", "b")}, luakit.ErrCrossSlot},
 		{"cross slot on standalone", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("a", "b")}, nil},
-		{"cross slot on standalone, strict", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("a", "b"), WithStrictSlots()}, luakit.ErrCrossSlot},
+		{"cross slot on standalone, strict", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("a", "b"), WithStrictSlots(true)}, luakit.ErrCrossSlot},
 		{"hash tag on cluster", rueidis.ClientModeCluster, "", "job", []Option{WithKeys("{s}:leader", "{s}:fence")}, nil},
-		{"hash tag, strict", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("{s}:leader", "{s}:fence"), WithStrictSlots()}, nil},
+		{"hash tag, strict", rueidis.ClientModeStandalone, "", "job", []Option{WithKeys("{s}:leader", "{s}:fence"), WithStrictSlots(true)}, nil},
 		{"prefix tag on cluster", rueidis.ClientModeCluster, "{app}:", "job", []Option{WithKeys("a", "b")}, nil},
 	}
 	for _, tt := range tests {
@@ -404,7 +404,7 @@ func TestIsLeaderGaugeOnlyWhileRunning(t *testing.T) {
 	}
 	for i := range 50 {
 		e, err := New(&failing{errs: []error{rueidis.ErrClosing}}, "gauge", WithMeterProvider(mp),
-			WithName("e"+strconv.Itoa(i)))
+			WithInstance("e"+strconv.Itoa(i)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -175,24 +175,24 @@ func WithKeyPrefix(prefix string) Option {
 func WithKeys(leaseKey, fenceKey string) Option {
 	return optionFunc(func(c *config) error {
 		if err := luakit.ValidateKey("lease key", leaseKey); err != nil {
-			return &layoutError{err}
+			return luakit.InvalidConfigOf("leader", err, "")
 		}
 		if err := luakit.ValidateKey("fence key", fenceKey); err != nil {
-			return &layoutError{err}
+			return luakit.InvalidConfigOf("leader", err, "")
 		}
 		c.leaseKey, c.fenceKey = leaseKey, fenceKey
 		return nil
 	})
 }
 
-// WithStrictSlots makes [New] check on every client that the keys given with [WithKeys] hash to one
+// WithStrictSlots(true) makes [New] check on every client that the keys given with [WithKeys] hash to one
 // Cluster slot, as it always does on a Cluster client (it is lock.WithStrictSlots for the election's
 // lock): a pair a Cluster would reject then fails with a [*luakit.CrossSlotError] on a standalone or
 // Sentinel client too, so the layout fails in development instead of after a move to Cluster. The
-// keys derived from the name are checked on every client anyway. Default: off.
-func WithStrictSlots() Option {
+// keys derived from the name are checked on every client anyway. Default: off (false).
+func WithStrictSlots(on bool) Option {
 	return optionFunc(func(c *config) error {
-		c.strictSlots = true
+		c.strictSlots = on
 		return nil
 	})
 }
@@ -203,7 +203,7 @@ func WithStrictSlots() Option {
 // [luakit.NewTrackedClient] (see [luakit.TrackerOf]), so such a client needs no option; set it for a
 // client wired by hand with [luakit.Tracker.Hook]. Without any tracker, or on a RESP2 / cache-disabled
 // client, a waiting candidate wakes only at the holder's PTTL deadline (a release is noticed up to a
-// lease duration late) and the lock module logs one warning per Election. A nil t selects the default.
+// lease duration late) and the lock module logs one warning per Election. Default (or nil): as above.
 func WithTracker(t *luakit.Tracker) Option {
 	return optionFunc(func(c *config) error {
 		c.tracker = t
@@ -212,11 +212,11 @@ func WithTracker(t *luakit.Tracker) Option {
 }
 
 // WithLogger sets the logger for warnings (failed renewals and releases, recovered observer panics).
-// Keys and owner tokens are never logged. Default: slog.Default().
+// Keys and owner tokens are never logged. Default (or nil): slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return luakit.InvalidConfig("leader", "nil logger")
+			l = slog.Default()
 		}
 		c.logger = l
 		return nil
@@ -224,12 +224,10 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithMeterProvider sets the OpenTelemetry meter provider for the package's instruments ([MetricChanges]
-// and [MetricAcquireFailures]). Default: the global provider, otel.GetMeterProvider(), looked up by [New].
+// and [MetricAcquireFailures]). Default (or nil): the global provider, otel.GetMeterProvider(), looked
+// up by [New].
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
-		if mp == nil {
-			return luakit.InvalidConfig("leader", "nil meter provider")
-		}
 		c.meterProvider = mp
 		return nil
 	})
@@ -241,12 +239,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // revoked and the lease released). Returning a non-nil error, or panicking, ends [Election.Run] with
 // that error after the lease is released; an error returned after the term's context ended that matches
 // its cause or context.Canceled counts as a normal return. Do not start work that outlives the callback.
-// Default: a callback that holds leadership until revocation.
+// Default (or nil): a callback that holds leadership until revocation.
 func OnElected(fn func(ctx context.Context, term Term) error) Option {
 	return optionFunc(func(c *config) error {
-		if fn == nil {
-			return luakit.InvalidConfig("leader", "nil OnElected callback")
-		}
 		c.onElected = fn
 		return nil
 	})
@@ -255,12 +250,9 @@ func OnElected(fn func(ctx context.Context, term Term) error) Option {
 // OnRevoked sets the callback run once per term, in its own goroutine, after the term's context was
 // cancelled. It may overlap the elected callback while that drains; the election waits for both before
 // releasing the lease and campaigning again. A panic ends [Election.Run] with an error wrapping
-// [ErrCallbackPanic] after the lease is released. Default: none.
+// [ErrCallbackPanic] after the lease is released. Default (or nil): none.
 func OnRevoked(fn func(term Term)) Option {
 	return optionFunc(func(c *config) error {
-		if fn == nil {
-			return luakit.InvalidConfig("leader", "nil OnRevoked callback")
-		}
 		c.onRevoked = fn
 		return nil
 	})
@@ -269,11 +261,12 @@ func OnRevoked(fn func(term Term)) Option {
 // OnChange adds an observer of leadership changes (each election and revocation of this candidate, in
 // order). Observers run on one notification goroutine owned by Run, never on the election's own: a slow
 // observer delays later notifications, not the election, and a panic is recovered and logged. Keep them
-// short: Run waits for queued notifications before it returns. May be given several times.
+// short: Run waits for queued notifications before it returns. May be given several times; a nil fn
+// adds nothing.
 func OnChange(fn func(Change)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return luakit.InvalidConfig("leader", "nil OnChange observer")
+			return nil
 		}
 		c.observers = append(c.observers, fn)
 		return nil
@@ -293,9 +286,9 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
 }
 
-// WithName names the Election in its metrics (attribute coordkit.instance, see [AttrInstance]) and for
-// its hooks ([luakit.Operation].Instance), so several elections in one process export separate series. It must not be a key
-// or a token. Default "": no instance attribute.
-func WithName(name string) Option {
-	return optionFunc(func(c *config) error { c.instance = name; return nil })
+// WithInstance labels the Election in its metrics (attribute coordkit.instance, see [AttrInstance])
+// and for its hooks ([luakit.Operation].Instance), so several elections in one process export separate
+// series. It must not be a key or a token. Default "": no instance attribute.
+func WithInstance(instance string) Option {
+	return optionFunc(func(c *config) error { c.instance = instance; return nil })
 }

@@ -35,7 +35,7 @@ func ExampleLeases_TryAcquire() {
 		return
 	}
 	defer l.Release(context.WithoutCancel(ctx))
-	fmt.Println("holding", l.Field())
+	fmt.Println("holding", l.Name())
 }
 
 // Wait for a named lease without polling, keep it renewed in the background, and stop the work when

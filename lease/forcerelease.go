@@ -20,12 +20,18 @@ var forceReleaseScript = luakit.MustLoad(scriptFS, "force_release")
 // another Redis type (left alone); with one wrapping [ErrUncertain] when the reply was lost (the lease
 // may or may not be gone). It needs no hash-field expiry on the server (HDEL only). It blocks for one
 // round trip (one script), bounded by ctx. Safe for concurrent use.
-func (ls *Leases) ForceRelease(ctx context.Context, hashKey, field string) (_ bool, err error) {
+func (ls *Leases) ForceRelease(ctx context.Context, hashKey, field string) (bool, error) {
 	ctx, sc, err := ls.cfg.own.Begin(ctx, "FORCE RELEASE")
 	if err != nil {
 		return false, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := ls.forceRelease(ctx, hashKey, field)
+	sc.End(err)
+	return v, err
+}
+
+// forceRelease is [Leases.ForceRelease], run inside its hook scope.
+func (ls *Leases) forceRelease(ctx context.Context, hashKey, field string) (_ bool, err error) {
 	if err = luakit.ValidateKey("hash key", hashKey); err != nil {
 		return false, fmt.Errorf("lease: %w", err)
 	}

@@ -57,8 +57,8 @@ type backend struct {
 // HashKey returns the hash key as given to the Leases (without the key prefix).
 func (h *Lease) HashKey() string { return h.hashKey }
 
-// Field returns the field (the lease name).
-func (h *Lease) Field() string { return h.b.args[0] }
+// Name returns the lease's name: its field in the hash.
+func (h *Lease) Name() string { return h.b.args[0] }
 
 // OwnerToken returns the random 128-bit owner token (32 hex characters) stored as the field's value; it
 // guards renewal, verification and release. Keep it private: never log it or use it as a metric

@@ -53,7 +53,7 @@ func TestNew(t *testing.T) {
 		{"retry zero", WithRetryDelay(0), false},
 		{"retry negative", WithRetryDelay(-1), false},
 		{"logger", WithLogger(slog.Default()), true},
-		{"nil logger", WithLogger(nil), false},
+		{"nil logger", WithLogger(nil), true},
 		{"nil option", nil, true},
 	}
 	for _, tt := range tests {
@@ -283,7 +283,7 @@ func TestLeaseLocalState(t *testing.T) {
 	}
 	start := time.Now()
 	h := granted(t, ls, 20*time.Millisecond, start)
-	if h.HashKey() != "h" || h.Field() != "f" || len(h.OwnerToken()) != 32 || h.TTL() != 20*time.Millisecond {
+	if h.HashKey() != "h" || h.Name() != "f" || len(h.OwnerToken()) != 32 || h.TTL() != 20*time.Millisecond {
 		t.Fatal("accessors disagree with construction")
 	}
 	if !h.Deadline().Equal(start.Add(20*time.Millisecond - ownership.ServerClockStep)) {

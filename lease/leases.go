@@ -90,36 +90,28 @@ func (ls *Leases) newLease(key, hashKey, field string, ms int64) *Lease {
 }
 
 // TryAcquire makes one attempt to take the named lease field in the hash at hashKey, and returns at
-// once.
+// once. ttl is truncated to whole milliseconds and must be at least 1ms; the hash key (prefixed) and
+// the field are binary-safe and non-empty; bad input fails before any I/O. The first call of a Leases
+// probes the server for hash-field expiry (one extra round trip, then cached).
 //
-// ttl is the lease duration, truncated to whole milliseconds; it must be at least 1ms. The hash key
-// (which gets the key prefix) and the field are binary-safe and must be non-empty. Invalid input fails
-// before any I/O. The first call of a Leases probes the server for hash-field expiry (one extra round
-// trip, then cached).
-//
-// It returns the held [*Lease] on success. Otherwise it returns a nil Lease and:
-//   - an error wrapping [ErrNotAcquired] when another owner holds the field (nothing written);
-//   - an error wrapping [ErrExpiringHash] when the hash key has a key-level expiry (nothing written);
-//   - an error wrapping luakit.ErrUnsupported, naming the feature and the minimum servers, when the
-//     server lacks hash-field expiry (Redis before 7.4, Valkey before 9.0; nothing written);
-//   - an error wrapping [ErrLateReply] when the grant arrived after the local estimate elapsed;
-//   - an error wrapping ctx.Err() when ctx had already ended (nothing sent);
-//   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
-//     but no reply was read;
-//   - a server or connection error, classified by [luakit.Classify] (WRONGTYPE when the key is not a
-//     hash).
-//
-// After a late or uncertain acquisition, or an error of unknown kind ([luakit.MayHaveApplied]; an
-// error reply stopped the script before its first write), an owner-checked release is sent as the
-// contract says: on the same connection, behind the acquisition, bounded by [WithCleanupTimeout],
-// even when ctx ended; otherwise the field expires after ttl. ctx bounds the round trip; no socket
-// deadline is set.
-func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl time.Duration) (_ *Lease, err error) {
+// It returns the held [*Lease], or an error wrapping: [ErrNotAcquired] (another owner holds the
+// field), [ErrExpiringHash] (the hash key has a key-level expiry) or luakit.ErrUnsupported (no
+// hash-field expiry: Redis before 7.4, Valkey before 9.0), all with nothing written; [ErrLateReply];
+// ctx.Err() when ctx had already ended (nothing sent); [ErrUncertain] when no reply was read; or a
+// server or connection error ([luakit.Classify]). After a late, uncertain or unknown-kind outcome an
+// owner-checked release is sent as the ownership contract says (bounded by [WithCleanupTimeout]).
+func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := ls.cfg.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { endAcquire(&sc, err) }()
+	v, err := ls.tryAcquire(ctx, hashKey, field, ttl)
+	endAcquire(&sc, err)
+	return v, err
+}
+
+// tryAcquire is [Leases.TryAcquire], run inside its hook scope.
+func (ls *Leases) tryAcquire(ctx context.Context, hashKey, field string, ttl time.Duration) (_ *Lease, err error) {
 	key, ms, err := ls.validate(hashKey, field, ttl)
 	if err != nil {
 		return nil, err
@@ -148,22 +140,28 @@ func (ls *Leases) TryAcquire(ctx context.Context, hashKey, field string, ttl tim
 // It blocks until the lease is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
 // returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is
 // sent). Cancellation does not undo an acquisition the server already applied.
-func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.Duration) (_ *Lease, err error) {
+func (ls *Leases) Acquire(ctx context.Context, hashKey, field string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := ls.cfg.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := ls.acquire(ctx, hashKey, field, ttl)
+	sc.End(err)
+	return v, err
+}
+
+// acquire is [Leases.Acquire], run inside its hook scope.
+func (ls *Leases) acquire(ctx context.Context, hashKey, field string, ttl time.Duration) (_ *Lease, err error) {
 	key, ms, err := ls.validate(hashKey, field, ttl)
 	if err != nil {
 		return nil, err
 	}
 	var l, got *Lease
-	err = ls.waiter.Wait(ctx, key, func(ctx context.Context) ownership.Attempt {
+	err = ls.waiter.Wait(ctx, key, func(ctx context.Context) ownership.TryResult {
 		// The probe answer is cached once definite; a probe that could not reach the server (a
 		// refused connection) is retried like any transient failure.
 		if err := ls.require(ctx); err != nil {
-			return ownership.Attempt{Retry: luakit.IsTransient(err), Err: err}
+			return ownership.TryResult{Retry: luakit.IsTransient(err), Err: err}
 		}
 		if l == nil {
 			l = ls.newLease(key, hashKey, field, ms)

@@ -67,7 +67,7 @@ func WithRetryDelay(d time.Duration) Option {
 }
 
 // WithLogger sets the logger for warnings (failed renewals and cleanups, waiting without tracking);
-// owner tokens and keys are never logged. Default slog.Default().
+// owner tokens and keys are never logged. Default (or nil): slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }
@@ -81,8 +81,8 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.own.Hooks = append(c.own.Hooks, hooks...); return nil })
 }
 
-// WithName names these Leases for hooks ([luakit.Operation].Instance; the module has no instruments
+// WithInstance labels these Leases for hooks ([luakit.Operation].Instance; the module has no instruments
 // of its own), so several in one process stay apart. It must not be a key or a token. Default "".
-func WithName(name string) Option {
-	return optionFunc(func(c *config) error { c.own.Instance = name; return nil })
+func WithInstance(instance string) Option {
+	return optionFunc(func(c *config) error { c.own.Instance = instance; return nil })
 }

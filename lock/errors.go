@@ -39,15 +39,6 @@ var (
 	ErrSameKey = luakit.ConfigSentinel("lock: lease key and fence key must differ")
 )
 
-// layoutError is a key error found before any I/O (an empty name or key, keys in different Cluster
-// slots): "lock: " and luakit's message. It matches [ErrInvalidConfig] and unwraps to luakit's error,
-// so errors.Is(err, luakit.ErrEmptyKey) and errors.As(err, **luakit.CrossSlotError) work.
-type layoutError struct{ err error }
-
-func (e *layoutError) Error() string        { return "lock: " + e.err.Error() }
-func (e *layoutError) Unwrap() error        { return e.err }
-func (e *layoutError) Is(target error) bool { return target == luakit.ErrInvalidConfig }
-
 // CounterReason says why a fence counter cannot issue a token: luakit's type, shared with the other
 // fenced modules.
 type CounterReason = luakit.CounterReason

@@ -69,7 +69,7 @@ func TestArgumentErrorsMatchInvalidConfig(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidConfig with the lock: prefix", tt.name, err)
 		}
 	}
-	for _, o := range []Option{WithRenewFraction(0), WithCleanupTimeout(0), WithRetryDelay(0), WithLogger(nil)} {
+	for _, o := range []Option{WithRenewFraction(0), WithCleanupTimeout(0), WithRetryDelay(0)} {
 		if _, err := New(noIO{}, o); !errors.Is(err, luakit.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "lock: ") {
 			t.Errorf("New with a bad option = %v, want ErrInvalidConfig with the lock: prefix", err)
 		}

@@ -76,7 +76,7 @@ func ExampleLocker_TryAcquireKeys() {
 		return
 	}
 	defer client.Close()
-	lk, err := lock.New(client, lock.WithStrictSlots())
+	lk, err := lock.New(client, lock.WithStrictSlots(true))
 	if err != nil {
 		return
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// Log every lock operation's outcome and duration. WithName keeps this Locker's records apart from
+// Log every lock operation's outcome and duration. WithInstance keeps this Locker's records apart from
 // other Lockers in the process; the hook never sees keys or tokens.
 func ExampleWithHooks() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
@@ -24,12 +24,12 @@ func ExampleWithHooks() {
 	defer client.Close()
 	timing := luakit.HookFunc(func(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
 		start := time.Now()
-		return ctx, func(o luakit.Outcome, err error) {
+		return ctx, func(o luakit.HookOutcome, err error) {
 			slog.Info("coordkit", "op", op.Name, "instance", op.Instance, "outcome", o.String(),
 				"duration", time.Since(start), "error", err)
 		}, nil
 	})
-	lk, err := lock.New(client, lock.WithHooks(timing), lock.WithName("billing"))
+	lk, err := lock.New(client, lock.WithHooks(timing), lock.WithInstance("billing"))
 	if err != nil {
 		return
 	}
@@ -41,20 +41,30 @@ func ExampleWithHooks() {
 	_, _ = lease.Release(context.Background())
 }
 
-// Count the attempts a waiting Acquire retries after a transient failure (LOADING, a refused
-// connection...), which its one hook completion does not show.
-func ExampleWithAttemptObserver() {
+// retries counts the attempts a waiting Acquire retries after a transient failure (LOADING, a refused
+// connection...), which its one hook completion does not show: a hook that is also a
+// luakit.AttemptObserver sees every attempt.
+type retries struct{ n atomic.Int64 }
+
+func (r *retries) Admit(context.Context, luakit.Operation) (context.Context, luakit.Completion, error) {
+	return nil, nil, nil
+}
+
+func (r *retries) ObserveAttempt(_ context.Context, err error) {
+	if luakit.IsTransient(err) {
+		r.n.Add(1)
+	}
+}
+
+// Count the attempts a waiting Acquire retried.
+func ExampleWithHooks_attempts() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
 	}
 	defer client.Close()
-	var retried atomic.Int64
-	lk, err := lock.New(client, lock.WithAttemptObserver(func(_ context.Context, err error) {
-		if luakit.IsTransient(err) {
-			retried.Add(1)
-		}
-	}))
+	retried := &retries{}
+	lk, err := lock.New(client, lock.WithHooks(retried))
 	if err != nil {
 		return
 	}
@@ -63,12 +73,12 @@ func ExampleWithAttemptObserver() {
 		return
 	}
 	defer lease.Release(context.Background())
-	slog.Info("acquired", "transient_failures", retried.Load())
+	slog.Info("acquired", "transient_failures", retried.n.Load())
 }
 
 // Two Lockers in one process, named apart: one policy hook tells them apart by Operation.Instance and
 // lets only the operator's Locker force releases.
-func ExampleWithName() {
+func ExampleWithInstance() {
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
 	if err != nil {
 		return
@@ -81,11 +91,11 @@ func ExampleWithName() {
 		}
 		return nil, nil, nil
 	})
-	app, err := lock.New(client, lock.WithHooks(policy), lock.WithName("app"))
+	app, err := lock.New(client, lock.WithHooks(policy), lock.WithInstance("app"))
 	if err != nil {
 		return
 	}
-	operator, err := lock.New(client, lock.WithHooks(policy), lock.WithName("operator"))
+	operator, err := lock.New(client, lock.WithHooks(policy), lock.WithInstance("operator"))
 	if err != nil {
 		return
 	}

@@ -25,7 +25,6 @@ type Locker struct {
 	own        ownership.Config // shared by every Lease of this Locker
 	waiter     ownership.Waiter // Acquire's waiting loop; warns once per Locker without working tracking
 
-	observe func(ctx context.Context, err error) // WithAttemptObserver; nil: none
 }
 
 // New returns a Locker over client. It does no I/O. It fails with an error wrapping [ErrNilClient] for
@@ -48,7 +47,6 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 		keys:       cfg.keys,
 		checkSlots: cfg.strictSlots || client.Mode() == rueidis.ClientModeCluster,
 		own:        cfg.own,
-		observe:    cfg.observe,
 	}
 	l.waiter = ownership.Waiter{Client: client, Tracker: cfg.tracker, Config: &l.own} // re-checks every 1s without expiry or tracking
 	return l, nil
@@ -84,7 +82,7 @@ func (r *request) fence() string { return r.keys[1] }
 // braces are empty) can break it.
 func (l *Locker) named(name string, ttl time.Duration) (request, error) {
 	if err := luakit.ValidateKey("name", name); err != nil {
-		return request{}, &layoutError{err}
+		return request{}, luakit.InvalidConfigOf("lock", err, "")
 	}
 	return l.prepare(request{name: name}, "{", "}:lease", "}:fence", name, name, ttl, true)
 }
@@ -93,10 +91,10 @@ func (l *Locker) named(name string, ttl time.Duration) (request, error) {
 // with WithStrictSlots.
 func (l *Locker) explicit(leaseKey, fenceKey string, ttl time.Duration) (request, error) {
 	if err := luakit.ValidateKey("lease key", leaseKey); err != nil {
-		return request{}, &layoutError{err}
+		return request{}, luakit.InvalidConfigOf("lock", err, "")
 	}
 	if err := luakit.ValidateKey("fence key", fenceKey); err != nil {
-		return request{}, &layoutError{err}
+		return request{}, luakit.InvalidConfigOf("lock", err, "")
 	}
 	return l.prepare(request{}, "", "", "", leaseKey, fenceKey, ttl, l.checkSlots)
 }
@@ -134,41 +132,23 @@ func (l *Locker) prepare(r request, open, leaseClose, fenceClose, leaseName, fen
 			luakit.NamedKey{Role: "lease key", Key: r.keys[0]},
 			luakit.NamedKey{Role: "fence key", Key: r.keys[1]},
 		); err != nil {
-			return request{}, &layoutError{err}
+			return request{}, luakit.InvalidConfigOf("lock", err, "")
 		}
 	}
 	return r, nil
 }
 
 // TryAcquire makes one attempt to take the lock named name, issuing the next fencing token from its
-// counter, and returns at once.
+// counter, and returns at once. Its two keys are derived from name ([Keys]; the package
+// documentation's Keys section); [Locker.TryAcquireKeys] takes an existing layout's. ttl is truncated
+// to whole milliseconds and must be at least 1ms; bad input fails before any I/O ([ErrInvalidConfig]).
 //
-// The lock's two keys are derived from name with a shared hash tag ([Keys]): the lease key
-// "{name}:lease" and the fence key "{name}:fence", each after the Locker's key prefix, so both are in
-// one Cluster slot on every deployment. name is binary-safe and must not be empty; keys whose slots
-// would still differ (a name starting with '}', see the package documentation) are rejected on every
-// client. For an existing layout with other keys, use [Locker.TryAcquireKeys].
-//
-// ttl is the lease duration, truncated to whole milliseconds; it must be at least 1ms. Invalid input
-// fails before any I/O with an error matching [ErrInvalidConfig].
-//
-// It returns the held [*Lease] on success. Otherwise it returns a nil Lease and:
-//   - [ErrNotAcquired] when another owner holds the lease (nothing written);
-//   - a [*CounterError] (wrapping [ErrCounter]) when the counter is expiring, negative, malformed,
-//     overflowing or of the wrong type (nothing written; the last three match [ErrForeignData]);
-//   - [ErrLateReply] when the grant arrived after the local estimate elapsed (an owner-checked release
-//     was sent; the counter advanced, so tokens have a gap);
-//   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
-//     but no reply was read (an owner-checked release bounded by the cleanup timeout was sent behind
-//     it; otherwise the lease expires after ttl, and the counter may have skipped a value);
-//   - a server or connection error, classified by [luakit.Classify]: an error reply stopped the script
-//     before its first write (nothing written); after an error of unknown kind, which may have been
-//     applied ([luakit.MayHaveApplied]), the owner-checked release is sent as for ErrUncertain.
-//
-// ctx bounds the round trip. Cancellation does not undo an acquisition the server already applied.
-// While the lock's Cluster slot migrates, a node refuses the two-key script with TRYAGAIN (it ran
-// nothing); the attempt is sent again within ctx for up to [luakit.TryAgainBudget] (500 ms), one
-// operation for the hooks, and only then returns that error, which [luakit.IsTransient] reports.
+// It returns the held [*Lease], or: [ErrNotAcquired] (another owner holds it; nothing written); a
+// [*CounterError] (nothing written); [ErrLateReply] (granted too late; released, the counter
+// advanced); an error wrapping [ErrUncertain] when no reply was read (an owner-checked release was
+// sent behind it); a server or connection error ([luakit.Classify]; after one of unknown kind the
+// release is sent too). ctx bounds the round trip; cancelling does not undo an applied acquisition. A
+// slot migration's TRYAGAIN is retried within ctx for up to [luakit.TryAgainBudget].
 func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
@@ -226,7 +206,7 @@ func (l *Locker) tryOnce(ctx context.Context, r *request) (*Lease, error) {
 // attempt runs the acquire script once for h (the Lease it grants, reused by a waiting Acquire's
 // attempts) through the ownership core, which decides what the reply means. Every attempt after the
 // first gets an owner token of its own.
-func (l *Locker) attempt(ctx context.Context, h *Lease) ownership.Attempt {
+func (l *Locker) attempt(ctx context.Context, h *Lease) ownership.TryResult {
 	if !h.b.r.fresh {
 		h.b.r.args[0] = luakit.OwnerToken()
 	}
@@ -235,21 +215,16 @@ func (l *Locker) attempt(ctx context.Context, h *Lease) ownership.Attempt {
 }
 
 // Acquire takes the lock named name like [Locker.TryAcquire] (same keys, same validation), waiting
-// while another owner holds it.
-//
-// It waits as every Coordkit acquisition does (the contract's waiting rows, in package
+// while another owner holds it, as the ownership contract's waiting rows say (package
 // github.com/coordkit/coordkit/luakit/ownership): it sleeps until the lease key is invalidated or the
-// holder's PTTL passes, then retries the atomic script; only the script grants ownership, and nothing
-// is sent while it sleeps. On a client from [luakit.NewTrackedClient] it wakes on invalidations with no
-// option ([WithTracker] overrides the tracker); on a client without working tracking (no tracker,
-// RESP2, DisableCache) it logs one warning per Locker and wakes only at the holder's PTTL (every
-// second for a lease without expiry), so a release is noticed late.
+// holder's PTTL passes, then retries the script, sending nothing while it sleeps. On a client from
+// [luakit.NewTrackedClient] it wakes on invalidations ([WithTracker] overrides the tracker); without
+// working tracking it logs one warning per Locker and wakes only at the holder's PTTL.
 //
-// Transient server errors, refused connections ([luakit.NotSent]), late grants ([ErrLateReply]) and
-// an attempt whose outcome was uncertain (a broken connection) once its owner-checked cleanup was
-// answered are retried after the retry delay; other errors end the wait. It blocks until the lease is
-// acquired, ctx ends, or a non-retryable error occurs. When ctx ends it returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in
-// flight; its cleanup is sent). Cancellation does not undo an acquisition the server already applied.
+// Transient errors, refused connections, late grants and uncertain attempts whose cleanup was answered
+// are retried after the retry delay; other errors end the wait. When ctx ends it returns an error
+// wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup is sent).
+// Cancellation does not undo an acquisition the server already applied.
 func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
@@ -287,16 +262,9 @@ func (l *Locker) wait(ctx context.Context, r *request) (*Lease, error) {
 	// the waiter sleeps without an arming round trip; later attempts, most often sent because the
 	// key just changed, go without and arm separately when still busy.
 	h.b.track = l.waiter.Tracking()
-	err := l.waiter.Wait(ctx, h.b.r.lease(), func(ctx context.Context) ownership.Attempt {
+	err := l.waiter.Wait(ctx, h.b.r.lease(), func(ctx context.Context) ownership.TryResult {
 		a := l.attempt(ctx, h)
 		h.b.track = false
-		if l.observe != nil {
-			if a.Busy {
-				l.observe(ctx, nil) // held by another owner: an answer, not a failure
-			} else {
-				l.observe(ctx, a.Err)
-			}
-		}
 		return a
 	})
 	if err != nil {

@@ -48,7 +48,7 @@ func TestNew(t *testing.T) {
 		{"retry", WithRetryDelay(time.Millisecond), true},
 		{"retry negative", WithRetryDelay(-1), false},
 		{"logger", WithLogger(slog.Default()), true},
-		{"nil logger", WithLogger(nil), false},
+		{"nil logger", WithLogger(nil), true},
 		{"nil option", nil, true},
 	}
 	for _, tt := range tests {
@@ -205,14 +205,16 @@ func TestNamedValidationBeforeIO(t *testing.T) {
 // gets, and accepts a tagged pair.
 func TestStrictSlots(t *testing.T) {
 	ctx := context.Background()
-	loose, err := New(noIO{})
-	if err != nil {
-		t.Fatal(err)
+	for _, opts := range [][]Option{nil, {WithStrictSlots(false)}, {WithStrictSlots(true), WithStrictSlots(false)}} {
+		loose, err := New(noIO{}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := loose.explicit("a:lease", "b:fence", time.Second); err != nil || r.lease() != "a:lease" {
+			t.Fatalf("standalone without WithStrictSlots(true): %+v, %v", r, err)
+		}
 	}
-	if r, err := loose.explicit("a:lease", "b:fence", time.Second); err != nil || r.lease() != "a:lease" {
-		t.Fatalf("standalone without WithStrictSlots: %+v, %v", r, err)
-	}
-	strict, err := New(noIO{}, WithStrictSlots())
+	strict, err := New(noIO{}, WithStrictSlots(true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package lock
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -23,7 +22,6 @@ type config struct {
 	strictSlots bool
 	tracker     *luakit.Tracker
 	own         ownership.Config // renew fraction, retry delay, cleanup timeout, logger; zero: the defaults
-	observe     func(ctx context.Context, err error)
 }
 
 func defaultConfig() config {
@@ -37,14 +35,14 @@ func WithKeyPrefix(prefix string) Option {
 	return optionFunc(func(c *config) error { c.keys = luakit.NewKeyspace(prefix); return nil })
 }
 
-// WithStrictSlots makes [Locker.TryAcquireKeys] and [Locker.AcquireKeys] check on every client that
+// WithStrictSlots(true) makes [Locker.TryAcquireKeys] and [Locker.AcquireKeys] check on every client that
 // the two keys (after the prefix) hash to one Cluster slot, as they always do on a Cluster client: a
 // pair a Cluster would reject then fails with a [*luakit.CrossSlotError] before any I/O on a standalone
 // or Sentinel client too, so a layout that cannot move to a Cluster fails in development instead of
 // in production. The one-name form (TryAcquire, Acquire) checks its derived keys on every client
-// anyway. Default: off, so a standalone deployment may use any two keys.
-func WithStrictSlots() Option {
-	return optionFunc(func(c *config) error { c.strictSlots = true; return nil })
+// anyway. Default: off (false), so a standalone deployment may use any two keys.
+func WithStrictSlots(on bool) Option {
+	return optionFunc(func(c *config) error { c.strictSlots = on; return nil })
 }
 
 // WithTracker sets the tracker [Locker.Acquire] wakes on; it must be wired into the client's
@@ -74,7 +72,7 @@ func WithRetryDelay(d time.Duration) Option {
 }
 
 // WithLogger sets the logger for warnings (failed renewals and cleanups, waiting without tracking);
-// owner tokens and keys are never logged. Default slog.Default().
+// owner tokens and keys are never logged. Default (or nil): slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }
@@ -88,21 +86,9 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.own.Hooks = append(c.own.Hooks, hooks...); return nil })
 }
 
-// WithName names this Locker for hooks ([luakit.Operation].Instance; the module has no instruments
+// WithInstance labels this Locker for hooks ([luakit.Operation].Instance; the module has no instruments
 // of its own), so several Lockers in one process stay apart. It must not be a key or a token.
 // Default "".
-func WithName(name string) Option {
-	return optionFunc(func(c *config) error { c.own.Instance = name; return nil })
-}
-
-// WithAttemptObserver sets f to observe each attempt of a waiting acquisition ([Locker.Acquire],
-// [Locker.AcquireKeys]): after every run of the acquire script, f gets the attempt's context and its
-// result, nil when the attempt acquired the lock or found it held (an answer from the server), else
-// the attempt's error, whether Acquire retries it (transient replies, refused connections, late
-// grants, settled uncertain attempts) or returns it. It sees the retries that one hook completion
-// covers, for retry metrics or a connection-health budget (the leader module uses it); it is no hook:
-// it admits nothing and opens no scope. f runs on the caller's goroutine and must not block. Default
-// (or nil): none.
-func WithAttemptObserver(f func(ctx context.Context, err error)) Option {
-	return optionFunc(func(c *config) error { c.observe = f; return nil })
+func WithInstance(instance string) Option {
+	return optionFunc(func(c *config) error { c.own.Instance = instance; return nil })
 }

@@ -15,19 +15,19 @@ type Operation struct {
 	// Name is the operation's upper-case name, for example "LOCK ACQUIRE"; docs/hooks.md in the
 	// repository lists every name with the calls it covers.
 	Name string
-	// Instance is the name the application gave the primitive with its WithName option; "" when none.
+	// Instance is the label the application gave the primitive with its WithInstance option; "" when none.
 	Instance string
 }
 
-// Outcome is how an admitted operation ended, as reported to its [Completion].
-type Outcome int
+// HookOutcome is how an admitted operation ended, as reported to its [Completion].
+type HookOutcome int
 
 // The outcomes of an admitted operation. The zero value is not an outcome: a Completion is never
 // called with it.
 const (
 	// OutcomeSucceeded: the operation returned no error. A negative answer (a busy lock, a denied
 	// permit, a lost lease) is a success: the operation ran and answered.
-	OutcomeSucceeded Outcome = iota + 1
+	OutcomeSucceeded HookOutcome = iota + 1
 	// OutcomeCanceled: the caller's context ended and the error says so (context.Canceled or
 	// context.DeadlineExceeded).
 	OutcomeCanceled
@@ -35,8 +35,8 @@ const (
 	OutcomeFailed
 )
 
-// String returns "succeeded", "canceled" or "failed" ("Outcome(n)" for any other value).
-func (o Outcome) String() string {
+// String returns "succeeded", "canceled" or "failed" ("HookOutcome(n)" for any other value).
+func (o HookOutcome) String() string {
 	switch o {
 	case OutcomeSucceeded:
 		return "succeeded"
@@ -45,13 +45,13 @@ func (o Outcome) String() string {
 	case OutcomeFailed:
 		return "failed"
 	}
-	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+	return "HookOutcome(" + strconv.Itoa(int(o)) + ")"
 }
 
 // OutcomeOf classifies the error err a public operation returned to a caller whose context was ctx:
 // nil is [OutcomeSucceeded]; an error matching context.Canceled or context.DeadlineExceeded while
 // ctx has ended is [OutcomeCanceled]; anything else is [OutcomeFailed].
-func OutcomeOf(ctx context.Context, err error) Outcome {
+func OutcomeOf(ctx context.Context, err error) HookOutcome {
 	switch {
 	case err == nil:
 		return OutcomeSucceeded
@@ -64,7 +64,7 @@ func OutcomeOf(ctx context.Context, err error) Outcome {
 // Completion receives the outcome of an admitted operation, exactly once, after the caller's result
 // is known and before it is returned. err is the error the caller gets (nil on success). It runs on
 // the caller's goroutine and must not block.
-type Completion func(outcome Outcome, err error)
+type Completion func(outcome HookOutcome, err error)
 
 // Hook observes and admits the public operations of a primitive (configured with the primitive's
 // WithHooks option). Admit runs before any I/O or state change of the operation, on the caller's
@@ -82,6 +82,16 @@ type Completion func(outcome Outcome, err error)
 // their own admission. Admit may be called concurrently and must be safe for concurrent use.
 type Hook interface {
 	Admit(ctx context.Context, op Operation) (context.Context, Completion, error)
+}
+
+// AttemptObserver may be implemented by a [Hook] to see each attempt of the acquisitions it admitted:
+// every run of the acquire script, including the retries that one admission covers (a waiting
+// Acquire's attempts), with the attempt's context (derived from the one Admit returned) and nil when
+// the server answered (granted, or held by another owner), else the attempt's error, retried or
+// returned. It admits nothing and must not block; it runs on the caller's goroutine. The primitives
+// built on luakit/ownership (lock, lease, rwlock, semaphore) report their attempts.
+type AttemptObserver interface {
+	ObserveAttempt(ctx context.Context, err error)
 }
 
 // HookFunc adapts a function to a [Hook].
@@ -130,6 +140,16 @@ func (hs Hooks) Begin(ctx context.Context, op Operation) (context.Context, Scope
 	return ctx, s, nil
 }
 
+// Attempted reports one attempt's result to every hook that implements [AttemptObserver], in order.
+// With no such hook it does nothing and allocates nothing.
+func (hs Hooks) Attempted(ctx context.Context, err error) {
+	for _, h := range hs {
+		if o, ok := h.(AttemptObserver); ok {
+			o.ObserveAttempt(ctx, err)
+		}
+	}
+}
+
 // Scope is one admitted operation's pending completions, from [Hooks.Begin]. The zero Scope (no hooks)
 // does nothing. A Scope must be ended once and not copied after use.
 type Scope struct {
@@ -149,14 +169,14 @@ func (s *Scope) End(err error) {
 
 // EndWith is [Scope.End] with the outcome chosen by the primitive, for an error that is a negative
 // answer rather than a failure (a busy lock's ErrNotAcquired is OutcomeSucceeded).
-func (s *Scope) EndWith(o Outcome, err error) {
+func (s *Scope) EndWith(o HookOutcome, err error) {
 	if s.first == nil {
 		return
 	}
 	s.complete(o, err)
 }
 
-func (s *Scope) complete(o Outcome, err error) {
+func (s *Scope) complete(o HookOutcome, err error) {
 	for i := len(s.rest) - 1; i >= 0; i-- {
 		s.rest[i](o, err)
 	}

@@ -19,7 +19,7 @@ func ExampleHookFunc() {
 		return nil, nil, nil // admitted; nothing to report
 	})
 	report := luakit.HookFunc(func(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
-		return ctx, func(o luakit.Outcome, err error) {
+		return ctx, func(o luakit.HookOutcome, err error) {
 			fmt.Printf("%s %s (%s): %s\n", op.Primitive, op.Name, op.Instance, o)
 		}, nil
 	})

@@ -22,7 +22,7 @@ func (r recorder) Admit(ctx context.Context, op Operation) (context.Context, Com
 	if r.reject != nil {
 		return nil, nil, r.reject
 	}
-	return context.WithValue(ctx, ctxKey("by"), r.name), func(o Outcome, err error) {
+	return context.WithValue(ctx, ctxKey("by"), r.name), func(o HookOutcome, err error) {
 		*r.log = append(*r.log, fmt.Sprintf("%s done %s %v", r.name, o, err))
 	}, nil
 }
@@ -99,7 +99,7 @@ func TestHooksNoneAllocatesNothing(t *testing.T) {
 }
 
 func TestOutcomeString(t *testing.T) {
-	for o, want := range map[Outcome]string{OutcomeSucceeded: "succeeded", OutcomeCanceled: "canceled", OutcomeFailed: "failed", 0: "Outcome(0)", 9: "Outcome(9)"} {
+	for o, want := range map[HookOutcome]string{OutcomeSucceeded: "succeeded", OutcomeCanceled: "canceled", OutcomeFailed: "failed", 0: "HookOutcome(0)", 9: "HookOutcome(9)"} {
 		if got := o.String(); got != want {
 			t.Errorf("%d: %q, want %q", int(o), got, want)
 		}
@@ -115,4 +115,27 @@ func BenchmarkHooksNone(b *testing.B) {
 		_, sc, err := hs.Begin(ctx, op)
 		sc.End(err)
 	}
+}
+
+// attemptSpy is a Hook that is also an AttemptObserver.
+type attemptSpy struct{ errs []error }
+
+func (s *attemptSpy) Admit(context.Context, Operation) (context.Context, Completion, error) {
+	return nil, nil, nil
+}
+
+func (s *attemptSpy) ObserveAttempt(_ context.Context, err error) { s.errs = append(s.errs, err) }
+
+// TestHooksAttempted: Attempted reaches every hook that is an AttemptObserver, skips the others and
+// nil entries.
+func TestHooksAttempted(t *testing.T) {
+	spy := &attemptSpy{}
+	boom := errors.New("boom")
+	hs := Hooks{nil, HookFunc(func(ctx context.Context, _ Operation) (context.Context, Completion, error) { return ctx, nil, nil }), spy}
+	hs.Attempted(context.Background(), nil)
+	hs.Attempted(context.Background(), boom)
+	if len(spy.errs) != 2 || spy.errs[0] != nil || spy.errs[1] != boom {
+		t.Fatalf("observed %v, want [nil boom]", spy.errs)
+	}
+	Hooks(nil).Attempted(context.Background(), boom) // no hooks: nothing to do
 }

@@ -197,3 +197,22 @@ func TestPermission(t *testing.T) {
 		t.Fatal("nil")
 	}
 }
+
+// TestInvalidConfigOf: the one builder's error carries the module prefix, matches ErrInvalidConfig and
+// its kind (a sentinel, or a key error found with errors.As), and takes kind's message when format is "".
+func TestInvalidConfigOf(t *testing.T) {
+	s := ConfigSentinel("m: bad count")
+	err := InvalidConfigOf("m", s, "count %d is negative", -1)
+	if err.Error() != "m: count -1 is negative" || !errors.Is(err, s) || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("InvalidConfigOf = %v", err)
+	}
+	cross := CheckSameSlot(NamedKey{Role: "a", Key: "x"}, NamedKey{Role: "b", Key: "y"})
+	err = InvalidConfigOf("m", cross, "")
+	var cse *CrossSlotError
+	if err.Error() != "m: "+cross.Error() || !errors.As(err, &cse) || !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("InvalidConfigOf(cross-slot) = %v", err)
+	}
+	if errors.Is(InvalidConfig("m", "x"), s) {
+		t.Fatal("InvalidConfig matches a kind it was not given")
+	}
+}

@@ -31,15 +31,21 @@ var (
 	ErrClosed = errors.New("coordkit: closed")
 )
 
-// ConfigError is a bad option or argument found before any I/O. It matches [ErrInvalidConfig] with
-// errors.Is. Its message is "<module>: <what is wrong>" and never contains a key or a secret.
+// ConfigError is a bad option or argument found before any I/O: the one configuration error of every
+// module, built with [InvalidConfig] or [InvalidConfigOf]. It matches [ErrInvalidConfig] with
+// errors.Is, and Err when set. Its message is "<module>: <what is wrong>" and never contains a key or
+// a secret.
 type ConfigError struct {
 	Module string // "lock", "ratelimit", ...
 	Msg    string // what is wrong, with the value and the accepted range
+	Err    error  // what else it matches (errors.Is, errors.As): a sentinel or luakit's key error; nil: none
 }
 
 // Error returns "module: msg".
 func (e *ConfigError) Error() string { return e.Module + ": " + e.Msg }
+
+// Unwrap returns Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 // Is reports whether target is [ErrInvalidConfig].
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
@@ -74,6 +80,17 @@ func (e *foreignError) Is(target error) bool { return target == ErrForeignData }
 // InvalidConfig returns a [*ConfigError] for module with a formatted message.
 func InvalidConfig(module, format string, args ...any) error {
 	return &ConfigError{Module: module, Msg: fmt.Sprintf(format, args...)}
+}
+
+// InvalidConfigOf returns a [*ConfigError] for module with a formatted message that also matches
+// kind: a module's sentinel (ErrInvalidCount, [ErrInvalidTTL]) or a key error of this package
+// ([ErrEmptyKey], a [*CrossSlotError]). With format "" the message is kind's own.
+func InvalidConfigOf(module string, kind error, format string, args ...any) error {
+	msg := kind.Error()
+	if format != "" {
+		msg = fmt.Sprintf(format, args...)
+	}
+	return &ConfigError{Module: module, Msg: msg, Err: kind}
 }
 
 // OwnerToken returns a fresh owner token: 128 bits from crypto/rand as 32 lowercase hexadecimal

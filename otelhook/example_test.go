@@ -15,7 +15,7 @@ import (
 )
 
 // Wire the adapter to the OpenTelemetry Prometheus exporter, then pass it to primitives with their
-// WithHooks option (lock.New(client, lock.WithHooks(h), lock.WithName("orders"))). The operation here
+// WithHooks option (lock.New(client, lock.WithHooks(h), lock.WithInstance("orders"))). The operation here
 // is run through luakit.Hooks directly, as a primitive does, so the example needs no server.
 func Example_prometheus() {
 	registry := prometheus.NewRegistry()

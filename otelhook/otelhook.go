@@ -3,7 +3,7 @@
 // in the histogram coordkit.operation.duration (seconds).
 //
 // Spans and measurements carry only these attributes: coordkit.primitive, coordkit.operation,
-// coordkit.outcome (succeeded, canceled, failed), coordkit.instance (the primitive's WithName, omitted
+// coordkit.outcome (succeeded, canceled, failed), coordkit.instance (the primitive's WithInstance, omitted
 // when empty) and, on a failure, error.type (the error's class: transient, terminal, uncertain or
 // unknown). Keys, hash fields, owner and fencing tokens, endpoints, fingerprints and error messages are
 // never recorded. A failed operation sets the span status to Error; a canceled one leaves it unset.
@@ -11,7 +11,7 @@
 // The hook admits every operation (it never rejects). Pass it to a primitive's WithHooks option:
 //
 //	h, _ := otelhook.New()
-//	locker, _ := lock.New(client, lock.WithHooks(h), lock.WithName("orders"))
+//	locker, _ := lock.New(client, lock.WithHooks(h), lock.WithInstance("orders"))
 //
 // Primitives import only the OpenTelemetry metric API; this module adds the trace API.
 package otelhook
@@ -62,25 +62,19 @@ type config struct {
 	mp metric.MeterProvider
 }
 
-// WithTracerProvider sets the tracer provider. Default: otel.GetTracerProvider() at New. A nil tp is
-// an error matching luakit.ErrInvalidConfig, as in every module.
+// WithTracerProvider sets the tracer provider. Default (or nil): otel.GetTracerProvider() at New, as
+// in every module.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) error {
-		if tp == nil {
-			return luakit.InvalidConfig("otelhook", "nil tracer provider")
-		}
 		c.tp = tp
 		return nil
 	})
 }
 
-// WithMeterProvider sets the meter provider. Default: otel.GetMeterProvider() at New. A nil mp is an
-// error matching luakit.ErrInvalidConfig, as in every module.
+// WithMeterProvider sets the meter provider. Default (or nil): otel.GetMeterProvider() at New, as in
+// every module.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
-		if mp == nil {
-			return luakit.InvalidConfig("otelhook", "nil meter provider")
-		}
 		c.mp = mp
 		return nil
 	})
@@ -132,7 +126,7 @@ func (h *Hook) Admit(ctx context.Context, op luakit.Operation) (context.Context,
 	}
 	ctx, span := h.tracer.Start(ctx, op.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	start := time.Now()
-	return ctx, func(o luakit.Outcome, err error) {
+	return ctx, func(o luakit.HookOutcome, err error) {
 		elapsed := time.Since(start).Seconds()
 		n := len(attrs)
 		attrs = append(attrs, AttrOutcome.String(o.String()))

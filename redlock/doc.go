@@ -24,7 +24,7 @@
 // or timed out. Per-node failures are reported as a [*QuorumError] listing each [NodeError] (index,
 // address, cause).
 //
-// A [Lock] is an owner-token handle: Extend, ExtendTTL, KeepAlive, Verify, Release, Done, Context, Err,
+// A [Lease] is an owner-token handle: Extend, ExtendTTL, KeepAlive, Verify, Release, Done, Context, Err,
 // Remaining, Deadline and TTL behave as the contract in package
 // github.com/coordkit/coordkit/luakit/ownership says, a quorum of nodes standing for the server. What
 // differs:
@@ -40,7 +40,7 @@
 //     the token, [NotOwned] when a quorum replied and none held it, a [*QuorumError] wrapping
 //     [ErrUncertain] when fewer than a quorum replied (Release can be sent again). A node replied when
 //     its script ran, whatever it found; afterwards this owner's token is not on it. Once sent, the
-//     deletes run to the node timeout even when ctx ends; [Lock.Close] is one Release with a background
+//     deletes run to the node timeout even when ctx ends; [Lease.Close] is one Release with a background
 //     context.
 //   - Two choices that follow the shared ownership contract
 //     (luakit/ownership) so that every Coordkit handle behaves alike: an Extend cancelled mid-flight
@@ -63,7 +63,7 @@
 // the usual quorum of grants outside restart quarantine. With fewer grants no token is sent; with fewer
 // confirmations the attempt fails too; both are a [*QuorumError] with Op "fence", cleaned up by
 // owner-checked deletes on every node (a counter already raised stays raised, which only makes later
-// tokens larger). [Lock.FencingToken] returns the token.
+// tokens larger). [Lease.FencingToken] returns the token.
 //
 // What this guarantees, with f = 2 for every N: as long as at most two nodes lose data (restart
 // without persistence, restore of an older snapshot, failover to a lagging replica, deletion of the
@@ -208,8 +208,8 @@
 //
 // # Concurrency
 //
-// [Group] and [Lock] are safe for concurrent use. Every operation starts one goroutine per node and
+// [Group] and [Lease] are safe for concurrent use. Every operation starts one goroutine per node and
 // returns when each replied or the node timeout passed; a goroutine given up on ends when its client
-// returns. A Lock's Extend and Release run one at a time; Verify runs beside them. Nothing runs in the
+// returns. A Lease's Extend and Release run one at a time; Verify runs beside them. Nothing runs in the
 // background except a timer that closes the lock's Done and, while its KeepAlive runs, its goroutine.
 package redlock

@@ -18,10 +18,10 @@ var (
 	ErrNotAcquired      = luakit.ErrNotAcquired      // wrapped by every failed TryAcquire; the attempt was cleaned up on every node
 	ErrLateReply        = luakit.ErrLateReply        // a majority granted, but no validity was left after the elapsed time and drift
 	ErrUncertain        = luakit.ErrUncertain        // some node gave no reply: its state is unknown
-	ErrLost             = luakit.ErrLost             // a Lock's cause: the nodes without its token leave no quorum possible
-	ErrExpired          = luakit.ErrExpired          // a Lock's cause: its validity elapsed without a confirmed renewal
-	ErrReleased         = luakit.ErrReleased         // a Lock's cause: a release (Release or Close) was sent
-	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning // a second KeepAlive on one Lock
+	ErrLost             = luakit.ErrLost             // a Lease's cause: the nodes without its token leave no quorum possible
+	ErrExpired          = luakit.ErrExpired          // a Lease's cause: its validity elapsed without a confirmed renewal
+	ErrReleased         = luakit.ErrReleased         // a Lease's cause: a release (Release or Close) was sent
+	ErrKeepAliveRunning = luakit.ErrKeepAliveRunning // a second KeepAlive on one Lease
 	ErrInvalidTTL       = luakit.ErrInvalidTTL       // a TTL under 1ms or not above the drift allowance, before any I/O
 )
 

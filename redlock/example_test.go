@@ -72,8 +72,8 @@ func ExampleWithFencing() {
 
 // Release reports what a quorum of nodes said; when fewer than a quorum replied it returns an error
 // wrapping ErrUncertain, and sending it again settles the lock. (Compile-only.)
-func ExampleLock_Release() {
-	var l *redlock.Lock // from TryAcquire
+func ExampleLease_Release() {
+	var l *redlock.Lease // from TryAcquire
 	outcome, err := l.Release(context.Background())
 	var qe *redlock.QuorumError
 	if errors.As(err, &qe) {
@@ -89,9 +89,9 @@ func ExampleLock_Release() {
 
 // KeepAlive renews the lock on a quorum every TTL/3 until the work is done; the work watches the
 // lock's context, which ends if the lock is lost or its validity elapses. (Compile-only.)
-func ExampleLock_KeepAlive() {
-	var l *redlock.Lock // from TryAcquire
-	defer l.Close()     // stops the keep-alive too
+func ExampleLease_KeepAlive() {
+	var l *redlock.Lease // from TryAcquire
+	defer l.Close()      // stops the keep-alive too
 	if err := l.KeepAlive(context.Background()); err != nil {
 		return // the lock already ended
 	}
@@ -103,8 +103,8 @@ func ExampleLock_KeepAlive() {
 
 // Verify asks the nodes whether a quorum still holds this owner's token, without renewing it.
 // (Compile-only.)
-func ExampleLock_Verify() {
-	var l *redlock.Lock // from TryAcquire
+func ExampleLease_Verify() {
+	var l *redlock.Lease // from TryAcquire
 	held, err := l.Verify(context.Background())
 	switch {
 	case errors.Is(err, redlock.ErrUncertain):

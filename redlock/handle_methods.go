@@ -8,49 +8,49 @@ import (
 )
 
 // The methods below are the owner-token contract of package
-// github.com/coordkit/coordkit/luakit/ownership, row by row, applied to a lock.
+// github.com/coordkit/coordkit/luakit/ownership, row by row, applied to a lease.
 
-// Extend renews the lock at its current TTL: [Lock.ExtendTTL] with [Lock.TTL].
-func (l *Lock) Extend(ctx context.Context) (bool, error) { return l.own.Extend(ctx) }
+// Extend renews the lease at its current TTL: [Lease.ExtendTTL] with [Lease.TTL].
+func (l *Lease) Extend(ctx context.Context) (bool, error) { return l.own.Extend(ctx) }
 
-// ExtendTTL restarts the lock's expiry at ttl (whole milliseconds, more than the drift allowance) if this owner holds it (contract rows
+// ExtendTTL restarts the lease's expiry at ttl (whole milliseconds, more than the drift allowance) if this owner holds it (contract rows
 // "Extend ..."): (true, nil) confirmed in time; (false, nil) lost, expired or ended; (false, err) failed,
 // wrapping [ErrUncertain] without a reply, [ErrInvalidTTL] for a bad ttl (before any I/O).
-func (l *Lock) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
+func (l *Lease) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
 	return l.own.ExtendTTL(ctx, ttl)
 }
 
-// KeepAlive renews the lock in the background every renew fraction × TTL until ctx ends, Release is
-// called or the lock ends; it returns at once, [ErrKeepAliveRunning] if one runs (contract rows "KeepAlive").
-func (l *Lock) KeepAlive(ctx context.Context) error { return l.own.KeepAlive(ctx) }
+// KeepAlive renews the lease in the background every renew fraction × TTL until ctx ends, Release is
+// called or the lease ends; it returns at once, [ErrKeepAliveRunning] if one runs (contract rows "KeepAlive").
+func (l *Lease) KeepAlive(ctx context.Context) error { return l.own.KeepAlive(ctx) }
 
-// Verify asks the server whether this owner holds the lock now, without renewing (contract rows "Verify").
-func (l *Lock) Verify(ctx context.Context) (bool, error) { return l.own.Verify(ctx) }
+// Verify asks the server whether this owner holds the lease now, without renewing (contract rows "Verify").
+func (l *Lease) Verify(ctx context.Context) (bool, error) { return l.own.Verify(ctx) }
 
-// Release removes the lock if this owner holds it: [Released], [NotOwned] or [AlreadyReleased], or an
+// Release removes the lease if this owner holds it: [Released], [NotOwned] or [AlreadyReleased], or an
 // error wrapping [ErrUncertain] without a reply (call it again); contract rows "Release".
-func (l *Lock) Release(ctx context.Context) (ReleaseOutcome, error) {
+func (l *Lease) Release(ctx context.Context) (ReleaseOutcome, error) {
 	return l.own.Release(ctx)
 }
 
 // Close is a best-effort Release bounded by the cleanup timeout, for io.Closer (contract row "Close").
-func (l *Lock) Close() error { return l.own.Close() }
+func (l *Lease) Close() error { return l.own.Close() }
 
-// Done is closed when the lock stops vouching for ownership; Err says why (contract row "Done, Context").
-func (l *Lock) Done() <-chan struct{} { return l.own.Done() }
+// Done is closed when the lease stops vouching for ownership; Err says why (contract row "Done, Context").
+func (l *Lease) Done() <-chan struct{} { return l.own.Done() }
 
 // Context is cancelled, with Err as its cause, when Done closes: derive the protected work's context from it.
-func (l *Lock) Context() context.Context { return l.own.Context() }
+func (l *Lease) Context() context.Context { return l.own.Context() }
 
-// Err is nil while the lock vouches, then why it ended: [ErrExpired], [ErrLost], [ErrReleased], or a
+// Err is nil while the lease vouches, then why it ended: [ErrExpired], [ErrLost], [ErrReleased], or a
 // refused renewal's terminal error (contract row "Done, Context").
-func (l *Lock) Err() error { return l.own.Err() }
+func (l *Lease) Err() error { return l.own.Err() }
 
-// Remaining is the local estimate of the lock's remaining life, 0 once ended (contract row "Remaining").
-func (l *Lock) Remaining() time.Duration { return l.own.Remaining() }
+// Remaining is the local estimate of the lease's remaining life, 0 once ended (contract row "Remaining").
+func (l *Lease) Remaining() time.Duration { return l.own.Remaining() }
 
-// Deadline is the local estimate of when the lock ends (contract row "Remaining, Deadline").
-func (l *Lock) Deadline() time.Time { return l.own.Deadline() }
+// Deadline is the local estimate of when the lease ends (contract row "Remaining, Deadline").
+func (l *Lease) Deadline() time.Time { return l.own.Deadline() }
 
-// TTL is the lock's current TTL (whole milliseconds); only a confirmed ExtendTTL changes it.
-func (l *Lock) TTL() time.Duration { return l.own.TTL() }
+// TTL is the lease's current TTL (whole milliseconds); only a confirmed ExtendTTL changes it.
+func (l *Lease) TTL() time.Duration { return l.own.TTL() }

@@ -13,7 +13,7 @@ import (
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
-// ReleaseOutcome is the result of [Lock.Release]: the shared [ownership.Outcome], so outcomes compare
+// ReleaseOutcome is the result of [Lease.Release]: the shared [ownership.Outcome], so outcomes compare
 // equal across Coordkit's primitives. The zero value is not an outcome: Release returns it only with an
 // error.
 type ReleaseOutcome = ownership.Outcome
@@ -25,7 +25,7 @@ const (
 	NotOwned        = ownership.NotOwned        // a quorum replied and no node held this owner's token
 )
 
-// Lock is a lock acquired by [Group.TryAcquire] or [Group.Acquire]: a random owner token held, with the
+// Lease is a lease acquired by [Group.TryAcquire] or [Group.Acquire]: a random owner token held, with the
 // lock's TTL, by at least a majority of the group's nodes. Its methods Extend, ExtendTTL, KeepAlive,
 // Verify, Release, Close, Done, Context, Err, Remaining, Deadline and TTL behave as the contract in
 // package github.com/coordkit/coordkit/luakit/ownership says. What differs:
@@ -39,25 +39,29 @@ const (
 //     when a quorum replied without it; once sent it runs to the node timeout whatever ctx does.
 //     Close's bound (the cleanup timeout) is the node timeout.
 //
-// A Lock is safe for concurrent use; it owns a goroutine only while KeepAlive runs.
-type Lock struct {
+// A Lease is safe for concurrent use; it owns a goroutine only while KeepAlive runs.
+type Lease struct {
 	own   ownership.Handle
 	b     backend
-	key   string // logical key as the caller gave it
+	name  string // the key as the caller gave it
 	fence int64
 }
 
-//go:generate go run ../tools/cmd/handlegen -type Lock -noun lock -recv l -ttl "whole milliseconds, more than the drift allowance"
+//go:generate go run ../tools/cmd/handlegen -type Lease -noun lease -recv l -ttl "whole milliseconds, more than the drift allowance"
 
-// Key returns the lock key as given to TryAcquire (without the key prefix).
-func (l *Lock) Key() string { return l.key }
+// Name returns the key as given to TryAcquire (without the key prefix).
+func (l *Lease) Name() string { return l.name }
+
+// OwnerToken returns the random 128-bit owner token (32 hex characters) held on the nodes; it guards
+// renewal, verification and release. Keep it private: never log it or use it as a metric attribute.
+func (l *Lease) OwnerToken() string { return l.b.token }
 
 // FencingToken returns the lock's fencing token in fenced mode ([WithFencing]): a positive int64, equal
 // across renewals. Without fencing it returns 0. See the package documentation for what the token does
 // and does not guarantee.
-func (l *Lock) FencingToken() int64 { return l.fence }
+func (l *Lease) FencingToken() int64 { return l.fence }
 
-// backend is a Lock's [ownership.Backend]: each method sends one owner-checked script to every node in
+// backend is a Lease's [ownership.Backend]: each method sends one owner-checked script to every node in
 // parallel (a fan-out bounded by the node timeout) and settles the answer by quorum.
 type backend struct {
 	g     *Group

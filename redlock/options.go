@@ -21,6 +21,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 type config struct {
 	keys          luakit.Keyspace
 	nodeTimeout   time.Duration
+	cleanup       time.Duration // WithCleanupTimeout; 0: the node timeout
 	driftFactor   float64
 	retryDelay    time.Duration
 	renewFraction float64
@@ -30,7 +31,7 @@ type config struct {
 	quarantine    bool          // restart quarantine on (the default)
 	longestTTL    time.Duration // WithLongestTTL: floor of the quarantine period; 0 = learned only
 	hooks         luakit.Hooks
-	name          string
+	instance      string
 }
 
 // Defaults. The drift allowance and the retry delay follow the Redis distributed-locks document.
@@ -45,10 +46,18 @@ const (
 	DriftConstant = 2 * time.Millisecond
 	// DefaultRetryDelay is the default mean delay between [Group.Acquire] attempts ([WithRetryDelay]).
 	DefaultRetryDelay = 200 * time.Millisecond
-	// DefaultRenewFraction is the default fraction of the TTL after which [Lock.KeepAlive] renews
+	// DefaultRenewFraction is the default fraction of the TTL after which [Lease.KeepAlive] renews
 	// ([WithRenewFraction]).
 	DefaultRenewFraction = 1.0 / 3
 )
+
+// cleanupTimeout is the bound of the group's own cleanups: [WithCleanupTimeout], else the node timeout.
+func (c *config) cleanupTimeout() time.Duration {
+	if c.cleanup > 0 {
+		return c.cleanup
+	}
+	return c.nodeTimeout
+}
 
 func defaultConfig() config {
 	return config{
@@ -62,9 +71,7 @@ func defaultConfig() config {
 }
 
 // WithNodeTimeout bounds every per-node command (acquire, fence, extend, verify, release, cleanup): a
-// node that has not replied within d counts as failed for that step. It is also the bound of every
-// owner-checked cleanup (after a failed or late acquisition, a lost renewal, the surrender after a late
-// renewal), which the other modules set with WithCleanupTimeout. It must be positive and should be
+// node that has not replied within d counts as failed for that step. It must be positive and should be
 // small compared with the lock TTL, since an acquisition can wait up to d (plus d for the fence step in
 // fenced mode). Default: 1s ([DefaultNodeTimeout]).
 func WithNodeTimeout(d time.Duration) Option {
@@ -73,6 +80,21 @@ func WithNodeTimeout(d time.Duration) Option {
 			return luakit.InvalidConfig("redlock", "node timeout %v must be positive", d)
 		}
 		c.nodeTimeout = d
+		return nil
+	})
+}
+
+// WithCleanupTimeout bounds each owner-checked cleanup the group sends on its own (after a failed,
+// late or unfenced acquisition, or a renewal that found the lease lost), as in every module; each
+// node's command is also bounded by the node timeout, so the smaller bound applies. [Lease.Close] is
+// one Release, which runs to the node timeout once sent. It must be positive. Default: the node
+// timeout ([WithNodeTimeout]).
+func WithCleanupTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return luakit.InvalidConfig("redlock", "cleanup timeout %v must be positive", d)
+		}
+		c.cleanup = d
 		return nil
 	})
 }
@@ -91,7 +113,7 @@ func WithDriftFactor(f float64) Option {
 
 // WithRetryDelay sets the mean delay between attempts of [Group.Acquire]; each delay is drawn uniformly
 // from [d/2, 3d/2) so that contenders desynchronise, as the Redis document recommends. It is also how
-// long [Lock.KeepAlive] waits after a failed or uncertain renewal before trying again (capped at a
+// long [Lease.KeepAlive] waits after a failed or uncertain renewal before trying again (capped at a
 // quarter of the renew period). It must be positive. Default: 200ms ([DefaultRetryDelay]).
 func WithRetryDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
@@ -103,7 +125,7 @@ func WithRetryDelay(d time.Duration) Option {
 	})
 }
 
-// WithRenewFraction sets when [Lock.KeepAlive] renews: every fraction × TTL. It must be in [0.05, 0.9]
+// WithRenewFraction sets when [Lease.KeepAlive] renews: every fraction × TTL. It must be in [0.05, 0.9]
 // (at most 20 renewals per TTL).
 // Default: 1/3 ([DefaultRenewFraction]), so two renewals can fail before the validity ends.
 func WithRenewFraction(fraction float64) Option {
@@ -126,7 +148,7 @@ func WithKeyPrefix(prefix string) Option {
 }
 
 // WithFencing enables fenced mode: every node keeps a persistent counter at fenceKey (after the key
-// prefix), and each acquisition issues a fencing token (see [Lock.FencingToken] and the package
+// prefix), and each acquisition issues a fencing token (see [Lease.FencingToken] and the package
 // documentation for exactly what the token guarantees). One counter serves every lock key of the
 // group. fenceKey must be non-empty and must never be used as a lock key. Default: unfenced
 // (FencingToken returns 0).
@@ -146,13 +168,13 @@ func WithFencing(fenceKey string) Option {
 // (one that granted it, or whose earlier reply never came) carries op, replied and nodes (counts) and
 // failed (each such node's index, address and error, "; "-separated); a cleanup after a late
 // acquisition or renewal that no quorum answered, and a failed background renewal of
-// [Lock.KeepAlive], carry the error; a node put in restart quarantine is logged once per restart
+// [Lease.KeepAlive], carry the error; a node put in restart quarantine is logged once per restart
 // (per server run_id) with its address, the quarantine and how much of it is left. Keys, owner tokens
-// and fencing tokens are never logged. Default: slog.Default().
+// and fencing tokens are never logged. Default (or nil): slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return luakit.InvalidConfig("redlock", "nil logger")
+			l = slog.Default()
 		}
 		c.logger = l
 		return nil
@@ -194,8 +216,8 @@ func WithLongestTTL(d time.Duration) Option {
 
 // WithHooks adds hooks that admit and observe the group's operations (see [luakit.Hook]), once per
 // group operation and before any node is contacted, in the order given: REDLOCK TRY ACQUIRE,
-// REDLOCK ACQUIRE (one operation however many attempts it makes), REDLOCK INSPECT, and on each Lock REDLOCK EXTEND
-// (Extend, ExtendTTL, each keep-alive renewal), REDLOCK VERIFY, REDLOCK RELEASE and REDLOCK CLOSE. A
+// REDLOCK ACQUIRE (one operation however many attempts it makes), REDLOCK INSPECT, and on each Lease
+// REDLOCK EXTEND (Extend, ExtendTTL, each keep-alive renewal), REDLOCK VERIFY, REDLOCK RELEASE and REDLOCK CLOSE. A
 // rejected renewal or release keeps the lock on every node; a rejected Close returns the hook's error
 // and can be retried; the cleanup releases after a failed attempt are part of that attempt and are
 // not admitted again. No majority (ErrNotAcquired) completes as [luakit.OutcomeSucceeded]. Default:
@@ -204,8 +226,8 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.hooks = append(c.hooks, hooks...); return nil })
 }
 
-// WithName names the group for hooks ([luakit.Operation].Instance). It must not be a key, a token or
+// WithInstance labels the group for hooks ([luakit.Operation].Instance). It must not be a key, a token or
 // an endpoint. Default "".
-func WithName(name string) Option {
-	return optionFunc(func(c *config) error { c.name = name; return nil })
+func WithInstance(instance string) Option {
+	return optionFunc(func(c *config) error { c.instance = instance; return nil })
 }

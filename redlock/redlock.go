@@ -29,7 +29,7 @@ type Group struct {
 	clients []rueidis.Client
 	quorum  int
 	cfg     config
-	own     ownership.Config // shared by every Lock of the group
+	own     ownership.Config // shared by every Lease of the group
 	q       *quarantine      // what the group knows of each node's server process
 }
 
@@ -81,10 +81,10 @@ func NewGroup(clients []rueidis.Client, opts ...Option) (*Group, error) {
 		CheckTTL:       g.extendTTL,
 		RenewFraction:  cfg.renewFraction,
 		RetryDelay:     cfg.retryDelay,
-		CleanupTimeout: cfg.nodeTimeout, // the fan-out's own bound; a release ignores ctx once sent
+		CleanupTimeout: cfg.cleanupTimeout(),
 		Logger:         cfg.logger,
 		Hooks:          cfg.hooks,
-		Instance:       cfg.name,
+		Instance:       cfg.instance,
 	}
 	return g, nil
 }
@@ -122,53 +122,41 @@ func (g *Group) timing(ttl time.Duration) (time.Duration, time.Duration, error) 
 	return t, drift, nil
 }
 
-// extendTTL is a Lock's ExtendTTL rule (ownership.Config.CheckTTL): whole milliseconds, more than the
+// extendTTL is a Lease's ExtendTTL rule (ownership.Config.CheckTTL): whole milliseconds, more than the
 // drift allowance.
 func (g *Group) extendTTL(ttl time.Duration) (time.Duration, error) {
 	t, _, err := g.timing(ttl)
 	return t, err
 }
 
-// TryAcquire makes one Redlock attempt on key with the given TTL and returns the lock, or an error
-// wrapping [ErrNotAcquired].
+// TryAcquire makes one Redlock attempt on key with the given TTL (truncated to whole milliseconds) and
+// returns the lease, or an error wrapping [ErrNotAcquired]. The attempt, its validity rule, the
+// quarantine and the fenced mode's second step are the package documentation's (Model, Fenced mode,
+// Restart quarantine): one round trip per node in parallel (two in fenced mode). A failed attempt is
+// cleaned up on every node (owner-checked, queued behind the attempt on each node's connection,
+// bounded by the cleanup timeout even when ctx is cancelled) before TryAcquire returns.
 //
-// The attempt, after the Redis distributed-locks document: take the time, send SET key token NX PX ttl
-// (one script, see acquire.lua) to every node in parallel, each bounded by the node timeout and by ctx,
-// and wait for every reply or timeout. The attempt succeeds only when a majority granted the lock and the
-// validity, TTL − elapsed − (TTL × drift factor + 2ms), is positive; the lock's local estimate then ends
-// at start + TTL − drift allowance. TTL is truncated to whole milliseconds. With the restart quarantine
-// on (the default, [WithRestartQuarantine]) the same script reports the node's run_id and uptime, and
-// grants of nodes up for less than the quarantine do not count towards the majority ([ErrQuarantined]);
-// ttl becomes the group's longest requested TTL if it is longer.
-//
-// In fenced mode ([WithFencing]) the same script reads each node's fence counter; the token is the
-// highest counter among the nodes that granted the lock, plus one, and it is written back (set-if-
-// greater, only while this owner still holds the lock on that node) to every granting node in a second
-// parallel step. [Group.FencedQuorum] nodes must grant the lock and confirm the token (with fewer grants
-// the second step is not sent). The validity is measured after that step.
-//
-// Round trips: one per node in parallel (two in fenced mode), whatever the quarantine setting.
-//
-// On failure nothing is left behind on purpose: an owner-checked delete is sent to every node,
-// including those that failed or timed out (a late SET is deleted after it runs: the cleanup is queued
-// behind it on the node's same connection), bounded by the node timeout even when ctx is cancelled;
-// TryAcquire returns after it.
-// Errors: one wrapping a [*QuorumError] (errors.As finds it; Op "acquire", or "fence" in fenced mode)
-// when too few nodes confirmed, with each failing node's error ([ErrHeld], [ErrQuarantined],
-// [ErrUncertain], [*CounterError], server errors); an error wrapping [ErrNotAcquired] and
-// [ErrLateReply] when the majority came too late; [ErrInvalidTTL], [ErrSameKey] or luakit.ErrEmptyKey
-// before any I/O; ctx's error before any I/O when ctx is already done.
-// TryAcquire blocks for at most about two node timeouts (three in fenced mode).
-func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (_ *Lock, err error) {
+// Errors: one wrapping a [*QuorumError] (Op "acquire", or "fence") when too few nodes confirmed, with
+// each failing node's error ([ErrHeld], [ErrQuarantined], [ErrUncertain], [*CounterError], server
+// errors); one wrapping [ErrNotAcquired] and [ErrLateReply] when the majority came too late;
+// [ErrInvalidTTL], [ErrSameKey] or luakit.ErrEmptyKey before any I/O; ctx's error when ctx is already
+// done. It blocks for at most about two node timeouts (three in fenced mode).
+func (g *Group) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := g.own.Begin(ctx, "TRY ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { endAcquire(ctx, &sc, err) }()
+	v, err := g.tryAcquireOp(ctx, key, ttl)
+	endAcquire(ctx, &sc, err)
+	return v, err
+}
+
+// tryAcquireOp is [Group.TryAcquire], run inside its hook scope.
+func (g *Group) tryAcquireOp(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	return g.tryAcquire(ctx, key, ttl)
 }
 
-func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	if err := luakit.ValidateKey("lock key", key); err != nil {
 		return nil, fmt.Errorf("redlock: %w", err)
 	}
@@ -275,7 +263,7 @@ func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (
 		}
 	}
 
-	l := &Lock{key: key, fence: fence}
+	l := &Lease{name: key, fence: fence}
 	l.b.g, l.b.pkey, l.b.token, l.b.prior = g, pkey, token, prior
 	elapsed := time.Since(start)
 	// Grant applies the validity rule: a majority whose last needed reply came after start + TTL −
@@ -299,12 +287,18 @@ func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (
 //
 // It returns at once, without retrying, on errors that a retry cannot fix (invalid TTL or keys). When
 // ctx ends it returns an error wrapping ctx.Err() and the last attempt's error.
-func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (_ *Lock, err error) {
+func (g *Group) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := g.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := g.acquire(ctx, key, ttl)
+	sc.End(err)
+	return v, err
+}
+
+// acquire is [Group.Acquire], run inside its hook scope.
+func (g *Group) acquire(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	var last error // the previous attempt's ErrNotAcquired, kept when ctx ends during a later attempt
 	for {
 		l, err := g.tryAcquire(ctx, key, ttl)
@@ -495,14 +489,16 @@ func (g *Group) nodeContext(ctx context.Context) (context.Context, func()) {
 }
 
 // cleanup sends an owner-checked delete to every node, each queued behind the commands of the earlier
-// steps in after, bounded by the node timeout even when ctx is cancelled. It logs the nodes that did
-// not reply (deleted, absent or held by another owner all count as replies) among those that may hold
-// the token: mayHold[i] is false for a node known not to hold it (it refused the lock, or its script
-// failed before writing); nil means every node may. It returns its own goroutines (indexed by node;
-// see [Group.fanout]).
+// steps in after, bounded by the cleanup timeout and the node timeout even when ctx is cancelled. It
+// logs the nodes that did not reply (deleted, absent or held by another owner all count as replies)
+// among those that may hold the token: mayHold[i] is false for a node known not to hold it (it refused
+// the lock, or its script failed before writing); nil means every node may. It returns its own
+// goroutines (indexed by node; see [Group.fanout]).
 func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after inflight, mayHold []bool) []chan struct{} {
 	keys, args := []string{pkey}, []string{token}
-	res, settled := g.fanout(context.WithoutCancel(ctx), nil, after, func(ctx context.Context, i int) rueidis.RedisResult {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.cleanupTimeout())
+	defer cancel()
+	res, settled := g.fanout(cctx, nil, after, func(ctx context.Context, i int) rueidis.RedisResult {
 		return releaseScript.ExecOrdered(ctx, g.clients[i], keys, args)
 	})
 	replied := 0

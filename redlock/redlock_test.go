@@ -107,8 +107,9 @@ func TestOptionsInvalid(t *testing.T) {
 		{"drift too large", WithDriftFactor(0.5)},
 		{"drift NaN", WithDriftFactor(math.NaN())},
 		{"zero retry delay", WithRetryDelay(0)},
+		{"zero cleanup timeout", WithCleanupTimeout(0)},
+		{"negative cleanup timeout", WithCleanupTimeout(-time.Second)},
 		{"empty fence key", WithFencing("")},
-		{"nil logger", WithLogger(nil)},
 		{"zero renew fraction", WithRenewFraction(0)},
 		{"renew fraction too large", WithRenewFraction(0.91)},
 		{"renew fraction NaN", WithRenewFraction(math.NaN())},
@@ -369,10 +370,10 @@ func FuzzInterpretAcquire(f *testing.F) {
 	})
 }
 
-// testLock returns a Lock over g granted now with ttl (whole milliseconds), as TryAcquire builds it.
-func testLock(t *testing.T, g *Group, ttl time.Duration) *Lock {
+// testLock returns a Lease over g granted now with ttl (whole milliseconds), as TryAcquire builds it.
+func testLock(t *testing.T, g *Group, ttl time.Duration) *Lease {
 	t.Helper()
-	l := &Lock{key: "k", fence: 7}
+	l := &Lease{name: "k", fence: 7}
 	l.b.g, l.b.pkey, l.b.token = g, "k", "token"
 	if err := l.own.Grant(context.Background(), &l.b, &g.own, time.Now(), ttl); err != nil {
 		t.Fatal(err)
@@ -395,8 +396,8 @@ func TestLockLocalLifecycle(t *testing.T) {
 	if r := l.Remaining(); r <= 0 || r > ttl-drift {
 		t.Fatalf("Remaining = %v", r)
 	}
-	if l.Err() != nil || l.Key() != "k" || l.FencingToken() != 7 || l.TTL() != ttl {
-		t.Fatalf("fresh lock state: err=%v key=%q fence=%d ttl=%v", l.Err(), l.Key(), l.FencingToken(), l.TTL())
+	if l.Err() != nil || l.Name() != "k" || l.FencingToken() != 7 || l.TTL() != ttl {
+		t.Fatalf("fresh lock state: err=%v name=%q fence=%d ttl=%v", l.Err(), l.Name(), l.FencingToken(), l.TTL())
 	}
 	select {
 	case <-l.Done():
@@ -763,5 +764,24 @@ func TestQuarantinedError(t *testing.T) {
 	err := NodeError{Index: 2, Addr: "h:1", Err: &quarantinedError{left: 1500 * time.Millisecond}}
 	if !errors.Is(err, ErrQuarantined) || !strings.Contains(err.Error(), "1.5s left") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// TestCleanupTimeout: the group's cleanups and its handles' core are bounded by WithCleanupTimeout,
+// else by the node timeout.
+func TestCleanupTimeout(t *testing.T) {
+	g, err := NewGroup(stubs(3), WithNodeTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.own.CleanupTimeout != 300*time.Millisecond || g.cfg.cleanupTimeout() != 300*time.Millisecond {
+		t.Fatalf("default cleanup timeout = %v, want the node timeout", g.own.CleanupTimeout)
+	}
+	g, err = NewGroup(stubs(3), WithCleanupTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.own.CleanupTimeout != 50*time.Millisecond || g.cfg.cleanupTimeout() != 50*time.Millisecond {
+		t.Fatalf("cleanup timeout = %v, want 50ms", g.own.CleanupTimeout)
 	}
 }

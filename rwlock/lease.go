@@ -116,8 +116,8 @@ func (b *backend) Release(ctx context.Context) (bool, error) {
 // Mode returns [Read] or [Write].
 func (h *Lease) Mode() Mode { return h.mode }
 
-// Key returns the key as given to the Locker (without the key prefix).
-func (h *Lease) Key() string { return h.key }
+// Name returns the key as given to the Locker (without the key prefix).
+func (h *Lease) Name() string { return h.key }
 
 // OwnerToken returns the random 128-bit owner token (32 hex characters) that guards renewal and release.
 // The entry in the key's sorted set is "r:" or "w:" followed by it. Keep it private: never log it or use

@@ -85,83 +85,85 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 // TryAcquireRead makes one attempt to take a shared read lease on key and returns at once: it succeeds
 // unless an unexpired writer holds the key. Arguments, results and errors are those of
 // [Locker.TryAcquireWrite]; [Locker.AcquireRead] waits instead.
-func (l *Locker) TryAcquireRead(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+func (l *Locker) TryAcquireRead(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.cfg.own.Begin(ctx, "TRY ACQUIRE READ")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { endAcquire(&sc, err) }()
+	v, err := l.tryAcquireRead(ctx, key, ttl)
+	endAcquire(&sc, err)
+	return v, err
+}
+
+// tryAcquireRead is [Locker.TryAcquireRead], run inside its hook scope.
+func (l *Locker) tryAcquireRead(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	return l.tryAcquire(ctx, Read, key, ttl)
 }
 
 // TryAcquireWrite makes one attempt to take the exclusive write lease on key and returns at once: it
 // succeeds only when no unexpired reader or writer holds the key. [Locker.AcquireWrite] waits instead.
+// key is binary-safe, prefixed and non-empty (use a key dedicated to this package); ttl is truncated
+// to whole milliseconds and must be at least 1ms; bad input fails before any I/O.
 //
-// key is binary-safe, gets the Locker's prefix and must be non-empty; use a key dedicated to this
-// package. ttl is the lease duration, truncated to whole milliseconds; it must be at least 1ms. Invalid
-// input fails before any I/O.
-//
-// It returns the held [*Lease] on success. Otherwise it returns a nil Lease and:
-//   - [ErrNotAcquired] when a conflicting holder has the key (nothing written);
-//   - [ErrLateReply] when the grant arrived after the local estimate elapsed (an owner-checked release
-//     was sent);
-//   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
-//     but no reply was read: an owner-checked release, queued behind the acquisition on the same
-//     connection and bounded by the cleanup timeout ([WithCleanupTimeout]), was sent even if ctx is
-//     cancelled, and otherwise the entry expires after ttl; the acquisition is never replayed;
-//   - an error wrapping ctx.Err() when ctx had ended before anything was sent;
-//   - a server or connection error, classified by [luakit.Classify] (a key holding another Redis type
-//     fails with WRONGTYPE): an error reply stopped the script before its first write (nothing
-//     written); after an error of unknown kind, which may have been applied
-//     ([luakit.MayHaveApplied]), the owner-checked release is sent as for ErrUncertain.
-//
-// ctx bounds the round trip. It blocks for at most one round trip plus, after an uncertain or late
-// outcome, the cleanup timeout.
-func (l *Locker) TryAcquireWrite(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+// It returns the held [*Lease], or [ErrNotAcquired] when a conflicting holder has the key (nothing
+// written), or the errors of the ownership contract's acquisition rows (package
+// github.com/coordkit/coordkit/luakit/ownership): [ErrLateReply], [ErrUncertain], ctx's error, a
+// server or connection error (WRONGTYPE for a key of another type), each with its owner-checked
+// release bounded by [WithCleanupTimeout] where the contract sends one. ctx bounds the round trip.
+func (l *Locker) TryAcquireWrite(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.cfg.own.Begin(ctx, "TRY ACQUIRE WRITE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { endAcquire(&sc, err) }()
+	v, err := l.tryAcquireWrite(ctx, key, ttl)
+	endAcquire(&sc, err)
+	return v, err
+}
+
+// tryAcquireWrite is [Locker.TryAcquireWrite], run inside its hook scope.
+func (l *Locker) tryAcquireWrite(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	return l.tryAcquire(ctx, Write, key, ttl)
 }
 
 // AcquireRead takes a shared read lease on key like [Locker.TryAcquireRead], waiting while a writer
 // holds it. Waiting is that of [Locker.AcquireWrite].
-func (l *Locker) AcquireRead(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+func (l *Locker) AcquireRead(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.cfg.own.Begin(ctx, "ACQUIRE READ")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := l.acquireRead(ctx, key, ttl)
+	sc.End(err)
+	return v, err
+}
+
+// acquireRead is [Locker.AcquireRead], run inside its hook scope.
+func (l *Locker) acquireRead(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	return l.acquire(ctx, Read, key, ttl)
 }
 
 // AcquireWrite takes the exclusive write lease on key like [Locker.TryAcquireWrite], waiting while any
-// reader or a writer holds it.
-//
-// It waits without polling: between attempts it sleeps until the lock key changes (an invalidation,
-// on a client built by [luakit.NewTrackedClient] or with [WithTracker]) or until the conflicting
-// holders' entries expire if nobody renews them, then retries the atomic script; only the script
-// grants a lease. A change of the key (a release, a renewal, a new reader) wakes every waiter of the
-// key to try again. Without working tracking it wakes only at that expiry, and the Locker logs one
-// warning. Transient server errors, refused connections, late grants and uncertain attempts whose
-// cleanup was answered are retried after the retry delay ([WithRetryDelay]); other errors end the wait and are returned as
-// TryAcquireWrite returns them.
+// reader or a writer holds it, as the ownership contract's waiting acquisition does: it sleeps until
+// the key changes (an invalidation, with tracking) or the conflicting entries would expire, retries
+// transient failures after [WithRetryDelay], and returns other errors as TryAcquireWrite does. When
+// ctx ends it returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its
+// cleanup was sent).
 //
 // There is no queue and no fairness: readers keep being admitted while a writer waits, so overlapping
 // readers can keep a waiting writer out for as long as they overlap (see the package documentation).
 // Bound the wait with ctx.
-//
-// It blocks until the lease is acquired, ctx ends, or a non-retryable error occurs. When ctx ends it
-// returns an error wrapping ctx.Err() (and [ErrUncertain] if an attempt was in flight; its cleanup was
-// sent).
-func (l *Locker) AcquireWrite(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
+func (l *Locker) AcquireWrite(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := l.cfg.own.Begin(ctx, "ACQUIRE WRITE")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { sc.End(err) }()
+	v, err := l.acquireWrite(ctx, key, ttl)
+	sc.End(err)
+	return v, err
+}
+
+// acquireWrite is [Locker.AcquireWrite], run inside its hook scope.
+func (l *Locker) acquireWrite(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
 	return l.acquire(ctx, Write, key, ttl)
 }
 
@@ -195,7 +197,7 @@ func (l *Locker) acquire(ctx context.Context, mode Mode, key string, ttl time.Du
 		return nil, err
 	}
 	var lease *Lease
-	err = l.waiter.Wait(ctx, physical, func(ctx context.Context) ownership.Attempt {
+	err = l.waiter.Wait(ctx, physical, func(ctx context.Context) ownership.TryResult {
 		h := l.newLease(mode, key, physical, ms) // a fresh owner token for every attempt
 		a := l.cfg.own.Try(ctx, mode.op(), &h.b)
 		if a.Err == nil {

@@ -51,7 +51,7 @@ func TestNew(t *testing.T) {
 		{"tracker", WithTracker(luakit.NewTracker()), true},
 		{"nil tracker", WithTracker(nil), true},
 		{"logger", WithLogger(slog.Default()), true},
-		{"nil logger", WithLogger(nil), false},
+		{"nil logger", WithLogger(nil), true},
 		{"nil option", nil, true},
 	}
 	for _, tt := range tests {
@@ -177,7 +177,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("TryAcquireWrite(%q, %v) = %v, want ErrInvalidConfig", tt.key, tt.ttl, err)
 		}
 	}
-	for _, o := range []Option{WithRenewFraction(0), WithRetryDelay(0), WithCleanupTimeout(0), WithLogger(nil)} {
+	for _, o := range []Option{WithRenewFraction(0), WithRetryDelay(0), WithCleanupTimeout(0)} {
 		if _, err := New(noIO{}, o); !errors.Is(err, luakit.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "rwlock: ") {
 			t.Errorf("New with a bad option = %v, want ErrInvalidConfig", err)
 		}
@@ -219,8 +219,8 @@ func TestLeaseLocalLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := grant(t, l, Write, 20*time.Millisecond)
-	if h.Mode() != Write || h.Key() != "k" || h.TTL() != 20*time.Millisecond || h.OwnerToken() != "owner" {
-		t.Fatalf("accessors: %v %q %v %q", h.Mode(), h.Key(), h.TTL(), h.OwnerToken())
+	if h.Mode() != Write || h.Name() != "k" || h.TTL() != 20*time.Millisecond || h.OwnerToken() != "owner" {
+		t.Fatalf("accessors: %v %q %v %q", h.Mode(), h.Name(), h.TTL(), h.OwnerToken())
 	}
 	if h.Err() != nil || h.Remaining() <= 0 {
 		t.Fatalf("fresh lease: Err %v, Remaining %v", h.Err(), h.Remaining())

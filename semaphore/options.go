@@ -84,18 +84,16 @@ func WithCleanupRetryWindow(d time.Duration) Option {
 }
 
 // WithLogger sets the logger for warnings (failed renewals and cleanups, waiting without tracking);
-// owner tokens and keys are never logged. Default slog.Default().
+// owner tokens and keys are never logged. Default (or nil): slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error { return c.own.SetLogger(l) })
 }
 
 // WithMeterProvider sets the OpenTelemetry meter provider for the package's instruments (see
-// [MetricCleanupAbandoned]). Default: the global provider, otel.GetMeterProvider(), looked up by [New].
+// [MetricCleanupAbandoned]). Default (or nil): the global provider, otel.GetMeterProvider(), looked
+// up by [New].
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
-		if mp == nil {
-			return luakit.InvalidConfig("semaphore", "nil meter provider")
-		}
 		c.meterProvider = mp
 		return nil
 	})
@@ -118,8 +116,8 @@ func WithHooks(hooks ...luakit.Hook) Option {
 	return optionFunc(func(c *config) error { c.own.Hooks = append(c.own.Hooks, hooks...); return nil })
 }
 
-// WithName names this Semaphore for hooks ([luakit.Operation].Instance) and metrics, so several in one
+// WithInstance labels this Semaphore for hooks ([luakit.Operation].Instance) and metrics, so several in one
 // process stay apart. It must not be a key or a token. Default "".
-func WithName(name string) Option {
-	return optionFunc(func(c *config) error { c.own.Instance = name; return nil })
+func WithInstance(instance string) Option {
+	return optionFunc(func(c *config) error { c.own.Instance = instance; return nil })
 }

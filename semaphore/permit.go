@@ -145,6 +145,9 @@ func (b *backend) retryRelease(ctx context.Context) error {
 	return err
 }
 
+// Name returns the semaphore's name as given to [New] (without the key prefix).
+func (p *Permit) Name() string { return p.b.s.name }
+
 // OwnerToken returns the random 128-bit owner token (32 hex characters): the permit's member in the
 // sorted set. Keep it private: never log it or use it as a metric attribute.
 func (p *Permit) OwnerToken() string { return p.b.owner[0] }

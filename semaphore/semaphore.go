@@ -23,11 +23,11 @@ const Forever = ownership.Forever
 // up (its background retries ran out of time, the server rejected it terminally, or [Semaphore.Close]
 // stopped it). Attributes: "stage" ("acquire" after an uncertain, failed or late acquisition, "close"
 // after [Permit.Close]) and "reason" (the [luakit.Class] of the last error: "uncertain", "transient",
-// "terminal", "unknown"; or "closed"), and "coordkit.instance" ([AttrInstance]) with the [WithName]
+// "terminal", "unknown"; or "closed"), and "coordkit.instance" ([AttrInstance]) with the [WithInstance]
 // name, omitted when there is none. Keys and tokens are never attributes.
 const MetricCleanupAbandoned = "coordkit.coordination.cleanup.abandoned"
 
-// AttrInstance is the attribute key of the instance name ([WithName]) on the package's instruments.
+// AttrInstance is the attribute key of the instance name ([WithInstance]) on the package's instruments.
 const AttrInstance = "coordkit.instance"
 
 // meterName is the instrumentation scope of the package's instruments.
@@ -267,7 +267,7 @@ func (s *Semaphore) AcquireNoExpiry(ctx context.Context) (*Permit, error) {
 // acquire waits for a permit of weight n with a validated TTL argument (noExpiryArg and 0 for none).
 func (s *Semaphore) acquire(ctx context.Context, ms string, ttl time.Duration, n int64) (*Permit, error) {
 	var p *Permit
-	err := s.waiter.Wait(ctx, s.key, func(ctx context.Context) ownership.Attempt {
+	err := s.waiter.Wait(ctx, s.key, func(ctx context.Context) ownership.TryResult {
 		return s.attempt(ctx, ms, ttl, n, &p)
 	})
 	if err != nil {
@@ -278,9 +278,9 @@ func (s *Semaphore) acquire(ctx context.Context, ms string, ttl time.Duration, n
 
 // attempt is one try of a waiting acquisition, with a fresh owner token; a granted permit is stored
 // in *out.
-func (s *Semaphore) attempt(ctx context.Context, ms string, ttl time.Duration, n int64, out **Permit) ownership.Attempt {
+func (s *Semaphore) attempt(ctx context.Context, ms string, ttl time.Duration, n int64, out **Permit) ownership.TryResult {
 	if s.isClosed() {
-		return ownership.Attempt{Err: errClosed}
+		return ownership.TryResult{Err: errClosed}
 	}
 	p := s.newPermit(ms, ttl, n)
 	a := s.cfg.own.Try(ctx, "acquire", &p.b)

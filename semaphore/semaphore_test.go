@@ -189,9 +189,9 @@ func TestNew(t *testing.T) {
 		{"window", WithCleanupRetryWindow(time.Second), true},
 		{"window negative", WithCleanupRetryWindow(-1), false},
 		{"logger", WithLogger(slog.Default()), true},
-		{"nil logger", WithLogger(nil), false},
+		{"nil logger", WithLogger(nil), true},
 		{"meter provider", WithMeterProvider(sdkmetric.NewMeterProvider()), true},
-		{"nil meter provider", WithMeterProvider(nil), false},
+		{"nil meter provider", WithMeterProvider(nil), true},
 		{"nil option", nil, true},
 	}
 	for _, tt := range tests {
@@ -689,9 +689,9 @@ func TestCloseStopsRetries(t *testing.T) {
 	}
 }
 
-// TestAbandonedInstance: WithName adds coordkit.instance to the abandoned-cleanup counter.
+// TestAbandonedInstance: WithInstance adds coordkit.instance to the abandoned-cleanup counter.
 func TestAbandonedInstance(t *testing.T) {
-	s, _, reader := newFailing(t, io.EOF, WithName("pool"))
+	s, _, reader := newFailing(t, io.EOF, WithInstance("pool"))
 	_ = grantNow(t, s, "owner", noExpiry).Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()

@@ -83,7 +83,7 @@ func ExampleWithFingerprint() {
 	}
 	defer client.Close()
 	st, _ := idempotency.New(client)
-	mw, err := idemhttp.New(st, idemhttp.SharedScope(), idemhttp.WithFingerprint(func(r *http.Request, body []byte) (string, error) {
+	mw, err := idemhttp.New(st, idemhttp.WithSharedScope(true), idemhttp.WithFingerprint(func(r *http.Request, body []byte) (string, error) {
 		var p struct {
 			Amount   int64  `json:"amount"`
 			Currency string `json:"currency"`
@@ -110,7 +110,7 @@ func ExampleWithStorePolicy() {
 	}
 	defer client.Close()
 	st, _ := idempotency.New(client)
-	mw, err := idemhttp.New(st, idemhttp.SharedScope(), idemhttp.WithStorePolicy(func(_ *http.Request, status int, _ http.Header) bool {
+	mw, err := idemhttp.New(st, idemhttp.WithSharedScope(true), idemhttp.WithStorePolicy(func(_ *http.Request, status int, _ http.Header) bool {
 		return status < 500 && idemhttp.DefaultStorePolicy(nil, status, nil)
 	}))
 	if err != nil {

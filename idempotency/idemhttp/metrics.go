@@ -14,35 +14,35 @@ import (
 // MetricOutcomes is the name of the Int64Counter the [Middleware] increments once per request that
 // carries an Idempotency-Key header (or is answered 400 for lacking a required one), under the
 // instrumentation scope "github.com/coordkit/coordkit/idempotency/idemhttp" (provider:
-// [WithMeterProvider]). Attribute "outcome" ([Outcome] values): "started" (the claim was taken and
+// [WithMeterProvider]). Attribute "outcome" ([RequestOutcome] values): "started" (the claim was taken and
 // the handler ran), "replayed" (a stored response was replayed), "in_progress" (409), "mismatch"
 // (422), "rejected" (answered without claiming: a missing, repeated or malformed key, an unreadable
 // or too large body, a failed scope or fingerprint function), "failed_open" (the store failed and
 // the handler ran without protection, [WithFailOpen]), "unavailable" (the store failed: 503) or
-// "error" (foreign or malformed stored data: 500); and "coordkit.instance" with the [WithName] name,
+// "error" (foreign or malformed stored data: 500); and "coordkit.instance" with the [WithInstance] name,
 // omitted when there is none. A request whose client went away is not counted. Keys, scopes and
 // fingerprints are never attributes.
 const MetricOutcomes = "coordkit.idempotency.http.requests"
 
-// Outcome is a value of the "outcome" attribute of [MetricOutcomes].
-type Outcome string
+// RequestOutcome is a value of the "outcome" attribute of [MetricOutcomes].
+type RequestOutcome string
 
 // The outcomes counted by [MetricOutcomes].
 const (
-	OutcomeStarted     Outcome = "started"
-	OutcomeReplayed    Outcome = "replayed"
-	OutcomeInProgress  Outcome = "in_progress"
-	OutcomeMismatch    Outcome = "mismatch"
-	OutcomeRejected    Outcome = "rejected"
-	OutcomeFailedOpen  Outcome = "failed_open"
-	OutcomeUnavailable Outcome = "unavailable"
-	OutcomeError       Outcome = "error"
+	OutcomeStarted     RequestOutcome = "started"
+	OutcomeReplayed    RequestOutcome = "replayed"
+	OutcomeInProgress  RequestOutcome = "in_progress"
+	OutcomeMismatch    RequestOutcome = "mismatch"
+	OutcomeRejected    RequestOutcome = "rejected"
+	OutcomeFailedOpen  RequestOutcome = "failed_open"
+	OutcomeUnavailable RequestOutcome = "unavailable"
+	OutcomeError       RequestOutcome = "error"
 )
 
-var outcomes = []Outcome{OutcomeStarted, OutcomeReplayed, OutcomeInProgress, OutcomeMismatch, OutcomeRejected,
+var outcomes = []RequestOutcome{OutcomeStarted, OutcomeReplayed, OutcomeInProgress, OutcomeMismatch, OutcomeRejected,
 	OutcomeFailedOpen, OutcomeUnavailable, OutcomeError}
 
-// AttrInstance is the attribute key of the instance name ([WithName]).
+// AttrInstance is the attribute key of the instance name ([WithInstance]).
 const AttrInstance = "coordkit.instance"
 
 const meterName = "github.com/coordkit/coordkit/idempotency/idemhttp"
@@ -51,7 +51,7 @@ const meterName = "github.com/coordkit/coordkit/idempotency/idemhttp"
 // nothing per request.
 type counter struct {
 	c     metric.Int64Counter
-	attrs map[Outcome]metric.AddOption
+	attrs map[RequestOutcome]metric.AddOption
 }
 
 func newCounter(mp metric.MeterProvider, instance string) (*counter, error) {
@@ -64,7 +64,7 @@ func newCounter(mp metric.MeterProvider, instance string) (*counter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idemhttp: metric %s: %w: %w", MetricOutcomes, luakit.ErrInvalidConfig, err)
 	}
-	out := &counter{c: c, attrs: make(map[Outcome]metric.AddOption, len(outcomes))}
+	out := &counter{c: c, attrs: make(map[RequestOutcome]metric.AddOption, len(outcomes))}
 	for _, o := range outcomes {
 		kv := []attribute.KeyValue{attribute.String("outcome", string(o))}
 		if instance != "" {
@@ -76,4 +76,4 @@ func newCounter(mp metric.MeterProvider, instance string) (*counter, error) {
 }
 
 // count records one outcome.
-func (c *counter) count(o Outcome) { c.c.Add(context.Background(), 1, c.attrs[o]) }
+func (c *counter) count(o RequestOutcome) { c.c.Add(context.Background(), 1, c.attrs[o]) }

@@ -19,7 +19,7 @@ func TestOutcomeCounter(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer func() { _ = mp.Shutdown(context.Background()) }()
 	m := newNoIO(t, WithRequired(func(r *http.Request) bool { return r.Method == http.MethodPost }),
-		WithMaxRequestBody(4), WithMeterProvider(mp), WithName("orders"))
+		WithMaxRequestBody(4), WithMeterProvider(mp), WithInstance("orders"))
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	for _, tc := range []struct {
 		method string

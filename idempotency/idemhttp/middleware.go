@@ -38,9 +38,9 @@ type Middleware struct {
 }
 
 // New returns a Middleware storing claims and responses in store. It does no I/O. It fails for a nil
-// store, an invalid option, or when neither [WithScope] nor [SharedScope] is given (a middleware
-// that silently shared responses between callers would replay one caller's response to another),
-// with an error matching luakit.ErrInvalidConfig.
+// store, an invalid option, or when neither [WithScope] nor [WithSharedScope](true) is given
+// (a middleware that silently shared responses between callers would replay one caller's response to
+// another), with an error matching luakit.ErrInvalidConfig.
 func New(store *idempotency.Store, opts ...Option) (*Middleware, error) {
 	if store == nil {
 		return nil, luakit.InvalidConfig("idemhttp", "nil store")
@@ -54,10 +54,13 @@ func New(store *idempotency.Store, opts ...Option) (*Middleware, error) {
 			return nil, err
 		}
 	}
-	if cfg.scope == nil {
-		return nil, luakit.InvalidConfig("idemhttp", "no scope: pass WithScope (one scope per caller) or SharedScope (every caller shares stored responses)")
+	if cfg.sharedScope {
+		cfg.scope = sharedScope
 	}
-	c, err := newCounter(cfg.meterProvider, cfg.name)
+	if cfg.scope == nil {
+		return nil, luakit.InvalidConfig("idemhttp", "no scope: pass WithScope (one scope per caller) or WithSharedScope(true) (every caller shares stored responses)")
+	}
+	c, err := newCounter(cfg.meterProvider, cfg.instance)
 	if err != nil {
 		return nil, err
 	}
@@ -182,32 +185,14 @@ func problem(w http.ResponseWriter, status int, title string) {
 	fmt.Fprintf(w, `{"title":%s,"status":%d}`, strconv.Quote(title), status)
 }
 
-// Handler wraps next. For each request:
-//
-//   - no Idempotency-Key header: 400 if the key is required for the request (see [WithRequired]),
-//     otherwise next runs unprotected;
-//   - a malformed or repeated header: 400;
-//   - a body longer than the request limit: 413;
-//   - the fingerprint function ([WithFingerprint]) fails: 400, the key is not claimed;
-//   - the key is free: next runs while the claim is kept alive; when the store policy
-//     ([WithStorePolicy]) accepts its response (by default: all but 429 and 503) and next did not call
-//     [DoNotStore], its status, allow-listed headers and body (if within the stored response limit) are
-//     stored and replayed to duplicates for the retention; otherwise the claim is abandoned;
-//   - the same key and fingerprint, completed: the stored response with Idempotent-Replayed: true;
-//   - the same key while the original is in flight: 409 with Retry-After (after waiting, see [WithWait]);
-//   - the same key with a different request: 422;
-//   - the scope function ([WithScope]) fails: 500, the key is not claimed;
-//   - the claim key holds data the store did not write, or a stored response that does not decode:
-//     500 (a retry cannot fix it; [WithFailOpen] does not apply);
-//   - the store fails: 503 with Retry-After: 1 (or next runs unprotected with [WithFailOpen]).
-//
-// Keys are scoped by the caller ([WithScope]), the method and the path ([ClaimKey]). Error responses
+// Handler wraps next, answering each request as the package documentation's Behaviour table says
+// (400, 409, 413, 422, 500, 503, a replay with Idempotent-Replayed: true, or next run under a claim).
+// Keys are scoped by the caller ([WithScope]), the method and the path ([ClaimKey]); error responses
 // are application/problem+json. next's request context is cancelled, with context.Cause
 // [idempotency.ErrLost] or [idempotency.ErrExpired], if its claim can no longer be kept alive (a
-// duplicate may then run); the claim keeps being renewed while next runs even after the client has
-// gone. A response too large to store leaves its claim pending until its lease ends. A panic in next
-// leaves the claim pending until its lease ends (or abandons it, see [WithAbandonOnPanic]) and is
-// re-raised.
+// duplicate may then run); the claim is renewed while next runs even after the client has gone. A
+// response too large to store, or a panic in next (re-raised), leaves the claim pending until its
+// lease ends (a panic abandons it with [WithAbandonOnPanic]).
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.serve(w, r, next)

@@ -35,7 +35,7 @@ func newNoIO(t *testing.T, opts ...Option) *Middleware {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(st, append([]Option{SharedScope()}, opts...)...)
+	m, err := New(st, append([]Option{WithSharedScope(true)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,17 +53,17 @@ func TestNew(t *testing.T) {
 		ok   bool
 	}{
 		{"required", WithRequired(func(*http.Request) bool { return true }), true},
-		{"nil required", WithRequired(nil), false},
+		{"nil required", WithRequired(nil), true},
 		{"scope", WithScope(func(*http.Request) (string, error) { return "t", nil }), true},
-		{"nil scope", WithScope(nil), false},
+		{"nil scope", WithScope(nil), true},
 		{"claim lease", WithClaimLease(time.Millisecond), true},
 		{"claim lease too short", WithClaimLease(time.Microsecond), false},
 		{"retention", WithRetention(time.Millisecond), true},
 		{"retention too short", WithRetention(999 * time.Microsecond), false},
 		{"store policy", WithStorePolicy(func(*http.Request, int, http.Header) bool { return true }), true},
-		{"nil store policy", WithStorePolicy(nil), false},
+		{"nil store policy", WithStorePolicy(nil), true},
 		{"fingerprint", WithFingerprint(func(*http.Request, []byte) (string, error) { return "", nil }), true},
-		{"nil fingerprint", WithFingerprint(nil), false},
+		{"nil fingerprint", WithFingerprint(nil), true},
 		{"max request", WithMaxRequestBody(0), true},
 		{"max request negative", WithMaxRequestBody(-1), false},
 		{"max response", WithMaxStoredResponse(10), true},
@@ -76,12 +76,12 @@ func TestNew(t *testing.T) {
 		{"store timeout", WithStoreTimeout(time.Second), true},
 		{"store timeout zero", WithStoreTimeout(0), false},
 		{"logger", WithLogger(slog.Default()), true},
-		{"nil logger", WithLogger(nil), false},
+		{"nil logger", WithLogger(nil), true},
 		{"nil option", nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(st, SharedScope(), tt.opt)
+			_, err := New(st, WithSharedScope(true), tt.opt)
 			if tt.ok != (err == nil) {
 				t.Fatalf("error = %v, want ok=%v", err, tt.ok)
 			}
@@ -347,14 +347,24 @@ func FuzzDecodeRecord(f *testing.F) {
 
 func TestNewRequiresScope(t *testing.T) {
 	st, _ := idempotency.New(noIO{})
-	if _, err := New(st); !errors.Is(err, luakit.ErrInvalidConfig) {
-		t.Fatalf("New without a scope = %v, want an error matching luakit.ErrInvalidConfig", err)
-	}
-	for name, o := range map[string]Option{
-		"SharedScope": SharedScope(),
-		"WithScope":   WithScope(func(*http.Request) (string, error) { return "t", nil }),
+	scope := WithScope(func(*http.Request) (string, error) { return "t", nil })
+	for name, opts := range map[string][]Option{
+		"no scope":                         nil,
+		"WithSharedScope(false)":           {WithSharedScope(false)},
+		"WithSharedScope(true) then false": {WithSharedScope(true), WithSharedScope(false)},
 	} {
-		if _, err := New(st, o); err != nil {
+		if _, err := New(st, opts...); !errors.Is(err, luakit.ErrInvalidConfig) {
+			t.Errorf("New with %s = %v, want an error matching luakit.ErrInvalidConfig", name, err)
+		}
+	}
+	for name, opts := range map[string][]Option{
+		"WithSharedScope(true)":                {WithSharedScope(true)},
+		"WithScope":                            {scope},
+		"WithScope and WithSharedScope(false)": {scope, WithSharedScope(false)},
+		"WithScope then WithSharedScope(true)": {scope, WithSharedScope(true)},
+		"WithSharedScope(true) then WithScope": {WithSharedScope(true), scope},
+	} {
+		if _, err := New(st, opts...); err != nil {
 			t.Errorf("New with %s: %v", name, err)
 		}
 	}

@@ -22,6 +22,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 type config struct {
 	required       func(*http.Request) bool
 	scope          func(*http.Request) (string, error)
+	sharedScope    bool // WithSharedScope
 	fingerprint    func(*http.Request, []byte) (string, error)
 	storePolicy    func(*http.Request, int, http.Header) bool
 	lease          time.Duration
@@ -35,7 +36,7 @@ type config struct {
 	storeTimeout   time.Duration
 	logger         *slog.Logger
 	meterProvider  metric.MeterProvider // nil: the global provider
-	name           string               // WithName
+	instance       string               // WithInstance
 }
 
 // DefaultReplayHeaders are the response headers stored and replayed unless [WithReplayHeaders] says
@@ -79,13 +80,13 @@ func canonicalSet(names []string) map[string]bool {
 
 // WithRequired decides per request whether the Idempotency-Key header is required: when fn returns
 // true and the header is missing, the middleware answers 400 without calling the handler. When it
-// returns false, a request without the header passes straight to the handler. Default: never
-// required. For example, require it for POST only: func(r *http.Request) bool { return r.Method ==
+// returns false, a request without the header passes straight to the handler. Default (or nil):
+// never required. For example, require it for POST only: func(r *http.Request) bool { return r.Method ==
 // http.MethodPost }.
 func WithRequired(fn func(r *http.Request) bool) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return luakit.InvalidConfig("idemhttp", "nil required func")
+			fn = func(*http.Request) bool { return false }
 		}
 		c.required = fn
 		return nil
@@ -100,28 +101,35 @@ func WithRequired(fn func(r *http.Request) bool) Option {
 // without claiming the key or calling the handler, even with [WithFailOpen] (which covers store
 // outages, not a request that cannot be scoped). Reject unauthenticated requests before the
 // middleware, so that an error here means a bug or a misconfiguration, as with ratelimithttp.WithKey.
-// There is no default: [New] fails unless WithScope or [SharedScope] is given, so that a response
-// is never replayed to another caller by accident.
+// There is no default: [New] fails unless WithScope or [WithSharedScope](true) is given, so that a
+// response is never replayed to another caller by accident. A nil fn is as if WithScope were omitted.
 func WithScope(fn func(r *http.Request) (string, error)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return luakit.InvalidConfig("idemhttp", "nil scope func")
+			return nil
 		}
-		c.scope = fn
+		c.scope, c.sharedScope = fn, false
 		return nil
 	})
 }
 
-// SharedScope makes every caller share one scope: a request replays the stored response of any
-// earlier request with the same idempotency key, method and path, whoever sent it. Use it only when
-// keys cannot collide between callers (one caller, or keys the server issues); otherwise use
-// [WithScope]. [New] requires one of the two.
-func SharedScope() Option {
+// WithSharedScope(true) makes every caller share one scope: a request replays the stored response of
+// any earlier request with the same idempotency key, method and path, whoever sent it. Use it only
+// when keys cannot collide between callers (one caller, or keys the server issues); otherwise use
+// [WithScope]. [New] requires one of the two; the later one wins, and WithSharedScope(false) leaves
+// an earlier WithScope in place. Default: off (false).
+func WithSharedScope(on bool) Option {
 	return optionFunc(func(c *config) error {
-		c.scope = func(*http.Request) (string, error) { return "", nil }
+		c.sharedScope = on
+		if on {
+			c.scope = nil
+		}
 		return nil
 	})
 }
+
+// sharedScope is the scope of [WithSharedScope]: the empty scope for every request.
+func sharedScope(*http.Request) (string, error) { return "", nil }
 
 // WithClaimLease sets the lease of a pending claim (whole milliseconds, at least 1ms): the claim is
 // renewed every lease/3 while the handler runs ([idempotency.Store.KeepAlive]), so a handler may run
@@ -158,11 +166,11 @@ func WithRetention(d time.Duration) Option {
 // abandoned as soon as the handler returns, so the client's retry runs the handler again). It gets the
 // request, the status code and the response header as the handler sent them. It runs in the
 // handler's goroutine after the handler returns; a response the handler marked with [DoNotStore] is
-// never stored, whatever it returns. Default: [DefaultStorePolicy].
+// never stored, whatever it returns. Default (or nil): [DefaultStorePolicy].
 func WithStorePolicy(fn func(r *http.Request, status int, header http.Header) bool) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return luakit.InvalidConfig("idemhttp", "nil store policy")
+			fn = DefaultStorePolicy
 		}
 		c.storePolicy = fn
 		return nil
@@ -184,11 +192,11 @@ func DefaultStorePolicy(_ *http.Request, status int, _ http.Header) bool {
 // digest, for example the hex SHA-256 of a canonical JSON encoding of the fields that matter, so that
 // a retry with reordered JSON fields is still the same request. When it returns an error the
 // middleware answers 400 without claiming the key or calling the handler (the usual cause is a body
-// the function cannot parse) and logs the error at info level. Default: [DefaultFingerprint].
+// the function cannot parse) and logs the error at info level. Default (or nil): [DefaultFingerprint].
 func WithFingerprint(fn func(r *http.Request, body []byte) (string, error)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
-			return luakit.InvalidConfig("idemhttp", "nil fingerprint func")
+			fn = DefaultFingerprint
 		}
 		c.fingerprint = fn
 		return nil
@@ -282,34 +290,31 @@ func WithStoreTimeout(d time.Duration) Option {
 }
 
 // WithLogger sets the logger for store failures and lost claims. Keys, owner tokens and bodies are
-// never logged. Default: slog.Default().
+// never logged. Default (or nil): slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
-			return luakit.InvalidConfig("idemhttp", "nil logger")
+			l = slog.Default()
 		}
 		c.logger = l
 		return nil
 	})
 }
 
-// WithMeterProvider sets the OpenTelemetry meter provider of the [MetricOutcomes] counter. A nil mp
-// is an error. Default: the global provider, otel.GetMeterProvider(), looked up by [New].
+// WithMeterProvider sets the OpenTelemetry meter provider of the [MetricOutcomes] counter. Default
+// (or nil): the global provider, otel.GetMeterProvider(), looked up by [New].
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) error {
-		if mp == nil {
-			return luakit.InvalidConfig("idemhttp", "nil meter provider")
-		}
 		c.meterProvider = mp
 		return nil
 	})
 }
 
-// WithName names the middleware in its metrics: the attribute coordkit.instance on
+// WithInstance labels the middleware in its metrics: the attribute coordkit.instance on
 // [MetricOutcomes] (omitted when name is ""). It must not be a key or a scope. Default "".
-func WithName(name string) Option {
+func WithInstance(instance string) Option {
 	return optionFunc(func(c *config) error {
-		c.name = name
+		c.instance = instance
 		return nil
 	})
 }

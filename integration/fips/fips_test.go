@@ -81,7 +81,7 @@ func TestFIPS140Only(t *testing.T) {
 			t.Run("lock_otelhook", func(t *testing.T) {
 				h, err := otelhook.New()
 				require.NoError(t, err)
-				l, err := lock.New(client, lock.WithHooks(h), lock.WithName("fips"))
+				l, err := lock.New(client, lock.WithHooks(h), lock.WithInstance("fips"))
 				require.NoError(t, err)
 				ls, err := l.TryAcquire(c, "fips:lock", time.Minute)
 				require.NoError(t, err)

@@ -18,7 +18,7 @@ func testCounterHooks(t *testing.T, e *env) {
 		instances = append(instances, op.Instance)
 		return ctx, nil, nil
 	})
-	s, err := counter.New(e.client(t), counter.WithHooks(spy, j), counter.WithName("quota"))
+	s, err := counter.New(e.client(t), counter.WithHooks(spy, j), counter.WithInstance("quota"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func testIdemhttpOutcomes(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := idemhttp.New(st, idemhttp.SharedScope(), idemhttp.WithMeterProvider(mp), idemhttp.WithName("orders"))
+	m, err := idemhttp.New(st, idemhttp.WithSharedScope(true), idemhttp.WithMeterProvider(mp), idemhttp.WithInstance("orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func testIdemhttpStoreDown(t *testing.T, e *env) {
 		failOpen bool
 		code     int
 	}{{false, http.StatusServiceUnavailable}, {true, http.StatusCreated}} {
-		m, err := idemhttp.New(st, idemhttp.SharedScope(), idemhttp.WithMeterProvider(mp), idemhttp.WithName("orders"),
+		m, err := idemhttp.New(st, idemhttp.WithSharedScope(true), idemhttp.WithMeterProvider(mp), idemhttp.WithInstance("orders"),
 			idemhttp.WithFailOpen(tc.failOpen), idemhttp.WithLogger(quiet))
 		if err != nil {
 			t.Fatal(err)

@@ -35,7 +35,7 @@ func waitCount(t *testing.T, j *journal, entry string, n int) []string {
 func testIdempotencyHooks(t *testing.T, e *env) {
 	ctx := context.Background()
 	j := &journal{}
-	s, err := idempotency.New(e.client(t), idempotency.WithHooks(j), idempotency.WithName("orders"),
+	s, err := idempotency.New(e.client(t), idempotency.WithHooks(j), idempotency.WithInstance("orders"),
 		idempotency.WithRetryDelay(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 func testLatchHooks(t *testing.T, e *env) {
 	ctx := context.Background()
 	j := &journal{}
-	ls, err := latch.New(e.client(t), latch.WithHooks(j), latch.WithName("batch"),
+	ls, err := latch.New(e.client(t), latch.WithHooks(j), latch.WithInstance("batch"),
 		latch.WithRecheckInterval(5*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

@@ -29,11 +29,11 @@ func testLeaderIsLeaderGauge(t *testing.T, e *env) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer func() { _ = mp.Shutdown(context.Background()) }()
 	j := &journal{}
-	first, err := leader.New(client, "gauge", leader.WithName("first"), leader.WithMeterProvider(mp), leader.WithHooks(j))
+	first, err := leader.New(client, "gauge", leader.WithInstance("first"), leader.WithMeterProvider(mp), leader.WithHooks(j))
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := leader.New(client, "gauge", leader.WithName("second"), leader.WithMeterProvider(mp))
+	second, err := leader.New(client, "gauge", leader.WithInstance("second"), leader.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func testLeaderIsLeaderGauge(t *testing.T, e *env) {
 func testLeaderRejectedCampaign(t *testing.T, e *env) {
 	j := &journal{}
 	j.setReject("LEADER CAMPAIGN")
-	el, err := leader.New(e.client(t), "refused", leader.WithHooks(j), leader.WithName("api"))
+	el, err := leader.New(e.client(t), "refused", leader.WithHooks(j), leader.WithInstance("api"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func pttl(t *testing.T, e *env, key string) time.Duration {
 func testLeaderRejectedRenew(t *testing.T, e *env) {
 	const ttl = 4 * time.Second // renewals from 2s; the term self-fences at 3.6s: room to lift the rejection
 	j := &journal{}
-	el, err := leader.New(e.client(t), "hooks-renew", leader.WithHooks(j), leader.WithName("api"),
+	el, err := leader.New(e.client(t), "hooks-renew", leader.WithHooks(j), leader.WithInstance("api"),
 		leader.WithLeaseDuration(ttl), leader.WithRetryDelay(50*time.Millisecond),
 		leader.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

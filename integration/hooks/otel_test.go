@@ -49,7 +49,7 @@ var allowed = map[attribute.Key]bool{
 func testLockSpansAndDurations(t *testing.T, e *env) {
 	client := e.client(t)
 	tel := newTelemetry(t)
-	locker, err := lock.New(client, lock.WithHooks(tel.hook), lock.WithName("orders"))
+	locker, err := lock.New(client, lock.WithHooks(tel.hook), lock.WithInstance("orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func BenchmarkLockOTel(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	locker, err := lock.New(srv.Client(b), lock.WithHooks(h), lock.WithName("bench"))
+	locker, err := lock.New(srv.Client(b), lock.WithHooks(h), lock.WithInstance("bench"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func testRedlockHookRules(t *testing.T, e *env) {
 	}
 	ctx := context.Background()
 	j := &journal{}
-	g, err := redlock.NewGroup(clients, redlock.WithHooks(j), redlock.WithName("group"), redlock.WithRestartQuarantine(false))
+	g, err := redlock.NewGroup(clients, redlock.WithHooks(j), redlock.WithInstance("group"), redlock.WithRestartQuarantine(false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func (j *journal) Admit(ctx context.Context, op luakit.Operation) (context.Conte
 	if inside != nil {
 		inside(ctx, op)
 	}
-	return ctx, func(o luakit.Outcome, err error) {
+	return ctx, func(o luakit.HookOutcome, err error) {
 		j.mu.Lock()
 		defer j.mu.Unlock()
 		j.log = append(j.log, fmt.Sprintf("%sdone %s %s", j.tag, op.Name, o))
@@ -74,7 +74,7 @@ func testLockHookRules(t *testing.T, e *env) {
 	client := e.client(t)
 	ctx := context.Background()
 	j := &journal{}
-	locker, err := lock.New(client, lock.WithHooks(j), lock.WithName("rules"), lock.WithRetryDelay(10*time.Millisecond))
+	locker, err := lock.New(client, lock.WithHooks(j), lock.WithInstance("rules"), lock.WithRetryDelay(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func (o *orderHook) named(name string) luakit.Hook {
 		if o.rejectAt == name {
 			return nil, nil, errRejected
 		}
-		return ctx, func(out luakit.Outcome, err error) {
+		return ctx, func(out luakit.HookOutcome, err error) {
 			o.mu.Lock()
 			defer o.mu.Unlock()
 			s := name + " done"

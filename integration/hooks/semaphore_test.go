@@ -14,7 +14,7 @@ func testSemaphoreHooks(t *testing.T, e *env) {
 	client := e.client(t)
 	ctx := context.Background()
 	j := &journal{}
-	s, err := semaphore.New(client, "sem-hooks", 2, semaphore.WithHooks(j), semaphore.WithName("exports"),
+	s, err := semaphore.New(client, "sem-hooks", 2, semaphore.WithHooks(j), semaphore.WithInstance("exports"),
 		semaphore.WithCleanupRetryWindow(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func testSemaphoreHooks(t *testing.T, e *env) {
 	})
 
 	t.Run("inspect", func(t *testing.T) {
-		s, err := semaphore.New(client, "sem-hooks", 2, semaphore.WithHooks(j), semaphore.WithName("exports"))
+		s, err := semaphore.New(client, "sem-hooks", 2, semaphore.WithHooks(j), semaphore.WithInstance("exports"))
 		if err != nil {
 			t.Fatal(err)
 		}

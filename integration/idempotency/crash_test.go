@@ -42,7 +42,7 @@ func TestCrashedOwnerHelper(t *testing.T) {
 	require.NoError(t, err)
 	s, err := idempotency.New(c, idempotency.WithKeyPrefix(os.Getenv(helperPrefix)))
 	require.NoError(t, err)
-	mw, err := idemhttp.New(s, idemhttp.SharedScope(), idemhttp.WithClaimLease(lease), idemhttp.WithLogger(quiet))
+	mw, err := idemhttp.New(s, idemhttp.WithSharedScope(true), idemhttp.WithClaimLease(lease), idemhttp.WithLogger(quiet))
 	require.NoError(t, err)
 	srv := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		os.Stdout.WriteString("RUNNING\n")

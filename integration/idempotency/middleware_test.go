@@ -27,7 +27,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // server is an httptest server running handler behind the middleware.
 func server(t *testing.T, s *idempotency.Store, handler http.Handler, opts ...idemhttp.Option) *httptest.Server {
 	t.Helper()
-	mw, err := idemhttp.New(s, append([]idemhttp.Option{idemhttp.SharedScope(), idemhttp.WithLogger(quiet)}, opts...)...)
+	mw, err := idemhttp.New(s, append([]idemhttp.Option{idemhttp.WithSharedScope(true), idemhttp.WithLogger(quiet)}, opts...)...)
 	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(mw.Handler(handler))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the panics are expected

@@ -200,7 +200,7 @@ func testMiddlewareOrders(t *testing.T, e *env) {
 			require.NoError(t, err)
 			prefix := "mworder:" + tag + ":"
 			s := e.store(t, idempotency.WithKeyPrefix(prefix))
-			idem, err := idemhttp.New(s, idemhttp.SharedScope(), idemhttp.WithLogger(quiet))
+			idem, err := idemhttp.New(s, idemhttp.WithSharedScope(true), idemhttp.WithLogger(quiet))
 			require.NoError(t, err)
 			var calls atomic.Int32
 			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -26,7 +26,7 @@ func TestLeaderIsLeaderGauge(t *testing.T) {
 			t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 			name, _, _ := election("gauge")
 			mk := func(inst string) *leader.Election {
-				el, err := leader.New(c, name, leader.WithMeterProvider(mp), leader.WithName(inst),
+				el, err := leader.New(c, name, leader.WithMeterProvider(mp), leader.WithInstance(inst),
 					leader.WithLeaseDuration(leaseDuration), leader.WithSafetyMargin(safetyMargin),
 					leader.WithRetryDelay(retryDelay))
 				require.NoError(t, err)

@@ -447,7 +447,7 @@ func testExplicitKeys(t *testing.T, e *env) {
 	rec := &recorder{}
 	cs := make([]*candidate, 2)
 	for i := range cs {
-		cs[i] = newCandidate(t, e, i, name, rec, nil, leader.WithKeys(leaseKey, fenceKey), leader.WithStrictSlots())
+		cs[i] = newCandidate(t, e, i, name, rec, nil, leader.WithKeys(leaseKey, fenceKey), leader.WithStrictSlots(true))
 		require.Equal(t, leaseKey, cs[i].el.LeaseKey())
 		require.Equal(t, fenceKey, cs[i].el.FenceKey())
 		cs[i].start()
@@ -469,7 +469,7 @@ func testExplicitKeys(t *testing.T, e *env) {
 	before := e.CommandStats(t)
 	split := leader.WithKeys("ck:leader:explicit:a", "ck:leader:explicit:b")
 	require.NotEqual(t, luakit.Slot("ck:leader:explicit:a"), luakit.Slot("ck:leader:explicit:b"))
-	_, err := leader.New(c, name, split, leader.WithStrictSlots())
+	_, err := leader.New(c, name, split, leader.WithStrictSlots(true))
 	require.ErrorIs(t, err, luakit.ErrCrossSlot)
 	require.ErrorIs(t, err, leader.ErrInvalidConfig)
 	_, err = leader.New(c, name, split)

@@ -278,7 +278,7 @@ func testPrefixBinary(t *testing.T, e *env) {
 	l, err := ls.TryAcquire(c, key, field, 30*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, key, l.HashKey())
-	require.Equal(t, field, l.Field())
+	require.Equal(t, field, l.Name())
 	e.requireHeld(t, prefix+key, field, l.OwnerToken())
 	e.requireAbsent(t, key, "unprefixed hash key")
 	in, err := ls.Inspect(c, key)

@@ -13,13 +13,17 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// attempts records what lock.WithAttemptObserver reports.
+// attempts is a hook that records what the Locker reports to a luakit.AttemptObserver.
 type attempts struct {
 	mu   sync.Mutex
 	errs []error
 }
 
-func (a *attempts) observe(_ context.Context, err error) {
+func (a *attempts) Admit(context.Context, luakit.Operation) (context.Context, luakit.Completion, error) {
+	return nil, nil, nil
+}
+
+func (a *attempts) ObserveAttempt(_ context.Context, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.errs = append(a.errs, err)
@@ -33,19 +37,19 @@ func (a *attempts) take() []error {
 	return out
 }
 
-// testAttemptObserver: the observer sees every attempt of a waiting Acquire (nil while the lock is
-// held by another owner and when it is won), the error of an attempt that ends the wait, and nothing
-// from TryAcquire.
+// testAttemptObserver: a hook that is a luakit.AttemptObserver sees every attempt of a waiting
+// Acquire (nil while the lock is held by another owner and when it is won), the error of an attempt
+// that ends the wait, and TryAcquire's one attempt.
 func testAttemptObserver(t *testing.T, e *env) {
 	c := ctx(t)
 	rec := &attempts{}
-	l := newLocker(t, e.newClient(t, luakit.NewTracker(), nil), lock.WithAttemptObserver(rec.observe))
+	l := newLocker(t, e.newClient(t, luakit.NewTracker(), nil), lock.WithHooks(rec))
 	ln, _, fk := named("s20:observer")
 	holder, err := e.locker(t).TryAcquire(c, ln, 200*time.Millisecond)
 	require.NoError(t, err)
 	_, err = l.TryAcquire(c, ln, time.Minute)
 	require.ErrorIs(t, err, lock.ErrNotAcquired)
-	require.Empty(t, rec.take(), "TryAcquire is no waiting acquisition")
+	require.Equal(t, []error{nil}, rec.take(), "TryAcquire's one attempt, answered busy")
 
 	won, err := l.Acquire(c, ln, time.Minute)
 	require.NoError(t, err)

@@ -247,14 +247,14 @@ func testCrossSlot(t *testing.T, e *env) {
 		release(t, h, lock.Released)
 		e.do(t, "DEL", fk)
 		// WithStrictSlots: the pair fails as it would on Cluster.
-		rejected([]uint16{luakit.Slot(lk), luakit.Slot(fk)}, twoKeys(e.locker(t, lock.WithStrictSlots()))...)
+		rejected([]uint16{luakit.Slot(lk), luakit.Slot(fk)}, twoKeys(e.locker(t, lock.WithStrictSlots(true)))...)
 	}
 	e.requireAbsent(t, lk, "lease key")
 	e.requireAbsent(t, fk, "fence key")
 
 	// The same names under one hash tag work, strict or not.
 	lk, fk = "{ck:s5}:a:lease", "{ck:s5}:b:fence"
-	for i, l := range []*lock.Locker{e.locker(t), e.locker(t, lock.WithStrictSlots())} {
+	for i, l := range []*lock.Locker{e.locker(t), e.locker(t, lock.WithStrictSlots(true))} {
 		lease, err := l.TryAcquireKeys(c, lk, fk, 10*time.Second)
 		require.NoError(t, err)
 		require.Equal(t, int64(i+1), lease.FencingToken())

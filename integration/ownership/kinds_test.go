@@ -35,6 +35,15 @@ type handle interface {
 	Remaining() time.Duration
 	Deadline() time.Time
 	TTL() time.Duration
+	// The identity accessors (vocabulary rule: the same on every handle).
+	Name() string
+	OwnerToken() string
+}
+
+// fenced is a handle of a kind that issues fencing tokens.
+type fenced interface {
+	handle
+	FencingToken() int64
 }
 
 var (
@@ -42,7 +51,9 @@ var (
 	_ handle = (*lease.Lease)(nil)
 	_ handle = (*rwlock.Lease)(nil)
 	_ handle = (*semaphore.Permit)(nil)
-	_ handle = (*redlock.Lock)(nil)
+	_ handle = (*redlock.Lease)(nil)
+	_ fenced = (*lock.Lease)(nil)
+	_ fenced = (*redlock.Lease)(nil)
 )
 
 // acquireFunc is one way of acquiring a kind's hold of one resource.
@@ -306,7 +317,7 @@ var kinds = []*kind{
 // methods, while the contract's methods are there.
 func TestHandlesSealed(t *testing.T) {
 	plumbing := []string{"Grant", "ReleaseOwed", "CloseContext", "Settled"}
-	for _, h := range []handle{(*lock.Lease)(nil), (*lease.Lease)(nil), (*rwlock.Lease)(nil), (*semaphore.Permit)(nil), (*redlock.Lock)(nil)} {
+	for _, h := range []handle{(*lock.Lease)(nil), (*lease.Lease)(nil), (*rwlock.Lease)(nil), (*semaphore.Permit)(nil), (*redlock.Lease)(nil)} {
 		typ := reflect.TypeOf(h)
 		t.Run(typ.Elem().String(), func(t *testing.T) {
 			for i := range typ.Elem().NumField() {
@@ -317,7 +328,7 @@ func TestHandlesSealed(t *testing.T) {
 				_, ok := typ.MethodByName(m)
 				require.False(t, ok, "method %s reachable", m)
 			}
-			for _, m := range []string{"Extend", "ExtendTTL", "KeepAlive", "Verify", "Release", "Close", "Done", "Context", "Err", "Remaining", "Deadline", "TTL"} {
+			for _, m := range []string{"Extend", "ExtendTTL", "KeepAlive", "Verify", "Release", "Close", "Done", "Context", "Err", "Remaining", "Deadline", "TTL", "Name", "OwnerToken"} {
 				_, ok := typ.MethodByName(m)
 				require.True(t, ok, "method %s missing", m)
 			}

@@ -1,6 +1,6 @@
 // Package ownership_test is the conformance suite of luakit/ownership's contract (the table in
 // luakit/ownership/doc.go): every owner-token handle of Coordkit (lock.Lease, lease.Lease, rwlock.Lease
-// in read and write mode, semaphore.Permit, redlock.Lock) is driven through the same scenarios on every
+// in read and write mode, semaphore.Permit, redlock.Lease) is driven through the same scenarios on every
 // target of the matrix of internal/matrix (see ../README.md for how to select targets).
 package ownership_test
 

@@ -63,7 +63,7 @@ func testLeastPrivilege(t *testing.T, e *env) {
 			}
 			g, err := redlock.NewGroup(clients, opts...)
 			require.NoError(t, err)
-			var l *redlock.Lock
+			var l *redlock.Lease
 			_ = r.Step("try_acquire", func(ctx context.Context) error {
 				var err error
 				l, err = g.TryAcquire(ctx, "job", ttl)

@@ -125,7 +125,7 @@ func testBinaryKeysEveryNode(t *testing.T, e *env) {
 	require.ErrorIs(t, err, redlock.ErrHeld)
 	other, err := g.TryAcquire(ctx(t), "k\x00\r\n\xfd", 10*time.Second)
 	require.NoError(t, err, "a key differing in its last byte is another lock")
-	for _, lk := range []*redlock.Lock{l, other} {
+	for _, lk := range []*redlock.Lease{l, other} {
 		outcome, err := lk.Release(ctx(t))
 		require.NoError(t, err)
 		require.Equal(t, redlock.Released, outcome)

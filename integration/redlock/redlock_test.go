@@ -534,7 +534,7 @@ func testFencedMonotonic(t *testing.T, e *env) {
 	restarts := 0
 	for iter := range 100 {
 		var (
-			l   *redlock.Lock
+			l   *redlock.Lease
 			err error
 		)
 		l, err = g.TryAcquire(ctx(t), key, 5*time.Second)

@@ -34,7 +34,7 @@ func testFencedExactQuorum(t *testing.T, e *env) {
 			keys := []string{key, fence}
 			g := e.group(t, redlock.WithNodeTimeout(fastTimeout), redlock.WithFencing(fence))
 			var tokens []int64
-			issued := func(l *redlock.Lock) {
+			issued := func(l *redlock.Lease) {
 				t.Helper()
 				if n := len(tokens); n > 0 {
 					require.Greater(t, l.FencingToken(), tokens[n-1], "tokens must strictly increase (issued so far: %v)", tokens)
@@ -45,7 +45,7 @@ func testFencedExactQuorum(t *testing.T, e *env) {
 			if ending == "expired" {
 				ttl = 800 * time.Millisecond // room for a step that waits out a paused node (fastTimeout)
 			}
-			end := func(l *redlock.Lock) {
+			end := func(l *redlock.Lease) {
 				t.Helper()
 				if ending == "released" {
 					outcome, err := l.Release(ctx(t))

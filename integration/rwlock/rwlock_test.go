@@ -407,7 +407,7 @@ func testPrefixBinary(t *testing.T, e *env) {
 	require.NoError(t, err)
 	r2, err := l.TryAcquireRead(c, key, 10*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, key, r1.Key())
+	require.Equal(t, key, r1.Name())
 	typ, err := e.Raw.Do(c, e.Raw.B().Type().Key(physical).Build()).ToString()
 	require.NoError(t, err)
 	require.Equal(t, "zset", typ)

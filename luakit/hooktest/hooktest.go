@@ -34,7 +34,7 @@ func (r *Recorder) Admit(ctx context.Context, op luakit.Operation) (context.Cont
 	if r.all || r.reject[op.Name] {
 		return nil, nil, ErrRejected
 	}
-	return ctx, func(o luakit.Outcome, _ error) {
+	return ctx, func(o luakit.HookOutcome, _ error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.log = append(r.log, "done "+op.Name+" "+o.String())

@@ -31,7 +31,7 @@ type Reply struct {
 type Acquirer interface {
 	// SendAcquire sends the acquire script once with the attempt's owner token, through [Send] or
 	// [SendTracked], and returns the time taken just before the send, the reply, and whether the
-	// attempt armed tracking of the resource's key (see [Attempt].Tracked).
+	// attempt armed tracking of the resource's key (see [TryResult].Tracked).
 	SendAcquire(ctx context.Context) (start time.Time, resp rueidis.RedisResult, tracked bool)
 	// DecodeAcquire reads an answered reply. An error means the reply is malformed: the script may
 	// have written a hold that cannot be read back, so the attempt's cleanup is sent.
@@ -63,10 +63,23 @@ type Acquirer interface {
 //   - granted: GrantAcquire; a late reply is Retry with Err wrapping [luakit.ErrLateReply].
 //
 // Errors are prefixed "<Name>: <op>: ". A [Waiter] acts on Busy and Retry; a try-acquisition returns
-// Err (nil when acquired).
-func (c *Config) Try(ctx context.Context, op string, a Acquirer) Attempt {
+// Err (nil when acquired). Each attempt is reported to the [luakit.AttemptObserver]s among c.Hooks
+// ([luakit.Hooks.Attempted]): nil when the server answered (granted or busy), else Err.
+func (c *Config) Try(ctx context.Context, op string, a Acquirer) TryResult {
+	at := c.try(ctx, op, a)
+	if len(c.Hooks) > 0 {
+		err := at.Err
+		if at.Busy {
+			err = nil // held by another owner: an answer, not a failure
+		}
+		c.Hooks.Attempted(ctx, err)
+	}
+	return at
+}
+
+func (c *Config) try(ctx context.Context, op string, a Acquirer) TryResult {
 	if err := ctx.Err(); err != nil {
-		return Attempt{Err: c.acquireErr(op, err)}
+		return TryResult{Err: c.acquireErr(op, err)}
 	}
 	start, resp, tracked := a.SendAcquire(ctx)
 	msg, err := resp.ToMessage()
@@ -74,31 +87,31 @@ func (c *Config) Try(ctx context.Context, op string, a Acquirer) Attempt {
 		switch {
 		case luakit.IsUncertain(err):
 			settled := Cleanup(ctx, c, a.ReleaseAcquire)
-			return Attempt{Retry: settled && ctx.Err() == nil, Err: fmt.Errorf("%s: %s: %w: %w", c.name(), op, luakit.ErrUncertain, err)}
+			return TryResult{Retry: settled && ctx.Err() == nil, Err: fmt.Errorf("%s: %s: %w: %w", c.name(), op, luakit.ErrUncertain, err)}
 		case luakit.MayHaveApplied(err):
 			Cleanup(ctx, c, a.ReleaseAcquire)
-			return Attempt{Err: c.acquireErr(op, err)}
+			return TryResult{Err: c.acquireErr(op, err)}
 		}
-		return Attempt{Retry: luakit.IsTransient(err), Err: c.acquireErr(op, luakit.MarkForeign(err))}
+		return TryResult{Retry: luakit.IsTransient(err), Err: c.acquireErr(op, luakit.MarkForeign(err))}
 	}
 	r, err := a.DecodeAcquire(msg)
 	switch {
 	case err != nil:
 		// The script ran and may have written a hold that cannot be read back: uncertain.
 		Cleanup(ctx, c, a.ReleaseAcquire)
-		return Attempt{Err: fmt.Errorf("%s: %s: %w: malformed reply: %w", c.name(), op, luakit.ErrUncertain, err)}
+		return TryResult{Err: fmt.Errorf("%s: %s: %w: malformed reply: %w", c.name(), op, luakit.ErrUncertain, err)}
 	case r.Err != nil:
-		return Attempt{Err: r.Err}
+		return TryResult{Err: r.Err}
 	case r.Busy:
-		return Attempt{Busy: true, HolderTTL: r.HolderTTL, Tracked: tracked, Err: luakit.ErrNotAcquired}
+		return TryResult{Busy: true, HolderTTL: r.HolderTTL, Tracked: tracked, Err: luakit.ErrNotAcquired}
 	case !r.Granted:
 		Cleanup(ctx, c, a.ReleaseAcquire)
-		return Attempt{Err: fmt.Errorf("%s: %s: %w: malformed reply: neither a grant nor busy", c.name(), op, luakit.ErrUncertain)}
+		return TryResult{Err: fmt.Errorf("%s: %s: %w: malformed reply: neither a grant nor busy", c.name(), op, luakit.ErrUncertain)}
 	}
 	if err := a.GrantAcquire(ctx, start); err != nil {
-		return Attempt{Retry: errors.Is(err, luakit.ErrLateReply), Err: c.acquireErr(op, err)}
+		return TryResult{Retry: errors.Is(err, luakit.ErrLateReply), Err: c.acquireErr(op, err)}
 	}
-	return Attempt{}
+	return TryResult{}
 }
 
 // Pair reads the status row {status, value} that acquire scripts answer with (luakit's reply

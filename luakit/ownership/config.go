@@ -43,11 +43,9 @@ func (c *Config) SetRetryDelay(d time.Duration) error {
 	return nil
 }
 
-// SetLogger sets Logger; it must not be nil.
+// SetLogger sets Logger; nil selects the default, slog.Default(). It never fails (the error keeps
+// the shape of the other setters).
 func (c *Config) SetLogger(l *slog.Logger) error {
-	if l == nil {
-		return luakit.InvalidConfig(c.name(), "nil logger")
-	}
 	c.Logger = l
 	return nil
 }

@@ -1,5 +1,5 @@
 // Package ownership is the one implementation of Coordkit's owner-token handles: the [Handle] that
-// lock.Lease, lease.Lease, rwlock.Lease, semaphore.Permit and redlock.Lock hold privately (and leader
+// lock.Lease, lease.Lease, rwlock.Lease, semaphore.Permit and redlock.Lease hold privately (and leader
 // uses through lock), the [Waiter] behind every blocking acquisition, and the written contract below.
 // Each primitive keeps only its keys, scripts, decoding and genuine extras (a fencing token, a hash
 // field, a read/write mode, a quorum); its handle writes the contract's methods on its own type (one

@@ -101,7 +101,7 @@ type Config struct {
 	// (Extend, ExtendTTL, and each renewal KeepAlive sends), "<NAME> VERIFY", "<NAME> RELEASE" and
 	// "<NAME> CLOSE", where <NAME> is Name in upper case. Default: none.
 	Hooks luakit.Hooks
-	// Instance is the application's name for the primitive (its WithName option), passed to Hooks as
+	// Instance is the application's name for the primitive (its WithInstance option), passed to Hooks as
 	// [luakit.Operation].Instance. Default "".
 	Instance string
 }
@@ -500,28 +500,14 @@ func Do[T any](ctx context.Context, cfg *Config, verb string, op func(context.Co
 }
 
 // ExtendTTL restarts the hold's expiry at ttl, counted on the server, only if this owner still holds
-// it. ttl is truncated to whole milliseconds; below 1ms (0 included) it fails with an error wrapping
-// [luakit.ErrInvalidTTL] before any I/O. Config.CheckTTL adds a primitive's own rule (redlock needs
-// more than its drift allowance). Fencing tokens never change.
-//
-//   - (true, nil): renewed, and the reply arrived before the local estimate elapsed; the estimate
-//     moves to send time + ttl.
-//   - (false, nil) with no I/O: the handle had already ended.
-//   - (false, nil) and the handle ends with [luakit.ErrLost]: the server holds nothing of this owner.
-//   - (false, nil) and the handle ends with [luakit.ErrExpired]: the server renewed, but the reply
-//     arrived after the local estimate elapsed, so the renewal is not a success; the handle surrenders
-//     the hold (an owner-checked release bounded by the cleanup timeout, as after a late acquisition).
-//   - (false, err wrapping [luakit.ErrUncertain]): no reply was read. The handle keeps vouching until
-//     its previous estimate, which stays a safe lower bound (a renewal only moves expiry from its own
-//     run; with a shorter ttl the estimate is lowered to send time + ttl). Retry, or let it elapse.
-//   - (false, err) for any other failure, such as a server error reply or ctx ending before the send:
-//     nothing happened on the server and the handle is unchanged.
-//
-// Extend and Release on one handle run one at a time; ctx bounds the wait for the other one and the
-// round trip (no socket deadline is set: the connection stays usable after a timeout).
-//
-// With Config.Hooks it is the operation "<NAME> EXTEND"; a rejection returns the hook's error and
-// leaves the handle unchanged (nothing is sent).
+// it; its results are the package documentation's rows "Extend ...". ttl is truncated to whole
+// milliseconds; below 1ms (0 included) it fails with an error wrapping [luakit.ErrInvalidTTL] before
+// any I/O (Config.CheckTTL adds a primitive's own rule: redlock needs more than its drift allowance).
+// Fencing tokens never change. On an uncertain outcome the handle keeps its previous estimate,
+// lowered to send time + ttl when ttl is shorter. Extend and Release on one handle run one at a time;
+// ctx bounds the wait for the other one and the round trip (no socket deadline is set). With
+// Config.Hooks it is the operation "<NAME> EXTEND"; a rejection returns the hook's error and leaves the
+// handle unchanged.
 func (h *Handle) ExtendTTL(ctx context.Context, ttl time.Duration) (bool, error) {
 	if len(h.cfg.Hooks) == 0 {
 		return h.extendTTL(ctx, ttl)
@@ -664,25 +650,14 @@ func (h *Handle) verify(ctx context.Context) (bool, error) {
 	return h.vouchingLocked(), nil
 }
 
-// Release removes the hold if this owner still has it; another owner's hold is never touched. It
-// first stops a running keep-alive and waits for its goroutine to exit.
-//
-//   - ctx already ended (before anything is sent): an error wrapping ctx.Err(); nothing was sent and
-//     the handle still vouches for ownership as before (call Release again with a live ctx).
-//   - Otherwise the handle ends with [luakit.ErrReleased] as the release is sent, whatever its outcome.
-//   - [Released]: this call removed the hold. [NotOwned]: the server held nothing of this owner.
-//     [AlreadyReleased]: an earlier answered release settled it (no I/O), or the hold is absent after
-//     an earlier uncertain attempt.
-//   - An error wrapping [luakit.ErrUncertain]: no reply was read; call Release again to settle it (the
-//     hold otherwise expires after its TTL). Any other error: the script did not run (the hold is
-//     unchanged on the server); Release may be called again.
-//
-// Concurrent Release calls run one at a time (and after an in-flight Extend): exactly one reports the
-// removal, the others [AlreadyReleased]. ctx bounds the wait and the round trip.
-//
-// With Config.Hooks it is the operation "<NAME> RELEASE"; a rejection returns the hook's error
-// before anything changes: the handle keeps vouching, a running keep-alive keeps running, nothing is
-// sent.
+// Release removes the hold if this owner still has it (another owner's hold is never touched), after
+// stopping a running keep-alive and waiting for its goroutine. Its results are the package
+// documentation's rows "Release ...": a ctx that already ended sends nothing and leaves the handle
+// vouching; otherwise the handle ends with [luakit.ErrReleased] and Release reports [Released],
+// [NotOwned], [AlreadyReleased], or an error wrapping [luakit.ErrUncertain] (call it again to settle).
+// Any other error means the script did not run. Concurrent calls run one at a time (after an
+// in-flight Extend): exactly one reports the removal. ctx bounds the wait and the round trip. With
+// Config.Hooks it is the operation "<NAME> RELEASE"; a rejection changes nothing and sends nothing.
 func (h *Handle) Release(ctx context.Context) (Outcome, error) {
 	if len(h.cfg.Hooks) == 0 {
 		return h.release(ctx)

@@ -26,7 +26,7 @@ func (g *gate) Admit(ctx context.Context, op luakit.Operation) (context.Context,
 		return nil, nil, g.reject
 	}
 	g.log = append(g.log, op.Name)
-	return ctx, func(o luakit.Outcome, err error) {
+	return ctx, func(o luakit.HookOutcome, err error) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.log = append(g.log, op.Name+" "+o.String())

@@ -10,28 +10,13 @@ import (
 )
 
 // KeepAlive starts renewing the hold in the background until ctx ends, [Handle.Release] is called, or
-// the handle ends. It returns at once: [luakit.ErrKeepAliveRunning] if a keep-alive already runs, the
-// handle's cause ([Handle.Err]) if it already ended, else nil. On a hold without expiry there is
-// nothing to renew: it returns nil and starts nothing.
-//
-// Renewals follow the hold's current deadline and TTL: each is due RenewFraction × TTL (default TTL/3)
-// after the send of the last confirmed renewal (or of the acquisition), and never later than the local
-// estimate minus half that period, the margin for its round trip. A confirmed [Handle.ExtendTTL] from
-// any goroutine re-arms the schedule (a shorter TTL renews sooner), and a KeepAlive started with less
-// than that left renews at once.
-//
-// A renewal the server answers with "not held" ends the handle with [luakit.ErrLost]; one it rejects with
-// a terminal error ([luakit.Classify]: NOPERM, WRONGTYPE...) ends it with that error at once (so
-// errors.Is(h.Err(), luakit.ErrNoPermission) reports an ACL refusal). Any other failed or uncertain
-// renewal is logged and retried after the retry delay while the local estimate lasts; if none is confirmed before
-// it elapses the handle ends with [luakit.ErrExpired]. Each renewal is bounded by the current deadline.
-// Watch [Handle.Done] or [Handle.Context] to stop protected work. Ending ctx stops renewing without
-// releasing (the hold then expires after its TTL); Release stops it and waits for its goroutine, so no
-// goroutine outlives a released handle.
-//
-// KeepAlive itself sends nothing and is not a hook operation (local housekeeping); with
-// Config.Hooks each background renewal is admitted as its own "<NAME> EXTEND" with ctx. A rejected
-// renewal is treated like a failed one: logged, the lease kept, retried after the retry delay.
+// the handle ends, on the schedule and with the outcomes of the package documentation's rows
+// "KeepAlive ...". It returns at once: [luakit.ErrKeepAliveRunning] if a keep-alive already runs, the
+// handle's cause ([Handle.Err]) if it already ended, else nil (also, starting nothing, on a hold
+// without expiry). A confirmed [Handle.ExtendTTL] from any goroutine re-arms the schedule. Ending ctx
+// stops renewing without releasing; Release stops it and waits for its goroutine, so no goroutine
+// outlives a released handle. KeepAlive is not a hook operation; with Config.Hooks each renewal is
+// admitted as its own "<NAME> EXTEND" with ctx, and a rejected one is handled like a failed one.
 func (h *Handle) KeepAlive(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

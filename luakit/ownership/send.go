@@ -29,7 +29,7 @@ func Send(ctx context.Context, s *luakit.Script, c rueidis.Client, keys, args []
 
 // SendTracked is [Send] through [luakit.Script.ExecOrderedTracked]: the acquisition's reads of the keys
 // are tracked for this client, so a busy attempt needs no arming read before a [Waiter] sleeps (see
-// [Attempt].Tracked). tracked is false when tracking could not be armed this way.
+// [TryResult].Tracked). tracked is false when tracking could not be armed this way.
 func SendTracked(ctx context.Context, s *luakit.Script, c rueidis.Client, keys, args []string) (start time.Time, resp rueidis.RedisResult, tracked bool) {
 	if err := ctx.Err(); err != nil {
 		return time.Now(), rueidis.NewErrorResult(err), false

@@ -12,8 +12,8 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// Attempt is what one try of a waiting acquisition reports to [Waiter.Wait].
-type Attempt struct {
+// TryResult is what one try of a waiting acquisition reports to [Waiter.Wait].
+type TryResult struct {
 	// Busy: the resource is held by others; wait for a change of the key or for HolderTTL.
 	Busy bool
 	// HolderTTL is, when Busy, how long until the holders' hold ends if nobody renews it (the earliest
@@ -92,7 +92,7 @@ func (w *Waiter) warn(why string) {
 //
 // It returns nil once attempt reported acquisition, attempt's final error, or an error wrapping
 // ctx.Err() when ctx ends while waiting (name: "wait").
-func (w *Waiter) Wait(ctx context.Context, key string, attempt func(context.Context) Attempt) error {
+func (w *Waiter) Wait(ctx context.Context, key string, attempt func(context.Context) TryResult) error {
 	tr := w.tracker()
 	untracked := w.UntrackedWait
 	if untracked <= 0 {

@@ -1,6 +1,6 @@
 // Command handlegen writes the public methods of an owner-token handle type that holds a
 // luakit/ownership.Handle privately, so the five handle types (lock.Lease, lease.Lease, rwlock.Lease,
-// semaphore.Permit, redlock.Lock) show the contract's methods in their own documentation without
+// semaphore.Permit, redlock.Lease) show the contract's methods in their own documentation without
 // exposing the core (Grant) and without five hand-written copies of the same delegations.
 //
 // Each handle package runs it through a go:generate line in its handle's file:
