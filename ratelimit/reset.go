@@ -52,9 +52,9 @@ func (c *compiled) refundArgs(n int64) ([]string, error) {
 		}
 		return []string{"r", strconv.FormatInt(n, 10), "g", strconv.FormatInt(c.emission, 10)}, nil
 	}
-	args := []string{"r", strconv.FormatInt(n, 10), layoutTag(c.algo), "", "", strconv.Itoa(len(c.comps))}
+	args := []string{"r", strconv.FormatInt(n, 10), layoutTag(c.algo), "", strconv.Itoa(len(c.comps))}
 	if c.algo == algoComposite {
-		args[3] = c.sig // args[4], the script's slot for a millisecond signature, stays empty
+		args[3] = c.sig
 	}
 	for i, cc := range c.comps {
 		switch cc.algo {
@@ -67,7 +67,7 @@ func (c *compiled) refundArgs(n int64) ([]string, error) {
 		}
 	}
 	if c.keyed {
-		args = append(args, "k", c.sig, "")
+		args = append(args, "k", c.sig)
 	}
 	return args, nil
 }
