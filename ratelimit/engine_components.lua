@@ -23,9 +23,9 @@
 -- Decide:  ARGV = "d", n (>= 0; 0 probes one permit and writes nothing), block
 --   Returns a status row (luakit's reply convention) {status, remaining, retryAfter, reset, component,
 --   now}: status 1 allowed, 0 rejected (busy), -1 (absent) for a probe (n = 0) of an absent key,
---   which is allowed; the controlling
---   component's 0-based index (when allowed, the one with the lowest remaining, first on ties; when
---   rejected, the rejecting one with the longest wait, first on ties: the one the request waits for),
+--   which is allowed; the controlling component's 0-based index (when allowed, the one with the
+--   lowest remaining, first on ties; when rejected, the rejecting one with the longest wait, first on
+--   ties: the one the request waits for),
 --   its remaining permits after the decision (>= 0) and reset, µs until it is back at full capacity;
 --   retryAfter µs until the whole batch could be admitted (0 when allowed); now the server time in µs.
 --   Only an allowed decision with n > 0 writes: every component consumes n, expired sliding segments
@@ -39,7 +39,8 @@
 --
 -- Errors (nothing written), the script's own codes (never a server code such as WRONGTYPE):
 -- "RLFOREIGN ..." when the key is not a hash of this layout (another type, another limiter's
--- layout tag, or no U field); "RLMISMATCH ..." when a composite's stored signature differs from the expected one.
+-- layout tag, or no U field); "RLMISMATCH ..." when a composite's stored signature differs from the
+-- expected one.
 -- Complexity: O(F + S log S) for F hash fields and S active segments.
 -- ACL: HGETALL, TIME, HDEL, HSET, PEXPIREAT and DEL. luakit_acl (below) checks, before anything else,
 -- the writes (HDEL in chunks, HSET, PEXPIREAT, DEL: each may run after another write) unless the call
@@ -344,7 +345,7 @@ local function dump(i, c, s, set)
   end
 end
 
--- parseSig rebuilds the settings block of a stored signature (see signature in engine_compile.go;
+-- parseSig rebuilds the settings block of a stored signature (see signature in engine_compile.go);
 -- nil when it is not one.
 local function parseSig(sig, tag)
   if string.sub(sig, 1, 3) ~= 'v2|' then

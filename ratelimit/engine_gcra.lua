@@ -28,8 +28,8 @@
 --   (absent) when the key is absent or has no debt (it stays absent).
 --
 -- Errors (nothing written), the script's own codes (never a server code such as WRONGTYPE):
--- "RLFOREIGN ..." when the key holds anything but a TAT in the form above; "RLDEBT ..." when the rescaled debt exceeds
--- 2^51 µs.
+-- "RLFOREIGN ..." when the key holds anything but a TAT in the form above; "RLDEBT ..." when the
+-- rescaled debt exceeds 2^51 µs.
 -- Complexity: O(1).
 -- ACL: GET, TIME, SET and DEL. A call writes at most once (one SET or one DEL, a probe never), after
 -- its reads, so a user the ACL refuses one of them gets the server's NOPERM error and nothing is
@@ -50,9 +50,10 @@ if type(v) == 'table' and v.err then
   end
   return redis.error_reply('RLFOREIGN ratelimit key holds another type')
 end
--- A stored value is "u" and the TAT alone, or (written by a keyed limiter) "uTAT|version|g<burst>/<T>".
--- The fast paths (a plain "uTAT" for "d", this keyed limiter's own suffix for the keyed form) read
--- the TAT with one substring (and a search or a comparison) and no pattern.
+-- A stored value is "u" and the TAT alone, or (written by a keyed limiter)
+-- "uTAT|version|g<burst>/<T>". The fast paths (a plain "uTAT" for "d", this keyed limiter's own
+-- suffix for the keyed form) read the TAT with one substring (and a search or a comparison) and no
+-- pattern.
 local tat, sver, sburst, sT, fast = nil, nil, nil, nil, false
 if v then
   if string.byte(v, 1) ~= 117 then -- not "u"

@@ -97,8 +97,8 @@ func (c *compiled) refund(ctx context.Context, client rueidis.Client, key string
 
 // Reset deletes the limiter's shared state in the server in one script (one round trip), so the
 // key is back at full capacity for every process sharing it. An absent key is not an error. The key
-// must hold this limiter's layout: another type or another limiter's layout is [ErrForeignData]
-// with nothing deleted (a composite's signature is not checked: Reset clears any composite state).
+// must hold this limiter's layout: another type, another limiter's layout or a value not in the
+// current storage format is [ErrForeignData] with nothing deleted (a composite's signature is not checked: Reset clears any composite state).
 // It ignores the deny list and the local queue (waiting requests keep their timers).
 //
 // It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close, the context's error,
