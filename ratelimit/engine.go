@@ -58,6 +58,7 @@ func (c *compiled) compatible(o *compiled) error { return compatibleWith(c, o) }
 // decision is one server reply.
 type decision struct {
 	allowed    bool
+	absent     bool          // the key held no state (only a probe, n = 0, reports it)
 	remaining  int64         // available permits of the controlling component after the decision
 	limit      int64         // capacity of the controlling component (see Result.Component)
 	retryAfter time.Duration // >0 only when !allowed and a retry can succeed

@@ -3,9 +3,7 @@
 --
 -- KEYS[1]  the limiter's hash. Fields (component index i from 0, times in server-time Unix µs):
 --            L        layout tag: "fw", "sw", "tb" (standalone) or "cp" (composite)
---            U        "1": times are µs. A hash without it was stored by an earlier build in ms; it
---                     is read as ms (times and signature durations times 1000) and rewritten in µs
---                     by the first write (an admission, or any keyed decision but a probe)
+--            U        "1", the storage format's marker (times in µs): a hash without it is foreign
 --            S        configuration signature (composite, and any hash a keyed limiter wrote)
 --            V        policy version (written by a keyed limiter)
 --            <i>.n    fixed window: permits used in the current window
@@ -23,9 +21,11 @@
 -- rejects durations above 2^51 µs) stays below 2^53, exact in Lua doubles.
 --
 -- Decide:  ARGV = "d", n (>= 0; 0 probes one permit and writes nothing), block
---   Returns {allowed, remaining, retryAfter, reset, component, now}: allowed 1/0; the controlling
---   component's 0-based index (when allowed, the one with the lowest remaining, first on ties; when
---   rejected, the rejecting one with the longest wait, first on ties: the one the request waits for),
+--   Returns a status row (luakit's reply convention) {status, remaining, retryAfter, reset, component,
+--   now}: status 1 allowed, 0 rejected (busy), -1 (absent) for a probe (n = 0) of an absent key,
+--   which is allowed; the controlling component's 0-based index (when allowed, the one with the
+--   lowest remaining, first on ties; when rejected, the rejecting one with the longest wait, first on
+--   ties: the one the request waits for),
 --   its remaining permits after the decision (>= 0) and reset, µs until it is back at full capacity;
 --   retryAfter µs until the whole batch could be admitted (0 when allowed); now the server time in µs.
 --   Only an allowed decision with n > 0 writes: every component consumes n, expired sliding segments
@@ -38,8 +38,9 @@
 --   (absent) when the key is absent (it stays absent).
 --
 -- Errors (nothing written), the script's own codes (never a server code such as WRONGTYPE):
--- "RLFOREIGN ..." when the key is not a hash of this layout (another type, or another limiter's
--- layout tag); "RLMISMATCH ..." when a composite's stored signature differs from the expected one.
+-- "RLFOREIGN ..." when the key is not a hash of this layout (another type, another limiter's
+-- layout tag, or no U field); "RLMISMATCH ..." when a composite's stored signature differs from the
+-- expected one.
 -- Complexity: O(F + S log S) for F hash fields and S active segments.
 -- ACL: HGETALL, TIME, HDEL, HSET, PEXPIREAT and DEL. luakit_acl (below) checks, before anything else,
 -- the writes (HDEL in chunks, HSET, PEXPIREAT, DEL: each may run after another write) unless the call
@@ -66,34 +67,9 @@ local function block(at)
   return b, j
 end
 
--- upgradeSig returns the µs signature ("v2|...", see signature in engine_compile.go) of a signature
--- stored by an earlier build ("v1|...", durations in ms); any other text as it is.
-local function upgradeSig(sig)
-  if string.sub(sig, 1, 3) ~= 'v1|' then
-    return sig
-  end
-  local out = {'v2'}
-  for part in string.gmatch(string.sub(sig, 3), '|([^|]+)') do
-    local kind = string.sub(part, 1, 1)
-    local v = {}
-    for d in string.gmatch(string.sub(part, 2), '%d+') do
-      v[#v + 1] = d
-    end
-    if kind == 'f' and #v == 2 then
-      out[#out + 1] = 'f' .. v[1] .. '/' .. int(tonumber(v[2]) * 1000)
-    elseif kind == 's' and #v == 3 then
-      out[#out + 1] = 's' .. v[1] .. '/' .. int(tonumber(v[2]) * 1000) .. '/' .. v[3]
-    elseif kind == 't' and #v == 3 then
-      out[#out + 1] = 't' .. v[1] .. '/' .. v[2] .. '/' .. int(tonumber(v[3]) * 1000)
-    else
-      return sig
-    end
-  end
-  return table.concat(out, '|')
-end
-
 -- loadRaw reads the hash: its layout tag, signature, version and one state table per stored
--- component index (0-based); or an error reply when the key holds another type.
+-- component index (0-based); or an error reply when the key holds another type or a hash without
+-- the U field.
 local function loadRaw()
   local raw = redis.pcall('HGETALL', key)
   if raw.err then
@@ -132,24 +108,7 @@ local function loadRaw()
     end
   end
   if h.exists and not h.us then
-    -- Stored by an earlier build: times in ms.
-    h.legacy = true
-    for _, st in pairs(h.byIdx) do
-      if st.e then
-        st.e = st.e * 1000
-      end
-      if st.r then
-        st.r = st.r * 1000
-      end
-      local segs = {}
-      for e, cnt in pairs(st.segs) do
-        segs[e * 1000] = cnt
-      end
-      st.segs = segs
-    end
-    if h.sig then
-      h.sig = upgradeSig(h.sig)
-    end
+    return nil, redis.error_reply('RLFOREIGN ratelimit key holds another storage format')
   end
   return h, nil
 end
@@ -175,22 +134,6 @@ local function load(b)
     return nil, true, redis.error_reply('RLMISMATCH ratelimit stored composite configuration differs'), h
   end
   return st, true, nil, h
-end
-
--- header returns the L, U, S and V fields a rewrite of hash h (settings block b) stores.
-local function header(b, h)
-  local hdr = {'L', b.tag, 'U', '1'}
-  local sig = h.sig
-  if b.sig ~= '' then
-    sig = b.sig
-  end
-  if sig then
-    hdr[#hdr + 1], hdr[#hdr + 2] = 'S', sig
-  end
-  if h.ver then
-    hdr[#hdr + 1], hdr[#hdr + 2] = 'V', int(h.ver)
-  end
-  return hdr
 end
 
 local now = luakit_now_us()
@@ -402,8 +345,8 @@ local function dump(i, c, s, set)
   end
 end
 
--- parseSig rebuilds the settings block of a stored signature (see signature in engine_compile.go;
--- upgradeSig converts those of earlier builds); nil when it is not one.
+-- parseSig rebuilds the settings block of a stored signature (see signature in engine_compile.go);
+-- nil when it is not one.
 local function parseSig(sig, tag)
   if string.sub(sig, 1, 3) ~= 'v2|' then
     return nil
@@ -438,10 +381,9 @@ local function parseSig(sig, tag)
 end
 
 -- decide decides n permits on the prepared states st of block b. hdr (or nil) holds the L, U, S and
--- V fields to store with an admission; rewrite replaces the whole hash (after a migration, or state
--- stored in ms) and is written even by a rejection when onReject is set (never by a probe). Returns
--- the reply.
-local function decide(b, st, n, hdr, rewrite, onReject)
+-- V fields to store with an admission; rewrite replaces the whole hash (after a migration) and is
+-- written even by a rejection (never by a probe). Returns the reply.
+local function decide(b, st, n, hdr, rewrite)
   local want = n
   if want == 0 then
     want = 1
@@ -461,7 +403,7 @@ local function decide(b, st, n, hdr, rewrite, onReject)
     end
   end
   local used = 0
-  if n > 0 and (allowed == 1 or (rewrite and onReject)) then
+  if n > 0 and (allowed == 1 or rewrite) then
     local set, del = {}, {}
     if hdr then
       for _, x in ipairs(hdr) do
@@ -526,12 +468,12 @@ if ARGV[1] == 'd' then
     if b.sig ~= '' then
       hdr[5], hdr[6] = 'S', b.sig
     end
-  elseif h.legacy then
-    hdr = header(b, h)
   end
-  -- State in ms is rewritten in µs by an admission; a rejection writes nothing.
-  local r = decide(b, st, n, hdr, h.legacy or false, false)
+  local r = decide(b, st, n, hdr, false)
   r[7] = nil
+  if n == 0 and not exists then
+    r[1] = -1
+  end
   return r
 end
 
@@ -583,7 +525,7 @@ if ARGV[1] == 'k' then
   end
   local hdr = {'L', own.tag, 'S', useSig, 'V', int(wver), 'U', '1'}
   local st = {}
-  local rewrite = h.legacy or false
+  local rewrite = false
   if use == from then
     for i = 1, use.k do
       st[i] = h.byIdx[i - 1] or {segs = {}}
@@ -613,7 +555,11 @@ if ARGV[1] == 'k' then
   elseif not rewrite then
     hdr = nil
   end
-  return decide(use, st, n, hdr, rewrite, true)
+  local r = decide(use, st, n, hdr, rewrite)
+  if n == 0 and not h.exists then
+    r[1] = -1
+  end
+  return r
 end
 
 -- Migration: ARGV = "m", old block, new block.
@@ -627,10 +573,7 @@ if not exists then
   return {-1, now}
 end
 local set, del = {}, {}
-if h.legacy then
-  -- Stored in ms: rewritten whole in µs.
-  set = header(new, h)
-elseif new.sig ~= '' then
+if new.sig ~= '' then
   set[1], set[2] = 'S', new.sig
 end
 local last = now
@@ -638,26 +581,19 @@ for i = 1, new.k do
   local s = st[i]
   local p = tostring(i - 1)
   convert(old.c[i], new.c[i], s)
-  if h.legacy then
-    dump(i, new.c[i], s, set)
-  else
-    for _, e in ipairs(s.gone or {}) do
-      del[#del + 1] = p .. ':' .. int(e)
-    end
-    if s.dirty then
-      set[#set + 1] = p .. '.t'
-      set[#set + 1] = int(s.t)
-      set[#set + 1] = p .. '.r'
-      set[#set + 1] = int(s.r)
-    end
+  for _, e in ipairs(s.gone or {}) do
+    del[#del + 1] = p .. ':' .. int(e)
+  end
+  if s.dirty then
+    set[#set + 1] = p .. '.t'
+    set[#set + 1] = int(s.t)
+    set[#set + 1] = p .. '.r'
+    set[#set + 1] = int(s.r)
   end
   local f = full(new.c[i], s)
   if f > last then
     last = f
   end
-end
-if h.legacy then
-  redis.call('DEL', key)
 end
 write(set, del, last)
 return {1, now}

@@ -13,8 +13,9 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// replyLen is the number of integers of a decide reply: allowed, remaining, retryAfter µs, reset µs,
-// component, server time µs.
+// replyLen is the number of integers of a decide reply, a status row of luakit's reply convention:
+// status (luakit.StatusOK allowed, StatusBusy rejected, StatusAbsent a probe of an absent key, which
+// is allowed), remaining, retryAfter µs, reset µs, component, server time µs.
 const replyLen = 6
 
 // script returns the script deciding and migrating c's layout.
@@ -122,14 +123,14 @@ func (c *compiled) decodeReply(v [replyLen]int64) (decision, error) {
 // checkReply converts the integers of a decide reply of ncomp components into a decision without
 // its limit, checking every value's range.
 func checkReply(v [replyLen]int64, ncomp int64) (decision, error) {
-	allowed, remaining, retry, reset, comp, now := v[0], v[1], v[2], v[3], v[4], v[5]
+	status, remaining, retry, reset, comp, now := v[0], v[1], v[2], v[3], v[4], v[5]
 	switch {
-	case allowed != 0 && allowed != 1:
-		return decision{}, fmt.Errorf("ratelimit: decide reply: allowed is %d", allowed)
+	case status != luakit.StatusOK && status != luakit.StatusBusy && status != luakit.StatusAbsent:
+		return decision{}, fmt.Errorf("ratelimit: decide reply: status is %d", status)
 	case remaining < 0 || remaining > MaxLimit:
 		return decision{}, fmt.Errorf("ratelimit: decide reply: remaining is %d", remaining)
-	case retry < 0 || retry > maxReply || (allowed == 1 && retry != 0):
-		return decision{}, fmt.Errorf("ratelimit: decide reply: retry after %d µs (allowed %d)", retry, allowed)
+	case retry < 0 || retry > maxReply || (status != luakit.StatusBusy && retry != 0):
+		return decision{}, fmt.Errorf("ratelimit: decide reply: retry after %d µs (status %d)", retry, status)
 	case reset < 0 || reset > maxReply:
 		return decision{}, fmt.Errorf("ratelimit: decide reply: reset %d µs", reset)
 	case comp < 0 || comp >= ncomp:
@@ -138,7 +139,8 @@ func checkReply(v [replyLen]int64, ncomp int64) (decision, error) {
 		return decision{}, fmt.Errorf("ratelimit: decide reply: server time %d µs", now)
 	}
 	d := decision{
-		allowed:    allowed == 1,
+		allowed:    status != luakit.StatusBusy,
+		absent:     status == luakit.StatusAbsent,
 		remaining:  remaining,
 		retryAfter: time.Duration(retry) * time.Microsecond,
 		reset:      time.Duration(reset) * time.Microsecond,

@@ -6,18 +6,18 @@
 --
 -- KEYS[1]  the limiter's key: a string "u<TAT>" (TAT in server-time Unix µs) or, written by a keyed
 --          limiter, "u<TAT>|version|g<burst>/<T>" (T in µs), expiring (PEXPIREAT, whole ms rounded
---          up) at the TAT, when the full burst is available again. Earlier builds stored "<TAT>" and
---          "<TAT>|version|g<burst>/<T>" in ms (no "u"): such a value is read as ms (TAT and T times
---          1000) and stored in the µs form by the first write (an admission, or any keyed decision
---          but a probe).
+--          up) at the TAT, when the full burst is available again. Any other value (one without the
+--          "u" included) is foreign data: RLFOREIGN, nothing written.
 --
 -- Decide:  ARGV = "d", n (>= 0; 0 probes one permit and writes nothing), burst, emission interval µs
 --   With tat = max(stored TAT, now) and T the emission interval, n permits are allowed iff
 --   tat + n*T - now <= burst*T; an allowed decision with n > 0 stores tat + n*T. Rejections write
 --   nothing.
---   Returns {allowed, remaining, retryAfter, reset, 0, now}: remaining = floor((burst*T - debt)/T)
---   permits after the decision (>= 0) where debt = TAT - now; retryAfter µs until the whole batch
---   could be admitted (0 when allowed); reset = debt in µs; now the server time in µs.
+--   Returns a status row (luakit's reply convention) {status, remaining, retryAfter, reset, 0, now}:
+--   status 1 allowed, 0 rejected (busy), -1 (absent) for a probe (n = 0) of an absent key, which is
+--   allowed; remaining = floor((burst*T - debt)/T) permits after the decision (>= 0) where
+--   debt = TAT - now; retryAfter µs until the whole batch could be admitted (0 when allowed);
+--   reset = debt in µs; now the server time in µs.
 --
 -- Keyed decide: ARGV = own suffix ("|<version>|g<burst>/<T>", T in µs), n, burst, T[, fallback T]:
 --   as Decide, for state that records its settings (see the "k" branch below).
@@ -28,8 +28,8 @@
 --   (absent) when the key is absent or has no debt (it stays absent).
 --
 -- Errors (nothing written), the script's own codes (never a server code such as WRONGTYPE):
--- "RLFOREIGN ..." when the key holds anything but a TAT; "RLDEBT ..." when the rescaled debt exceeds
--- 2^51 µs.
+-- "RLFOREIGN ..." when the key holds anything but a TAT in the form above; "RLDEBT ..." when the
+-- rescaled debt exceeds 2^51 µs.
 -- Complexity: O(1).
 -- ACL: GET, TIME, SET and DEL. A call writes at most once (one SET or one DEL, a probe never), after
 -- its reads, so a user the ACL refuses one of them gets the server's NOPERM error and nothing is
@@ -50,34 +50,31 @@ if type(v) == 'table' and v.err then
   end
   return redis.error_reply('RLFOREIGN ratelimit key holds another type')
 end
--- A stored value is "u" and the TAT alone, or (written by a keyed limiter) "uTAT|version|g<burst>/<T>";
--- without the "u", the same in ms. The fast paths (a plain "uTAT" for "d", this keyed limiter's own
+-- A stored value is "u" and the TAT alone, or (written by a keyed limiter)
+-- "uTAT|version|g<burst>/<T>". The fast paths (a plain "uTAT" for "d", this keyed limiter's own
 -- suffix for the keyed form) read the TAT with one substring (and a search or a comparison) and no
 -- pattern.
-local tat, sver, sburst, sT, legacy, fast = nil, nil, nil, nil, false, false
+local tat, sver, sburst, sT, fast = nil, nil, nil, nil, false
 if v then
-  if string.byte(v, 1) == 117 then -- "u"
-    if mode == 'k' then
-      local sl = #ARGV[1]
-      if string.sub(v, -sl) == ARGV[1] then
-        fast = true
-        tat = tonumber(string.sub(v, 2, -sl - 1))
-      end
-    elseif not string.find(v, '|', 2, true) then
+  if string.byte(v, 1) ~= 117 then -- not "u"
+    return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
+  end
+  if mode == 'k' then
+    local sl = #ARGV[1]
+    if string.sub(v, -sl) == ARGV[1] then
       fast = true
-      tat = tonumber(string.sub(v, 2))
+      tat = tonumber(string.sub(v, 2, -sl - 1))
     end
-    if fast and not (tat and tat >= 0 and tat % 1 == 0) then
-      return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
-    end
+  elseif not string.find(v, '|', 2, true) then
+    fast = true
+    tat = tonumber(string.sub(v, 2))
+  end
+  if fast and not (tat and tat >= 0 and tat % 1 == 0) then
+    return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
   end
   if not fast then
-    local bar, body, a = string.find(v, '|', 2, true), v, nil
-    legacy = string.byte(v, 1) ~= 117
-    if not legacy then
-      body = string.sub(v, 2)
-    end
-    if not bar then
+    local body, a = string.sub(v, 2), nil
+    if not string.find(v, '|', 2, true) then
       a = string.match(body, '^(%d+)$')
     else
       local x, y, z
@@ -92,12 +89,6 @@ if v then
     tat = a and tonumber(a)
     if not tat then
       return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
-    end
-    if legacy then
-      tat = tat * 1000
-      if sT then
-        sT = sT * 1000
-      end
     end
   end
 end
@@ -160,7 +151,8 @@ local function put(suffix)
 end
 
 -- decide decides n permits with burst and T; suffix (or nil) is appended to the stored TAT; store
--- writes the TAT even when rejected (never for a probe). Returns the reply.
+-- writes the TAT even when rejected (never for a probe). Returns the reply: status -1 (absent) for a
+-- probe of an absent key.
 local function decide(n, burst, T, suffix, store)
   if not tat or tat < now then
     tat = now
@@ -189,11 +181,13 @@ local function decide(n, burst, T, suffix, store)
   if rem < 0 then
     rem = 0
   end
+  if n == 0 and not v then
+    allowed = -1
+  end
   return {allowed, rem, wait, tat - now, 0, now, burst}
 end
 
 if mode == 'd' then
-  -- A TAT in ms is stored in µs by an admission (which always stores); a rejection writes nothing.
   local r = decide(tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), nil, false)
   r[7] = nil
   return r
@@ -205,7 +199,7 @@ if mode == 'k' then
   -- fallback). A stored version above the own one is adopted (decided with the stored burst and
   -- interval, which stay stored); otherwise outstanding debt stored under another interval is
   -- rescaled to the own one as by "m", and state stored under other settings (another burst or
-  -- interval, no settings, or ms) is stored converted with the decision even when rejected, so that
+  -- interval, or no settings) is stored converted with the decision even when rejected, so that
   -- a process deciding by older settings adopts the new ones from then on. Replies like "d" when
   -- decided with the own settings, plus the burst applied when adopted.
   local n, burst, T = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -227,7 +221,7 @@ if mode == 'k' then
   end
   local wver = sver or 0
   if sver and sver > ver and (sburst ~= burst or sT ~= T) then
-    return decide(n, sburst, sT, '|' .. string.format('%d', sver) .. '|g' .. string.format('%d', sburst) .. '/' .. string.format('%d', sT), legacy)
+    return decide(n, sburst, sT, '|' .. string.format('%d', sver) .. '|g' .. string.format('%d', sburst) .. '/' .. string.format('%d', sT), false)
   end
   local suffix = ARGV[1]
   if wver > ver then
@@ -235,7 +229,7 @@ if mode == 'k' then
   end
   -- Same settings under another version (below the own one: the version moves up with the next
   -- admission) need no write on a rejection; any other settings do.
-  local store = legacy or sburst ~= burst or sT ~= T
+  local store = sburst ~= burst or sT ~= T
   if tat and tat > now and fromT ~= T then
     local scaled = rescale(tat - now, fromT, T)
     if not scaled then

@@ -19,8 +19,13 @@ type Inspection struct {
 	Policy Policy
 	// Key is the key as given to [New] or to the Keyed call, without the [WithKeyPrefix] prefix.
 	Key string
+	// Exists reports whether the key holds state in the server. When false the key is at full
+	// capacity: Remaining is Limit, Reset and RetryAfter are 0. A key with state may be at full
+	// capacity too (state not yet expired).
+	Exists bool
 	// Remaining is the number of permits available now (for a composite, those of the component
-	// reported in Component); Limit when the key holds no state.
+	// reported in Component), as the RateLimit-Remaining header counts them: permits, not a
+	// duration. It is Limit when the key holds no state.
 	Remaining int64
 	// Limit is the capacity of the component reported in Component (the policy's capacity for a
 	// standalone policy).
@@ -69,6 +74,7 @@ func inspectionOf(p Policy, name string, d decision) Inspection {
 	return Inspection{
 		Policy:     p,
 		Key:        name,
+		Exists:     !d.absent,
 		Remaining:  d.remaining,
 		Limit:      d.limit,
 		Reset:      d.reset,
@@ -79,8 +85,8 @@ func inspectionOf(p Policy, name string, d decision) Inspection {
 }
 
 // Inspect reads the limiter's shared state in the server with its current policy, in one read-only
-// script (one round trip, EVALSHA_RO): the permits remaining now, the reset and retry-after times of
-// a one-permit request, and the server time. It consumes nothing, writes nothing and changes no TTL;
+// script (one round trip, EVALSHA_RO): whether the key holds state, the permits remaining now, the
+// reset and retry-after times of a one-permit request, and the server time. It consumes nothing, writes nothing and changes no TTL;
 // it ignores the deny list and the local queue, and is not counted in [Stats] or the metrics.
 //
 // It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close; [ErrConfigMismatch]

@@ -52,9 +52,9 @@ func (c *compiled) refundArgs(n int64) ([]string, error) {
 		}
 		return []string{"r", strconv.FormatInt(n, 10), "g", strconv.FormatInt(c.emission, 10)}, nil
 	}
-	args := []string{"r", strconv.FormatInt(n, 10), layoutTag(c.algo), "", "", strconv.Itoa(len(c.comps))}
+	args := []string{"r", strconv.FormatInt(n, 10), layoutTag(c.algo), "", strconv.Itoa(len(c.comps))}
 	if c.algo == algoComposite {
-		args[3] = c.sig // args[4], the script's slot for a millisecond signature, stays empty
+		args[3] = c.sig
 	}
 	for i, cc := range c.comps {
 		switch cc.algo {
@@ -67,7 +67,7 @@ func (c *compiled) refundArgs(n int64) ([]string, error) {
 		}
 	}
 	if c.keyed {
-		args = append(args, "k", c.sig, "")
+		args = append(args, "k", c.sig)
 	}
 	return args, nil
 }
@@ -97,8 +97,8 @@ func (c *compiled) refund(ctx context.Context, client rueidis.Client, key string
 
 // Reset deletes the limiter's shared state in the server in one script (one round trip), so the
 // key is back at full capacity for every process sharing it. An absent key is not an error. The key
-// must hold this limiter's layout: another type or another limiter's layout is [ErrForeignData]
-// with nothing deleted (a composite's signature is not checked: Reset clears any composite state).
+// must hold this limiter's layout: another type, another limiter's layout or a value not in the
+// current storage format is [ErrForeignData] with nothing deleted (a composite's signature is not checked: Reset clears any composite state).
 // It ignores the deny list and the local queue (waiting requests keep their timers).
 //
 // It blocks until the reply or until ctx ends. Errors: [ErrClosed] after Close, the context's error,

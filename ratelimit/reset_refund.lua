@@ -5,24 +5,21 @@
 -- Reset:  ARGV = "x", layout ("g" for GCRA, or the hash layout tag "fw", "tb", "sw", "cp")
 --   Deletes the key when it holds that layout; returns 1 when deleted, -1 when absent.
 -- Refund: ARGV = "r", n (> 0), then for GCRA: "g", emission interval µs; for a hash: tag, signature
---   ("" for standalone), the same signature in the ms form of earlier builds ("" when none), k,
---   then k groups: kind ("f" or "t"), limit
+--   ("" for standalone), k, then k groups: kind ("f" or "t"), limit
 --   GCRA: TAT = max(now, TAT - n*T) (deleted when no debt is left). Fixed window: the current
 --   window's count drops by n (not below 0). Token bucket: the tokens rise by n (not above the
 --   limit). The expiry is left as it is (it may outlive the state's return to full, harmlessly:
 --   every decision settles at full capacity). Returns 1 when state changed, -1 when absent or
 --   nothing was owed.
 --
--- A keyed refund appends "k", own signature (for a hash also its ms form, "" when none): state stored
--- under another signature (not yet converted by a keyed decision) is refunded nothing (returns -5,
--- mismatch), and never an RLMISMATCH.
+-- A keyed refund appends "k", own signature: state stored under another signature (not yet
+-- converted by a keyed decision) is refunded nothing (returns -5, mismatch), and never an RLMISMATCH.
 -- Every reply is a status alone (luakit's reply convention).
 --
--- Times are µs (server TIME). State stored by earlier builds in ms (a GCRA value without the "u"
--- marker, a hash without the "U" field) is read as ms; a refunded GCRA value is stored in the µs
--- form, a refunded hash keeps its times (only counts change).
+-- Times are µs (server TIME); a refunded hash keeps its times (only counts change).
 --
--- Errors (nothing written): "RLFOREIGN ..." when the key holds another type or layout;
+-- Errors (nothing written): "RLFOREIGN ..." when the key holds another type or layout, or a value
+-- not in the storage format (a GCRA value without the "u" marker, a hash without the "U" field);
 -- "RLMISMATCH ..." when a composite's stored signature differs.
 -- Complexity: O(k) for a refund of k components, O(1) for GCRA; a reset is one DEL.
 -- ACL: luakit_acl (below) checks every command this script may run before anything else, so a
@@ -42,11 +39,10 @@ if layout == 'g' then
     return redis.error_reply('RLFOREIGN ratelimit key holds another type')
   end
   local v = redis.call('GET', key)
-  local us = string.byte(v, 1) == 117 -- "u": times in µs
-  local body = v
-  if us then
-    body = string.sub(v, 2)
+  if string.byte(v, 1) ~= 117 then -- not "u"
+    return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
   end
+  local body = string.sub(v, 2)
   local a, sv, sb, sT = string.match(body, '^(%d+)$'), nil, nil, nil
   if not a then
     a, sv, sb, sT = string.match(body, '^(%d+)|(%d+)|g(%d+)/(%d+)$')
@@ -59,13 +55,7 @@ if layout == 'g' then
   end
   local tat = tonumber(a)
   local suffix = ''
-  if not us then
-    tat = tat * 1000
-  end
   if sv then
-    if not us then
-      sT = string.format('%d', tonumber(sT) * 1000)
-    end
     suffix = '|' .. sv .. '|g' .. sb .. '/' .. sT
     if ARGV[5] == 'k' and 'g' .. sb .. '/' .. sT ~= ARGV[6] then
       return -5
@@ -93,35 +83,33 @@ end
 if redis.call('HGET', key, 'L') ~= layout then
   return redis.error_reply('RLFOREIGN ratelimit key holds another limiter layout')
 end
+if not redis.call('HGET', key, 'U') then
+  return redis.error_reply('RLFOREIGN ratelimit key holds another storage format')
+end
 if ARGV[1] == 'x' then
   return redis.call('DEL', key)
 end
 local n = tonumber(ARGV[2])
-local us = redis.call('HGET', key, 'U') -- times in µs; absent: ms (earlier builds)
-local k = tonumber(ARGV[6])
-local tail = 7 + 2 * k
+local k = tonumber(ARGV[5])
+local tail = 6 + 2 * k
 if ARGV[tail] == 'k' then
   local stored = redis.call('HGET', key, 'S')
-  if stored and not (us and stored == ARGV[tail + 1] or not us and stored == ARGV[tail + 2]) then
+  if stored and stored ~= ARGV[tail + 1] then
     return -5
   end
 elseif ARGV[4] ~= '' then
-  local stored = redis.call('HGET', key, 'S')
-  if not (us and stored == ARGV[4] or not us and stored == ARGV[5]) then
+  if redis.call('HGET', key, 'S') ~= ARGV[4] then
     return redis.error_reply('RLMISMATCH ratelimit stored composite configuration differs')
   end
 end
 local changed = -1
-local j = 7
+local j = 6
 for i = 1, k do
   local kind, limit = ARGV[j], tonumber(ARGV[j + 1])
   local p = tostring(i - 1)
   if kind == 'f' then
     local e = tonumber(redis.call('HGET', key, p .. '.e'))
     local c = tonumber(redis.call('HGET', key, p .. '.n'))
-    if e and not us then
-      e = e * 1000
-    end
     if e and c and e > now and c > 0 then
       c = c - n
       if c < 0 then

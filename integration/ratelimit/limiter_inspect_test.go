@@ -13,6 +13,7 @@ import (
 func init() {
 	register(
 		scenario{name: "limiter_inspect_read_only", run: limInspectReadOnly},
+		scenario{name: "limiter_inspect_exists", run: limInspectExists},
 		scenario{name: "deny_entries_read_only", run: denyEntriesReadOnly},
 	)
 }
@@ -58,6 +59,7 @@ func limInspectReadOnly(t *testing.T, e *env) {
 					require.LessOrEqual(t, got, pttl, "Inspect extended the expiry")
 				}
 				require.Equal(t, wantRemaining, in.Remaining)
+				require.Equal(t, state != nil, in.Exists, "Exists")
 				require.Equal(t, int64(2), in.Limit)
 				require.Equal(t, wantRetry, in.RetryAfter > 0, "RetryAfter %v", in.RetryAfter)
 				require.Equal(t, key, in.Key)
@@ -72,6 +74,7 @@ func limInspectReadOnly(t *testing.T, e *env) {
 				kin, err := kd.Inspect(ctx(t), key)
 				require.NoError(t, err)
 				require.Equal(t, in.Remaining, kin.Remaining, "Keyed.Inspect sees the same state")
+				require.Equal(t, in.Exists, kin.Exists, "Keyed.Inspect sees the same state")
 				require.Zero(t, kd.KeyCount(), "Keyed.Inspect created local state")
 			}
 			// Load the script first (the first EVALSHA_RO after a restart replies NOSCRIPT and is
@@ -106,6 +109,69 @@ func limInspectReadOnly(t *testing.T, e *env) {
 		require.NoError(t, l.Close(ctx(t)))
 		_, err = l.Inspect(ctx(t))
 		require.ErrorIs(t, err, ratelimit.ErrClosed)
+	})
+}
+
+// limInspectExists: Inspect tells an absent key (Exists false) from a key that holds state at full
+// capacity (a fixed window whose one admission was refunded: Exists true), both with Remaining equal
+// to Limit, in one read-only script; a probe (AllowN(0)) of an absent key is allowed and writes
+// nothing.
+func limInspectExists(t *testing.T, e *env) {
+	for name, p := range map[string]ratelimit.Policy{
+		"fixed":  ratelimit.FixedWindow{Limit: 2, Window: time.Hour},
+		"bucket": ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: time.Hour},
+		"composite": ratelimit.Composite{Components: []ratelimit.Component{
+			ratelimit.FixedWindow{Limit: 2, Window: time.Hour},
+			ratelimit.TokenBucket{Limit: 3, TokensPerPeriod: 1, Period: time.Hour},
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			prefix := e.key(t) + ":"
+			key := prefix + "k"
+			l := e.limiter(t, nil, key, p)
+			k := limKeyed(t, e, p, ratelimit.WithKeyPrefix(prefix))
+			res, err := l.AllowN(ctx(t), 0)
+			require.NoError(t, err)
+			require.True(t, res.Allowed, "a probe of an absent key is allowed")
+			require.False(t, e.exists(t, key), "a probe wrote")
+			res, err = k.AllowN(ctx(t), "k", 0)
+			require.NoError(t, err)
+			require.True(t, res.Allowed, "a keyed probe of an absent key is allowed")
+			require.False(t, e.exists(t, key), "a keyed probe wrote")
+			in, err := l.Inspect(ctx(t))
+			require.NoError(t, err)
+			require.False(t, in.Exists)
+			require.Equal(t, int64(2), in.Remaining)
+			kin, err := k.Inspect(ctx(t), "k")
+			require.NoError(t, err)
+			require.False(t, kin.Exists)
+
+			_, err = l.Allow(ctx(t))
+			require.NoError(t, err)
+			require.NoError(t, l.Refund(ctx(t), 1))
+			require.True(t, e.exists(t, key))
+			in, err = l.Inspect(ctx(t))
+			require.NoError(t, err)
+			require.True(t, in.Exists, "state at full capacity exists")
+			require.Equal(t, int64(2), in.Remaining)
+			kin, err = k.Inspect(ctx(t), "k")
+			require.NoError(t, err)
+			require.True(t, kin.Exists)
+		})
+	}
+	t.Run("gcra", func(t *testing.T) {
+		key := e.key(t)
+		l := e.limiter(t, nil, key, ratelimit.GCRA{Burst: 2, EmissionInterval: time.Hour})
+		in, err := l.Inspect(ctx(t))
+		require.NoError(t, err)
+		require.False(t, in.Exists)
+		require.Equal(t, int64(2), in.Remaining)
+		_, err = l.Allow(ctx(t))
+		require.NoError(t, err)
+		in, err = l.Inspect(ctx(t))
+		require.NoError(t, err)
+		require.True(t, in.Exists)
+		require.Equal(t, int64(1), in.Remaining)
 	})
 }
 

@@ -16,7 +16,8 @@ func init() {
 
 // limResetRefund: Reset deletes the state (full capacity again), Refund gives exactly n permits
 // back (never above the capacity), each in one script; sliding windows refuse refunds before any
-// I/O; a key of another layout is ErrForeignData with nothing changed.
+// I/O; a composite refund checks the stored signature; a key of another layout is ErrForeignData
+// with nothing changed.
 func limResetRefund(t *testing.T, e *env) {
 	for name, p := range map[string]ratelimit.Policy{
 		"fixed":  ratelimit.FixedWindow{Limit: 3, Window: time.Hour},
@@ -79,6 +80,29 @@ func limResetRefund(t *testing.T, e *env) {
 		require.NoError(t, l.Reset(ctx(t)))
 		require.False(t, e.exists(t, key), "Reset works for every algorithm")
 		require.NotNil(t, state)
+	})
+	t.Run("composite signature", func(t *testing.T) {
+		// A refund compares the stored composite signature: another one is ErrConfigMismatch for a
+		// Limiter and refunds nothing for a Keyed (no error); the same one refunds.
+		mk := func(limit int64) ratelimit.Policy {
+			return ratelimit.Composite{Components: []ratelimit.Component{
+				ratelimit.FixedWindow{Limit: limit, Window: time.Hour},
+				ratelimit.TokenBucket{Limit: 5, TokensPerPeriod: 1, Period: time.Hour},
+			}}
+		}
+		prefix := e.key(t) + ":"
+		key := prefix + "c"
+		l := e.limiter(t, nil, key, mk(3))
+		limExhaust(t, l, 3)
+		state := e.dump(t, key)
+		other := e.limiter(t, nil, key, mk(4))
+		require.ErrorIs(t, other.Refund(ctx(t), 1), ratelimit.ErrConfigMismatch)
+		require.NoError(t, limKeyed(t, e, mk(4), ratelimit.WithKeyPrefix(prefix)).Refund(ctx(t), "c", 1))
+		require.Equal(t, state, e.dump(t, key), "nothing refunded under another signature")
+		require.NoError(t, limKeyed(t, e, mk(3), ratelimit.WithKeyPrefix(prefix)).Refund(ctx(t), "c", 1))
+		require.Equal(t, "2", e.dump(t, key)["0.n"], "the Keyed with the stored signature refunds")
+		require.NoError(t, l.Refund(ctx(t), 1))
+		require.Equal(t, "1", e.dump(t, key)["0.n"], "the Limiter with the stored signature refunds")
 	})
 	t.Run("foreign data", func(t *testing.T) {
 		key := e.key(t)
