@@ -51,9 +51,9 @@
 //
 // The errors every call that sends a script shares (its documentation names any others): a
 // bad-argument error as above, before any I/O; an error wrapping ErrUncertain and the cause (such as
-// ctx.Err()) when the script may have run but no reply was read (scripts are not retried; an
-// unreturned claim expires after its lease); an error wrapping ErrForeignData, nothing written; or a
-// server or connection error (see [luakit.Classify]).
+// ctx.Err()) when the script may have run but no reply was read (scripts are not retried; a claim
+// TryBegin made but never returned expires after its lease); an error wrapping ErrForeignData, nothing
+// written; or a server or connection error (see [luakit.Classify]).
 //
 // # Guarantees
 //
