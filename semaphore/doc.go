@@ -32,9 +32,9 @@
 // Context, Err, Remaining; the shared errors such as [ErrLost] and [ErrUncertain]). What differs:
 //
 //   - A permit may have no expiry, asked for by name: [Semaphore.TryAcquireNoExpiry],
-//     [Semaphore.AcquireNoExpiry], [Permit.ExtendNoExpiry] ([Permit.ExtendTTL], at least 1ms, gives it a TTL again).
-//     Permit.Remaining is then [Forever], its TTL 0, Extend keeps it so and KeepAlive does nothing.
-//     A TTL of 0 is [ErrInvalidTTL], as in every Coordkit module.
+//     [Semaphore.AcquireNoExpiry], [Permit.ExtendNoExpiry] ([Permit.ExtendTTL], at least 1ms, gives
+//     it a TTL again). Permit.Remaining is then [Forever], its TTL 0, Extend keeps it so and KeepAlive
+//     does nothing. A TTL of 0 is [ErrInvalidTTL], as in every Coordkit module.
 //   - Extend, ExtendTTL, Verify and Release never check the capacity; Verify prunes expired permits, so
 //     it runs on the primary and needs write permission.
 //   - [Permit.Close] is a best-effort Release that returns its first attempt's error (nil when
