@@ -17,15 +17,10 @@ import (
 // [Store.IncrementUpTo] (shrinking the chunk to what is left near the limit), so every value the
 // server ever holds is at most the limit, and increments within the reserved headroom need no I/O.
 // Flush and Close give the unused headroom back ([Store.DecrementDownTo] by the unused amount, floor
-// 0).
-//
-// The global counter therefore counts increments plus headroom reserved and not yet used. After every
-// Bounded of a key has been closed, it counts exactly the increments that were allowed.
-//
-// Loss window: headroom reserved by a process that crashes stays counted (it is never given back),
-// lowering the number of increments the limit still allows; use [WithWindow] to bound the damage.
-// If the counter expires or is deleted while headroom is held, giving it back is skipped when the
-// value is below the unused amount (the reservation died with the key).
+// 0). The global counter therefore counts increments plus headroom reserved and not yet used; after
+// every Bounded of a key has been closed, exactly the increments that were allowed. Headroom reserved
+// by a process that crashes stays counted: see the loss window in the package documentation,
+// "Non-guarantees".
 //
 // A Bounded is safe for concurrent use; calls that reserve or give back headroom run one at a time,
 // and a call waiting for another's round trip waits until its own ctx ends. It owns no goroutine.

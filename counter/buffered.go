@@ -15,19 +15,17 @@ import (
 // Buffered accumulates increments of one counter in memory and adds them to the server in the
 // background, one [Store.IncrementWithExpire] per flush: every flush interval ([WithFlushInterval])
 // and on Close. Add never blocks on I/O, so it suits hot paths (page views, metrics) where a little
-// delay and a bounded loss window are acceptable.
+// delay and a bounded loss window are acceptable. Reads ([Store.Get]) see only flushed deltas;
+// [Buffered.Pending] reports the local part.
 //
-// Loss window: deltas not yet flushed live only in this process. A crash (or a process exit without
-// Close) loses at most the deltas added since the last successful flush, i.e. up to one flush interval
-// of increments plus any still pending after failed flushes. A flush that certainly did not reach the
-// server ([ErrDisconnected] without [ErrUncertain], a validation, overflow or not-an-integer error
-// raised by INCRBY itself, or [ErrNoPermission] from the script's ACL check before any write) puts
-// its delta back into the buffer and is retried at the next flush. Any other server error is not
-// re-added: the script may have applied the delta before failing, so the delta may be lost (at most
-// once) but is never counted twice. A flush whose outcome is uncertain (sent, no
-// reply) is not retried, so it is never counted twice: its delta may be lost (at most once).
+// Loss window: a crash (or an exit without Close) loses the deltas added since the last successful
+// flush: up to one flush interval of increments plus any still pending after failed flushes. A flush
+// that certainly did not reach the server ([ErrDisconnected] without [ErrUncertain], a validation,
+// overflow or not-an-integer error raised by INCRBY itself, or [ErrNoPermission] from the script's
+// ACL check before any write) puts its delta back and is retried at the next flush. After any other
+// error, uncertain ones (sent, no reply) included, the script may have applied the delta: it is not
+// retried, so it may be lost (at most once) but is never counted twice.
 //
-// Reads ([Store.Get]) see only flushed deltas; [Buffered.Pending] reports the local part.
 // A Buffered is safe for concurrent use. Its one goroutine ends in Close.
 type Buffered struct {
 	store *Store

@@ -74,8 +74,12 @@
 //     fast until the probe (sent to a key of the failed call, so to that node) succeeds.
 //   - Counters are as durable as the deployment: asynchronous replication can lose the last
 //     increments on failover; eviction or deletion resets a counter.
-//   - Buffered loses unflushed deltas on a crash (see [Buffered]); Bounded leaks reserved headroom
-//     on a crash (see [Bounded]).
+//   - Buffered loses unflushed deltas on a crash (see [Buffered]).
+//   - Bounded's loss window: headroom reserved by a process that crashes stays counted (it is never
+//     given back), lowering the number of increments the limit still allows; use [WithWindow] to
+//     bound the damage. If the counter expires or is deleted while a [Bounded] holds headroom,
+//     giving it back is skipped when the value is below the unused amount (the reservation died
+//     with the key).
 //
 // # Key layout
 //

@@ -49,6 +49,12 @@
 // logger) fails before any I/O with an error matching luakit.ErrInvalidConfig. Every error starts
 // with "idempotency: " and never contains a key, a token or a result.
 //
+// The errors every call that sends a script shares (its documentation names any others): a
+// bad-argument error as above, before any I/O; an error wrapping ErrUncertain and the cause (such as
+// ctx.Err()) when the script may have run but no reply was read (scripts are not retried; a claim
+// TryBegin made but never returned expires after its lease); an error wrapping ErrForeignData, nothing
+// written; or a server or connection error (see [luakit.Classify]).
+//
 // # Guarantees
 //
 //   - At most one pending or completed claim per key in a retained Redis history: of concurrent
@@ -97,9 +103,16 @@
 //
 // Redis 7.0 and later, Valkey 8 and later, standalone or Cluster (one key per operation, so any key
 // works), RESP2 or RESP3. Waiting in Begin wakes on invalidations with RESP3 client-side caching and a
-// tracker: the client's from [luakit.NewTrackedClient], or [WithTracker]'s (each renewal of the
-// awaited claim also wakes it, to re-check). Otherwise it logs one warning per Store and wakes only
-// when the awaited claim's lease would end.
+// tracker: the client's from [luakit.NewTrackedClient] (no option needed), or [WithTracker]'s, which
+// overrides it (each renewal of the awaited claim also wakes it, to re-check). Without working
+// tracking (no tracker, RESP2, DisableCache) it logs one warning per Store and wakes only when the
+// awaited claim's lease would end (every second for a claim without expiry), so a completion is
+// noticed late.
+//
+// Under ACLs, [Store.TryBegin] checks that the client's user may run every command of the claim and
+// of what its owner will need to finish it (HMGET, HDEL for Complete, DEL for Abandon: see the
+// README's ACL); otherwise it fails with [ErrNoPermission] and writes nothing, so no claim is made
+// that could not be completed or abandoned.
 //
 // # Concurrency
 //

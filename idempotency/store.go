@@ -179,7 +179,8 @@ func validateKey(key string) error {
 	return nil
 }
 
-// TryBegin makes one atomic attempt to claim key and returns at once.
+// TryBegin makes one atomic attempt to claim key and returns at once; it blocks for one round trip,
+// bounded by ctx.
 //
 // When key is free it creates a pending claim whose lease ends after lease unless its owner renews it
 // ([Store.Extend], [Claim.KeepAlive]), and returns Started with the owner token, the lease and the
@@ -188,20 +189,11 @@ func validateKey(key string) error {
 // different fingerprint (whatever its state; nothing about the claim is revealed). Lookups never
 // change the existing claim or its expiry: a losing caller's lease is ignored.
 //
-// lease is truncated to whole milliseconds and must be at least 1ms. It bounds only the pending claim,
-// so a crashed owner's claim frees the key after it; the result's retention is chosen separately by
-// [Store.Complete]. Choose it a few round trips longer than the renewal period, or, without renewal,
-// longer than the work. key is binary-safe, non-empty, and gets the Store's prefix. Invalid input
-// fails before any I/O.
-//
-// Errors: [ErrInvalidTTL] or an empty-key error before I/O (both match luakit.ErrInvalidConfig); an
-// error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run but no
-// reply was read (an unreturned claim then expires after lease; the script is not retried); an error
-// wrapping [ErrForeignData] when the key holds another Redis type or a hash this package did not write
-// (nothing written); [ErrNoPermission] (nothing written) when the client's ACL user may not run a
-// command of the claim or of what its owner will need to finish it (HMGET, HDEL for Complete, DEL for
-// Abandon: see the README's ACL), so no claim is made that could not be completed or abandoned; or a
-// server or connection error (see [luakit.Classify]). It blocks for one round trip, bounded by ctx.
+// lease (at least 1ms, truncated to whole milliseconds) bounds only the pending claim: choose it a few
+// round trips longer than the renewal period, or, without renewal, longer than the work. key is
+// binary-safe, non-empty, and gets the Store's prefix. Errors are those every call shares (see the
+// package documentation, "Errors"), and [ErrNoPermission], nothing written, when the client's ACL
+// user could not finish the claim (see the package documentation, "Servers").
 func (s *Store) TryBegin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (Attempt, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opTryBegin))
 	if err != nil {
@@ -336,25 +328,19 @@ func parseToken(token string) (secret, gen string, err error) {
 }
 
 // Complete stores result for key's pending claim if ownerToken (from a Started [Attempt]) still owns
-// it, and reports whether it did. On success the claim becomes completed, later attempts with the same
-// fingerprint get a copy of result, and the key expires after retention (whatever lease the claim
-// had): the replay window is independent of the claim lease.
+// it, and reports whether it did; it blocks for one round trip, bounded by ctx. On success the claim
+// becomes completed, later attempts with the same fingerprint get a copy of result, and the key
+// expires after retention, whatever lease the claim had.
 //
 // It returns false, writing nothing, when the claim is no longer this owner's: its lease ended (and
-// perhaps another caller claimed the key: the owner token and generation are both checked, so a late
-// completion never overwrites a newer claim or result), it was abandoned, or it was already completed
-// (a second completion keeps the first result and its expiry).
+// perhaps another caller claimed the key: a late completion never overwrites a newer claim or result),
+// it was abandoned, or it was already completed (a second completion keeps the first result and its
+// expiry). result may be empty or nil (stored as empty) and hold any bytes; it is copied before any
+// I/O, so the caller may reuse it; the store imposes no size limit. retention (at least 1ms, truncated
+// to whole milliseconds) should outlast the clients' retry window (idemhttp's default is 24h).
 //
-// result may be empty or nil (stored as empty) and hold any bytes; it is copied before Complete
-// returns and before any I/O, so the caller may reuse it. The store imposes no size limit. retention
-// is truncated to whole milliseconds and must be at least 1ms; choose it longer than the clients'
-// retry window (idemhttp's default is 24h).
-//
-// Errors: [ErrInvalidToken], [ErrInvalidTTL] for the retention, or an empty-key error before I/O (all
-// match luakit.ErrInvalidConfig); an error wrapping [ErrUncertain] when the script may have run but no
-// reply was read (check with TryBegin or Inspect; the script is not retried); an error wrapping
-// [ErrForeignData] when the key holds another Redis type (nothing written); or a server or connection
-// error. It blocks for one round trip, bounded by ctx.
+// Errors are those every call shares (see the package documentation, "Errors"), and
+// [ErrInvalidToken] before any I/O. After an [ErrUncertain] check the outcome with TryBegin or Inspect.
 func (s *Store) Complete(ctx context.Context, key, ownerToken string, result []byte, retention time.Duration) (bool, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opComplete))
 	if err != nil {

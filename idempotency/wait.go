@@ -17,17 +17,12 @@ import (
 // It waits as every Coordkit acquisition does (the contract's waiting rows, in package
 // github.com/coordkit/coordkit/luakit/ownership): it sleeps until the claim key is invalidated (a
 // completion, abandonment, expiry or renewal) or the claim's lease would end, then runs the claim
-// script again; nothing is sent while it sleeps, and it never polls on a fixed period. On a client
-// from [luakit.NewTrackedClient] it wakes on invalidations with no option ([WithTracker] overrides the
-// tracker); on a client without working tracking (no tracker, RESP2, DisableCache) it logs one
-// warning per Store and wakes only when the awaited claim's lease would end (every second for a claim
-// without expiry), so a completion is noticed late. Transient server errors and refused connections
-// (the script did not run) are retried after [WithRetryDelay]; other errors, including uncertain
-// ones, end the wait at once.
-//
-// When ctx ends while waiting it returns an error wrapping ctx.Err() (and [ErrUncertain] if an
-// attempt was in flight; such an unreturned claim expires after lease). Arguments and other errors as
-// for TryBegin.
+// script again; nothing is sent while it sleeps (which tracker wakes it, and how late it wakes
+// without one: see the package documentation, "Servers"). Transient server errors and refused
+// connections (the script did not run) are retried after [WithRetryDelay]; other errors, including
+// uncertain ones, end the wait at once. When ctx ends while waiting it returns an error wrapping
+// ctx.Err() (and [ErrUncertain] if an attempt was in flight; such an unreturned claim expires after
+// lease). Arguments and other errors as for TryBegin.
 func (s *Store) Begin(ctx context.Context, key string, lease time.Duration, fp Fingerprint) (Attempt, error) {
 	ctx, sc, err := s.cfg.hooks.Begin(ctx, s.op(opBegin))
 	if err != nil {

@@ -93,7 +93,9 @@
 // # Servers
 //
 // Redis 7.0 and later, Valkey 8 and later (sharded Pub/Sub needs Redis 7.0), standalone or Cluster.
-// RESP2 clients work (rueidis then receives on a dedicated connection).
+// RESP2 clients work (rueidis then receives on a dedicated connection). Under ACLs a waiting user
+// needs "&<prefix>*" for the channels ([Latch.Wait] fails with [ErrNoPermission] otherwise): Redis 7
+// gives new users no channel by default.
 //
 // # Concurrency
 //

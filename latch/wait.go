@@ -122,22 +122,19 @@ func (l *Latch) outcome(st state) outcome {
 
 // Wait blocks until the generation ends and returns nil when it completed: its count was read as
 // zero, or a Reset replaced it after it had reached zero. Otherwise it returns:
-//   - [ErrReplaced]: a [Latches.Reset] replaced the generation, or the latch was deleted, before it
-//     reached zero;
+//   - [ErrReplaced]: a [Latches.Reset] replaced the generation, or it was deleted, before zero;
 //   - [ErrLatchExpired]: the latch's expiry ([WithExpiry]) passed first;
 //   - an [*AbortedError]: [Latch.Abort] failed the generation (the error carries the reason);
 //   - an error wrapping [ErrForeignData]: the key now holds something that is not a latch;
-//   - an error wrapping ctx.Err(): ctx ended first. Cancelling a Wait never changes the count;
-//   - an error matching [ErrNoPermission]: the ACL refuses a read, SSUBSCRIBE or the key's channel
-//     (a user needs "&<prefix>*" for the channels: Redis 7 gives new users no channel by default);
-//     the subscription is not retried;
+//   - an error wrapping ctx.Err(): ctx ended first (cancelling a Wait never changes the count);
+//   - an error matching [ErrNoPermission], not retried: the ACL refuses a read, SSUBSCRIBE or the
+//     key's channel (see the package documentation, "Servers");
 //   - another error: a terminal server error. Transient and connection errors are retried at the
 //     recheck interval until ctx ends.
 //
 // A generation that has ended returns after one read. Otherwise Wait subscribes to the key's sharded
-// Pub/Sub channel and re-reads on every message and every recheck interval (see "Waking" in the
-// package documentation): a lost message delays the result, never changes it. The subscription is
-// dropped before the last waiter of the key returns. Safe for concurrent use.
+// Pub/Sub channel and re-reads as "Waking" in the package documentation says: a lost message delays
+// the result, never changes it. Safe for concurrent use.
 func (l *Latch) Wait(ctx context.Context) error {
 	ctx, sc, err := l.ls.cfg.hooks.Begin(ctx, l.ls.op(opWait))
 	if err != nil {

@@ -6,23 +6,15 @@ import (
 )
 
 // WithoutDeadline returns a context that ends when ctx ends or when ctx's deadline passes (with the
-// same error: context.Canceled or context.DeadlineExceeded), but that carries no deadline itself. The
+// same error: context.Canceled or context.DeadlineExceeded), but that carries no deadline itself, so
+// that rueidis queues the command on a pipelined connection instead of sending it with a socket
+// deadline that closes the connection when it passes (why this matters for a cleanup sent next: see
+// the package documentation, "Command order and deadlines"; send both with [Script.ExecOrdered]). The
 // returned stop function releases its resources; call it when the command is done.
 //
-// Why: rueidis sends a command whose context has a deadline on an idle connection synchronously with a
-// socket deadline, and closes the connection when the deadline passes. The owner-checked cleanup that
-// a primitive sends after such an uncertain command then travels on a new connection: it can reach the
-// server before the late command still in the old one, or not at all while the new connection's
-// handshake is slow. Without a deadline the command goes through the connection's pipeline queue;
-// giving up on its reply leaves the connection open, and a cleanup sent next on the same connection is
-// queued behind the late command, so the server runs them in order. A standalone rueidis client spreads
-// keyed commands over several connections at random (2^ClientOption.PipelineMultiplex, up to 4 by
-// default); send both with [Script.ExecOrdered] to keep them on one.
-//
-// When ctx has no deadline there is nothing to strip: it returns ctx itself and a stop function that
-// does nothing (no allocation, which matters on hot paths). Otherwise it starts no goroutine: ctx's
-// cancellation and deadline are watched with context.AfterFunc and time.AfterFunc. It is safe for
-// concurrent use.
+// When ctx has no deadline it returns ctx itself and a stop function that does nothing (no
+// allocation, which matters on hot paths). Otherwise it starts no goroutine: ctx's cancellation and
+// deadline are watched with context.AfterFunc and time.AfterFunc. It is safe for concurrent use.
 func WithoutDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); !ok {
 		return ctx, noStop

@@ -46,6 +46,39 @@
 // never with one of the server's prefixes (ERR, WRONGTYPE...), except luakit_acl's NOPERM, which is
 // the server's refusal named in advance.
 //
+// # Command order and deadlines
+//
+// An owner-checked cleanup sent after a command whose reply timed out must run on the server after
+// that late command, never before it. Two rueidis behaviours would break that order:
+//
+//   - A command whose context has a deadline is sent on an idle connection synchronously with a socket
+//     deadline, and the connection is closed when the deadline passes. The cleanup then travels on a
+//     new connection: it can reach the server before the late command still in the old one, or not at
+//     all while the new connection's handshake is slow. Without a deadline ([WithoutDeadline]) the
+//     command goes through the connection's pipeline queue; giving up on its reply leaves the
+//     connection open, and a cleanup sent next on it is queued behind the late command.
+//   - Exec's commands carry their key's slot, which a standalone client uses to spread commands at
+//     random over its pipelined connections (2^ClientOption.PipelineMultiplex of them, by default
+//     log2(GOMAXPROCS) capped at 2, so 4 from 4 CPUs up): a later command on another connection can
+//     overtake an earlier one, or wait on a connection still being dialled. [Script.ExecOrdered] sends
+//     every call on the first pipelined connection.
+//
+// Where the order does not hold: on a Cluster client, where ExecOrdered is Exec (commands are routed
+// by slot; each node gets one pipelined connection unless PipelineMultiplex is raised above its
+// Cluster default of 0); with ClientOption.DisableAutoPipelining, where every command borrows a pooled
+// connection and runs synchronously, so consecutive calls may take different connections; and across
+// a connection that breaks between two calls, which loses the first one's place.
+//
+// # Closed clients
+//
+// rueidis (seen with v1.0.79 and v1.0.80, standalone and Cluster clients) connects its pipelined
+// connections lazily, and a connection whose dial was in flight when Close ran is stored after Close
+// and keeps serving commands: in a test that closes a client while commands are being sent, later
+// commands succeeded on 84 of 300 standalone clients and 123 of 300 cluster clients. A closed client
+// that half works defeats code that treats rueidis.ErrClosing as "stop" (a leader election's Run, a
+// lock waiter): it could campaign or wait on forever. [GuardClose] makes Close final for every later
+// command, and [NewTrackedClient] applies it.
+//
 // # Keys
 //
 // [Keyspace] prepends a prefix to every key, byte for byte (keys may hold

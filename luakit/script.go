@@ -276,26 +276,17 @@ func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string
 	return permResult(s.run(ctx, c, s.readOnly, true, keys, args))
 }
 
-// ExecMulti runs the script once per element of multi, pipelined on c, and
-// returns one result per element in the same order (see [Script.Exec] for
-// errors). Each execution is atomic on its own; the batch as a whole is not.
-// It blocks until every reply arrives or ctx ends. Safe for concurrent use.
+// ExecMulti runs the script once per element of multi, pipelined on c, and returns one result per
+// element in the same order (see [Script.Exec] for errors). Each execution is atomic on its own; the
+// batch as a whole is not. It blocks until every reply arrives or ctx ends. Safe for concurrent use.
 //
-// It costs one round trip when the server has the script cached: one
-// EVALSHA per element sent together with DoMulti (on Cluster, each node gets
-// its elements together), and no SCRIPT LOAD. The elements that fail with
-// NOSCRIPT (a restart, a failover, SCRIPT FLUSH, another Cluster node) ran
-// nothing, and are sent again with EVAL in a second pipelined round trip, so
-// a batch recovers from a flushed script cache as [Script.Exec] does. (It
-// replaces rueidis' Lua.ExecMulti, which sends SCRIPT LOAD to every node
-// before each batch and has no EVAL fallback.) When only some elements met
-// NOSCRIPT (another client loaded the script while the batch was in flight),
-// the re-sent ones run after the others, so elements that touch the same key
-// may then apply out of input order. Until the digest is known every element
-// is sent with EVAL, and the digest is learned after the batch. The elements
-// a Cluster node answered TRYAGAIN also ran nothing: they are sent again
-// together, with backoff, for up to [TryAgainBudget] within ctx (after the
-// others, as for NOSCRIPT).
+// It costs one round trip when the server has the script cached: one EVALSHA per element sent
+// together with DoMulti (on Cluster, each node gets its elements together), and no SCRIPT LOAD (until
+// the digest is known, learned after the batch, every element is sent with EVAL). Elements that ran
+// nothing are sent again in a later pipelined round trip: those answered NOSCRIPT (a restart, a
+// failover, SCRIPT FLUSH, another Cluster node) with EVAL, and those a Cluster node answered TRYAGAIN
+// together, with backoff, for up to [TryAgainBudget] within ctx. Re-sent elements run after the
+// others, so elements that touch the same key may then apply out of input order.
 func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, multi ...rueidis.LuaExec) []rueidis.RedisResult {
 	if len(multi) == 0 {
 		return nil
@@ -365,28 +356,16 @@ func (s *Script) sendMulti(ctx context.Context, c rueidis.Client, multi []rueidi
 // ExecOrdered is [Script.Exec] for calls whose order on the server matters even after the caller gave
 // up on an earlier one, such as an owner-checked cleanup sent after a write whose reply timed out. On
 // a standalone or Sentinel client it sends every call on the client's first pipelined connection, so
-// ExecOrdered calls queued one after another through the same client run on the server in that order:
-// the cleanup runs after the late write, never before it. (Exec's commands carry their key's slot,
-// which a standalone rueidis client uses to spread commands at random over its pipelined connections:
-// 2^ClientOption.PipelineMultiplex of them, by default log2(GOMAXPROCS) capped at 2, so 4 from 4 CPUs
-// up; a later command on another connection can overtake an earlier one, or wait on a connection
-// still being dialled.)
+// ExecOrdered calls that reach its queue one after another through the same client run on the server
+// in that order: the cleanup runs after the late write, never before it. On a Cluster client it is
+// Exec. Pair it with [WithoutDeadline]. Why Exec does not keep the order, and where ExecOrdered's does
+// not hold (Cluster, DisableAutoPipelining, a broken connection): see the package documentation,
+// "Command order and deadlines".
 //
-// Where the order does not hold: on a Cluster client ExecOrdered is Exec (commands are routed by slot;
-// each node gets one pipelined connection unless PipelineMultiplex is raised above its Cluster default
-// of 0); with ClientOption.DisableAutoPipelining every command borrows a pooled connection and runs
-// synchronously, so consecutive calls may take different connections; and a connection that breaks
-// between two calls loses the first one's place.
-//
-// The order is the order in which the calls reach the connection's queue; pair ExecOrdered with
-// [WithoutDeadline] so that a deadline does not make rueidis send the command synchronously and close
-// the connection when it passes. Replies, errors and the EVALSHA-then-EVAL fallback are as for Exec. It
-// blocks until the reply arrives or ctx ends. Safe for concurrent use.
-//
-// A call answered TRYAGAIN (a Cluster slot migration, see [TryAgainBudget]; a standalone server never
-// answers it) is sent again the same way, so on the same connection path, after its TRYAGAIN reply
-// was read: the server ran nothing, and since the call has not returned, nothing its caller sends
-// next can reach the server before it.
+// Replies, errors and the EVALSHA-then-EVAL fallback are as for Exec. It blocks until the reply
+// arrives or ctx ends. Safe for concurrent use. A call answered TRYAGAIN (see [TryAgainBudget]) is
+// sent again the same way, after its TRYAGAIN reply was read: the server ran nothing, and since the
+// call has not returned, nothing its caller sends next can reach the server before it.
 func (s *Script) ExecOrdered(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
 	if c.Mode() == rueidis.ClientModeCluster {
 		return s.Exec(ctx, c, keys, args)

@@ -193,28 +193,20 @@ func TrackerOf(c rueidis.Client) *Tracker {
 	return nil
 }
 
-// Arm reads key's PTTL with a client-side-cached read (DoCache, cached for
-// at most ArmCacheTTL), which makes the server track key for this
-// connection, so its next change or expiry produces an invalidation that a
-// [Tracker] turns into a wake-up. It blocks for at most one round trip
-// (none when served from the local cache).
+// Arm reads key's PTTL with a client-side-cached read (DoCache, cached for at most ArmCacheTTL),
+// which makes the server track key for this connection, so its next change or expiry produces an
+// invalidation that a [Tracker] turns into a wake-up. It blocks for at most one round trip (none when
+// served from the local cache). Errors are those of the PTTL command (see [Classify]).
 //
-// It returns exists=false when the key does not exist (PTTL -2). Otherwise
-// exists=true and pttl is how long the caller may wait before re-checking:
-// the cached entry's remaining life when the read is tracked (a value served
-// from the local cache was read earlier, and the entry's life is capped by
-// the key's PTTL at read time and by ArmCacheTTL, also for a key without
-// expiry), else the PTTL the server reported, which is -1 for a key without
-// expiry. With client-side caching active pttl is therefore positive and
-// never exceeds ArmCacheTTL; pttl -1 means the read is not tracked and the
-// key has no expiry, so the caller must pick its own re-check interval.
+// exists is false when the key does not exist (PTTL -2). Otherwise pttl is how long the caller may
+// wait before re-checking. When the read is tracked it is the cached entry's remaining life (capped by
+// the key's PTTL at read time and by ArmCacheTTL, also for a key without expiry): positive, at most
+// ArmCacheTTL. Untracked (RESP2 or DisableCache: a plain PTTL) it is the PTTL the server reported, -1
+// for a key without expiry: the caller then picks its own re-check interval.
 //
-// Errors are those of the PTTL command (see [Classify]).
-//
-// With RESP2 or DisableCache, DoCache degrades to a plain PTTL and no
-// invalidation ever arrives. Expiry invalidations also arrive only when the
-// server's expiry cycle reaches the key (up to ~100 ms late). Callers must
-// therefore always also wait on the pttl deadline, then Arm again.
+// Callers must always also wait on the pttl deadline, then Arm again: an untracked read brings no
+// invalidation, and an expiry's invalidation arrives only when the server's expiry cycle reaches the
+// key (up to ~100 ms late).
 func Arm(ctx context.Context, c rueidis.Client, key string) (exists bool, pttl time.Duration, err error) {
 	exists, pttl, _, err = ArmTracked(ctx, c, key)
 	return exists, pttl, err

@@ -49,12 +49,15 @@
 // # Algorithms
 //
 //   - [FixedWindow]: at most Limit permits per window; a window starts at the first successful
-//     acquisition after the previous one ended. Stored: the count and the window's deadline.
+//     acquisition after the previous one ended. Stored: the count and the window's end; the key
+//     expires when the window ends.
 //   - [SlidingWindow]: at most Limit permits in any rolling window, counted per segment. A permit is
 //     charged to the segment ending at or after its arrival and is released at that segment's end plus the
-//     window: never early, at most one segment late. Stored: one count per active segment.
+//     window: never early, at most one segment late. Stored: one count per active segment; the key
+//     expires when the last segment does (its end plus the window).
 //   - [TokenBucket]: starts full; TokensPerPeriod tokens are added at the end of each Period, up to
-//     Limit; elapsed partial periods are kept. Stored: the token count and the last refill time.
+//     Limit; elapsed partial periods are kept. Stored: the token count and the start of the current
+//     refill period; the key expires when the bucket is full again.
 //   - [GCRA]: Burst permits at once, then one per EmissionInterval. Stored: the theoretical arrival
 //     time only; the key expires once the full burst is available again. Rejections and probes leave
 //     it unchanged.
@@ -116,12 +119,14 @@
 //	                from the next window. A capacity below the used count denies until the deadline.
 //	Sliding window  Keep the segments active under both the old and the new window; the new window
 //	                sets their remaining lifetime; new requests use the new segmentation. Expired
-//	                history is never recovered.
+//	                history is never recovered. A larger old segment can keep delaying expiry after
+//	                the segment width shrinks.
 //	Token bucket    Settle complete refill periods at the old rate, clamp to the new capacity, start a
 //	                new refill period at the migration time (the old partial period is dropped). A
 //	                larger capacity is refilled, not granted.
-//	GCRA            Keep the outstanding debt (partial permits too), rescaled to the new emission
-//	                interval and rounded up to microseconds. Debt above the new burst must drain first.
+//	GCRA            Keep the outstanding debt TAT − now (partial permits too), rescaled to
+//	                debt × new T / old T (T the emission interval) and rounded up to microseconds.
+//	                Debt above the new burst must drain first.
 //	                Debt above MaxSpan is ErrDebtOverflow (nothing written).
 //	Composite       Each component by its rule, and the new signature, atomically.
 //

@@ -24,14 +24,8 @@ type Component interface {
 // started at server time s admits until s+Window-1µs and ends at s+Window, when the full Limit is
 // available again. RetryAfter of a rejection is the time until the window ends.
 //
-// State: one hash at the key holding the count and the window's end; it expires when the window
-// ends.
-//
-// Update (Migrate): the count and the window's end are kept. A new Limit applies at once (a decrease
-// below the count denies requests until the end); a new Window applies from the next window.
-//
-// Limit must be in [1, MaxLimit]. Window must be from 1µs to MaxSpan and is rounded up to whole
-// microseconds.
+// The fields state their ranges. The stored state, and how an update with [Migrate] converts it: see
+// the package documentation, "Algorithms" and "Updating settings at runtime".
 type FixedWindow struct {
 	// Limit is the number of permits per window, in [1, MaxLimit]. The zero value is invalid.
 	Limit int64
@@ -43,26 +37,14 @@ type FixedWindow struct {
 // Segments are aligned on server time: the segment width is w = ceil(Window/Segments) whole
 // microseconds and a permit acquired at server time t (µs) is charged to the segment ending at
 // ceil(t/w)·w (timestamps round up). It counts against the limit until that segment end plus
-// Window: never early, at most one segment (w−1µs) late. More segments shrink that delay and cost
-// one hash field each. RetryAfter of a rejection is the time until enough of the oldest segments
-// expire for the whole request.
+// Window: never early, at most one segment (w−1µs) late. RetryAfter of a rejection is the time until
+// enough of the oldest segments expire for the whole request, so at most Window plus one segment.
+// More segments shrink the lateness and cost one hash field each: [DefaultSegments] (10) keeps it
+// within a tenth of the window (a 10s window: at most 1s late); Segments 1 makes a rejection last up
+// to nearly twice the window.
 //
-// State: one hash at the key with one count per active segment; it expires when the last segment
-// does (its end plus Window).
-//
-// Update (Migrate): segments active under both the old and the new window are kept, others are
-// deleted (expired history is never recovered); the new Window sets the remaining lifetime of the
-// kept ones, and new permits use the new segmentation. A larger old segment can keep delaying
-// expiry after the segment width shrinks.
-//
-// Lateness: a permit is released at most one segment (Window/Segments, rounded up to whole µs,
-// minus 1µs) after its rolling window ends, so a rejection's RetryAfter is at most Window plus one
-// segment. The default of [DefaultSegments] (10) keeps that lateness within a tenth of the window (a
-// 10s window: at most 1s late) for one hash field per active segment; Segments 1 makes a rejection
-// last up to nearly twice the window.
-//
-// Limit must be in [1, MaxLimit]; Segments in [1, 1024] (0 means DefaultSegments, 10); Window from
-// 1µs to MaxSpan, rounded up to whole microseconds.
+// The fields state their ranges. The stored state, and how an update with [Migrate] converts it: see
+// the package documentation, "Algorithms" and "Updating settings at runtime".
 type SlidingWindow struct {
 	// Limit is the number of permits in any rolling window, in [1, MaxLimit].
 	Limit int64
@@ -80,16 +62,10 @@ type SlidingWindow struct {
 // not reset the refill clock. RetryAfter of a rejection is the time until enough periods complete
 // to hold the whole request.
 //
-// State: one hash at the key with the token count and the start of the current refill period; it
-// expires when the bucket is full again.
-//
-// Update (Migrate): complete periods are settled at the old rate, the tokens are clamped to the new
-// Limit, and the new period starts at the migration (the old partial period is discarded). A larger
-// Limit adds room to refill, not tokens.
-//
-// Limit and TokensPerPeriod must be in [1, MaxLimit]; Period from 1µs, rounded up to whole
-// microseconds; the full refill duration (ceil(Limit/TokensPerPeriod) periods) must be at most
-// MaxSpan. A Period below 1ms refills more than 1000 times a second exactly.
+// The fields state their ranges; the full refill duration (ceil(Limit/TokensPerPeriod) periods) must
+// also be at most MaxSpan. A Period below 1ms refills more than 1000 times a second exactly. The
+// stored state, and how an update with [Migrate] converts it: see the package documentation,
+// "Algorithms" and "Updating settings at runtime".
 type TokenBucket struct {
 	// Limit is the bucket's capacity in tokens (permits), in [1, MaxLimit]; a new bucket holds Limit.
 	Limit int64
@@ -108,14 +84,9 @@ type TokenBucket struct {
 // n = 0 probes (which test one permit) leave the TAT unchanged. RetryAfter of a rejection is
 // max(TAT, now) + n·T − Burst·T − now, the time until the whole request fits.
 //
-// Update (Migrate): the outstanding debt TAT − now, including a partial permit, is rescaled to
-// debt × new T / old T, rounded up to whole microseconds. A smaller Burst can leave debt above the
-// capacity: requests wait until it drains. A rescaled debt above MaxSpan is rejected with
-// [ErrDebtOverflow] before anything is written.
-//
-// Burst must be in [1, MaxLimit]; EmissionInterval from 1µs, rounded up to whole microseconds (an
-// interval below 1ms admits more than 1000 permits a second on one key, exactly);
-// Burst × EmissionInterval must be at most MaxSpan.
+// The fields state their ranges; Burst × EmissionInterval must also be at most MaxSpan (an interval
+// below 1ms admits more than 1000 permits a second on one key, exactly). How an update with [Migrate]
+// rescales the debt: see the package documentation, "Updating settings at runtime".
 //
 // Source: the ATM Forum Traffic Management Specification 4.0 (virtual scheduling form), as in
 // Brandur Leach's "Rate limiting, cells, and GCRA" and go-redis/redis_rate.
@@ -138,16 +109,13 @@ type GCRA struct {
 // ordered list of every component's rounded settings. A stored signature that differs from the
 // limiter's fails the decision with [ErrConfigMismatch] without consuming; every process sharing the
 // key must use the same ordered list. The hash expires when every component is back at full
-// capacity. Standalone limiters use other layouts and cannot share the key ([ErrForeignData]).
-//
-// Update (Migrate): each component follows its own rule (see [FixedWindow], [SlidingWindow],
-// [TokenBucket]) in the same script, and the new signature is stored; the number and kinds of the
-// components cannot change.
-//
-// Components must hold 1 to MaxComponents non-nil values, each valid on its own.
+// capacity. Standalone limiters use other layouts and cannot share the key ([ErrForeignData]). An
+// update with [Migrate] converts each component by its own rule and stores the new signature, in one
+// script (see the package documentation, "Updating settings at runtime").
 type Composite struct {
-	// Components are the limits applied together, 1 to MaxComponents of them, in a fixed order (the
-	// order is part of the stored signature). The slice is copied by New and Update.
+	// Components are the limits applied together, 1 to MaxComponents non-nil values, each valid on
+	// its own, in a fixed order (the order is part of the stored signature). The slice is copied by
+	// New and Update.
 	Components []Component
 }
 

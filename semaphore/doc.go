@@ -32,17 +32,20 @@
 // Context, Err, Remaining; the shared errors such as [ErrLost] and [ErrUncertain]). What differs:
 //
 //   - A permit may have no expiry, asked for by name: [Semaphore.TryAcquireNoExpiry],
-//     [Semaphore.AcquireNoExpiry], [Permit.ExtendNoExpiry] ([Permit.ExtendTTL] gives it a TTL again).
-//     Permit.Remaining is then [Forever] and KeepAlive does nothing. A TTL of 0 is [ErrInvalidTTL], as
-//     in every Coordkit module.
-//   - Extend, Verify and Release never check the capacity; Verify prunes, so it runs on the primary and
-//     needs write permission.
+//     [Semaphore.AcquireNoExpiry], [Permit.ExtendNoExpiry] ([Permit.ExtendTTL], at least 1ms, gives
+//     it a TTL again). Permit.Remaining is then [Forever], its TTL 0, Extend keeps it so and KeepAlive
+//     does nothing. A TTL of 0 is [ErrInvalidTTL], as in every Coordkit module.
+//   - Extend, ExtendTTL, Verify and Release never check the capacity; Verify prunes expired permits, so
+//     it runs on the primary and needs write permission.
 //   - [Permit.Close] is a best-effort Release that returns its first attempt's error (nil when
-//     answered) and whose unanswered release is also retried in the background; so is the cleanup
-//     after an uncertain, failed or late acquisition. A background cleanup that cannot be confirmed
-//     within the retry window ([WithCleanupRetryWindow], default one minute), that meets a terminal
-//     error, or that [Semaphore.Close] stops, is abandoned: the OpenTelemetry counter
-//     [MetricCleanupAbandoned] is incremented and a warning is logged.
+//     answered) and whose unanswered release is also retried in the background, with jittered backoff,
+//     as is the owner-token release sent behind an uncertain, failed or late acquisition (on the same
+//     connection, bounded by the cleanup timeout even if ctx is cancelled; the TTL is the fallback if
+//     it never lands). A Close that a hook rejected sends nothing and starts no retry. A retry that
+//     is answered settles the permit. A background cleanup that cannot be confirmed within the
+//     retry window ([WithCleanupRetryWindow], default one minute), that meets a terminal error, or that
+//     [Semaphore.Close] stops, is abandoned: the OpenTelemetry counter [MetricCleanupAbandoned] is
+//     incremented and a warning is logged.
 //
 // # Lifecycle
 //

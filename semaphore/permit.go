@@ -27,19 +27,9 @@ const (
 // Permit is a held permit: a random owner token that is a member of the semaphore's sorted set. Its
 // methods Extend, ExtendTTL, KeepAlive, Verify, Release, Close, Done, Context, Err, Remaining, Deadline
 // and TTL behave as the contract in package github.com/coordkit/coordkit/luakit/ownership says. What
-// differs:
-//
-//   - A permit may have no expiry (TryAcquireNoExpiry, AcquireNoExpiry, [Permit.ExtendNoExpiry]):
-//     Remaining is [Forever], TTL 0, Extend keeps it so, KeepAlive does nothing; ExtendTTL (at least
-//     1ms) gives it a TTL. ExtendTTL, Verify and Release never check the capacity.
-//   - Verify prunes expired permits, so it needs the primary and write permission.
-//   - Close returns its first attempt's error like every handle's, and retries an unanswered release
-//     in the background with jittered backoff for up to the retry window (default 1 minute) instead of
-//     logging it; a retry that is answered settles the permit, one given up is counted in
-//     [MetricCleanupAbandoned] and logged, and [Semaphore.Close] waits for or stops the retries. A
-//     Close that a hook rejected sends nothing and starts no retry.
-//
-// Its methods are safe for concurrent use.
+// differs (a permit may have no expiry; renewals, Verify and Release never check the capacity; Verify
+// prunes, so it needs the primary and write permission; Close retries an unanswered release in the
+// background) is in the package documentation, "Ownership". Its methods are safe for concurrent use.
 type Permit struct {
 	own ownership.Handle
 	b   backend

@@ -142,26 +142,20 @@ func (s *Semaphore) isClosed() bool {
 }
 
 // TryAcquire makes one attempt to take a permit and returns at once: it does not queue, wait or promise
-// fairness (see [Semaphore.Acquire] for that). It blocks for one round trip, bounded by ctx.
-//
-// ttl is the permit's lifetime on the server clock, truncated to whole milliseconds; below 1ms (0
-// included) it fails with [ErrInvalidTTL] before any I/O. Expired permits are pruned first.
+// fairness (see [Semaphore.Acquire] for that). It blocks for one round trip, bounded by ctx. ttl is the
+// permit's lifetime on the server clock, truncated to whole milliseconds; below 1ms (0 included) it
+// fails with [ErrInvalidTTL] before any I/O. Expired permits are pruned first.
 //
 // It returns the held [*Permit] on success. Otherwise it returns a nil Permit and:
 //   - [ErrNotAcquired] when capacity permits are active;
-//   - a [*CapacityMismatchError] (wrapping [ErrCapacityMismatch]) when permits are active under a
-//     different capacity (with no active permit, this Semaphore's capacity is adopted instead);
-//   - an error wrapping [ErrLateReply] when the grant arrived after the permit's local estimate elapsed;
-//   - an error wrapping [ErrUncertain] and the cause (such as ctx.Err()) when the script may have run
-//     but no reply was read;
+//   - a [*CapacityMismatchError] ([ErrCapacityMismatch]) when permits are active under a different
+//     capacity (with none active, this Semaphore's capacity is adopted instead);
+//   - an error wrapping [ErrLateReply] (the grant arrived after the permit's local estimate elapsed)
+//     or [ErrUncertain] and the cause, such as ctx.Err() (the script may have run, no reply was read):
+//     an owner-token release is then sent behind it (see the package documentation, "Ownership");
 //   - an error wrapping [ErrClosed] after [Semaphore.Close] (nothing sent);
-//   - any other server or connection error, classified by [luakit.Classify].
-//
-// After a late or uncertain acquisition, an owner-token release is sent behind it on the same
-// connection, bounded by the cleanup timeout even if ctx is cancelled, and retried in the background
-// if unanswered; the ttl is the fallback if it never lands. An error reply
-// (NOPERM, WRONGTYPE, a transient one) stops the script before its first write, so none is sent
-// (see [luakit.MayHaveApplied]).
+//   - any other server or connection error, classified by [luakit.Classify]; an error reply (NOPERM,
+//     WRONGTYPE, a transient one) stops the script before its first write, so no release is sent.
 func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Permit, error) {
 	return s.TryAcquireN(ctx, 1, ttl)
 }

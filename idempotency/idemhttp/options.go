@@ -113,7 +113,7 @@ func WithScope(fn func(r *http.Request) (string, error)) Option {
 	})
 }
 
-// WithSharedScope(true) makes every caller share one scope: a request replays the stored response of
+// WithSharedScope makes every caller share one scope when on is true: a request replays the response of
 // any earlier request with the same idempotency key, method and path, whoever sent it. Use it only
 // when keys cannot collide between callers (one caller, or keys the server issues); otherwise use
 // [WithScope]. [New] requires one of the two; the later one wins, and WithSharedScope(false) leaves

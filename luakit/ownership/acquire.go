@@ -45,22 +45,10 @@ type Acquirer interface {
 	ReleaseAcquire(ctx context.Context) (removed bool, err error)
 }
 
-// Try sends one acquisition attempt through a and says what it means, by one rule for every
-// primitive (the contract's acquisition rows):
-//
-//   - ctx already ended: nothing is sent; Err wraps ctx.Err() (not uncertain).
-//   - no reply read (luakit.IsUncertain): the owner-checked cleanup is sent behind the attempt
-//     ([Cleanup]); Err wraps [luakit.ErrUncertain]; Retry when the cleanup was answered (this owner
-//     then holds nothing) and ctx is live.
-//   - an error of unknown kind (luakit.MayHaveApplied): the cleanup is sent; Err, no retry.
-//   - an error reply (the script stopped before writing) or a refused dial ([luakit.NotSent]): no
-//     cleanup; Retry for a transient one.
-//   - a malformed reply (DecodeAcquire's error): the script may have written a hold that cannot be
-//     read back, so the cleanup is sent and Err wraps [luakit.ErrUncertain] and the decoder's error;
-//     no retry (a reply the primitive cannot read will not change).
-//   - a refusal the script answered (Reply.Err): that error, no cleanup, no retry.
-//   - busy: Busy with the holders' TTL and Err [luakit.ErrNotAcquired].
-//   - granted: GrantAcquire; a late reply is Retry with Err wrapping [luakit.ErrLateReply].
+// Try sends one acquisition attempt through a and says what it means (Busy, Retry, Err, and whether
+// the owner-checked cleanup was sent), by the one rule for every primitive written row by row in the
+// package documentation, "Acquisition attempts". It blocks for the attempt and any cleanup; a ctx
+// already ended sends nothing.
 //
 // Errors are prefixed "<Name>: <op>: ". A [Waiter] acts on Busy and Retry; a try-acquisition returns
 // Err (nil when acquired). Each attempt is reported to the [luakit.AttemptObserver]s among c.Hooks

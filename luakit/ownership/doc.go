@@ -87,6 +87,25 @@
 // [luakit.ErrKeepAliveRunning]); every primitive re-exports them, so errors.Is(err, lock.ErrLost) and
 // errors.Is(err, luakit.ErrLost) agree.
 //
+// # Acquisition attempts
+//
+// [Config.Try] reads one attempt's outcome by one rule for every primitive (the contract's
+// acquisition rows, in the order they are checked):
+//
+//   - ctx already ended: nothing is sent; Err wraps ctx.Err() (not uncertain).
+//   - no reply read (luakit.IsUncertain): the owner-checked cleanup is sent behind the attempt
+//     ([Cleanup]); Err wraps [luakit.ErrUncertain]; Retry when the cleanup was answered (this owner
+//     then holds nothing) and ctx is live.
+//   - an error of unknown kind (luakit.MayHaveApplied): the cleanup is sent; Err, no retry.
+//   - an error reply (the script stopped before writing) or a refused dial ([luakit.NotSent]): no
+//     cleanup; Retry for a transient one.
+//   - a malformed reply (DecodeAcquire's error): the script may have written a hold that cannot be
+//     read back, so the cleanup is sent and Err wraps [luakit.ErrUncertain] and the decoder's error;
+//     no retry (a reply the primitive cannot read will not change).
+//   - a refusal the script answered (Reply.Err): that error, no cleanup, no retry.
+//   - busy: Busy with the holders' TTL and Err [luakit.ErrNotAcquired].
+//   - granted: GrantAcquire; a late reply is Retry with Err wrapping [luakit.ErrLateReply].
+//
 // # Ordering
 //
 // Every command of a handle (acquisition, renewal, verification, release, cleanup) is sent without a

@@ -51,29 +51,19 @@ func (h ForwardingHeader) String() string {
 
 // TrustedProxyIP returns a key function for [WithKey] naming the client IP of a request that may
 // have passed through reverse proxies you run. trusted lists those proxies' networks (CIDRs);
-// header names the one field they append the address of their peer to. The other forwarding field
-// (and X-Real-IP) is never read: a proxy passes a field it does not write through untouched, so a
-// client could put any address in it.
-//
-// When the TCP peer (r.RemoteAddr) is not in trusted, the peer is the client and no header is
-// read. Otherwise the chain in header is walked from the right (the element the nearest proxy
-// appended; several field lines are one list, in order): the first address not in trusted is the
-// client; when every element is trusted, the leftmost one; when the field is absent or empty, the
-// peer. Elements are parsed one at a time during the walk, so the elements left of the client,
-// which the client wrote, are never parsed: neither an address nor garbage there can change the
-// key or cause an error. An element the walk does reach that is not an IP address (for Forwarded,
-// also an element without a "for" parameter, an obfuscated "_x" or "unknown" node, or a malformed
-// element) is an error: a proxy you trust wrote it, so the chain is misconfigured. The key function
-// then fails and the middleware answers 500 and logs it. Empty list elements are skipped.
-// The element grammar of each field is on [XForwardedFor] and [Forwarded].
+// header names the one field they append the address of their peer to; the other forwarding field
+// (and X-Real-IP) is never read. When the TCP peer (r.RemoteAddr) is not in trusted it is the client;
+// otherwise the chain in header is walked from the right to the first address not in trusted. The
+// walk, and the elements that make the key function fail (the middleware then answers 500 and logs
+// it), are in the package documentation, "Client IP behind proxies".
 //
 // The key is the IPv4 address, or the IPv6 address masked to ipv6Prefix bits in CIDR form (e.g.
 // "2001:db8:1:2::/64"); 0 means [DefaultIPv6Prefix]. IPv4-mapped IPv6 addresses (in requests and
 // in trusted) count as IPv4, and zones are dropped. An empty trusted trusts no peer, so the key is
-// always the peer's address. TrustedProxyIP returns an error matching [ratelimit.ErrInvalidConfig],
-// before any request, for a header other than [XForwardedFor] or [Forwarded], ipv6Prefix outside
-// 0..128 or an invalid prefix in trusted. It copies trusted. The returned function does no I/O and
-// is safe for concurrent use.
+// always the peer's address. It returns an error matching [ratelimit.ErrInvalidConfig], before any
+// request, for a header other than [XForwardedFor] or [Forwarded], ipv6Prefix outside 0..128 or an
+// invalid prefix in trusted. It copies trusted. The returned function does no I/O and is safe for
+// concurrent use.
 func TrustedProxyIP(trusted []netip.Prefix, header ForwardingHeader, ipv6Prefix int) (func(r *http.Request) (string, error), error) {
 	if header != XForwardedFor && header != Forwarded {
 		return nil, luakit.InvalidConfig("ratelimithttp", "TrustedProxyIP: header %v, want XForwardedFor or Forwarded", header)

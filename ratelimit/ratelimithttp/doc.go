@@ -41,11 +41,29 @@
 //
 // # Decisions
 //
+// A [Middleware] makes one decision per request and answers:
+//
+//	decision                          response
+//	allowed                           handler runs; RateLimit-Policy and RateLimit fields set;
+//	                                  the decision is in the request's context ([ResultFrom])
+//	rejected, capacity                429 + Retry-After + RateLimit-Policy + RateLimit
+//	rejected, cost above capacity     429 + RateLimit-Policy (no Retry-After: no retry can pass; no
+//	                                  RateLimit: no server state was read)
+//	rejected, deny list               429, no Retry-After and no rate-limit fields
+//	key or cost function fails, or    500, handler not run (logged)
+//	the deny-list identity is empty
+//	limiter fails or times out        503, no rate-limit fields (fail closed, the default), or the
+//	                                  handler runs unprotected, without them ([WithFailOpen]); logged
+//	                                  (bound the wait with [WithTimeout])
+//	client went away (ctx cancelled)  nothing is written
+//
+// In detail:
+//
 //   - Keys: the default key is the client IP of r.RemoteAddr ([RemoteIP]). X-Forwarded-For and
 //     similar headers are not trusted by default, since any client can set them; behind your own
 //     proxies use [WithKey] with [TrustedProxyIP] (trusted CIDRs and the one field they append to,
 //     X-Forwarded-For or Forwarded, read from the right; the other field is never read; IPv6 clients
-//     keyed by a /64 by default).
+//     keyed by a /64 by default; see "Client IP behind proxies" below).
 //   - A request whose cost exceeds the policy's capacity can never pass: 429 without Retry-After and
 //     without the RateLimit field (the limiter decides it without reading the capacity key), but with
 //     RateLimit-Policy, so the client can see why.
@@ -63,4 +81,20 @@
 //
 // The guarantees of [ratelimit.Keyed] apply: every decision is one script on the server, using the
 // server's clock, atomic across every process sharing the key.
+//
+// # Client IP behind proxies
+//
+// [TrustedProxyIP] reads one forwarding field, the one your proxies append to; the other (and
+// X-Real-IP) is never read: a proxy passes a field it does not write through untouched, so a client
+// could put any address in it. When the TCP peer (r.RemoteAddr) is not in the trusted networks, the
+// peer is the client and no header is read. Otherwise the chain in the field is walked from the right
+// (the element the nearest proxy appended; several field lines are one list, in order; empty
+// elements are skipped): the first address not in trusted is the client; when every element is
+// trusted, the leftmost one; when the field is absent or empty, the peer. Elements are parsed one at
+// a time during the walk, so the elements left of the client, which the client wrote, are never
+// parsed: neither an address nor garbage there can change the key or cause an error. An element the
+// walk does reach that is not an IP address (for Forwarded, also an element without a "for"
+// parameter, an obfuscated "_x" or "unknown" node, or a malformed element) is an error: a proxy you
+// trust wrote it, so the chain is misconfigured; the key function fails and the middleware answers
+// 500 and logs it. The element grammar of each field is on [XForwardedFor] and [Forwarded].
 package ratelimithttp

@@ -40,22 +40,9 @@ const maxSFInteger = 999_999_999_999_999
 //
 // For each request it computes the key ([WithKey]) and the cost ([WithCost]) and makes one decision
 // with [ratelimit.Keyed.AllowN] (one capacity script, none when the cost exceeds the capacity; plus
-// one deny-list read on a cache miss with [ratelimit.WithKeyedDenyList]):
-//
-//	decision                          response
-//	allowed                           handler runs; RateLimit-Policy and RateLimit fields set;
-//	                                  the decision is in the request's context ([ResultFrom])
-//	rejected, capacity                429 + Retry-After + RateLimit-Policy + RateLimit
-//	rejected, cost above capacity     429 + RateLimit-Policy (no Retry-After: no retry can pass; no
-//	                                  RateLimit: no server state was read)
-//	rejected, deny list               429, no Retry-After and no rate-limit fields
-//	key or cost function fails, or    500, handler not run (logged)
-//	the deny-list identity is empty
-//	limiter fails or times out        503, no rate-limit fields (fail closed, the default), or the
-//	                                  handler runs unprotected, without them ([WithFailOpen]); logged
-//	                                  (bound the wait with [WithTimeout])
-//	client went away (ctx cancelled)  nothing is written
-//
+// one deny-list read on a cache miss with [ratelimit.WithKeyedDenyList]). The response to each
+// decision (status, header fields, whether the handler runs) is the table in the package
+// documentation, "Decisions"; an allowed request's decision is in its context ([ResultFrom]).
 // Rejections are written by [WriteTooManyRequests] unless [WithRejected] replaces it. Every answered
 // request counts once in [MetricDecisions], by decision (failures that ran the handler unprotected
 // as "failed_open").
