@@ -67,14 +67,6 @@ func (e *env) set(t *testing.T, key, value string) {
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value(value).Build()).Error())
 }
 
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
-}
-
 // requireValue asserts that key holds want (decimal) and its PTTL satisfies check.
 func (e *env) requireValue(t *testing.T, key, want string) {
 	t.Helper()

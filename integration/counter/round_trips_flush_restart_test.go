@@ -177,7 +177,7 @@ func testBinaryKeys(t *testing.T, e *env) {
 	for i, k := range keys {
 		require.Equal(t, counter.Value{N: int64(110 + i), Exists: true}, many[i])
 		e.requireValue(t, prefix+k, fmt.Sprint(110+i))
-		p := e.pttl(t, prefix+k)
+		p := e.PTTL(t, prefix+k)
 		require.True(t, p > 0 && p <= 60000, "PTTL %d", p)
 	}
 	// Nothing at the keys a text-minded encoding would have produced.

@@ -145,7 +145,7 @@ func testTransitions(t *testing.T, e *env) {
 			require.NoError(t, err)
 			require.True(t, ok)
 			e.requireCompleted(t, key, []byte("done"), long)
-			require.Greater(t, e.pttl(t, key), (3 * time.Second).Milliseconds(), "the retention, not the lease, bounds the result")
+			require.Greater(t, e.PTTL(t, key), (3 * time.Second).Milliseconds(), "the retention, not the lease, bounds the result")
 			require.Equal(t, "60000", e.hash(t, key)["x"], "x holds the retention")
 		}},
 		{"completed + complete again = false, first result kept", func(t *testing.T, key string) {
@@ -392,7 +392,7 @@ func testTTLTruncation(t *testing.T, e *env) {
 
 	// 1.9ms is a 1ms claim: its PTTL is at most 1 right away (or it is already gone).
 	requireState(t, begin(t, s, "idem:ttl:2", 1900*time.Microsecond, fpA), idempotency.Started)
-	require.LessOrEqual(t, e.pttl(t, "idem:ttl:2"), int64(1))
+	require.LessOrEqual(t, e.PTTL(t, "idem:ttl:2"), int64(1))
 	e.waitGone(t, "idem:ttl:2")
 
 	for _, bad := range []time.Duration{0, 999 * time.Microsecond, -time.Second} {

@@ -30,7 +30,7 @@ func testMismatchKeepsExpiry(t *testing.T, e *env) {
 	pending := e.hash(t, key)
 	for _, lease := range []time.Duration{time.Hour, time.Second} {
 		requireState(t, begin(t, s, key, lease, fpB), idempotency.FingerprintMismatch)
-		p := e.pttl(t, key)
+		p := e.PTTL(t, key)
 		require.True(t, p > (claim-time.Minute).Milliseconds() && p <= claim.Milliseconds(),
 			"pending claim PTTL %dms after a mismatch lookup with lease %v: must stay the claim's %v", p, lease, claim)
 		require.Equal(t, pending, e.hash(t, key), "the hash is unchanged")
@@ -42,7 +42,7 @@ func testMismatchKeepsExpiry(t *testing.T, e *env) {
 	completed := e.hash(t, key)
 	for _, lease := range []time.Duration{time.Hour, time.Second} {
 		requireState(t, begin(t, s, key, lease, fpB), idempotency.FingerprintMismatch)
-		p := e.pttl(t, key)
+		p := e.PTTL(t, key)
 		require.True(t, p > (retention-time.Minute).Milliseconds() && p <= retention.Milliseconds(),
 			"completed PTTL %dms after a mismatch lookup with lease %v: must stay the retention %v", p, lease, retention)
 		require.Equal(t, completed, e.hash(t, key), "the hash is unchanged")

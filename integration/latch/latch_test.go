@@ -80,7 +80,7 @@ func testMethodTable(t *testing.T, e *env) {
 	require.EqualValues(t, 2, l1.Initial())
 	require.True(t, l1.ExpiresAt().IsZero())
 	e.requireLatch(t, key, l1.Generation(), "2")
-	require.EqualValues(t, -1, e.pttl(t, key), "a latch without WithExpiry never expires")
+	require.EqualValues(t, -1, e.PTTL(t, key), "a latch without WithExpiry never expires")
 
 	_, err = ls.Create(c, key, 5)
 	require.ErrorIs(t, err, latch.ErrExists, "Create over an existing latch")
@@ -334,7 +334,7 @@ func testExpiry(t *testing.T, e *env) {
 	l, err := ls.Create(c, key, 5, latch.WithExpiry(ttl))
 	require.NoError(t, err)
 	require.False(t, l.ExpiresAt().IsZero())
-	p := e.pttl(t, key)
+	p := e.PTTL(t, key)
 	require.Greater(t, p, int64(0))
 	require.LessOrEqual(t, p, ttl.Milliseconds())
 	j, err := ls.Join(c, key)
@@ -363,7 +363,7 @@ func testExpiry(t *testing.T, e *env) {
 	r2, err := ls.Reset(c, key, 1)
 	require.NoError(t, err)
 	require.True(t, r2.ExpiresAt().IsZero())
-	require.EqualValues(t, -1, e.pttl(t, key))
+	require.EqualValues(t, -1, e.PTTL(t, key))
 	e.requireNoSubscribers(t, key)
 }
 

@@ -100,14 +100,14 @@ func testRenewalRefused(t *testing.T, e *env) {
 	// The term revokes the user's PEXPIRE once it observed its first renewal (the lease's PTTL grew),
 	// then holds until the term ends.
 	work := func(ctx context.Context, _ leader.Term) error {
-		first := e.pttl(t, leaseKey)
+		first := e.PTTL(t, leaseKey)
 		for {
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-time.After(5 * time.Millisecond):
 			}
-			if p := e.pttl(t, leaseKey); p > first {
+			if p := e.PTTL(t, leaseKey); p > first {
 				break
 			} else if p > 0 {
 				first = min(first, p)
@@ -127,7 +127,7 @@ func testRenewalRefused(t *testing.T, e *env) {
 	terms := rec.snapshot()
 	require.Len(t, terms, 1, "one term, no re-election")
 	require.False(t, terms[0].revoked.IsZero(), "OnRevoked ran")
-	require.EqualValues(t, -2, e.pttl(t, leaseKey), "the lease was released")
+	require.EqualValues(t, -2, e.PTTL(t, leaseKey), "the lease was released")
 
 	// The release refused (DEL, revoked once the term is won: the acquisition checks DEL too, for
 	// the lease it deletes when the counter is unusable) at the end of a term: Run returns

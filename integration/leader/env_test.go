@@ -54,14 +54,6 @@ func (e *env) trackedClient(t *testing.T, mutate ...func(*rueidis.ClientOption))
 	return c, tr
 }
 
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
-}
-
 // counter returns the fence counter's value (0 when absent).
 func (e *env) counter(t *testing.T, key string) int64 {
 	t.Helper()
@@ -77,10 +69,10 @@ func (e *env) counter(t *testing.T, key string) int64 {
 // persistent counter at least at the highest token seen.
 func (e *env) requireReleased(t *testing.T, leaseKey, fenceKey string, maxToken int64) {
 	t.Helper()
-	require.EqualValues(t, -2, e.pttl(t, leaseKey), "lease key must be released")
+	require.EqualValues(t, -2, e.PTTL(t, leaseKey), "lease key must be released")
 	if maxToken > 0 {
 		require.GreaterOrEqual(t, e.counter(t, fenceKey), maxToken, "fence counter")
-		require.EqualValues(t, -1, e.pttl(t, fenceKey), "fence counter must not expire")
+		require.EqualValues(t, -1, e.PTTL(t, fenceKey), "fence counter must not expire")
 	}
 }
 

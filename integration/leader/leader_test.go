@@ -305,8 +305,8 @@ func testNopermTerminal(t *testing.T, e *env) {
 	require.ErrorIs(t, err, leader.ErrNoPermission, "typed permission error")
 	require.Zero(t, cand.metric(t, leader.MetricAcquireFailures, ""))
 	require.Zero(t, cand.metric(t, leader.MetricChanges, ""))
-	require.EqualValues(t, -2, e.pttl(t, leaseKey), "no lease written")
-	require.EqualValues(t, -2, e.pttl(t, fenceKey), "no counter written")
+	require.EqualValues(t, -2, e.PTTL(t, leaseKey), "no lease written")
+	require.EqualValues(t, -2, e.PTTL(t, fenceKey), "no counter written")
 }
 
 // testCallbackFailure: an elected callback that returns an error or panics ends Run with that error,
@@ -357,7 +357,7 @@ func testStartStop(t *testing.T, e *env) {
 		term, ok = cand.el.Current()
 		return ok
 	})
-	require.Positive(t, e.pttl(t, leaseKey), "the lease is held with an expiry")
+	require.Positive(t, e.PTTL(t, leaseKey), "the lease is held with an expiry")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, cand.el.Stop(sctx))
@@ -394,7 +394,7 @@ func testReleaseSentAgain(t *testing.T, e *env) {
 	}()
 	require.NoError(t, cand.stop(t))
 	require.NoError(t, <-accepted)
-	require.EqualValues(t, -2, e.pttl(t, leaseKey), "the lease was released before Run returned")
+	require.EqualValues(t, -2, e.PTTL(t, leaseKey), "the lease was released before Run returned")
 }
 
 // testTrackedClientTakeover: candidates on clients from luakit.NewTrackedClient, without
@@ -458,8 +458,8 @@ func testExplicitKeys(t *testing.T, e *env) {
 		li, term = currentLeader(cs)
 		return li >= 0
 	})
-	require.Positive(t, e.pttl(t, leaseKey), "the lease is held at the given key")
-	require.EqualValues(t, -2, e.pttl(t, derivedLease), "nothing at the key the name would derive")
+	require.Positive(t, e.PTTL(t, leaseKey), "the lease is held at the given key")
+	require.EqualValues(t, -2, e.PTTL(t, derivedLease), "nothing at the key the name would derive")
 	for _, c := range cs {
 		require.NoError(t, c.stop(t))
 	}

@@ -76,7 +76,7 @@ func testClientStays(t *testing.T, e *env) {
 	require.NoError(t, el.Stop(ctx(t)))
 	require.NoError(t, c.Do(ctx(t), c.B().Ping().Build()).Error(), "Stop must not close the client")
 	_, leaseKey, _ := election("client")
-	require.EqualValues(t, -2, e.pttl(t, leaseKey), "released")
+	require.EqualValues(t, -2, e.PTTL(t, leaseKey), "released")
 }
 
 // testRevokedOverlaps: OnRevoked starts while OnElected is still draining (the elected callback waits
@@ -146,7 +146,7 @@ func testShutdownAbandons(t *testing.T, e *env) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "Stop's deadline abandons the callback")
 	_, ok := el.Current()
 	require.False(t, ok, "the term is revoked")
-	require.Eventually(t, func() bool { return e.pttl(t, leaseKey) == -2 }, leaseDuration+slack, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return e.PTTL(t, leaseKey) == -2 }, leaseDuration+slack, 10*time.Millisecond,
 		"renewal stops: the server lease expires while the callback still runs")
 	select {
 	case <-returned:
@@ -174,7 +174,7 @@ func testPendingHolds(t *testing.T, e *env) {
 	now, ok := el.Current()
 	require.True(t, ok, "still leader")
 	require.Equal(t, term.FencingToken, now.FencingToken, "same term")
-	require.Greater(t, e.pttl(t, leaseKey), int64(0), "the lease is renewed")
+	require.Greater(t, e.PTTL(t, leaseKey), int64(0), "the lease is renewed")
 	require.Equal(t, term.FencingToken, e.counter(t, fenceKey), "no new acquisition")
 	require.EqualValues(t, 1, calls.Load())
 	require.NoError(t, el.Stop(ctx(t)))
@@ -235,13 +235,13 @@ func testLeaderPrefix(t *testing.T, e *env) {
 	require.NoError(t, el.Start(context.Background()))
 	require.Eventually(t, func() bool { _, ok := el.Current(); return ok }, 10*time.Second, 5*time.Millisecond)
 	term, _ := el.Current()
-	p := e.pttl(t, prefix+leaseKey)
+	p := e.PTTL(t, prefix+leaseKey)
 	require.True(t, p > 0 && p <= leaseDuration.Milliseconds(), "prefixed lease PTTL %d", p)
 	require.Equal(t, term.FencingToken, e.counter(t, prefix+fenceKey), "prefixed fence counter")
-	require.EqualValues(t, -2, e.pttl(t, leaseKey), "nothing at the unprefixed lease key")
-	require.EqualValues(t, -2, e.pttl(t, fenceKey), "nothing at the unprefixed fence key")
+	require.EqualValues(t, -2, e.PTTL(t, leaseKey), "nothing at the unprefixed lease key")
+	require.EqualValues(t, -2, e.PTTL(t, fenceKey), "nothing at the unprefixed fence key")
 	require.NoError(t, el.Stop(ctx(t)))
-	require.EqualValues(t, -2, e.pttl(t, prefix+leaseKey), "released")
+	require.EqualValues(t, -2, e.PTTL(t, prefix+leaseKey), "released")
 }
 
 // testRecoveryBudget: while the server (on Cluster: the election's primary) is down, campaigning is

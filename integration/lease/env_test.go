@@ -76,14 +76,6 @@ func (e *env) do(t *testing.T, args ...string) *rueidis.RedisMessage {
 	return &m
 }
 
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
-}
-
 // hget returns the value of field in the hash at key and whether it exists.
 func (e *env) hget(t *testing.T, key, field string) (string, bool) {
 	t.Helper()
@@ -108,7 +100,7 @@ func (e *env) hpttl(t *testing.T, key, field string) int64 {
 // requireAbsent asserts that key does not exist on the server.
 func (e *env) requireAbsent(t *testing.T, key, what string) {
 	t.Helper()
-	require.EqualValues(t, -2, e.pttl(t, key), "%s must be absent", what)
+	require.EqualValues(t, -2, e.PTTL(t, key), "%s must be absent", what)
 }
 
 // requireHeld asserts that the field holds owner, with a field expiry, in a hash without key expiry.
@@ -118,7 +110,7 @@ func (e *env) requireHeld(t *testing.T, key, field, owner string) {
 	require.True(t, ok, "field must exist")
 	require.Equal(t, owner, v, "field must hold the owner token")
 	require.Greater(t, e.hpttl(t, key, field), int64(0), "field must have an expiry")
-	require.EqualValues(t, -1, e.pttl(t, key), "hash key must have no key-level expiry")
+	require.EqualValues(t, -1, e.PTTL(t, key), "hash key must have no key-level expiry")
 }
 
 // requireFieldAbsent asserts that the field does not exist.

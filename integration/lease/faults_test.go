@@ -72,7 +72,7 @@ func (e *env) requireFieldGoneBy(t *testing.T, key, field string, deadline time.
 	t.Helper()
 	for {
 		_, held := e.hget(t, key, field)
-		if !held && e.pttl(t, key) == -2 {
+		if !held && e.PTTL(t, key) == -2 {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -251,7 +251,7 @@ func testExpiringHash(t *testing.T, e *env) {
 	n, err := e.do(t, "HLEN", key).AsInt64()
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
-	require.Greater(t, e.pttl(t, key), int64(0), "the hash keeps its expiry")
+	require.Greater(t, e.PTTL(t, key), int64(0), "the hash keeps its expiry")
 	e.do(t, "DEL", key)
 
 	e.do(t, "SET", key, "a string")

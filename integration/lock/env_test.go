@@ -86,14 +86,6 @@ func (e *env) get(t *testing.T, key string) (string, bool) {
 	return v, true
 }
 
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
-}
-
 // do runs a raw command (the key, if any, must be args[1] so a cluster client routes it).
 func (e *env) do(t *testing.T, args ...string) rueidis.RedisMessage {
 	t.Helper()
@@ -105,7 +97,7 @@ func (e *env) do(t *testing.T, args ...string) rueidis.RedisMessage {
 // requireAbsent asserts that key does not exist on the server.
 func (e *env) requireAbsent(t *testing.T, key, what string) {
 	t.Helper()
-	require.EqualValues(t, -2, e.pttl(t, key), "%s must be absent", what)
+	require.EqualValues(t, -2, e.PTTL(t, key), "%s must be absent", what)
 }
 
 // requireLease asserts that the lease key holds owner with an expiry.
@@ -114,7 +106,7 @@ func (e *env) requireLease(t *testing.T, key, owner string) {
 	v, ok := e.get(t, key)
 	require.True(t, ok, "lease key must exist")
 	require.Equal(t, owner, v, "lease key must hold the owner token")
-	require.Greater(t, e.pttl(t, key), int64(0), "lease key must have an expiry")
+	require.Greater(t, e.PTTL(t, key), int64(0), "lease key must have an expiry")
 }
 
 // requireCounter asserts that the fence key holds want (decimal) and has no expiry.
@@ -123,7 +115,7 @@ func (e *env) requireCounter(t *testing.T, key, want string) {
 	v, ok := e.get(t, key)
 	require.True(t, ok, "fence counter must exist")
 	require.Equal(t, want, v, "fence counter value")
-	require.EqualValues(t, -1, e.pttl(t, key), "fence counter must not expire")
+	require.EqualValues(t, -1, e.PTTL(t, key), "fence counter must not expire")
 }
 
 // named returns the name of one scenario's lock ("ck:" + scenario) and the two keys the Locker derives

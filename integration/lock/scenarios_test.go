@@ -186,7 +186,7 @@ func testCounterUnusable(t *testing.T, e *env) {
 			e.requireAbsent(t, lk, "lease key")
 			require.Equal(t, before, e.Snapshot(t, pattern), "counter DUMP and PTTL unchanged")
 			if tc.reason == lock.CounterExpiring {
-				require.Greater(t, e.pttl(t, fk), int64(0), "counter keeps its TTL")
+				require.Greater(t, e.PTTL(t, fk), int64(0), "counter keeps its TTL")
 			}
 
 			// A held lease is reported as held whatever the counter holds.

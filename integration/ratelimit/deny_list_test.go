@@ -152,7 +152,7 @@ func testDenyMembership(t *testing.T, e *env) {
 	require.NoError(t, err)
 	sort.Strings(members)
 	require.Equal(t, []string{"bin\x00\xff", "customer:42", "kunde:äöü"}, members)
-	require.Equal(t, int64(-1), e.pttl(t, key), "membership never expires")
+	require.Equal(t, int64(-1), e.PTTL(t, key), "membership never expires")
 	typ, err := e.Raw.Do(ctx(t), e.Raw.B().Type().Key(key).Build()).ToString()
 	require.NoError(t, err)
 	require.Equal(t, "set", typ)

@@ -103,14 +103,6 @@ func (e *env) nodeOf(t *testing.T, key string) *testkit.Server {
 	return n
 }
 
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	v, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return v
-}
-
 // exists reports whether key exists.
 func (e *env) exists(t *testing.T, key string) bool {
 	t.Helper()

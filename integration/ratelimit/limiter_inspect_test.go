@@ -41,7 +41,7 @@ func limInspectReadOnly(t *testing.T, e *env) {
 
 			inspect := func(wantRemaining int64, wantRetry bool) {
 				t.Helper()
-				state, pttl := e.dump(t, key), e.pttl(t, key)
+				state, pttl := e.dump(t, key), e.PTTL(t, key)
 				before := e.CommandStats(t)
 				in, err := l.Inspect(ctx(t))
 				require.NoError(t, err)
@@ -49,7 +49,7 @@ func limInspectReadOnly(t *testing.T, e *env) {
 				require.Equal(t, int64(1), d["evalsha_ro"]+d["eval_ro"], "one read-only script")
 				require.Zero(t, d["evalsha"]+d["eval"], "no writable script")
 				require.Equal(t, state, e.dump(t, key), "Inspect changed the state")
-				got := e.pttl(t, key)
+				got := e.PTTL(t, key)
 				if pttl < 0 {
 					require.Equal(t, pttl, got, "Inspect changed the expiry")
 				} else {
@@ -125,7 +125,7 @@ func denyEntriesReadOnly(t *testing.T, e *env) {
 	require.Equal(t, []ratelimit.DenyListEntry{{Identity: "a"}, {Identity: "b"}, {Identity: "c\x00"}}, got)
 
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Pexpire().Key(key).Milliseconds(3_600_000).Build()).Error())
-	pttl := e.pttl(t, key)
+	pttl := e.PTTL(t, key)
 	_, err = dl.Entries(ctx(t)) // the script is loaded now (see limInspectReadOnly)
 	require.NoError(t, err)
 	before := e.CommandStats(t)
@@ -136,8 +136,8 @@ func denyEntriesReadOnly(t *testing.T, e *env) {
 	require.Zero(t, d["sadd"]+d["srem"]+d["evalsha"])
 	require.Len(t, got, 3)
 	require.InDelta(t, time.Duration(pttl)*time.Millisecond, got[0].TTL, float64(2*time.Second))
-	require.LessOrEqual(t, e.pttl(t, key), pttl, "Entries extended the TTL")
-	require.Positive(t, e.pttl(t, key))
+	require.LessOrEqual(t, e.PTTL(t, key), pttl, "Entries extended the TTL")
+	require.Positive(t, e.PTTL(t, key))
 
 	other := e.key(t)
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(other).Value("x").Build()).Error())

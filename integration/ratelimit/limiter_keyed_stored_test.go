@@ -52,7 +52,7 @@ func testLimiterKeyedGCRAStored(t *testing.T, e *env) {
 			_, err := k.AllowN(ctx(t), name, 1)
 			require.ErrorIs(t, err, ratelimit.ErrForeignData, "stored %q", v)
 			require.Equal(t, before, e.dump(t, key))
-			require.Greater(t, e.pttl(t, key), int64(50_000), "expiry kept")
+			require.Greater(t, e.PTTL(t, key), int64(50_000), "expiry kept")
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/redlock"
 )
 
@@ -99,8 +100,8 @@ func testPrefixEveryNode(t *testing.T, e *env) {
 	require.NoError(t, err)
 	e.requireHeldOn(t, prefix+key, 0, 1, 2, 3, 4)
 	for i := range nodeCount {
-		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d: nothing at the unprefixed key", i)
-		require.EqualValues(t, -2, e.pttl(t, i, fence), "node %d: nothing at the unprefixed fence key", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "node %d: nothing at the unprefixed key", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], fence), "node %d: nothing at the unprefixed fence key", i)
 		require.Positive(t, e.counter(t, i, prefix+fence), "node %d: the prefixed fence counter", i)
 	}
 	outcome, err := l.Release(ctx(t))
@@ -119,7 +120,7 @@ func testBinaryKeysEveryNode(t *testing.T, e *env) {
 	require.NoError(t, err)
 	e.requireHeldOn(t, prefix+key, 0, 1, 2, 3, 4)
 	for i := range nodeCount {
-		require.EqualValues(t, -2, e.pttl(t, i, "rl"), "node %d: the key is not cut at the NUL", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], "rl"), "node %d: the key is not cut at the NUL", i)
 	}
 	_, err = g.TryAcquire(ctx(t), key, 10*time.Second)
 	require.ErrorIs(t, err, redlock.ErrHeld)

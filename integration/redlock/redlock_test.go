@@ -121,7 +121,7 @@ func testMajorityOnePaused(t *testing.T, e *env) {
 	require.NoError(t, err)
 	t.Logf("acquired with node 4 paused in %v (node timeout %v)", took, fastTimeout)
 	for i := range 4 {
-		require.Greater(t, e.pttl(t, i, key), int64(0), "node %d granted", i)
+		require.Greater(t, matrix.PTTL(t, e.raw[i], key), int64(0), "node %d granted", i)
 	}
 	resume()
 	e.requireHeldOn(t, key, 0, 1, 2, 3, 4) // the paused node applied its queued SET on resume
@@ -162,12 +162,12 @@ func testNoMajorityThreePaused(t *testing.T, e *env) {
 	}
 	require.NotContains(t, warn, key)
 	for i := range 2 {
-		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d cleaned up", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "node %d cleaned up", i)
 	}
 	resume()
 	left := map[int]string{} // node -> the failed attempt's token its late SET left there
 	for i := 2; i < nodeCount; i++ {
-		p := e.pttl(t, i, key)
+		p := matrix.PTTL(t, e.raw[i], key)
 		require.True(t, p == -2 || (p > 0 && p <= 10_000), "node %d: late SET must be deleted or expiring, PTTL %d", i, p)
 		if p != -2 {
 			left[i], _ = e.get(t, i, key)
@@ -188,10 +188,10 @@ func testNoMajorityThreePaused(t *testing.T, e *env) {
 		if tok, ok := left[i]; ok {
 			v, _ := e.get(t, i, key)
 			require.Equal(t, tok, v, "node %d: the late SET is another owner's lock, left alone", i)
-			require.Greater(t, e.pttl(t, i, key), int64(0), "node %d: the late SET expires", i)
+			require.Greater(t, matrix.PTTL(t, e.raw[i], key), int64(0), "node %d: the late SET expires", i)
 			continue
 		}
-		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d: key must be absent", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "node %d: key must be absent", i)
 	}
 }
 
@@ -226,7 +226,7 @@ func testLateReply(t *testing.T, e *env) {
 		require.ErrorIs(t, n.Err, context.DeadlineExceeded)
 	}
 	for i := range nodeCount {
-		p := e.pttl(t, i, key)
+		p := matrix.PTTL(t, e.raw[i], key)
 		require.True(t, p == -2 || (p > 0 && p <= ttl.Milliseconds()), "node %d: PTTL %d after cleanup", i, p)
 	}
 	for _, p := range ps {
@@ -252,7 +252,7 @@ func testValidity(t *testing.T, e *env) {
 	var qe *redlock.QuorumError
 	require.False(t, errors.As(err, &qe), "a majority granted: not a quorum error")
 	for i := range nodeCount {
-		p := e.pttl(t, i, key)
+		p := matrix.PTTL(t, e.raw[i], key)
 		require.True(t, p == -2 || (p > 0 && p <= 100), "node %d: PTTL %d", i, p)
 	}
 
@@ -323,7 +323,7 @@ func testReleaseSemantics(t *testing.T, e *env) {
 		t.Fatal("Done open after Release")
 	}
 	for _, i := range []int{1, 3} {
-		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d replied and deleted", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "node %d replied and deleted", i)
 	}
 
 	// After resume the paused nodes' queued deletes run; re-plant the token on two of them to prove
@@ -370,7 +370,7 @@ func testExtend(t *testing.T, e *env) {
 	require.True(t, l.Deadline().After(deadline), "the deadline moves")
 	require.Greater(t, l.Remaining(), before)
 	for i := range nodeCount {
-		require.Greater(t, e.pttl(t, i, key), int64(2500), "node %d: TTL reset", i)
+		require.Greater(t, matrix.PTTL(t, e.raw[i], key), int64(2500), "node %d: TTL reset", i)
 	}
 
 	resume := e.pause(t, 1, 2, 3)
@@ -382,7 +382,7 @@ func testExtend(t *testing.T, e *env) {
 	require.NoError(t, l.Err(), "an uncertain renewal leaves the lock vouching")
 	require.Equal(t, deadline, l.Deadline(), "and keeps the previous estimate")
 	for _, i := range []int{0, 4} {
-		require.Greater(t, e.pttl(t, i, key), int64(0), "node %d: the token stays", i)
+		require.Greater(t, matrix.PTTL(t, e.raw[i], key), int64(0), "node %d: the token stays", i)
 	}
 	resume()
 	ok, err = l.Extend(ctx(t))
@@ -468,7 +468,7 @@ func testFencedCounters(t *testing.T, e *env) {
 	for i := range nodeCount {
 		v, _ := e.get(t, i, fence)
 		require.Equal(t, "1", v, "node %d counter", i)
-		require.EqualValues(t, -1, e.pttl(t, i, fence), "node %d counter persists", i)
+		require.EqualValues(t, -1, matrix.PTTL(t, e.raw[i], fence), "node %d counter persists", i)
 	}
 
 	// Counters diverge (as after restarts); the token is the maximum of the granting nodes + 1.
@@ -560,7 +560,7 @@ func testFencedMonotonic(t *testing.T, e *env) {
 	highest := int64(0)
 	for i := range nodeCount {
 		if v, ok := e.get(t, i, fence); ok {
-			require.EqualValues(t, -1, e.pttl(t, i, fence))
+			require.EqualValues(t, -1, matrix.PTTL(t, e.raw[i], fence))
 			x, err := strconv.ParseInt(v, 10, 64)
 			require.NoError(t, err)
 			highest = max(highest, x)
@@ -687,11 +687,11 @@ func testVerify(t *testing.T, e *env) {
 	l, err := g.TryAcquire(ctx(t), key, 10*time.Second)
 	require.NoError(t, err)
 	time.Sleep(50 * time.Millisecond)
-	before := e.pttl(t, 0, key)
+	before := matrix.PTTL(t, e.raw[0], key)
 	ok, err := l.Verify(ctx(t))
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.LessOrEqual(t, e.pttl(t, 0, key), before, "Verify does not renew")
+	require.LessOrEqual(t, matrix.PTTL(t, e.raw[0], key), before, "Verify does not renew")
 
 	for _, i := range []int{0, 1} {
 		require.NoError(t, e.raw[i].Do(ctx(t), e.raw[i].B().Del().Key(key).Build()).Error())
@@ -750,7 +750,7 @@ func testKeepAlive(t *testing.T, e *env) {
 	time.Sleep(2 * ttl)
 	require.NoError(t, l.Err(), "renewed by nodes 0-2")
 	for i := range 3 {
-		require.Greater(t, e.pttl(t, i, key), int64(0), "node %d", i)
+		require.Greater(t, matrix.PTTL(t, e.raw[i], key), int64(0), "node %d", i)
 	}
 	resume()
 

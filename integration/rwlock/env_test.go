@@ -112,18 +112,10 @@ func (e *env) waitArmed(t *testing.T, before map[string]int64) map[string]int64 
 
 // Raw server state, read through the assertion client.
 
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
-}
-
 // requireAbsent asserts that key does not exist on the server.
 func (e *env) requireAbsent(t *testing.T, key string) {
 	t.Helper()
-	require.EqualValues(t, -2, e.pttl(t, key), "lock key must be absent")
+	require.EqualValues(t, -2, e.PTTL(t, key), "lock key must be absent")
 }
 
 // entries returns the members of the lock key's sorted set with their scores (expiry, server ms).

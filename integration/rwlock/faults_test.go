@@ -69,7 +69,7 @@ func dropped() (context.Context, context.CancelFunc) {
 func (e *env) requireGoneBy(t *testing.T, key string, deadline time.Time, what string) {
 	t.Helper()
 	for {
-		p := e.pttl(t, key)
+		p := e.PTTL(t, key)
 		if p == -2 {
 			return
 		}

@@ -523,7 +523,7 @@ func testClose(t *testing.T, e *env) {
 	require.ErrorIs(t, err, rwlock.ErrUncertain, "no reply within the cleanup timeout")
 	require.ErrorIs(t, w.Err(), rwlock.ErrReleased)
 	// The release may still run once the pause ends, or the entry expires after its TTL.
-	eventually(t, 5*time.Second, "the entry to be gone", func() bool { return e.pttl(t, key) == -2 })
+	eventually(t, 5*time.Second, "the entry to be gone", func() bool { return e.PTTL(t, key) == -2 })
 }
 
 // 13. An acquisition whose reply never comes (server holds scripts) is uncertain, never acquired; the

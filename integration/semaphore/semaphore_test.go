@@ -205,7 +205,7 @@ func testExpiryHandoff(t *testing.T, e *env) {
 	// Never released and never touched again: the key expires with its last permit.
 	_, err = s.TryAcquire(c, 200*time.Millisecond)
 	require.NoError(t, err)
-	require.Greater(t, e.pttl(t, key), int64(0))
+	require.Greater(t, e.PTTL(t, key), int64(0))
 	time.Sleep(400 * time.Millisecond)
 	e.requireAbsent(t, key, "key after its last permit expired")
 	require.NoError(t, b.Close()) // expired: the release finds nothing
@@ -235,7 +235,7 @@ func testNoExpiry(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	e.requirePermit(t, key, p, false)
-	require.Greater(t, e.pttl(t, key), int64(50_000), "key expiry follows the latest permit")
+	require.Greater(t, e.PTTL(t, key), int64(50_000), "key expiry follows the latest permit")
 	require.LessOrEqual(t, p.Remaining(), 30*time.Second)
 	// And back to no expiry.
 	ok, err = p.ExtendTTL(c, semaphore.NoExpiry)
