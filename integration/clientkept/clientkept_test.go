@@ -103,7 +103,7 @@ func TestCloseKeepsClient(t *testing.T) {
 			e := matrix.StartEnv(t, mt)
 			for _, cl := range closers {
 				t.Run(cl.name, func(t *testing.T) {
-					c := newClient(t, e)
+					c := e.NewClient(t, nil)
 					if cl.run(t, c, e, mt.Server) {
 						t.Skipf("%s does not offer what %s needs", mt.Name, cl.name)
 					}
@@ -118,15 +118,6 @@ func TestCloseKeepsClient(t *testing.T) {
 			}
 		})
 	}
-}
-
-// newClient returns a client of the target, closed at t.Cleanup.
-func newClient(t *testing.T, e *matrix.Env) rueidis.Client {
-	t.Helper()
-	c, err := rueidis.NewClient(e.ClientOption())
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
 }
 
 // ctx returns a context for one test's I/O.

@@ -74,7 +74,7 @@ func between(t *testing.T, m map[string]any, k string, lo, hi time.Duration) {
 func fixtures() []fixture {
 	return []fixture{
 		{name: "lock", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			lk, err := lock.New(e.newClient(t))
+			lk, err := lock.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			l, err := lk.TryAcquire(ctx(t), "ctl:lock", 30*time.Second)
 			require.NoError(t, err)
@@ -97,7 +97,7 @@ func fixtures() []fixture {
 		}},
 		{name: "leader", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
 			// An election and a lock of one name share their keys: a held lock is a present leader.
-			lk, err := lock.New(e.newClient(t))
+			lk, err := lock.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			l, err := lk.TryAcquire(ctx(t), "ctl:leader", 15*time.Second)
 			require.NoError(t, err)
@@ -115,7 +115,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "rwlock", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			lk, err := rwlock.New(e.newClient(t))
+			lk, err := rwlock.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			for _, ttl := range []time.Duration{20 * time.Second, 30 * time.Second} {
 				l, err := lk.TryAcquireRead(ctx(t), "ctl:rw", ttl)
@@ -143,7 +143,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "semaphore", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			s, err := semaphore.New(e.newClient(t), "ctl:sem", 3)
+			s, err := semaphore.New(e.NewClient(t, nil, matrix.NoCache), "ctl:sem", 3)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close(context.Background()) })
 			for _, ttl := range []time.Duration{30 * time.Second, semaphore.NoExpiry} {
@@ -166,7 +166,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "latch", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			ls, err := latch.New(e.newClient(t))
+			ls, err := latch.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			l, err := ls.Create(ctx(t), "ctl:latch", 3, latch.WithExpiry(time.Minute))
 			require.NoError(t, err)
@@ -185,7 +185,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "counter", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			s, err := counter.New(e.newClient(t))
+			s, err := counter.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close(context.Background()) })
 			_, err = s.IncrementWithExpire(ctx(t), "ctl:counter", 5, time.Minute)
@@ -202,7 +202,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "idempotency", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			s, err := idempotency.New(e.newClient(t))
+			s, err := idempotency.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			a, err := s.TryBegin(ctx(t), "ctl:idem", 30*time.Second, idempotency.Fingerprint{})
 			require.NoError(t, err)
@@ -219,7 +219,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "ratelimit", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			k, err := ratelimit.NewKeyed(e.newClient(t), ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
+			k, err := ratelimit.NewKeyed(e.NewClient(t, nil, matrix.NoCache), ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = k.Close(context.Background()) })
 			r, err := k.AllowN(ctx(t), "ctl:rate", 3)
@@ -238,7 +238,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "denylist", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			d, err := ratelimit.NewDenyList(e.newClient(t), "ctl:deny")
+			d, err := ratelimit.NewDenyList(e.NewClient(t, nil, matrix.NoCache), "ctl:deny")
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = d.Close(context.Background()) })
 			for _, id := range []string{"mallory", "eve"} {
@@ -260,7 +260,7 @@ func fixtures() []fixture {
 			if !e.hfe {
 				return nil, nil, nil
 			}
-			ls, err := lease.New(e.newClient(t))
+			ls, err := lease.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			l, err := ls.TryAcquire(ctx(t), "ctl:leases", "worker-1", 30*time.Second)
 			require.NoError(t, err)
@@ -335,7 +335,7 @@ func testReadOnly(t *testing.T, e *env) {
 				return
 			}
 			defer cleanup(t, e, f.name)
-			c := e.newClient(t)
+			c := e.NewClient(t, nil, matrix.NoCache)
 			require.NoError(t, f.inspect(t, c)) // connects and loads the script
 			before := e.snapshot(t, keys...)
 			s0 := e.CommandStats(t)
@@ -361,7 +361,7 @@ func testReadOnly(t *testing.T, e *env) {
 // exactly what it prints.
 func testAdmin(t *testing.T, e *env) {
 	t.Run("lock_force_release", func(t *testing.T) {
-		lk, err := lock.New(e.newClient(t))
+		lk, err := lock.New(e.NewClient(t, nil, matrix.NoCache))
 		require.NoError(t, err)
 		l, err := lk.TryAcquire(ctx(t), "ctl:adm", 30*time.Second)
 		require.NoError(t, err)
@@ -396,7 +396,7 @@ func testAdmin(t *testing.T, e *env) {
 		if !e.hfe {
 			return
 		}
-		ls, err := lease.New(e.newClient(t))
+		ls, err := lease.New(e.NewClient(t, nil, matrix.NoCache))
 		require.NoError(t, err)
 		for _, f := range []string{"a", "b"} {
 			l, err := ls.TryAcquire(ctx(t), "ctl:adm:leases", f, 30*time.Second)
@@ -411,7 +411,7 @@ func testAdmin(t *testing.T, e *env) {
 		require.Equal(t, "b", hs[0].Field)
 	})
 	t.Run("latch_delete", func(t *testing.T) {
-		ls, err := latch.New(e.newClient(t))
+		ls, err := latch.New(e.NewClient(t, nil, matrix.NoCache))
 		require.NoError(t, err)
 		l, err := ls.Create(ctx(t), "ctl:adm:latch", 2)
 		require.NoError(t, err)
@@ -428,7 +428,7 @@ func testAdmin(t *testing.T, e *env) {
 		require.Equal(t, latch.StatusAbsent, in.Status)
 	})
 	t.Run("denylist_deny_allow", func(t *testing.T) {
-		d, err := ratelimit.NewDenyList(e.newClient(t), "ctl:adm:deny", ratelimit.WithCacheDuration(0))
+		d, err := ratelimit.NewDenyList(e.NewClient(t, nil, matrix.NoCache), "ctl:adm:deny", ratelimit.WithCacheDuration(0))
 		require.NoError(t, err)
 		defer d.Close(context.Background())
 		require.Equal(t, coordctl.ExitUsage, e.run(t, "denylist", "deny", "ctl:adm:deny", "mallory").code)
@@ -449,7 +449,7 @@ func testAdmin(t *testing.T, e *env) {
 		require.False(t, denied)
 	})
 	t.Run("ratelimit_reset", func(t *testing.T) {
-		k, err := ratelimit.NewKeyed(e.newClient(t), ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
+		k, err := ratelimit.NewKeyed(e.NewClient(t, nil, matrix.NoCache), ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
 		require.NoError(t, err)
 		defer k.Close(context.Background())
 		_, err = k.AllowN(ctx(t), "ctl:adm:rate", 4)
@@ -466,7 +466,7 @@ func testAdmin(t *testing.T, e *env) {
 		require.Equal(t, snapshot{"ctl:adm:rate": {"<absent>", time.UnixMilli(-2).String()}}, e.snapshot(t, "ctl:adm:rate"))
 	})
 	t.Run("idempotency_abandon", func(t *testing.T) {
-		s, err := idempotency.New(e.newClient(t))
+		s, err := idempotency.New(e.NewClient(t, nil, matrix.NoCache))
 		require.NoError(t, err)
 		a, err := s.TryBegin(ctx(t), "ctl:adm:idem", time.Minute, idempotency.Fingerprint{})
 		require.NoError(t, err)
@@ -566,7 +566,7 @@ func testBadInput(t *testing.T, e *env) {
 
 // testWatch: watch refreshes an inspection --count times and follows a change between refreshes.
 func testWatch(t *testing.T, e *env) {
-	s, err := counter.New(e.newClient(t))
+	s, err := counter.New(e.NewClient(t, nil, matrix.NoCache))
 	require.NoError(t, err)
 	defer s.Close(context.Background())
 	_, err = s.IncrementWithExpire(ctx(t), "ctl:watch", 1, 0)

@@ -191,7 +191,7 @@ func testBinaryKeys(t *testing.T, e *env) {
 // the client answers afterwards and a new Store over it works.
 func testCloseKeepsClient(t *testing.T, e *env) {
 	c := ctx(t)
-	cl := e.newClient(t)
+	cl := e.NewClient(t, nil, matrix.NoCache)
 	s, err := counter.New(cl, counter.WithKeyPrefix("ck:close-client:"))
 	require.NoError(t, err)
 	buf, err := counter.NewBuffered(s, "buf")
@@ -275,7 +275,7 @@ func testCreatedWhileDown(t *testing.T, e *env) {
 		node, err = e.Cluster.PrimaryOf(c, int(luakit.Slot(key)))
 		require.NoError(t, err)
 	}
-	warm := e.newClient(t) // created while up: its connection breaks with the kill
+	warm := e.NewClient(t, nil, matrix.NoCache) // created while up: its connection breaks with the kill
 	require.NoError(t, warm.Do(c, warm.B().Exists().Key(key).Build()).Error())
 	node.MustKill(t)
 

@@ -23,35 +23,13 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return &env{Env: matrix.StartEnv(t, st)}
 }
 
-// newClient returns a client of the target, closed at t.Cleanup; with a tracker its invalidations are
-// wired to it.
-func (e *env) newClient(t *testing.T, tracker *luakit.Tracker, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	for _, m := range mutate {
-		m(&opt)
-	}
-	var (
-		c   rueidis.Client
-		err error
-	)
-	if tracker != nil {
-		c, err = luakit.NewTrackedClient(opt, tracker)
-	} else {
-		c, err = rueidis.NewClient(opt)
-	}
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // resp2 makes a RESP2 client (client-side caching needs RESP3, so it is disabled).
 func resp2(o *rueidis.ClientOption) { o.AlwaysRESP2, o.DisableCache = true, true }
 
 // store returns a Store over a new client of its own.
 func (e *env) store(t *testing.T, opts ...idempotency.Option) *idempotency.Store {
 	t.Helper()
-	s, err := idempotency.New(e.newClient(t, nil), opts...)
+	s, err := idempotency.New(e.NewClient(t, nil), opts...)
 	require.NoError(t, err)
 	return s
 }
@@ -60,7 +38,7 @@ func (e *env) store(t *testing.T, opts ...idempotency.Option) *idempotency.Store
 func (e *env) trackedStore(t *testing.T, opts ...idempotency.Option) *idempotency.Store {
 	t.Helper()
 	tr := luakit.NewTracker()
-	s, err := idempotency.New(e.newClient(t, tr), append([]idempotency.Option{idempotency.WithTracker(tr)}, opts...)...)
+	s, err := idempotency.New(e.NewClient(t, tr), append([]idempotency.Option{idempotency.WithTracker(tr)}, opts...)...)
 	require.NoError(t, err)
 	return s
 }

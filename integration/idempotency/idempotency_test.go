@@ -451,7 +451,7 @@ func testNoScript(t *testing.T, e *env) {
 
 // testRESP2: the same transitions through a RESP2 client, binary and empty results included.
 func testRESP2(t *testing.T, e *env) {
-	s, err := idempotency.New(e.newClient(t, nil, resp2))
+	s, err := idempotency.New(e.NewClient(t, nil, resp2))
 	require.NoError(t, err)
 	for i, result := range [][]byte{{}, {0, 255, '\r', '\n'}} {
 		key := "idem:resp2:" + strconv.Itoa(i)

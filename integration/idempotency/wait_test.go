@@ -101,7 +101,7 @@ func testBeginWaits(t *testing.T, e *env) {
 	}{
 		{"tracked", long, func(t *testing.T) *idempotency.Store { return e.trackedStore(t) }},
 		{"resp2 wakes at the lease", time.Second, func(t *testing.T) *idempotency.Store {
-			s, err := idempotency.New(e.newClient(t, nil, resp2), idempotency.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			s, err := idempotency.New(e.NewClient(t, nil, resp2), idempotency.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			require.NoError(t, err)
 			return s
 		}},
@@ -160,7 +160,7 @@ func testBeginSleepsWhileHeld(t *testing.T, e *env) {
 	)
 	orig := e.store(t)
 	var resets atomic.Int64
-	waiter, err := idempotency.New(e.newClient(t, luakit.NewTracker(), func(o *rueidis.ClientOption) {
+	waiter, err := idempotency.New(e.NewClient(t, luakit.NewTracker(), func(o *rueidis.ClientOption) {
 		o.OnInvalidations = func(m []rueidis.RedisMessage) {
 			if m == nil {
 				resets.Add(1)

@@ -23,20 +23,10 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return &env{Env: matrix.StartEnv(t, st)}
 }
 
-// newClient returns a client of the target, closed at t.Cleanup.
-func (e *env) newClient(t *testing.T) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	c, err := rueidis.NewClient(opt)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // latches returns Latches over a new client of its own.
 func (e *env) latches(t *testing.T, opts ...latch.Option) *latch.Latches {
 	t.Helper()
-	return newLatches(t, e.newClient(t), opts...)
+	return newLatches(t, e.NewClient(t, nil), opts...)
 }
 
 func newLatches(t *testing.T, c rueidis.Client, opts ...latch.Option) *latch.Latches {

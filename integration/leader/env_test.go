@@ -43,15 +43,8 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 // harmless).
 func (e *env) trackedClient(t *testing.T, mutate ...func(*rueidis.ClientOption)) (rueidis.Client, *luakit.Tracker) {
 	t.Helper()
-	opt := e.ClientOption()
-	for _, m := range mutate {
-		m(&opt)
-	}
 	tr := luakit.NewTracker()
-	c, err := luakit.NewTrackedClient(opt, tr)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c, tr
+	return e.NewClient(t, tr, mutate...), tr
 }
 
 // counter returns the fence counter's value (0 when absent).

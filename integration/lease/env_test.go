@@ -24,39 +24,17 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return &env{Env: matrix.StartEnv(t, st)}
 }
 
-// newClient returns a client of the target, closed at t.Cleanup; with a tracker it is built by
-// luakit.NewTrackedClient.
-func (e *env) newClient(t *testing.T, tracker *luakit.Tracker, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	for _, m := range mutate {
-		m(&opt)
-	}
-	var (
-		c   rueidis.Client
-		err error
-	)
-	if tracker != nil {
-		c, err = luakit.NewTrackedClient(opt, tracker)
-	} else {
-		c, err = rueidis.NewClient(opt)
-	}
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // leases returns a Leases over a new client of its own.
 func (e *env) leases(t *testing.T, opts ...lease.Option) *lease.Leases {
 	t.Helper()
-	return newLeases(t, e.newClient(t, nil), opts...)
+	return newLeases(t, e.NewClient(t, nil), opts...)
 }
 
 // trackedLeases returns a Leases over a new tracker-wired client, wired with lease.WithTracker.
 func (e *env) trackedLeases(t *testing.T, opts ...lease.Option) *lease.Leases {
 	t.Helper()
 	tr := luakit.NewTracker()
-	return newLeases(t, e.newClient(t, tr), append([]lease.Option{lease.WithTracker(tr)}, opts...)...)
+	return newLeases(t, e.NewClient(t, tr), append([]lease.Option{lease.WithTracker(tr)}, opts...)...)
 }
 
 func newLeases(t *testing.T, c rueidis.Client, opts ...lease.Option) *lease.Leases {

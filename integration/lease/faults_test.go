@@ -45,7 +45,7 @@ func TestLeaseFaults(t *testing.T) {
 func proxiedLeases(t *testing.T, e *env) (*testkit.Proxy, rueidis.Client, *lease.Leases) {
 	t.Helper()
 	proxy := testkit.NewProxy(t, e.Srv.Addr)
-	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	c := proxy.Client(t, matrix.NoCache)
 	ls := newLeases(t, c,
 		lease.WithCleanupTimeout(200*time.Millisecond),
 		lease.WithLogger(slog.New(slog.DiscardHandler)))

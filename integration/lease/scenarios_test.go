@@ -550,7 +550,7 @@ func testAnyFieldWakes(t *testing.T, e *env) {
 	c := ctx(t)
 	key := hashKey("s17")
 	holder := e.leases(t)
-	waiter := newLeases(t, e.newClient(t, luakit.NewTracker()))
+	waiter := newLeases(t, e.NewClient(t, luakit.NewTracker()))
 	h, err := holder.TryAcquire(c, key, "f", 30*time.Second)
 	require.NoError(t, err)
 	scripts := func() int64 { return e.CommandStats(t)["evalsha"] }

@@ -57,7 +57,7 @@ func testAnyFieldWakesEvery(t *testing.T, e *env) {
 			}
 		}
 	}
-	waiters := newLeases(t, e.newClient(t, tr, countWakeAlls), lease.WithTracker(tr))
+	waiters := newLeases(t, e.NewClient(t, tr, countWakeAlls), lease.WithTracker(tr))
 	ha, err := holder.TryAcquire(c, key, "a", 30*time.Second)
 	require.NoError(t, err)
 	hb, err := holder.TryAcquire(c, key, "b", 30*time.Second)

@@ -26,43 +26,17 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return &env{Env: matrix.StartEnv(t, st)}
 }
 
-// newClient returns a client of the target, closed at t.Cleanup. With a tracker it is built by
-// luakit.NewTrackedClient (invalidations wired to the tracker); with a counter every command it writes
-// is counted.
-func (e *env) newClient(t *testing.T, tracker *luakit.Tracker, counter *cmdCounter, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	if counter != nil {
-		opt.DialCtxFn = counter.dial
-	}
-	for _, m := range mutate {
-		m(&opt)
-	}
-	var (
-		c   rueidis.Client
-		err error
-	)
-	if tracker != nil {
-		c, err = luakit.NewTrackedClient(opt, tracker)
-	} else {
-		c, err = rueidis.NewClient(opt)
-	}
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // locker returns a Locker over a new client of its own.
 func (e *env) locker(t *testing.T, opts ...lock.Option) *lock.Locker {
 	t.Helper()
-	return newLocker(t, e.newClient(t, nil, nil), opts...)
+	return newLocker(t, e.NewClient(t, nil), opts...)
 }
 
 // trackedLocker returns a Locker over a new tracker-wired client, wired with lock.WithTracker.
 func (e *env) trackedLocker(t *testing.T, counter *cmdCounter, opts ...lock.Option) *lock.Locker {
 	t.Helper()
 	tr := luakit.NewTracker()
-	c := e.newClient(t, tr, counter)
+	c := e.NewClient(t, tr, counter.counted()...)
 	return newLocker(t, c, append([]lock.Option{lock.WithTracker(tr)}, opts...)...)
 }
 

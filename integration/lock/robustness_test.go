@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/ownership"
@@ -19,7 +19,7 @@ func testUntrackedNoExpiry(t *testing.T, e *env) {
 	c := ctx(t)
 	ln, lk, _ := named("s14")
 	tr := luakit.NewTracker()
-	waiter := newLocker(t, e.newClient(t, tr, nil, func(o *rueidis.ClientOption) { o.DisableCache = true }), lock.WithTracker(tr))
+	waiter := newLocker(t, e.NewClient(t, tr, matrix.NoCache), lock.WithTracker(tr))
 	e.do(t, "SET", lk, "foreign-holder-without-expiry")
 
 	ch := acquireAsync(c, waiter, ln, 5*time.Second)

@@ -525,7 +525,7 @@ func testCancelWaiting(t *testing.T, e *env) {
 			if tracked {
 				waiter = e.trackedLocker(t, counter)
 			} else {
-				waiter = newLocker(t, e.newClient(t, nil, counter))
+				waiter = newLocker(t, e.NewClient(t, nil, counter.counted()...))
 			}
 			h, err := holder.TryAcquire(c, ln, 30*time.Second)
 			require.NoError(t, err)
@@ -686,7 +686,7 @@ func testKeepAlive(t *testing.T, e *env) {
 func testServerRestart(t *testing.T, e *env) {
 	c := ctx(t)
 	ln, lk, fk := named("s12")
-	client := e.newClient(t, nil, nil)
+	client := e.NewClient(t, nil)
 	l := newLocker(t, client)
 	lease, err := l.TryAcquire(c, ln, 10*time.Second)
 	require.NoError(t, err)

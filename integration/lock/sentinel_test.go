@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
@@ -55,7 +54,7 @@ func TestLockSentinelFailover(t *testing.T) {
 	for _, st := range matrix.SentinelTargets() {
 		t.Run(st.Name, func(t *testing.T) {
 			g := matrix.StartEnv(t, st).Sentinel
-			c := g.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+			c := g.Client(t, matrix.NoCache)
 			lk, err := lock.New(c)
 			require.NoError(t, err)
 			name, _, _ := named("sentinel-failover")

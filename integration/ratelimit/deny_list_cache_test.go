@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -32,7 +33,7 @@ func denyInflightBound(t *testing.T, e *env) {
 	// One connection, dialled by denySet before the pause: with several, a read could be the first
 	// command of a pipe and dial it under the caller's context, and cancelling that caller then fails
 	// the dial for the shared reads queued on it (seen once: "dial tcp: operation was canceled").
-	c := e.newClient(t, func(o *rueidis.ClientOption) { o.PipelineMultiplex = -1 })
+	c := e.NewClient(t, nil, matrix.NoCache, func(o *rueidis.ClientOption) { o.PipelineMultiplex = -1 })
 	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute), ratelimit.WithCacheCapacity(2))
 	denySet(t, dl, "c", true)
 
@@ -76,7 +77,7 @@ func denyInflightBound(t *testing.T, e *env) {
 // a write that fails after it was sent (here: its deadline passes while the server holds it) is
 // uncertain and still empties the cache.
 func denyWriteFailure(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute))
 	denyIs(t, dl, "a", false)
 	denyIs(t, dl, "b", false)
@@ -102,7 +103,7 @@ func denyWriteFailure(t *testing.T, e *env) {
 // A zero cache duration disables read sharing too: concurrent misses for one identity each read the
 // server, and nothing is cached.
 func denyZeroDuration(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(0))
 	denySet(t, dl, "z", true)
 	unpause := denyPauseWrites(t, e, dl.Key())
@@ -126,7 +127,7 @@ func denyZeroDuration(t *testing.T, e *env) {
 // succeeds, the counters add up, the cache never exceeds its capacity, and after the writers' last
 // SetDenied the instance reads exactly what the server holds.
 func denyHammer(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute), ratelimit.WithCacheCapacity(4))
 	const identities, readers, rounds = 8, 32, 100
 	id := func(i int) string { return fmt.Sprintf("id:%d", i%identities) }
@@ -216,7 +217,7 @@ func denyCallerReadsCancellable(t *testing.T, e *env) {
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("x").Build()).Error())
 
 	t.Run("read", func(t *testing.T) {
-		c := e.newClient(t) // fresh: the direct read is its first command
+		c := e.NewClient(t, nil, matrix.NoCache) // fresh: the direct read is its first command
 		direct := denyList(t, c, key, ratelimit.WithCacheDuration(0))
 		shared := denyList(t, c, key, ratelimit.WithCacheDuration(time.Minute))
 		unpause := denyPauseWrites(t, e, key)
@@ -236,7 +237,7 @@ func denyCallerReadsCancellable(t *testing.T, e *env) {
 	})
 
 	t.Run("write", func(t *testing.T) {
-		c := e.newClient(t) // fresh: the write is its first command
+		c := e.NewClient(t, nil, matrix.NoCache) // fresh: the write is its first command
 		writer := denyList(t, c, key)
 		unpause := denyPauseWrites(t, e, key)
 		wctx, cancel := context.WithTimeout(ctx(t), time.Minute)
@@ -266,7 +267,7 @@ func denyFailedWrite(t *testing.T, e *env) {
 	t.Run("wrong_type", func(t *testing.T) {
 		key := e.key(t)
 		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("a").Build()).Error())
-		dl := denyList(t, e.newClient(t), key, ratelimit.WithCacheDuration(time.Minute))
+		dl := denyList(t, e.NewClient(t, nil, matrix.NoCache), key, ratelimit.WithCacheDuration(time.Minute))
 		denyIs(t, dl, "a", true)
 		denyIs(t, dl, "a", true)
 		st := dl.Stats()
@@ -288,7 +289,7 @@ func denyFailedWrite(t *testing.T, e *env) {
 	t.Run("failed_after_send", func(t *testing.T) {
 		key := e.key(t)
 		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("a").Build()).Error())
-		dl := denyList(t, e.newClient(t), key, ratelimit.WithCacheDuration(time.Minute))
+		dl := denyList(t, e.NewClient(t, nil, matrix.NoCache), key, ratelimit.WithCacheDuration(time.Minute))
 		denySet(t, dl, "c", false) // loads the write script: the held write is then an EVALSHA that runs
 		denyIs(t, dl, "a", true)
 		require.Equal(t, int64(1), dl.Stats().ServerReads)

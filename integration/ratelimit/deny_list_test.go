@@ -13,6 +13,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -116,7 +117,7 @@ func denyEventually(t *testing.T, dl *ratelimit.DenyList, what string, cond func
 // Set and unset identities; membership is exact, case-sensitive and binary-safe; the key (binary,
 // with a binary prefix) is a plain set without expiry.
 func testDenyMembership(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	prefix := "\x00deny\xff:"
 	name := e.key(t) + ":set\x01\xfe"
 	dl := denyList(t, c, name, ratelimit.WithDenyListKeyPrefix(prefix), ratelimit.WithCacheDuration(0))
@@ -174,7 +175,7 @@ func testDenyMembership(t *testing.T, e *env) {
 
 // A key holding another type is ErrForeignData for reads and writes; nothing is written.
 func testDenyForeignData(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	key := e.key(t)
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value("not a set").Build()).Error())
 	dl := denyList(t, c, key)
@@ -192,7 +193,7 @@ func testDenyForeignData(t *testing.T, e *env) {
 // duration never re-reads within the test, even after another instance changes the set, until
 // Invalidate.
 func testDenyCacheCounts(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	key := e.key(t)
 	long := denyList(t, c, key, ratelimit.WithCacheDuration(time.Minute))
 	writer := denyList(t, c, key)
@@ -237,7 +238,7 @@ func testDenyCacheCounts(t *testing.T, e *env) {
 // 32 concurrent misses for one identity share one server read and get the same answer; the caller
 // that started the read is cancelled while it is in flight, and the others still get the answer.
 func testDenySharedReads(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute))
 	denySet(t, dl, "customer:42", true)
 	before := denyReads(t, e)
@@ -274,7 +275,7 @@ func testDenySharedReads(t *testing.T, e *env) {
 // SetDenied on an instance makes its next read go to the server; Invalidate detaches a read in
 // flight: later callers start a fresh read, and the detached one does not fill the cache.
 func testDenyInvalidation(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute))
 
 	before := denyReads(t, e)
@@ -332,7 +333,7 @@ func testDenyInvalidation(t *testing.T, e *env) {
 // While the server holds every script, cached decisions are still served without I/O; a miss fails
 // (the shared read times out) and its failure is not cached.
 func testDenyOutage(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(time.Minute),
 		ratelimit.WithDenyListReadTimeout(300*time.Millisecond))
 	denySet(t, dl, "bad", true)
@@ -362,7 +363,7 @@ func testDenyOutage(t *testing.T, e *env) {
 // error; Close ends the shared read still waiting for the server.
 func testDenyStoppedServer(t *testing.T, e *env) {
 	require.False(t, e.IsCluster(), "stopping the server drives one process: standalone targets only")
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl, err := ratelimit.NewDenyList(c, e.key(t), ratelimit.WithCacheDuration(time.Minute))
 	require.NoError(t, err)
 	denySet(t, dl, "bad", true)
@@ -430,7 +431,7 @@ func denyMeter() (*sdkmetric.MeterProvider, func(t *testing.T, name, reason stri
 // capacity and WaitN), without RetryAfter and without touching the capacity key; the blocked metric
 // counts each denied call once; after unsetting, the limiter admits.
 func testDenyLimiterBinding(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	mp, metric := denyMeter()
 	defer func() { require.NoError(t, mp.Shutdown(context.Background())) }()
 	dl := denyList(t, c, e.key(t))
@@ -501,7 +502,7 @@ func testDenyLimiterBinding(t *testing.T, e *env) {
 // queue with ReasonDenyList and consumes nothing. The retry is triggered by an Adopt update that
 // raises the limit (so the retry would otherwise be admitted), not by time.
 func testDenyQueueRecheck(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), ratelimit.WithCacheDuration(0))
 	lim := e.limiter(t, c, e.key(t), ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithDenyList(dl, "customer:42"), ratelimit.WithQueue(1, ratelimit.OldestFirst))

@@ -69,7 +69,7 @@ func (s *syncBuffer) String() string {
 func httpKeyed(t *testing.T, e *env, c rueidis.Client, p ratelimit.Policy, opts ...ratelimit.KeyedOption) *ratelimit.Keyed {
 	t.Helper()
 	if c == nil {
-		c = e.newClient(t)
+		c = e.NewClient(t, nil, matrix.NoCache)
 	}
 	k, err := ratelimit.NewKeyed(c, p, opts...)
 	require.NoError(t, err)
@@ -361,7 +361,7 @@ func httpCompositeNamesBinding(t *testing.T, e *env) {
 // is never touched; another caller passes.
 func httpDenyList(t *testing.T, e *env) {
 	prefix := e.key(t) + ":"
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl, err := ratelimit.NewDenyList(c, prefix+"denied")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dl.Close(context.Background()) })
@@ -427,7 +427,7 @@ func httpLimiterFailure(t *testing.T, e *env) {
 	t.Run("closed_client", func(t *testing.T) {
 		// rueidis can revive a connection whose dial was in flight at Close (and a cluster client closes
 		// its node connections in goroutines): the guard makes every command after Close fail at once.
-		c := luakit.GuardClose(e.newClient(t))
+		c := luakit.GuardClose(e.NewClient(t, nil, matrix.NoCache))
 		k := httpKeyed(t, e, c, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, ratelimit.WithKeyPrefix(prefix))
 		c.Close()
 		require.Error(t, c.Do(ctx(t), c.B().Get().Key(prefix+"x").Build()).Error(), "the closed client refuses commands")

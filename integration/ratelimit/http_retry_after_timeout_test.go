@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/ratelimit/ratelimithttp"
 )
@@ -89,7 +90,7 @@ func httpRetryAfterWindow(t *testing.T, e *env) {
 // a socket deadline and close the connection at it, failing the other request too.)
 func httpTimeoutKeepsConnection(t *testing.T, e *env) {
 	prefix := e.key(t) + ":"
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	k := httpKeyed(t, e, c, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, ratelimit.WithKeyPrefix(prefix))
 	bounded := newHTTPRig(t, k, ratelimithttp.WithKey(clientKey), ratelimithttp.WithTimeout(time.Second))
 	unbounded := newHTTPRig(t, k, ratelimithttp.WithKey(clientKey))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -33,7 +34,7 @@ func testLimiterConcurrency(t *testing.T, e *env) {
 	pol := ratelimit.FixedWindow{Limit: limit, Window: window}
 	lims := make([]*ratelimit.Limiter, clients)
 	for i := range lims {
-		lims[i] = e.limiter(t, e.newClient(t), key, pol)
+		lims[i] = e.limiter(t, e.NewClient(t, nil, matrix.NoCache), key, pol)
 	}
 
 	var (

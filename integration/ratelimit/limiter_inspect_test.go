@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -33,7 +34,7 @@ func limInspectReadOnly(t *testing.T, e *env) {
 	for name, p := range policies {
 		t.Run(name, func(t *testing.T) {
 			key := e.key(t)
-			c := e.newClient(t)
+			c := e.NewClient(t, nil, matrix.NoCache)
 			l := e.limiter(t, c, key, p)
 			kd, err := ratelimit.NewKeyed(c, p)
 			require.NoError(t, err)
@@ -95,7 +96,7 @@ func limInspectReadOnly(t *testing.T, e *env) {
 		l := e.limiter(t, nil, key, ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second})
 		_, err := l.Inspect(ctx(t))
 		require.ErrorIs(t, err, ratelimit.ErrForeignData)
-		kd, err := ratelimit.NewKeyed(e.newClient(t), ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second})
+		kd, err := ratelimit.NewKeyed(e.NewClient(t, nil, matrix.NoCache), ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second})
 		require.NoError(t, err)
 		_, err = kd.Inspect(ctx(t), "")
 		require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
@@ -113,7 +114,7 @@ func limInspectReadOnly(t *testing.T, e *env) {
 // ErrForeignData.
 func denyEntriesReadOnly(t *testing.T, e *env) {
 	key := e.key(t)
-	dl := denyList(t, e.newClient(t), key)
+	dl := denyList(t, e.NewClient(t, nil, matrix.NoCache), key)
 	got, err := dl.Entries(ctx(t))
 	require.NoError(t, err)
 	require.Empty(t, got)
@@ -141,6 +142,6 @@ func denyEntriesReadOnly(t *testing.T, e *env) {
 
 	other := e.key(t)
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(other).Value("x").Build()).Error())
-	_, err = denyList(t, e.newClient(t), other).Entries(ctx(t))
+	_, err = denyList(t, e.NewClient(t, nil, matrix.NoCache), other).Entries(ctx(t))
 	require.ErrorIs(t, err, ratelimit.ErrForeignData)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -22,7 +23,7 @@ func init() {
 
 func limKeyed(t *testing.T, e *env, p ratelimit.Policy, opts ...ratelimit.KeyedOption) *ratelimit.Keyed {
 	t.Helper()
-	k, err := ratelimit.NewKeyed(e.newClient(t), p, opts...)
+	k, err := ratelimit.NewKeyed(e.NewClient(t, nil, matrix.NoCache), p, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = k.Close(context.Background()) })
 	return k
@@ -139,7 +140,7 @@ func testLimiterKeyedMaxKeys(t *testing.T, e *env) {
 // WithKeyedDenyList maps each key to its identity: a denied tenant is rejected with ReasonDenyList by
 // AllowN and WaitN without its capacity key being created; other tenants are unaffected.
 func testLimiterKeyedDenyList(t *testing.T, e *env) {
-	client := e.newClient(t)
+	client := e.NewClient(t, nil, matrix.NoCache)
 	dl, err := ratelimit.NewDenyList(client, e.key(t), ratelimit.WithCacheDuration(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dl.Close(context.Background()) })

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -33,7 +34,7 @@ func init() {
 // then be counted.
 func unpipelinedClient(t *testing.T, e *env) rueidis.Client {
 	t.Helper()
-	return e.newClient(t, func(o *rueidis.ClientOption) { o.DisableAutoPipelining = true })
+	return e.NewClient(t, nil, matrix.NoCache, func(o *rueidis.ClientOption) { o.DisableAutoPipelining = true })
 }
 
 // scriptsHeld returns how many clients of the server owning key are held on a script (CLIENT LIST: flags
@@ -295,7 +296,7 @@ func limMetricsKeyed(t *testing.T, e *env) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	client := e.newClient(t)
+	client := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, client, e.key(t), ratelimit.WithCacheDuration(0))
 	k, err := ratelimit.NewKeyed(client, ratelimit.FixedWindow{Limit: 2, Window: time.Minute},
 		ratelimit.WithMeterProvider(mp), ratelimit.WithQueue(1, ratelimit.OldestFirst),

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -151,7 +152,7 @@ func testLimiterQueueEviction(t *testing.T, e *env) {
 // waiters with ErrClosed, and later calls return ErrClosed.
 func testLimiterQueueCancelClose(t *testing.T, e *env) {
 	key := e.key(t)
-	l, err := ratelimit.New(e.newClient(t), key, ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
+	l, err := ratelimit.New(e.NewClient(t, nil, matrix.NoCache), key, ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithQueue(5, ratelimit.OldestFirst))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close(context.Background()) })
@@ -264,7 +265,7 @@ func testLimiterQueueUpdateDuringAttempt(t *testing.T, e *env) {
 		{name: "above the new capacity", used: 4, n: 3, first: 3, second: 2, allowed: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hc := newHeldClient(e.newClient(t))
+			hc := newHeldClient(e.NewClient(t, nil, matrix.NoCache))
 			l := e.limiter(t, hc, e.key(t), fw(4), ratelimit.WithQueue(10, ratelimit.OldestFirst))
 			limExhaust(t, l, tc.used)
 			w := limWaitAsync(ctx(t), l, "w", tc.n)
@@ -309,7 +310,7 @@ func testLimiterQueueUpdateDuringAttempt(t *testing.T, e *env) {
 // A queued request rechecks the deny list before its retry: denied while waiting, it leaves the
 // queue with ReasonDenyList (the deny list has no cache here, so the update is seen at once).
 func testLimiterQueueDenyRecheck(t *testing.T, e *env) {
-	client := e.newClient(t)
+	client := e.NewClient(t, nil, matrix.NoCache)
 	dl, err := ratelimit.NewDenyList(client, e.key(t), ratelimit.WithCacheDuration(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dl.Close(context.Background()) })

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -29,7 +30,7 @@ func limResetRefund(t *testing.T, e *env) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			key := e.key(t)
-			c := e.newClient(t)
+			c := e.NewClient(t, nil, matrix.NoCache)
 			l := e.limiter(t, c, key, p)
 			remaining := func() int64 {
 				t.Helper()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -23,7 +24,7 @@ func init() {
 func limWaitWithoutQueue(t *testing.T, e *env) {
 	p := ratelimit.GCRA{Burst: 1, EmissionInterval: 300 * time.Millisecond}
 	type waiter func(ctx context.Context, n int64) (ratelimit.Result, error)
-	kd, err := ratelimit.NewKeyed(e.newClient(t), p)
+	kd, err := ratelimit.NewKeyed(e.NewClient(t, nil, matrix.NoCache), p)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, kd.Close(ctx(t))) }()
 	cases := map[string]func(t *testing.T) (allow, wait waiter){
@@ -74,7 +75,7 @@ func limWaitWithoutQueue(t *testing.T, e *env) {
 		})
 	}
 	t.Run("denied", func(t *testing.T) {
-		dl := denyList(t, e.newClient(t), e.key(t))
+		dl := denyList(t, e.NewClient(t, nil, matrix.NoCache), e.key(t))
 		denySet(t, dl, "x", true)
 		l := e.limiter(t, nil, e.key(t), p, ratelimit.WithDenyList(dl, "x"))
 		res, err := l.Wait(ctx(t))

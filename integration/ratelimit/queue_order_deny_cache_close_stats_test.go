@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -54,7 +55,7 @@ func testSeedQueueDefaultOrder(t *testing.T, e *env) {
 func testSeedDenyCacheExpiredFirst(t *testing.T, e *env) {
 	const d = 3 * time.Second
 	key := e.key(t)
-	dl := denyList(t, e.newClient(t), key, ratelimit.WithCacheCapacity(2), ratelimit.WithCacheDuration(d))
+	dl := denyList(t, e.NewClient(t, nil, matrix.NoCache), key, ratelimit.WithCacheCapacity(2), ratelimit.WithCacheDuration(d))
 	start := time.Now()
 	denyIs(t, dl, "A", false)
 	time.Sleep(d / 2)
@@ -77,7 +78,7 @@ func testSeedDenyCacheExpiredFirst(t *testing.T, e *env) {
 // testSeedCloseKeepsClient: Limiter.Close, Keyed.Close and DenyList.Close never close the caller's
 // client: it answers afterwards, and a new limiter over it decides.
 func testSeedCloseKeepsClient(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	key := e.key(t)
 	dl, err := ratelimit.NewDenyList(c, key+":deny")
 	require.NoError(t, err)

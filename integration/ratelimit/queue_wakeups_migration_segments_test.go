@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -33,7 +34,7 @@ func noOutcome(t *testing.T, ch <-chan limOutcome, d time.Duration, msg string) 
 // an exhausted fixed window (RetryAfter about a minute) stays queued, with no decision script sent,
 // when its identity is denied; only its next retry (here woken by an Update) rechecks the deny list.
 func testSeedDenyUpdateNoWake(t *testing.T, e *env) {
-	client := e.newClient(t)
+	client := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, client, e.key(t), ratelimit.WithCacheDuration(0))
 	l := e.limiter(t, client, e.key(t), ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithQueue(10, ratelimit.OldestFirst), ratelimit.WithDenyList(dl, "tenant-9"))
@@ -66,7 +67,7 @@ func testSeedRejectedMigrationKeepsQueue(t *testing.T, e *env) {
 		}}
 	}
 	key := e.key(t)
-	a, err := ratelimit.New(e.newClient(t), key, comp(1, time.Hour), ratelimit.WithQueue(10, ratelimit.OldestFirst))
+	a, err := ratelimit.New(e.NewClient(t, nil, matrix.NoCache), key, comp(1, time.Hour), ratelimit.WithQueue(10, ratelimit.OldestFirst))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close(context.Background()) })
 	limExhaust(t, a, 1)

@@ -55,7 +55,7 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 		}
 		e.servers = append(e.servers, s)
 		e.clients = append(e.clients, s.Client(t))
-		e.raw = append(e.raw, s.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true }))
+		e.raw = append(e.raw, s.Client(t, matrix.NoCache))
 	}
 	return e
 }

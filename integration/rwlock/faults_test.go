@@ -43,7 +43,7 @@ func TestRWLockFaults(t *testing.T) {
 func proxiedLocker(t *testing.T, e *env) (*testkit.Proxy, *rwlock.Locker) {
 	t.Helper()
 	proxy := testkit.NewProxy(t, e.Srv.Addr)
-	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	c := proxy.Client(t, matrix.NoCache)
 	l, err := rwlock.New(c,
 		rwlock.WithCleanupTimeout(200*time.Millisecond),
 		rwlock.WithLogger(slog.New(slog.DiscardHandler)))
@@ -211,7 +211,7 @@ func faultFailedClose(t *testing.T, e *env) {
 	t.Cleanup(func() {
 		_ = e.Raw.Do(context.Background(), e.Raw.B().Arbitrary("ACL", "DELUSER").Args(user).Build()).Error()
 	})
-	c := e.newClient(t, func(o *rueidis.ClientOption) {
+	c := e.NewClient(t, nil, func(o *rueidis.ClientOption) {
 		o.DisableCache, o.Username, o.Password = true, user, "pw"
 	})
 	logs := &countingHandler{}

@@ -604,7 +604,7 @@ func testWaitWriterExpiry(t *testing.T, e *env) {
 	key := "ck:rw:wait-w-expiry"
 	holder := e.locker(t)
 	logs := &countingHandler{}
-	plain := e.newClient(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	plain := e.NewClient(t, nil, matrix.NoCache)
 	waiter, err := rwlock.New(plain, rwlock.WithLogger(slog.New(logs)))
 	require.NoError(t, err)
 
@@ -645,7 +645,7 @@ func testWaitReaderRelease(t *testing.T, e *env) {
 	key := "ck:rw:wait-r-release"
 	holder := e.locker(t)
 	tr := luakit.NewTracker()
-	wc := e.newClient(t, func(o *rueidis.ClientOption) { o.OnInvalidations = tr.Hook(nil) })
+	wc := e.NewClient(t, nil, func(o *rueidis.ClientOption) { o.OnInvalidations = tr.Hook(nil) })
 	waiter, err := rwlock.New(wc, rwlock.WithTracker(tr))
 	require.NoError(t, err)
 	w, err := holder.TryAcquireWrite(c, key, 30*time.Second)

@@ -75,7 +75,7 @@ func (e *env) waitArmed(t *testing.T, before map[string]int64) map[string]int64 
 // fill takes capacity permits with the given TTLs on a client of its own.
 func fill(t *testing.T, e *env, key string, capacity int64, ttls ...time.Duration) []*semaphore.Permit {
 	t.Helper()
-	s := newSem(t, e.newClient(t), key, capacity)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, capacity)
 	var out []*semaphore.Permit
 	for _, ttl := range ttls {
 		p, err := s.TryAcquire(ctx(t), ttl)
@@ -122,7 +122,7 @@ func testAcquireWokenByExpiry(t *testing.T, e *env) {
 	const short = 600 * time.Millisecond
 	for _, tracked := range []bool{true, false} {
 		t.Run(fmt.Sprintf("tracked=%v", tracked), func(t *testing.T) {
-			c := e.newClient(t)
+			c := e.NewClient(t, nil, matrix.NoCache)
 			if tracked {
 				c = e.trackedClient(t)
 			}

@@ -29,25 +29,11 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return &env{Env: matrix.StartEnv(t, st)}
 }
 
-// newClient returns a client of the target (no client-side caching), closed at t.Cleanup.
-func (e *env) newClient(t *testing.T) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	opt.DisableCache = true
-	c, err := rueidis.NewClient(opt)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // trackedClient returns a client of the target built by luakit.NewTrackedClient (RESP3, client-side
 // caching on, invalidations wired to its own tracker, which semaphore.New finds), closed at t.Cleanup.
 func (e *env) trackedClient(t *testing.T) rueidis.Client {
 	t.Helper()
-	c, err := luakit.NewTrackedClient(e.ClientOption(), luakit.NewTracker())
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
+	return e.NewClient(t, luakit.NewTracker())
 }
 
 // newSem returns a Semaphore over c, shut down at t.Cleanup (registered after the client's Close, so it

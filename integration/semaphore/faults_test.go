@@ -40,7 +40,7 @@ func TestSemaphoreFaults(t *testing.T) {
 func proxied(t *testing.T, e *env, key string, capacity int64) (*testkit.Proxy, rueidis.Client, *semaphore.Semaphore, *sdkmetric.ManualReader) {
 	t.Helper()
 	proxy := testkit.NewProxy(t, e.Srv.Addr)
-	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	c := proxy.Client(t, matrix.NoCache)
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })

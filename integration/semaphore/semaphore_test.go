@@ -80,8 +80,8 @@ func testContention(t *testing.T, e *env) {
 		key      = "ck:sem:contention"
 	)
 	sems := []*semaphore.Semaphore{
-		newSem(t, e.newClient(t), key, capacity),
-		newSem(t, e.newClient(t), key, capacity),
+		newSem(t, e.NewClient(t, nil, matrix.NoCache), key, capacity),
+		newSem(t, e.NewClient(t, nil, matrix.NoCache), key, capacity),
 	}
 	var holders, maxHolders, acquired atomic.Int64
 	stop := make(chan struct{})
@@ -159,7 +159,7 @@ func testContention(t *testing.T, e *env) {
 func testExpiryHandoff(t *testing.T, e *env) {
 	const key = "ck:sem:handoff"
 	const ttl = 400 * time.Millisecond
-	s := newSem(t, e.newClient(t), key, 2)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2)
 	c := ctx(t)
 	start := time.Now()
 	a, err := s.TryAcquire(c, ttl)
@@ -215,7 +215,7 @@ func testExpiryHandoff(t *testing.T, e *env) {
 // finite TTL gives the key an expiry again.
 func testNoExpiry(t *testing.T, e *env) {
 	const key = "ck:sem:noexpiry"
-	s := newSem(t, e.newClient(t), key, 2)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2)
 	c := ctx(t)
 	p, err := s.TryAcquire(c, semaphore.NoExpiry)
 	require.NoError(t, err)
@@ -256,8 +256,8 @@ func testNoExpiry(t *testing.T, e *env) {
 func testCapacity(t *testing.T, e *env) {
 	const key = "ck:sem:capacity"
 	c := ctx(t)
-	s3 := newSem(t, e.newClient(t), key, 3)
-	s2 := newSem(t, e.newClient(t), key, 2)
+	s3 := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 3)
+	s2 := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2)
 	a, err := s3.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
 	b, err := s3.TryAcquire(c, time.Minute)
@@ -291,7 +291,7 @@ func testCapacity(t *testing.T, e *env) {
 	// Lower the stored capacity under the holders (as a failover or a hand edit could): nobody is
 	// revoked, holders keep renewing, and acquisition fails until the count is below capacity 1.
 	e.do(t, "ZADD", key, "-1", "#capacity")
-	s1 := newSem(t, e.newClient(t), key, 1)
+	s1 := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 1)
 	_, err = s1.TryAcquire(c, time.Minute)
 	require.ErrorIs(t, err, semaphore.ErrNotAcquired)
 	for _, p := range []*semaphore.Permit{x, y} {
@@ -320,7 +320,7 @@ func testCapacity(t *testing.T, e *env) {
 func testOwnerIsolation(t *testing.T, e *env) {
 	const key = "ck:sem:isolation"
 	c := ctx(t)
-	s := newSem(t, e.newClient(t), key, 1)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 1)
 	old, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
 	e.do(t, "ZADD", key, "XX", "1", old.OwnerToken()) // expired on the server
@@ -368,7 +368,7 @@ func testExtendLostOrRefused(t *testing.T, e *env) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	s := newSem(t, e.newClient(t), key, 2, semaphore.WithMeterProvider(mp),
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2, semaphore.WithMeterProvider(mp),
 		semaphore.WithLogger(slog.New(slog.DiscardHandler)))
 
 	lost, err := s.TryAcquire(c, time.Minute)
@@ -408,7 +408,7 @@ func testExtendLostOrRefused(t *testing.T, e *env) {
 func testVerify(t *testing.T, e *env) {
 	const key = "ck:sem:verify"
 	c := ctx(t)
-	s := newSem(t, e.newClient(t), key, 2)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2)
 	p, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
 	ok, err := p.Verify(c)
@@ -449,7 +449,7 @@ func testVerify(t *testing.T, e *env) {
 func testReleaseOutcomes(t *testing.T, e *env) {
 	const key = "ck:sem:release"
 	c := ctx(t)
-	s := newSem(t, e.newClient(t), key, 3)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 3)
 	p, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
 	release(t, p, semaphore.Released)
@@ -483,7 +483,7 @@ func testPrefixBinaryKeys(t *testing.T, e *env) {
 	const key = "\x00\xffck:sem:{bin}\r\n"
 	const prefix = "p\x00\xfe:"
 	c := ctx(t)
-	s := newSem(t, e.newClient(t), key, 2, semaphore.WithKeyPrefix(prefix))
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2, semaphore.WithKeyPrefix(prefix))
 	require.Equal(t, key, s.Key())
 	p, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
@@ -501,7 +501,7 @@ func testPrefixBinaryKeys(t *testing.T, e *env) {
 func testBadInput(t *testing.T, e *env) {
 	const key = "ck:sem:bad"
 	c := ctx(t)
-	client := e.newClient(t)
+	client := e.NewClient(t, nil, matrix.NoCache)
 	_, err := semaphore.New(nil, key, 1)
 	require.ErrorIs(t, err, semaphore.ErrNilClient)
 	_, err = semaphore.New(client, "", 1)
@@ -540,7 +540,7 @@ func testBadInput(t *testing.T, e *env) {
 func testNoscript(t *testing.T, e *env) {
 	const key = "ck:sem:noscript"
 	c := ctx(t)
-	s := newSem(t, e.newClient(t), key, 1)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 1)
 	p, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
 	flush := func() {
@@ -578,7 +578,7 @@ func testAbandonedMetric(t *testing.T, e *env) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	s := newSem(t, e.newClient(t), key, 2,
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2,
 		semaphore.WithMeterProvider(mp),
 		semaphore.WithCleanupTimeout(200*time.Millisecond),
 		semaphore.WithCleanupRetryWindow(time.Second),
