@@ -28,25 +28,21 @@ import (
 // matrix.MaxParallelTargets at once), each with its own server or cluster; scenarios of one target run
 // in order on it, each on its own keys.
 func TestCoordctl(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range []struct {
-				name string
-				run  func(*testing.T, *env)
-			}{
-				{"inspect_output", testInspectOutput},
-				{"read_only", testReadOnly},
-				{"admin", testAdmin},
-				{"bad_input", testBadInput},
-				{"watch", testWatch},
-			} {
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-			}
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		for _, sc := range []struct {
+			name string
+			run  func(*testing.T, *env)
+		}{
+			{"inspect_output", testInspectOutput},
+			{"read_only", testReadOnly},
+			{"admin", testAdmin},
+			{"bad_input", testBadInput},
+			{"watch", testWatch},
+		} {
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+		}
+	})
 }
 
 // fixture seeds one primitive's state through its module and returns the coordctl arguments of its

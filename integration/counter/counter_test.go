@@ -40,19 +40,15 @@ var scenarios = []scenario{
 }
 
 // TestCounter runs every scenario on every target. Targets run in parallel (at most
-// maxParallelTargets at once), each with its own server or cluster; scenarios of one target run in
+// matrix.MaxParallelTargets at once), each with its own server or cluster; scenarios of one target run in
 // order on it, each on its own keys.
 func TestCounter(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-			}
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		for _, sc := range scenarios {
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+		}
+	})
 }
 
 // testLimitConcurrent: 32 goroutines race IncrementUpTo; exactly limit/delta are allowed, the

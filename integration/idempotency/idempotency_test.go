@@ -57,21 +57,17 @@ var scenarios = []scenario{
 	{name: "28_keep_alive_ends_on_refused_renewal", run: testKeepAliveRefused},
 }
 
-// TestIdempotency runs every scenario on every target (at most maxParallelTargets targets at once).
+// TestIdempotency runs every scenario on every target (at most matrix.MaxParallelTargets targets at once).
 func TestIdempotency(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				if sc.standaloneOnly && st.Cluster {
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		for _, sc := range scenarios {
+			if sc.standaloneOnly && st.Cluster {
+				continue
 			}
-		})
-	}
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+		}
+	})
 }
 
 const long = time.Minute

@@ -46,22 +46,18 @@ var scenarios = []scenario{
 	{name: "13_no_channel_permission", run: testNoChannelPermission},
 }
 
-// TestLatch runs every scenario on every target. Targets run in parallel (at most maxParallelTargets
+// TestLatch runs every scenario on every target. Targets run in parallel (at most matrix.MaxParallelTargets
 // at once), each with its own server or cluster; the scenarios of one target run in order on it.
 func TestLatch(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				if sc.standaloneOnly && st.Cluster {
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		for _, sc := range scenarios {
+			if sc.standaloneOnly && st.Cluster {
+				continue
 			}
-		})
-	}
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+		}
+	})
 }
 
 // The method table: Create twice, Join absent, Reset, CountDown on a replaced and on a completed

@@ -22,15 +22,11 @@ const leaderACL = "ACL SETUSER app on >secret resetchannels ~app:* +evalsha +eva
 
 // TestLeaderACL runs leader's least-privilege scenarios on every target of the matrix.
 func TestLeaderACL(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, mt)
-			t.Run("least_privilege_acl", func(t *testing.T) { testLeastPrivilege(t, e) })
-			t.Run("renewal_refused_mid_term", func(t *testing.T) { testRenewalRefused(t, e) })
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
+		e := startEnv(t, mt)
+		t.Run("least_privilege_acl", func(t *testing.T) { testLeastPrivilege(t, e) })
+		t.Run("renewal_refused_mid_term", func(t *testing.T) { testRenewalRefused(t, e) })
+	})
 }
 
 // testLeastPrivilege runs every Election operation (a term won and relinquished, Inspect, Start and

@@ -21,25 +21,21 @@ import (
 
 // TestLeader runs the election scenarios on every target of the matrix.
 func TestLeader(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, mt)
-			t.Run("exactly_one_leader", func(t *testing.T) { testExactlyOne(t, e) })
-			t.Run("killed_leader_fails_over", func(t *testing.T) { testKilledLeader(t, e) })
-			if !mt.Cluster {
-				t.Run("paused_server_fails_over", func(t *testing.T) { testPausedServer(t, e) })
-				t.Run("readonly_is_retried", func(t *testing.T) { testReadonlyRetried(t, mt.Server) })
-				t.Run("release_is_sent_again", func(t *testing.T) { testReleaseSentAgain(t, e) })
-			}
-			t.Run("noperm_is_terminal", func(t *testing.T) { testNopermTerminal(t, e) })
-			t.Run("callback_failure_ends_run", func(t *testing.T) { testCallbackFailure(t, e) })
-			t.Run("start_stop_releases", func(t *testing.T) { testStartStop(t, e) })
-			t.Run("tracked_client_takes_over_on_release", func(t *testing.T) { testTrackedClientTakeover(t, e) })
-			t.Run("explicit_keys_and_strict_slots", func(t *testing.T) { testExplicitKeys(t, e) })
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
+		e := startEnv(t, mt)
+		t.Run("exactly_one_leader", func(t *testing.T) { testExactlyOne(t, e) })
+		t.Run("killed_leader_fails_over", func(t *testing.T) { testKilledLeader(t, e) })
+		if !mt.Cluster {
+			t.Run("paused_server_fails_over", func(t *testing.T) { testPausedServer(t, e) })
+			t.Run("readonly_is_retried", func(t *testing.T) { testReadonlyRetried(t, mt.Server) })
+			t.Run("release_is_sent_again", func(t *testing.T) { testReleaseSentAgain(t, e) })
+		}
+		t.Run("noperm_is_terminal", func(t *testing.T) { testNopermTerminal(t, e) })
+		t.Run("callback_failure_ends_run", func(t *testing.T) { testCallbackFailure(t, e) })
+		t.Run("start_stop_releases", func(t *testing.T) { testStartStop(t, e) })
+		t.Run("tracked_client_takes_over_on_release", func(t *testing.T) { testTrackedClientTakeover(t, e) })
+		t.Run("explicit_keys_and_strict_slots", func(t *testing.T) { testExplicitKeys(t, e) })
+	})
 }
 
 // testExactlyOne: three candidates, each leader relinquishing after a random 100-300ms, for three

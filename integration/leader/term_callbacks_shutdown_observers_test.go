@@ -21,21 +21,17 @@ import (
 // each fails when its behaviour is removed (the commit that added them records the drop watched
 // failing). The last one kills and restarts the server (node).
 func TestLeaderSeedRows(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, mt)
-			t.Run("client_stays_the_callers", func(t *testing.T) { testClientStays(t, e) })
-			t.Run("revoked_overlaps_draining_elected", func(t *testing.T) { testRevokedOverlaps(t, e) })
-			t.Run("callbacks_finish_before_next_campaign", func(t *testing.T) { testCallbacksFinishFirst(t, e) })
-			t.Run("shutdown_deadline_abandons_callback_renewal_stops", func(t *testing.T) { testShutdownAbandons(t, e) })
-			t.Run("pending_elected_holds_the_term", func(t *testing.T) { testPendingHolds(t, e) })
-			t.Run("observers_see_every_change", func(t *testing.T) { testObserversSeeAll(t, e) })
-			t.Run("key_prefix_on_the_server", func(t *testing.T) { testLeaderPrefix(t, e) })
-			t.Run("recovery_budget_is_terminal", func(t *testing.T) { testRecoveryBudget(t, e) })
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
+		e := startEnv(t, mt)
+		t.Run("client_stays_the_callers", func(t *testing.T) { testClientStays(t, e) })
+		t.Run("revoked_overlaps_draining_elected", func(t *testing.T) { testRevokedOverlaps(t, e) })
+		t.Run("callbacks_finish_before_next_campaign", func(t *testing.T) { testCallbacksFinishFirst(t, e) })
+		t.Run("shutdown_deadline_abandons_callback_renewal_stops", func(t *testing.T) { testShutdownAbandons(t, e) })
+		t.Run("pending_elected_holds_the_term", func(t *testing.T) { testPendingHolds(t, e) })
+		t.Run("observers_see_every_change", func(t *testing.T) { testObserversSeeAll(t, e) })
+		t.Run("key_prefix_on_the_server", func(t *testing.T) { testLeaderPrefix(t, e) })
+		t.Run("recovery_budget_is_terminal", func(t *testing.T) { testRecoveryBudget(t, e) })
+	})
 }
 
 // newElection returns an election over a new client of the target (closed at t.Cleanup) with the

@@ -44,25 +44,25 @@ func hasHashFieldTTL(st matrix.Target) bool {
 	return st.Server != testkit.Redis70 && st.Server != testkit.Valkey8
 }
 
-// TestLease runs every scenario on every target (targets in parallel, at most maxParallelTargets at once;
+// proxiable reports whether st is a single server (a proxy can stand in front of it) with hash-field
+// expiry.
+func proxiable(st matrix.Target) bool { return st.Standalone() && hasHashFieldTTL(st) }
+
+// TestLease runs every scenario on every target (targets in parallel, at most matrix.MaxParallelTargets at once;
 // the scenarios of one target in order). On a server without hash-field expiry only the unsupported
 // scenario runs.
 func TestLease(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			has, err := luakit.Probe(ctx(t), e.Raw, luakit.HashFieldTTL)
-			require.NoError(t, err)
-			require.Equal(t, hasHashFieldTTL(st), has, "HPEXPIRE probe disagrees with the matrix")
-			if !has {
-				t.Run("00_unsupported", func(t *testing.T) { testUnsupported(t, e) })
-				return
-			}
-			for _, sc := range scenarios {
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-			}
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		has, err := luakit.Probe(ctx(t), e.Raw, luakit.HashFieldTTL)
+		require.NoError(t, err)
+		require.Equal(t, hasHashFieldTTL(st), has, "HPEXPIRE probe disagrees with the matrix")
+		if !has {
+			t.Run("00_unsupported", func(t *testing.T) { testUnsupported(t, e) })
+			return
+		}
+		for _, sc := range scenarios {
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+		}
+	})
 }

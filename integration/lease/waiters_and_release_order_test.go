@@ -25,17 +25,10 @@ func init() {
 // TestLeaseSeedRows runs the seed rows that need a proxy in front of one server: standalone targets
 // with hash-field expiry.
 func TestLeaseSeedRows(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		if st.Cluster || !hasHashFieldTTL(st) {
-			continue
-		}
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			t.Run("release_queued_behind_extend", func(t *testing.T) { testReleaseQueued(t, e) })
-		})
-	}
+	matrix.Run(t, matrix.Select(matrix.Targets(), proxiable), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		t.Run("release_queued_behind_extend", func(t *testing.T) { testReleaseQueued(t, e) })
+	})
 }
 
 // testAnyFieldWakesEvery: two waiters of one tracked Leases, on two held fields of one hash, both

@@ -17,20 +17,14 @@ import (
 // matrix: replies lost after the server applied a command are reported as uncertain (never as success),
 // and an asynchronous failover can reissue a fencing token, exactly as the package documents.
 func TestLockFaults(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		if mt.Cluster {
-			continue // the proxy and replication helpers drive single servers
-		}
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			loadGate.RLock()
-			defer loadGate.RUnlock()
-			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { testUncertainAcquire(t, mt.Server) })
-			t.Run("uncertain_extend_keeps_estimate", func(t *testing.T) { testUncertainExtend(t, mt.Server) })
-			t.Run("failover_can_reissue_token", func(t *testing.T) { testFailoverReissue(t, mt.Server) })
-		})
-	}
+	// the proxy and replication helpers drive single servers
+	matrix.Run(t, matrix.Select(matrix.Targets(), matrix.Target.Standalone), func(t *testing.T, mt matrix.Target) {
+		loadGate.RLock()
+		defer loadGate.RUnlock()
+		t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { testUncertainAcquire(t, mt.Server) })
+		t.Run("uncertain_extend_keeps_estimate", func(t *testing.T) { testUncertainExtend(t, mt.Server) })
+		t.Run("failover_can_reissue_token", func(t *testing.T) { testFailoverReissue(t, mt.Server) })
+	})
 }
 
 // testUncertainAcquire: the acquire script reaches the server but its reply is dropped. TryAcquire must

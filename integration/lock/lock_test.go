@@ -48,29 +48,25 @@ var scenarios = []scenario{
 	{name: "21_cycle_commands", run: testCycleCommands},
 }
 
-// TestLock runs every scenario on every target. Targets run in parallel (at most maxParallelTargets at
+// TestLock runs every scenario on every target. Targets run in parallel (at most matrix.MaxParallelTargets at
 // once), each with its own server or cluster; the scenarios of one target run in order on it.
 func TestLock(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				if sc.standaloneOnly && st.Cluster {
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) {
-					if sc.exclusive {
-						loadGate.Lock()
-						defer loadGate.Unlock()
-					} else {
-						loadGate.RLock()
-						defer loadGate.RUnlock()
-					}
-					sc.run(t, e)
-				})
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		for _, sc := range scenarios {
+			if sc.standaloneOnly && st.Cluster {
+				continue
 			}
-		})
-	}
+			t.Run(sc.name, func(t *testing.T) {
+				if sc.exclusive {
+					loadGate.Lock()
+					defer loadGate.Unlock()
+				} else {
+					loadGate.RLock()
+					defer loadGate.RUnlock()
+				}
+				sc.run(t, e)
+			})
+		}
+	})
 }

@@ -19,29 +19,24 @@ var sentinelSkip = map[string]string{
 // TestLockSentinel runs the suite's scenarios on the Sentinel targets (matrix.SentinelTargets: a
 // primary, a replica and three Sentinels; the lockers' clients are rueidis Sentinel clients).
 func TestLockSentinel(t *testing.T) {
-	for _, st := range matrix.SentinelTargets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				if why, ok := sentinelSkip[sc.name]; ok {
-					t.Logf("%s: not on a Sentinel target (%s)", sc.name, why)
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) {
-					if sc.exclusive {
-						loadGate.Lock()
-						defer loadGate.Unlock()
-					} else {
-						loadGate.RLock()
-						defer loadGate.RUnlock()
-					}
-					sc.run(t, e)
-				})
+	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		for _, sc := range scenarios {
+			if matrix.Skipped(t, sentinelSkip, sc.name) {
+				continue
 			}
-		})
-	}
+			t.Run(sc.name, func(t *testing.T) {
+				if sc.exclusive {
+					loadGate.Lock()
+					defer loadGate.Unlock()
+				} else {
+					loadGate.RLock()
+					defer loadGate.RUnlock()
+				}
+				sc.run(t, e)
+			})
+		}
+	})
 }
 
 // TestLockSentinelFailover: what survives a Sentinel failover that lost writes. A locker on a Sentinel

@@ -18,22 +18,18 @@ import (
 func TestRateLimitOnSentinel(t *testing.T) {
 	list := append([]scenario(nil), scenarios...)
 	sort.Slice(list, func(i, j int) bool { return list[i].name < list[j].name })
-	for _, st := range matrix.SentinelTargets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range list {
-				if sc.standaloneOnly {
-					t.Logf("%s: not on a Sentinel target (drives the server process, pause / stop: on Sentinel that is the primary, which the Sentinels fail over)", sc.name)
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) {
-					sc.run(t, e)
-				})
+	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		for _, sc := range list {
+			if sc.standaloneOnly {
+				t.Logf("%s: not on a Sentinel target (drives the server process, pause / stop: on Sentinel that is the primary, which the Sentinels fail over)", sc.name)
+				continue
 			}
-		})
-	}
+			t.Run(sc.name, func(t *testing.T) {
+				sc.run(t, e)
+			})
+		}
+	})
 }
 
 // TestRateLimitSentinelFailover: what survives a Sentinel failover that lost writes. A fixed window

@@ -31,22 +31,18 @@ func register(sc ...scenario) {
 }
 
 // TestRateLimit runs every scenario on every target. Targets run in parallel (at most
-// maxParallelTargets at once), each with its own server or cluster; scenarios of one target run in
+// matrix.MaxParallelTargets at once), each with its own server or cluster; scenarios of one target run in
 // order on it, each on its own keys.
 func TestRateLimit(t *testing.T) {
 	list := append([]scenario(nil), scenarios...)
 	sort.Slice(list, func(i, j int) bool { return list[i].name < list[j].name })
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range list {
-				if sc.standaloneOnly && st.Cluster {
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		for _, sc := range list {
+			if sc.standaloneOnly && st.Cluster {
+				continue
 			}
-		})
-	}
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+		}
+	})
 }

@@ -21,12 +21,6 @@ import (
 // nodeCount is the number of independent servers per target.
 const nodeCount = 5
 
-// maxParallelTargets bounds how many targets (five servers each plus their scenarios) run at once: the
-// machines have 2 cores and the suite runs under -race.
-const maxParallelTargets = 2
-
-var targetSlots = make(chan struct{}, maxParallelTargets)
-
 // env is one target's five independent servers, shared by that target's scenarios, which run one
 // after another, each on its own keys.
 type env struct {

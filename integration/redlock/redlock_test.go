@@ -54,23 +54,15 @@ var scenarios = []scenario{
 }
 
 // TestRedlock runs every scenario on every standalone target (cluster targets do not apply and get no
-// subtest). Targets run in parallel, at most maxParallelTargets at once, each with five servers of its
+// subtest). Targets run in parallel, at most matrix.MaxParallelTargets at once, each with five servers of its
 // own; the scenarios of one target run in order.
 func TestRedlock(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		if st.Cluster {
-			continue
+	matrix.Run(t, matrix.Select(matrix.Targets(), matrix.Target.Standalone), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		for _, sc := range scenarios {
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
 		}
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-			}
-		})
-	}
+	})
 }
 
 const fastTimeout = 200 * time.Millisecond

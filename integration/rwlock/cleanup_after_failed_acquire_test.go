@@ -17,18 +17,11 @@ import (
 // delays replies, so the script runs on the server at once and only its reply is late; standalone
 // targets only (a proxy in front of one Cluster node would be bypassed by redirects).
 func TestRWLockSeedRows(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		if st.Cluster {
-			continue
-		}
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			t.Run("cleanup_after_cancelled_acquire_is_sent", func(t *testing.T) { testCleanupCancelled(t, e) })
-			t.Run("cleanup_after_late_acquire_is_sent", func(t *testing.T) { testCleanupLate(t, e) })
-		})
-	}
+	matrix.Run(t, matrix.Select(matrix.Targets(), matrix.Target.Standalone), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		t.Run("cleanup_after_cancelled_acquire_is_sent", func(t *testing.T) { testCleanupCancelled(t, e) })
+		t.Run("cleanup_after_late_acquire_is_sent", func(t *testing.T) { testCleanupLate(t, e) })
+	})
 }
 
 // testCleanupCancelled: an acquisition whose ctx ends before its delayed reply is uncertain; the entry

@@ -22,20 +22,14 @@ const faultTTL = 500 * time.Millisecond
 // the lease, a retried owner-checked release settles it, and the server ends clean at the latest when the
 // lease's TTL has passed.
 func TestRWLockFaults(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		if st.Cluster {
-			continue // the proxy drives single servers
-		}
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { faultUncertainAcquire(t, e) })
-			t.Run("uncertain_extend_keeps_lease", func(t *testing.T) { faultUncertainExtend(t, e) })
-			t.Run("uncertain_release_is_settled_by_retry", func(t *testing.T) { faultUncertainRelease(t, e) })
-			t.Run("release_after_failed_close_still_releases", func(t *testing.T) { faultFailedClose(t, e) })
-		})
-	}
+	// the proxy drives single servers
+	matrix.Run(t, matrix.Select(matrix.Targets(), matrix.Target.Standalone), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { faultUncertainAcquire(t, e) })
+		t.Run("uncertain_extend_keeps_lease", func(t *testing.T) { faultUncertainExtend(t, e) })
+		t.Run("uncertain_release_is_settled_by_retry", func(t *testing.T) { faultUncertainRelease(t, e) })
+		t.Run("release_after_failed_close_still_releases", func(t *testing.T) { faultFailedClose(t, e) })
+	})
 }
 
 // proxiedLocker returns a Locker whose client goes through a new fault proxy to the target, with a short

@@ -48,19 +48,15 @@ var scenarios = []scenario{
 	{"19_keepalive_renews_own_entry", testKeepAlive},
 }
 
-// TestRWLock runs every scenario on every target. Targets run in parallel (at most maxParallelTargets at
+// TestRWLock runs every scenario on every target. Targets run in parallel (at most matrix.MaxParallelTargets at
 // once), each with its own server or cluster; the scenarios of one target run in order on it.
 func TestRWLock(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-			}
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		for _, sc := range scenarios {
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+		}
+	})
 }
 
 // 1. Mode compatibility: readers share, a writer excludes everyone; nothing is written on refusal.

@@ -51,22 +51,18 @@ var scenarios = []scenario{
 }
 
 // TestSemaphore runs every scenario on every target. Targets run in parallel (at most
-// maxParallelTargets at once), each with its own server or cluster; the scenarios of one target run in
+// matrix.MaxParallelTargets at once), each with its own server or cluster; the scenarios of one target run in
 // order on it.
 func TestSemaphore(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				if sc.standaloneOnly && st.Cluster {
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		for _, sc := range scenarios {
+			if sc.standaloneOnly && st.Cluster {
+				continue
 			}
-		})
-	}
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+		}
+	})
 }
 
 // 1. Goroutines on two clients contend for 3 permits with a long TTL: at most 3 holders at every
