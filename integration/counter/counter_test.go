@@ -36,13 +36,21 @@ var scenarios = []scenario{
 	{"08_bounded_never_exceeds", testBoundedConcurrent},
 	{"09_close_bounded_by_ctx", testCloseBoundedByCtx},
 	{"10_disconnect_fails_fast", testDisconnect},
-	{"11_least_privilege_acl", testLeastPrivilege},
+	{"11_one_round_trip_per_call_and_batch", testOneRoundTrip},
+	{"12_batch_recovers_after_script_flush", testBatchAfterScriptFlush},
+	{"13_binary_keys", testBinaryKeys},
+	{"14_close_keeps_callers_client", testCloseKeepsClient},
+	{"15_buffered_rebuffers_only_certain_failures", testBufferedRebuffer},
+	{"16_store_created_while_down", testCreatedWhileDown}, // kills and restarts the server (node)
+	{"90_least_privilege_acl", testLeastPrivilege},
+	{"91_buffered_refused_flush_not_counted_twice", testBufferedRefusedFlush},
 }
 
 // TestCounter runs every scenario on every target. Targets run in parallel (at most
 // matrix.MaxParallelTargets at once), each with its own server or cluster; scenarios of one target run in
 // order on it, each on its own keys.
 func TestCounter(t *testing.T) {
+	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
 		for _, sc := range scenarios {

@@ -14,20 +14,6 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// The seed's counter rows that no other scenario pins: each of these fails when its behaviour is
-// removed from the code (the commit that added them records the drop that was watched failing).
-// They run after the suite's own scenarios; the last one kills and restarts the server (node).
-func init() {
-	scenarios = append(scenarios,
-		scenario{"11_one_round_trip_per_call_and_batch", testOneRoundTrip},
-		scenario{"12_batch_recovers_after_script_flush", testBatchAfterScriptFlush},
-		scenario{"13_binary_keys", testBinaryKeys},
-		scenario{"14_close_keeps_callers_client", testCloseKeepsClient},
-		scenario{"15_buffered_rebuffers_only_certain_failures", testBufferedRebuffer},
-		scenario{"16_store_created_while_down", testCreatedWhileDown},
-	)
-}
-
 // scriptInner lists the commands the counter's scripts call: INFO commandstats counts them too, but
 // they are not sent by the client.
 var scriptInner = map[string]bool{

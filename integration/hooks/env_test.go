@@ -67,6 +67,7 @@ var scenarios = []scenario{
 // matrix.MaxParallelTargets at once; the scenarios of one target in order), skipping those the
 // target cannot run.
 func TestHooks(t *testing.T) {
+	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
 		e := &env{Env: matrix.StartEnv(t, mt), target: mt}
 		for _, sc := range scenarios {

@@ -55,10 +55,12 @@ var scenarios = []scenario{
 	{name: "26_claim_needs_its_lifecycle", run: testClaimNeedsItsLifecycle},
 	{name: "27_begin_sleeps_while_held", run: testBeginSleepsWhileHeld},
 	{name: "28_keep_alive_ends_on_refused_renewal", run: testKeepAliveRefused},
+	{name: "29_mismatch_lookup_keeps_expiry", run: testMismatchKeepsExpiry},
 }
 
 // TestIdempotency runs every scenario on every target (at most matrix.MaxParallelTargets targets at once).
 func TestIdempotency(t *testing.T) {
+	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
 		for _, sc := range scenarios {

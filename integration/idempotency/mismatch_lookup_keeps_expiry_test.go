@@ -9,12 +9,6 @@ import (
 	"github.com/coordkit/coordkit/idempotency"
 )
 
-// The seed's idempotency row that no other scenario pins (the commit that added it records the drop
-// watched failing).
-func init() {
-	scenarios = append(scenarios, scenario{name: "25_mismatch_lookup_keeps_expiry", run: testMismatchKeepsExpiry})
-}
-
 // testMismatchKeepsExpiry: a lookup with another fingerprint neither lengthens nor shortens the claim's
 // expiry, pending or completed: the lookups pass leases far longer and far shorter than the claim's, so a
 // refresh to either would show in PTTL; the hash is unchanged.

@@ -44,11 +44,13 @@ var scenarios = []scenario{
 	{name: "11_delete_and_cancel", run: testDeleteAndCancel},
 	{name: "12_foreign_data", run: testForeignData},
 	{name: "13_no_channel_permission", run: testNoChannelPermission},
+	{name: "90_least_privilege_acl", run: testLeastPrivilege},
 }
 
 // TestLatch runs every scenario on every target. Targets run in parallel (at most matrix.MaxParallelTargets
 // at once), each with its own server or cluster; the scenarios of one target run in order on it.
 func TestLatch(t *testing.T) {
+	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
 		for _, sc := range scenarios {

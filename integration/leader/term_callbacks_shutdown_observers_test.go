@@ -17,10 +17,13 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// TestLeaderSeedRows pins the seed's election rows that no scenario of TestLeader pins, on every target:
-// each fails when its behaviour is removed (the commit that added them records the drop watched
-// failing). The last one kills and restarts the server (node).
-func TestLeaderSeedRows(t *testing.T) {
+// TestLeaderTermCallbacks checks, on every target, how terms, their callbacks, shutdown and observers
+// meet: the caller's client is never closed, a revoked term overlaps a draining one, callbacks finish
+// before the next campaign, a shutdown deadline abandons a callback, a pending OnElected holds the
+// term, observers see every change, the key prefix reaches the server, and a spent recovery budget
+// is terminal. Each fails when its behaviour is removed (the commit that added them records the drop
+// watched failing). The last one kills and restarts the server (node).
+func TestLeaderTermCallbacks(t *testing.T) {
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
 		e := startEnv(t, mt)
 		t.Run("client_stays_the_callers", func(t *testing.T) { testClientStays(t, e) })

@@ -36,7 +36,9 @@ var scenarios = []scenario{
 	{"16_keepalive", testKeepAlive},
 	{"17_any_field_wakes_waiters", testAnyFieldWakes},
 	{"18_extend_ttl", testExtendTTL},
+	{"19_any_field_wakes_every_waiter", testAnyFieldWakesEvery},
 	{"20_foreign_type_with_expiry", testForeignTypeWithExpiry},
+	{"90_least_privilege_acl", testLeastPrivilege},
 }
 
 // hasHashFieldTTL is the matrix's expectation: Redis 7.0 and Valkey 8 lack HPEXPIRE.
@@ -52,6 +54,7 @@ func proxiable(st matrix.Target) bool { return st.Standalone() && hasHashFieldTT
 // the scenarios of one target in order). On a server without hash-field expiry only the unsupported
 // scenario runs.
 func TestLease(t *testing.T) {
+	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
 		has, err := luakit.Probe(ctx(t), e.Raw, luakit.HashFieldTTL)

@@ -42,6 +42,7 @@ var scenarios = []scenario{
 // scenarios of one target, and the kinds of one scenario, run one after another, because several
 // pause the servers or count the commands they run.
 func TestOwnership(t *testing.T) {
+	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
 		e := startEnv(t, mt)
 		for _, sc := range scenarios {

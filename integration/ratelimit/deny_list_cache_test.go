@@ -15,15 +15,16 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "deny_inflight_bound", run: denyInflightBound},
-		scenario{name: "deny_write_failure_clears_cache", run: denyWriteFailure},
-		scenario{name: "deny_zero_duration_no_sharing", run: denyZeroDuration},
-		scenario{name: "deny_concurrent_hammer", run: denyHammer},
-		scenario{name: "deny_caller_reads_cancellable", run: denyCallerReadsCancellable},
-		scenario{name: "deny_failed_write_invalidates", run: denyFailedWrite},
-	)
+// denyListCacheScenarios returns the scenarios of this file.
+func denyListCacheScenarios() []scenario {
+	return []scenario{
+		{name: "deny_inflight_bound", run: denyInflightBound},
+		{name: "deny_write_failure_clears_cache", run: denyWriteFailure},
+		{name: "deny_zero_duration_no_sharing", run: denyZeroDuration},
+		{name: "deny_concurrent_hammer", run: denyHammer},
+		{name: "deny_caller_reads_cancellable", run: denyCallerReadsCancellable},
+		{name: "deny_failed_write_invalidates", run: denyFailedWrite},
+	}
 }
 
 // The in-flight bookkeeping holds at most the cache capacity (2): while the server holds two shared

@@ -17,18 +17,19 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "deny_membership", run: testDenyMembership},
-		scenario{name: "deny_foreign_data", run: testDenyForeignData},
-		scenario{name: "deny_cache_hits_and_misses", run: testDenyCacheCounts},
-		scenario{name: "deny_shared_reads", run: testDenySharedReads},
-		scenario{name: "deny_invalidation", run: testDenyInvalidation},
-		scenario{name: "deny_outage_cached_decisions", run: testDenyOutage},
-		scenario{name: "deny_outage_stopped_server", run: testDenyStoppedServer, standaloneOnly: true},
-		scenario{name: "deny_limiter_binding", run: testDenyLimiterBinding},
-		scenario{name: "deny_limiter_queue_recheck", run: testDenyQueueRecheck},
-	)
+// denyListScenarios returns the scenarios of this file.
+func denyListScenarios() []scenario {
+	return []scenario{
+		{name: "deny_membership", run: testDenyMembership},
+		{name: "deny_foreign_data", run: testDenyForeignData},
+		{name: "deny_cache_hits_and_misses", run: testDenyCacheCounts},
+		{name: "deny_shared_reads", run: testDenySharedReads},
+		{name: "deny_invalidation", run: testDenyInvalidation},
+		{name: "deny_outage_cached_decisions", run: testDenyOutage},
+		{name: "deny_outage_stopped_server", run: testDenyStoppedServer, standaloneOnly: true},
+		{name: "deny_limiter_binding", run: testDenyLimiterBinding},
+		{name: "deny_limiter_queue_recheck", run: testDenyQueueRecheck},
+	}
 }
 
 // denyList returns a DenyList over c at key, closed at t.Cleanup.

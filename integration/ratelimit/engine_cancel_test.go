@@ -12,10 +12,11 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "engine_cancel_with_deadline_returns", run: engCancelWithDeadline, standaloneOnly: true},
-	)
+// engineCancelScenarios returns the scenarios of this file.
+func engineCancelScenarios() []scenario {
+	return []scenario{
+		{name: "engine_cancel_with_deadline_returns", run: engCancelWithDeadline, standaloneOnly: true},
+	}
 }
 
 // A decision whose context has a (distant) deadline and is cancelled while the server does

@@ -9,8 +9,11 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(scenario{name: "engine_legacy_ms_composite_default_segments", run: engLegacyCompositeDefaultSegments})
+// engineLegacySegmentsScenarios returns the scenarios of this file.
+func engineLegacySegmentsScenarios() []scenario {
+	return []scenario{
+		{name: "engine_legacy_ms_composite_default_segments", run: engLegacyCompositeDefaultSegments},
+	}
 }
 
 // engLegacyCompositeDefaultSegments: the one exception to "state of earlier builds matches the same

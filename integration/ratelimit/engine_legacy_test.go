@@ -10,12 +10,13 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "engine_legacy_ms_gcra", run: engLegacyGCRA},
-		scenario{name: "engine_legacy_ms_hash", run: engLegacyHash},
-		scenario{name: "engine_legacy_ms_composite", run: engLegacyComposite},
-	)
+// engineLegacyScenarios returns the scenarios of this file.
+func engineLegacyScenarios() []scenario {
+	return []scenario{
+		{name: "engine_legacy_ms_gcra", run: engLegacyGCRA},
+		{name: "engine_legacy_ms_hash", run: engLegacyHash},
+		{name: "engine_legacy_ms_composite", run: engLegacyComposite},
+	}
 }
 
 // engLegacyGCRA: a TAT stored in ms by an earlier build ("<TAT>", or a keyed "<TAT>|v|g<b>/<T ms>")

@@ -25,15 +25,16 @@ import (
 // The HTTP middleware against the real server: status codes and the Retry-After, RateLimit-Policy and
 // RateLimit fields, checked against the decision the handler (ratelimithttp.ResultFrom) or the
 // rejection writer saw, whose times are server times.
-func init() {
-	register(
-		scenario{name: "http_allowed_then_limited", run: httpAllowedThenLimited},
-		scenario{name: "http_cost_probe_and_above_capacity", run: httpCostProbeAndAboveCapacity},
-		scenario{name: "http_composite_names_binding", run: httpCompositeNamesBinding},
-		scenario{name: "http_deny_list", run: httpDenyList},
-		scenario{name: "http_limiter_failure", run: httpLimiterFailure},
-		scenario{name: "http_server_paused", run: httpServerPaused, standaloneOnly: true},
-	)
+// httpMiddlewareScenarios returns the scenarios of this file.
+func httpMiddlewareScenarios() []scenario {
+	return []scenario{
+		{name: "http_allowed_then_limited", run: httpAllowedThenLimited},
+		{name: "http_cost_probe_and_above_capacity", run: httpCostProbeAndAboveCapacity},
+		{name: "http_composite_names_binding", run: httpCompositeNamesBinding},
+		{name: "http_deny_list", run: httpDenyList},
+		{name: "http_limiter_failure", run: httpLimiterFailure},
+		{name: "http_server_paused", run: httpServerPaused, standaloneOnly: true},
+	}
 }
 
 // httpRig is an httptest server running a handler behind the middleware. It records the decisions the

@@ -14,11 +14,12 @@ import (
 	"github.com/coordkit/coordkit/ratelimit/ratelimithttp"
 )
 
-func init() {
-	register(
-		scenario{name: "http_retry_after_not_before_effective_window", run: httpRetryAfterWindow},
-		scenario{name: "http_timeout_keeps_connection", run: httpTimeoutKeepsConnection},
-	)
+// httpRetryAfterTimeoutScenarios returns the scenarios of this file.
+func httpRetryAfterTimeoutScenarios() []scenario {
+	return []scenario{
+		{name: "http_retry_after_not_before_effective_window", run: httpRetryAfterWindow},
+		{name: "http_timeout_keeps_connection", run: httpTimeoutKeepsConnection},
+	}
 }
 
 // limitFieldT returns the "t" parameter of a RateLimit field value "name";r=<r>;t=<t>.

@@ -13,8 +13,11 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(scenario{name: "limiter_concurrency_fixed_window", run: testLimiterConcurrency})
+// limiterConcurrencyScenarios returns the scenarios of this file.
+func limiterConcurrencyScenarios() []scenario {
+	return []scenario{
+		{name: "limiter_concurrency_fixed_window", run: testLimiterConcurrency},
+	}
 }
 
 // 32 goroutines over 4 clients (one Limiter each) hammer one fixed-window key until the server clock

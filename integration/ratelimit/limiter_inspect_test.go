@@ -10,11 +10,12 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_inspect_read_only", run: limInspectReadOnly},
-		scenario{name: "deny_entries_read_only", run: denyEntriesReadOnly},
-	)
+// limiterInspectScenarios returns the scenarios of this file.
+func limiterInspectScenarios() []scenario {
+	return []scenario{
+		{name: "limiter_inspect_read_only", run: limInspectReadOnly},
+		{name: "deny_entries_read_only", run: denyEntriesReadOnly},
+	}
 }
 
 // limInspectReadOnly: Inspect reports the state a one-permit request would find, through one

@@ -10,8 +10,11 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(scenario{name: "limiter_keyed_gcra_stored_values", run: testLimiterKeyedGCRAStored})
+// limiterKeyedStoredScenarios returns the scenarios of this file.
+func limiterKeyedStoredScenarios() []scenario {
+	return []scenario{
+		{name: "limiter_keyed_gcra_stored_values", run: testLimiterKeyedGCRAStored},
+	}
 }
 
 // A keyed GCRA key holding this Keyed's own settings ("u<TAT>|<version>|g<burst>/<T>", the fast

@@ -12,13 +12,14 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_keyed_many_keys_no_state", run: testLimiterKeyedManyKeys},
-		scenario{name: "limiter_keyed_idle_eviction", run: testLimiterKeyedIdle},
-		scenario{name: "limiter_keyed_max_keys", run: testLimiterKeyedMaxKeys},
-		scenario{name: "limiter_keyed_deny_list", run: testLimiterKeyedDenyList},
-	)
+// limiterKeyedScenarios returns the scenarios of this file.
+func limiterKeyedScenarios() []scenario {
+	return []scenario{
+		{name: "limiter_keyed_many_keys_no_state", run: testLimiterKeyedManyKeys},
+		{name: "limiter_keyed_idle_eviction", run: testLimiterKeyedIdle},
+		{name: "limiter_keyed_max_keys", run: testLimiterKeyedMaxKeys},
+		{name: "limiter_keyed_deny_list", run: testLimiterKeyedDenyList},
+	}
 }
 
 func limKeyed(t *testing.T, e *env, p ratelimit.Policy, opts ...ratelimit.KeyedOption) *ratelimit.Keyed {

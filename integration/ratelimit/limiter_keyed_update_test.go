@@ -14,16 +14,17 @@ import (
 	"github.com/coordkit/coordkit/ratelimit/ratelimithttp"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_keyed_update_lazy", run: testKeyedUpdateLazy},
-		scenario{name: "limiter_keyed_update_composite_list", run: testKeyedUpdateCompositeList},
-		scenario{name: "limiter_keyed_update_rolling_deploy", run: testKeyedUpdateRolling},
-		scenario{name: "limiter_keyed_update_old_writer_follows", run: testKeyedUpdateOldWriter},
-		scenario{name: "limiter_keyed_update_unsigned_state", run: testKeyedUpdateUnsigned},
-		scenario{name: "limiter_keyed_update_rolling_deploy_http", run: testKeyedUpdateRollingHTTP},
-		scenario{name: "limiter_keyed_update_burst_only", run: testKeyedUpdateBurstOnly},
-	)
+// limiterKeyedUpdateScenarios returns the scenarios of this file.
+func limiterKeyedUpdateScenarios() []scenario {
+	return []scenario{
+		{name: "limiter_keyed_update_lazy", run: testKeyedUpdateLazy},
+		{name: "limiter_keyed_update_composite_list", run: testKeyedUpdateCompositeList},
+		{name: "limiter_keyed_update_rolling_deploy", run: testKeyedUpdateRolling},
+		{name: "limiter_keyed_update_old_writer_follows", run: testKeyedUpdateOldWriter},
+		{name: "limiter_keyed_update_unsigned_state", run: testKeyedUpdateUnsigned},
+		{name: "limiter_keyed_update_rolling_deploy_http", run: testKeyedUpdateRollingHTTP},
+		{name: "limiter_keyed_update_burst_only", run: testKeyedUpdateBurstOnly},
+	}
 }
 
 // Update visits no key and does no I/O; each key is converted by its first decision afterwards, in

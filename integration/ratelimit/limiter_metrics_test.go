@@ -13,8 +13,11 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(scenario{name: "limiter_metrics_outcomes", run: testLimiterMetrics})
+// limiterMetricsScenarios returns the scenarios of this file.
+func limiterMetricsScenarios() []scenario {
+	return []scenario{
+		{name: "limiter_metrics_outcomes", run: testLimiterMetrics},
+	}
 }
 
 // limCounts collects the package's counters from r: "allowed" and "blocked:<reason>" → value. It

@@ -19,14 +19,15 @@ import (
 
 // Limiter behaviour observed on the server: each scenario asserts on script counts, stored state,
 // clients held on a script, server times (Result.At) or outcomes, never on how long something took.
-func init() {
-	register(
-		scenario{name: "limiter_idle_duration_value", run: limIdleDuration},
-		scenario{name: "limiter_metrics_keyed_outcomes", run: limMetricsKeyed},
-		scenario{name: "limiter_queue_never_polls", run: limQueueNeverPolls},
-		scenario{name: "limiter_update_barrier_active_finish_new_wait", run: limUpdateBarrier},
-		scenario{name: "limiter_update_serialized", run: limUpdateSerialized},
-	)
+// limiterObservedScenarios returns the scenarios of this file.
+func limiterObservedScenarios() []scenario {
+	return []scenario{
+		{name: "limiter_idle_duration_value", run: limIdleDuration},
+		{name: "limiter_metrics_keyed_outcomes", run: limMetricsKeyed},
+		{name: "limiter_queue_never_polls", run: limQueueNeverPolls},
+		{name: "limiter_update_barrier_active_finish_new_wait", run: limUpdateBarrier},
+		{name: "limiter_update_serialized", run: limUpdateSerialized},
+	}
 }
 
 // unpipelinedClient returns a client that sends every command on its own pooled connection, so that the

@@ -13,17 +13,18 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_queue_order_oldest_first", run: testLimiterQueueOldestFirst},
-		scenario{name: "limiter_queue_order_newest_first", run: testLimiterQueueNewestFirst},
-		scenario{name: "limiter_queue_limit_and_oversized", run: testLimiterQueueLimit},
-		scenario{name: "limiter_queue_eviction", run: testLimiterQueueEviction},
-		scenario{name: "limiter_queue_cancel_and_close", run: testLimiterQueueCancelClose},
-		scenario{name: "limiter_queue_wake_on_update", run: testLimiterQueueWakeOnUpdate},
-		scenario{name: "limiter_queue_update_during_attempt", run: testLimiterQueueUpdateDuringAttempt},
-		scenario{name: "limiter_queue_deny_list_recheck", run: testLimiterQueueDenyRecheck},
-	)
+// limiterQueueScenarios returns the scenarios of this file.
+func limiterQueueScenarios() []scenario {
+	return []scenario{
+		{name: "limiter_queue_order_oldest_first", run: testLimiterQueueOldestFirst},
+		{name: "limiter_queue_order_newest_first", run: testLimiterQueueNewestFirst},
+		{name: "limiter_queue_limit_and_oversized", run: testLimiterQueueLimit},
+		{name: "limiter_queue_eviction", run: testLimiterQueueEviction},
+		{name: "limiter_queue_cancel_and_close", run: testLimiterQueueCancelClose},
+		{name: "limiter_queue_wake_on_update", run: testLimiterQueueWakeOnUpdate},
+		{name: "limiter_queue_update_during_attempt", run: testLimiterQueueUpdateDuringAttempt},
+		{name: "limiter_queue_deny_list_recheck", run: testLimiterQueueDenyRecheck},
+	}
 }
 
 // queueGCRA admits one permit per 300ms with a burst of 1: each queued request needs its own

@@ -16,11 +16,12 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_keyed_eviction_races", run: limKeyedEvictionRaces},
-		scenario{name: "limiter_update_close_races", run: limUpdateCloseRaces},
-	)
+// limiterRacesScenarios returns the scenarios of this file.
+func limiterRacesScenarios() []scenario {
+	return []scenario{
+		{name: "limiter_keyed_eviction_races", run: limKeyedEvictionRaces},
+		{name: "limiter_update_close_races", run: limUpdateCloseRaces},
+	}
 }
 
 // WaitN and AllowN on a Keyed whose local state is evicted all the time (MaxKeys 2, idle

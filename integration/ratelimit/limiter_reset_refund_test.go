@@ -11,8 +11,11 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(scenario{name: "limiter_reset_refund", run: limResetRefund})
+// limiterResetRefundScenarios returns the scenarios of this file.
+func limiterResetRefundScenarios() []scenario {
+	return []scenario{
+		{name: "limiter_reset_refund", run: limResetRefund},
+	}
 }
 
 // limResetRefund: Reset deletes the state (full capacity again), Refund gives exactly n permits

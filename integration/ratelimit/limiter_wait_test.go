@@ -12,8 +12,11 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(scenario{name: "limiter_wait_without_queue", run: limWaitWithoutQueue})
+// limiterWaitScenarios returns the scenarios of this file.
+func limiterWaitScenarios() []scenario {
+	return []scenario{
+		{name: "limiter_wait_without_queue", run: limWaitWithoutQueue},
+	}
 }
 
 // limWaitWithoutQueue: without WithQueue, Wait sleeps the server's RetryAfter and decides again

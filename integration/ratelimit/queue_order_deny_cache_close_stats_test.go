@@ -12,21 +12,21 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-// The seed's rate-limit rows that no other scenario pins, against ratelimit's public API only (the
-// commit that added them records the drop watched failing).
-func init() {
-	register(
-		scenario{name: "seed_queue_order_zero_value_is_oldest_first", run: testSeedQueueDefaultOrder},
-		scenario{name: "seed_deny_cache_evicts_expired_before_lru", run: testSeedDenyCacheExpiredFirst},
-		scenario{name: "seed_close_keeps_callers_client", run: testSeedCloseKeepsClient},
-		scenario{name: "seed_stats_describe_last_reply_across_update", run: testSeedStatsAcrossUpdate},
-	)
+// queueOrderDenyCacheCloseStatsScenarios returns the scenarios of this file, against ratelimit's
+// public API only: the default queue order, the deny cache's eviction order, Close and Stats.
+func queueOrderDenyCacheCloseStatsScenarios() []scenario {
+	return []scenario{
+		{name: "limiter_queue_order_zero_value_is_oldest_first", run: testQueueDefaultOrder},
+		{name: "deny_cache_evicts_expired_before_lru", run: testDenyCacheExpiredFirst},
+		{name: "limiter_close_keeps_callers_client", run: testCloseKeepsClient},
+		{name: "limiter_stats_describe_last_reply_across_update", run: testStatsAcrossUpdate},
+	}
 }
 
-// testSeedQueueDefaultOrder: the zero QueueOrder (what a configuration that leaves the order unset
+// testQueueDefaultOrder: the zero QueueOrder (what a configuration that leaves the order unset
 // passes) serves the oldest waiting request first: a, b, c queued in that order are admitted in that
 // order, none rejected.
-func testSeedQueueDefaultOrder(t *testing.T, e *env) {
+func testQueueDefaultOrder(t *testing.T, e *env) {
 	var unset ratelimit.QueueOrder
 	require.Equal(t, ratelimit.OldestFirst, unset)
 	l := e.limiter(t, nil, e.key(t), queueGCRA, ratelimit.WithQueue(10, unset))
@@ -48,11 +48,11 @@ func testSeedQueueDefaultOrder(t *testing.T, e *env) {
 	require.Zero(t, l.Stats().Rejected)
 }
 
-// testSeedDenyCacheExpiredFirst: a full cache makes room by removing expired entries before the
+// testDenyCacheExpiredFirst: a full cache makes room by removing expired entries before the
 // least recently used one, here with an expired entry that is the most recently used: A is read, then
 // B, then A again (a hit: A becomes the most recently used); once A's fixed expiry passed, reading C
 // removes A, not B, so B is still answered from the cache without a server read.
-func testSeedDenyCacheExpiredFirst(t *testing.T, e *env) {
+func testDenyCacheExpiredFirst(t *testing.T, e *env) {
 	const d = 3 * time.Second
 	key := e.key(t)
 	dl := denyList(t, e.NewClient(t, nil, matrix.NoCache), key, ratelimit.WithCacheCapacity(2), ratelimit.WithCacheDuration(d))
@@ -75,9 +75,9 @@ func testSeedDenyCacheExpiredFirst(t *testing.T, e *env) {
 	require.Equal(t, 2, st.Cached)
 }
 
-// testSeedCloseKeepsClient: Limiter.Close, Keyed.Close and DenyList.Close never close the caller's
+// testCloseKeepsClient: Limiter.Close, Keyed.Close and DenyList.Close never close the caller's
 // client: it answers afterwards, and a new limiter over it decides.
-func testSeedCloseKeepsClient(t *testing.T, e *env) {
+func testCloseKeepsClient(t *testing.T, e *env) {
 	c := e.NewClient(t, nil, matrix.NoCache)
 	key := e.key(t)
 	dl, err := ratelimit.NewDenyList(c, key+":deny")
@@ -100,9 +100,9 @@ func testSeedCloseKeepsClient(t *testing.T, e *env) {
 	require.True(t, res.Allowed)
 }
 
-// testSeedStatsAcrossUpdate: Stats().Available is the Remaining of the latest server reply, and an
+// testStatsAcrossUpdate: Stats().Available is the Remaining of the latest server reply, and an
 // Update (Migrate or Adopt) does not change it: it still describes that reply until the next decision.
-func testSeedStatsAcrossUpdate(t *testing.T, e *env) {
+func testStatsAcrossUpdate(t *testing.T, e *env) {
 	c := ctx(t)
 	l := e.limiter(t, nil, e.key(t), ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
 	require.EqualValues(t, -1, l.Stats().Available, "before the first reply")

@@ -1,7 +1,6 @@
 package ratelimit_test
 
 import (
-	"sort"
 	"testing"
 	"time"
 
@@ -16,8 +15,7 @@ import (
 // scenarios are skipped there with the reason: they pause or stop the server process, which on
 // Sentinel is the primary, and the Sentinels would fail it over.
 func TestRateLimitOnSentinel(t *testing.T) {
-	list := append([]scenario(nil), scenarios...)
-	sort.Slice(list, func(i, j int) bool { return list[i].name < list[j].name })
+	list := scenarios()
 	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
 		for _, sc := range list {

@@ -11,17 +11,6 @@ import (
 	"github.com/coordkit/coordkit/redlock"
 )
 
-// The seed's Redlock rows that no other scenario pins (the commit that added them records the drop
-// watched failing). Release with an already-cancelled context is scenario 17.
-func init() {
-	scenarios = append(scenarios,
-		scenario{"23_default_node_timeout_is_1s", testDefaultNodeTimeout},
-		scenario{"24_extend_cancelled_mid_flight_keeps_the_lock", testExtendCancelledMidFlight},
-		scenario{"25_key_prefix_on_every_node", testPrefixEveryNode},
-		scenario{"26_binary_keys", testBinaryKeysEveryNode},
-	)
-}
-
 // testDefaultNodeTimeout: without WithNodeTimeout, an acquisition with one node paused waits for that
 // node exactly the default 1s before giving it up: the lock is acquired on the four others and its
 // validity (TTL − elapsed − drift, measured by the library) is at least 1s shorter than the TTL, and

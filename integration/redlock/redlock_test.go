@@ -51,12 +51,18 @@ var scenarios = []scenario{
 	{"20_fenced_two_losses_each_position", testFencedEachPosition},
 	{"21_quarantine_blocks_second_majority", testQuarantine},
 	{"22_cleanup_warns_only_where_token_may_be", testCleanupWarning},
+	{"23_default_node_timeout_is_1s", testDefaultNodeTimeout},
+	{"24_extend_cancelled_mid_flight_keeps_the_lock", testExtendCancelledMidFlight},
+	{"25_key_prefix_on_every_node", testPrefixEveryNode},
+	{"26_binary_keys", testBinaryKeysEveryNode},
+	{"90_least_privilege_acl", testLeastPrivilege},
 }
 
 // TestRedlock runs every scenario on every standalone target (cluster targets do not apply and get no
 // subtest). Targets run in parallel, at most matrix.MaxParallelTargets at once, each with five servers of its
 // own; the scenarios of one target run in order.
 func TestRedlock(t *testing.T) {
+	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Select(matrix.Targets(), matrix.Target.Standalone), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
 		for _, sc := range scenarios {

@@ -46,11 +46,13 @@ var scenarios = []scenario{
 	{"17_wait_ctx_ends", testWaitCtx},
 	{"18_wait_no_polling", testWaitNoPolling},
 	{"19_keepalive_renews_own_entry", testKeepAlive},
+	{"90_least_privilege_acl", testLeastPrivilege},
 }
 
 // TestRWLock runs every scenario on every target. Targets run in parallel (at most matrix.MaxParallelTargets at
 // once), each with its own server or cluster; the scenarios of one target run in order on it.
 func TestRWLock(t *testing.T) {
+	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
 		for _, sc := range scenarios {

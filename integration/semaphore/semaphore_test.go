@@ -47,6 +47,8 @@ var scenarios = []scenario{
 	{name: "14_acquire_ctx_ends_wait", run: testAcquireCtxEndsWait},
 	{name: "15_acquire_does_not_poll", run: testAcquireDoesNotPoll},
 	{name: "16_acquire_Concurrent", run: testAcquireConcurrent},
+	{name: "90_least_privilege_acl", run: testLeastPrivilege},
+	{name: "91_refused_acquire_sends_no_cleanup", run: testRefusedAcquireNoCleanup},
 	{name: "17_abandoned_cleanup_metric", run: testAbandonedMetric, standaloneOnly: true}, // kills a standalone server: keep it last
 }
 
@@ -54,6 +56,7 @@ var scenarios = []scenario{
 // matrix.MaxParallelTargets at once), each with its own server or cluster; the scenarios of one target run in
 // order on it.
 func TestSemaphore(t *testing.T) {
+	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
 		for _, sc := range scenarios {

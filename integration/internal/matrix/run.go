@@ -9,7 +9,8 @@ import (
 
 // Run runs fn once per target of targets, each as a parallel subtest of t named after the target, at
 // most MaxParallelTargets at once (see TakeSlot). It is the runner of every suite, on Targets,
-// SentinelTargets or a Select of them.
+// SentinelTargets or a Select of them. A test that must not overlap another target's (a Sentinel
+// failover, a process-wide setting) loops over the targets itself.
 func Run(t *testing.T, targets []Target, fn func(t *testing.T, mt Target)) {
 	t.Helper()
 	for _, mt := range targets {
@@ -18,16 +19,6 @@ func Run(t *testing.T, targets []Target, fn func(t *testing.T, mt Target)) {
 			TakeSlot(t)
 			fn(t, mt)
 		})
-	}
-}
-
-// RunInOrder runs fn once per target of targets, each as a subtest of t named after the target, one
-// after the other and without a slot: for a test that must not overlap another target's (a failover,
-// a process-wide setting).
-func RunInOrder(t *testing.T, targets []Target, fn func(t *testing.T, mt Target)) {
-	t.Helper()
-	for _, mt := range targets {
-		t.Run(mt.Name, func(t *testing.T) { fn(t, mt) })
 	}
 }
 
@@ -57,13 +48,19 @@ func Skipped(t testing.TB, reasons map[string]string, scenario string) bool {
 	return ok
 }
 
-// CheckNumbers returns an error naming every number that prefixes more than one of the scenario
-// names ("11_binary_keys" is number 11); names without a number prefix are not checked. A suite
-// calls it on its scenario table so that a number given twice fails the suite.
-func CheckNumbers(names []string) error {
+// CheckNames returns an error naming every scenario name given twice and every number that
+// prefixes more than one name ("11_binary_keys" is number 11; names without a number prefix are
+// checked as names only).
+func CheckNames(names []string) error {
+	seen := map[string]bool{}
 	first := map[int]string{}
 	var dups []string
 	for _, n := range names {
+		if seen[n] {
+			dups = append(dups, fmt.Sprintf("name %s", n))
+			continue
+		}
+		seen[n] = true
 		num, _, ok := strings.Cut(n, "_")
 		if !ok {
 			continue
@@ -72,22 +69,27 @@ func CheckNumbers(names []string) error {
 		if err != nil {
 			continue
 		}
-		if prev, seen := first[i]; seen {
-			dups = append(dups, fmt.Sprintf("%d (%s, %s)", i, prev, n))
+		if prev, taken := first[i]; taken {
+			dups = append(dups, fmt.Sprintf("number %d (%s, %s)", i, prev, n))
 			continue
 		}
 		first[i] = n
 	}
 	if len(dups) > 0 {
-		return fmt.Errorf("scenario numbers given twice: %s", strings.Join(dups, "; "))
+		return fmt.Errorf("scenarios given twice: %s", strings.Join(dups, "; "))
 	}
 	return nil
 }
 
-// RequireNumbersOnce fails t when CheckNumbers finds a number given twice among names.
-func RequireNumbersOnce(t testing.TB, names []string) {
+// RequireNamedOnce fails t when CheckNames finds a name or a number given twice among the names of
+// list (name returns a scenario's name). A suite calls it on its scenario table before running it.
+func RequireNamedOnce[S any](t testing.TB, list []S, name func(S) string) {
 	t.Helper()
-	if err := CheckNumbers(names); err != nil {
+	names := make([]string, len(list))
+	for i, sc := range list {
+		names[i] = name(sc)
+	}
+	if err := CheckNames(names); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -5,24 +5,25 @@ import (
 	"testing"
 )
 
-func TestCheckNumbers(t *testing.T) {
+func TestCheckNames(t *testing.T) {
 	tests := []struct {
 		names []string
 		dup   string // "" when the names are numbered once
 	}{
 		{nil, ""},
 		{[]string{"01_a", "02_b", "engine_keys", "90_acl"}, ""},
-		{[]string{"11_a", "12_b", "11_c"}, "11 (11_a, 11_c)"},
-		{[]string{"025_a", "25_b"}, "25 (025_a, 25_b)"},
-		{[]string{"x_1", "x_1"}, ""},
+		{[]string{"11_a", "12_b", "11_c"}, "number 11 (11_a, 11_c)"},
+		{[]string{"025_a", "25_b"}, "number 25 (025_a, 25_b)"},
+		{[]string{"x_1", "y_1"}, ""},
+		{[]string{"engine_keys", "engine_keys"}, "name engine_keys"},
 	}
 	for _, tt := range tests {
-		err := CheckNumbers(tt.names)
+		err := CheckNames(tt.names)
 		switch {
 		case tt.dup == "" && err != nil:
-			t.Errorf("CheckNumbers(%q) = %v, want nil", tt.names, err)
+			t.Errorf("CheckNames(%q) = %v, want nil", tt.names, err)
 		case tt.dup != "" && (err == nil || !strings.Contains(err.Error(), tt.dup)):
-			t.Errorf("CheckNumbers(%q) = %v, want an error naming %s", tt.names, err, tt.dup)
+			t.Errorf("CheckNames(%q) = %v, want an error naming %s", tt.names, err, tt.dup)
 		}
 	}
 }
