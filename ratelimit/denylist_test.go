@@ -9,13 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/coordkit/coordkit/luakit"
 )
-
-// noIOClient satisfies rueidis.Client for constructor tests that must not do I/O: any call panics.
-type noIOClient struct{ rueidis.Client }
 
 func TestDenyListOptions(t *testing.T) {
 	ok := []struct {
@@ -35,7 +30,7 @@ func TestDenyListOptions(t *testing.T) {
 	}
 	for _, tc := range ok {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := NewDenyList(noIOClient{}, "denied", tc.opts...)
+			d, err := NewDenyList(noIO{}, "denied", tc.opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +56,7 @@ func TestDenyListOptions(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := NewDenyList(noIOClient{}, "denied", tc.opt)
+			d, err := NewDenyList(noIO{}, "denied", tc.opt)
 			if err == nil || d != nil {
 				t.Fatalf("NewDenyList = %v, %v; want an error", d, err)
 			}
@@ -74,10 +69,10 @@ func TestDenyListOptions(t *testing.T) {
 	if _, err := NewDenyList(nil, "denied"); !errors.Is(err, ErrNilClient) {
 		t.Fatalf("nil client: %v, want ErrNilClient", err)
 	}
-	if _, err := NewDenyList(noIOClient{}, ""); !errors.Is(err, luakit.ErrEmptyKey) || !errors.Is(err, ErrInvalidConfig) {
+	if _, err := NewDenyList(noIO{}, ""); !errors.Is(err, luakit.ErrEmptyKey) || !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("empty key: %v, want luakit.ErrEmptyKey matching ErrInvalidConfig", err)
 	}
-	d, err := NewDenyList(noIOClient{}, "den\x00ied\xff", WithDenyListKeyPrefix("app\xfe:"))
+	d, err := NewDenyList(noIO{}, "den\x00ied\xff", WithDenyListKeyPrefix("app\xfe:"))
 	if err != nil {
 		t.Fatal(err)
 	}
