@@ -179,7 +179,8 @@ func denyHammer(t *testing.T, e *env) {
 }
 
 // waitScriptsHeld waits until the server owning key holds at least n clients blocked on a script
-// (CLIENT LIST: flags with b, cmd=evalsha), as CLIENT PAUSE postpones them.
+// (CLIENT LIST: flags with b, cmd=evalsha, or cmd=eval while this process has not yet learnt the
+// script's digest from a server), as CLIENT PAUSE postpones them.
 func waitScriptsHeld(t *testing.T, e *env, key string, n int) {
 	t.Helper()
 	node := e.nodeOf(t, key)
@@ -200,7 +201,7 @@ func waitScriptsHeld(t *testing.T, e *env, key string, n int) {
 					cmd = v
 				}
 			}
-			if strings.Contains(flags, "b") && cmd == "evalsha" {
+			if strings.Contains(flags, "b") && (cmd == "evalsha" || cmd == "eval") {
 				held++
 			}
 		}
