@@ -29,7 +29,7 @@ type closer struct {
 
 // closers lists lock, lease, rwlock, semaphore and redlock; counter, leader and ratelimit check the same
 // in their own suites (integration/counter 14, integration/leader client_stays_the_callers,
-// integration/ratelimit seed rows).
+// integration/ratelimit limiter_close_keeps_callers_client).
 var closers = []closer{
 	{"lock_lease_close", func(t *testing.T, c rueidis.Client, _ *matrix.Env, _ testkit.Target) bool {
 		lk, err := lock.New(c)

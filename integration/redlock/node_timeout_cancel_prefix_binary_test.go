@@ -40,9 +40,8 @@ func testDefaultNodeTimeout(t *testing.T, e *env) {
 	e.requireAbsent(t, key)
 }
 
-// testExtendCancelledMidFlight: the seed ends the lease when a Renew is cancelled mid-flight; here (as
-// redlock's doc says, following the shared ownership contract) a cancelled Extend is uncertain and the
-// lock keeps its previous estimate: still vouching, not lengthened, and a later Extend renews it on
+// testExtendCancelledMidFlight: as redlock's doc says, following the shared ownership contract, an
+// Extend cancelled mid-flight is uncertain and the lock keeps its previous estimate: still vouching, not lengthened, and a later Extend renews it on
 // every node.
 func testExtendCancelledMidFlight(t *testing.T, e *env) {
 	key := keyOf(t)
