@@ -20,42 +20,36 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-type scenario struct {
-	name string
-	run  func(t *testing.T, e *env)
-}
+type scenario = matrix.Scenario[*env]
 
 var scenarios = []scenario{
-	{"01_limit_exact_concurrent", testLimitConcurrent},
-	{"02_ttl_semantics", testTTLSemantics},
-	{"03_decrement_floor", testDecrementFloor},
-	{"04_values_above_2_53", testAbove2p53},
-	{"05_overflow_and_malformed", testOverflow},
-	{"06_batch_order_across_slots", testBatchOrder},
-	{"07_buffered_flush", testBuffered},
-	{"08_bounded_never_exceeds", testBoundedConcurrent},
-	{"09_close_bounded_by_ctx", testCloseBoundedByCtx},
-	{"10_disconnect_fails_fast", testDisconnect},
-	{"11_one_round_trip_per_call_and_batch", testOneRoundTrip},
-	{"12_batch_recovers_after_script_flush", testBatchAfterScriptFlush},
-	{"13_binary_keys", testBinaryKeys},
-	{"14_close_keeps_callers_client", testCloseKeepsClient},
-	{"15_buffered_rebuffers_only_certain_failures", testBufferedRebuffer},
-	{"16_store_created_while_down", testCreatedWhileDown}, // kills and restarts the server (node)
-	{"90_least_privilege_acl", testLeastPrivilege},
-	{"91_buffered_refused_flush_not_counted_twice", testBufferedRefusedFlush},
+	{Name: "01_limit_exact_concurrent", Run: testLimitConcurrent},
+	{Name: "02_ttl_semantics", Run: testTTLSemantics},
+	{Name: "03_decrement_floor", Run: testDecrementFloor},
+	{Name: "04_values_above_2_53", Run: testAbove2p53},
+	{Name: "05_overflow_and_malformed", Run: testOverflow},
+	{Name: "06_batch_order_across_slots", Run: testBatchOrder},
+	{Name: "07_buffered_flush", Run: testBuffered},
+	{Name: "08_bounded_never_exceeds", Run: testBoundedConcurrent},
+	{Name: "09_close_bounded_by_ctx", Run: testCloseBoundedByCtx},
+	{Name: "10_disconnect_fails_fast", Run: testDisconnect},
+	{Name: "11_one_round_trip_per_call_and_batch", Run: testOneRoundTrip},
+	{Name: "12_batch_recovers_after_script_flush", Run: testBatchAfterScriptFlush},
+	{Name: "13_binary_keys", Run: testBinaryKeys},
+	{Name: "14_close_keeps_callers_client", Run: testCloseKeepsClient},
+	{Name: "15_buffered_rebuffers_only_certain_failures", Run: testBufferedRebuffer},
+	{Name: "16_store_created_while_down", Run: testCreatedWhileDown}, // kills and restarts the server (node)
+	{Name: "90_least_privilege_acl", Run: testLeastPrivilege},
+	{Name: "91_buffered_refused_flush_not_counted_twice", Run: testBufferedRefusedFlush},
 }
 
 // TestCounter runs every scenario on every target. Targets run in parallel (at most
 // matrix.MaxParallelTargets at once), each with its own server or cluster; scenarios of one target run in
 // order on it, each on its own keys.
 func TestCounter(t *testing.T) {
-	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
-		for _, sc := range scenarios {
-			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-		}
+		matrix.RunScenarios(t, st, e, scenarios, nil)
 	})
 }
 

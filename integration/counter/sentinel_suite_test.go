@@ -21,14 +21,7 @@ var sentinelSkip = map[string]string{
 func TestCounterOnSentinel(t *testing.T) {
 	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
-		for _, sc := range scenarios {
-			if matrix.Skipped(t, sentinelSkip, sc.name) {
-				continue
-			}
-			t.Run(sc.name, func(t *testing.T) {
-				sc.run(t, e)
-			})
-		}
+		matrix.RunScenarios(t, st, e, scenarios, sentinelSkip)
 	})
 }
 

@@ -12,7 +12,6 @@ import (
 
 // sentinelSkip names the scenarios that do not run on a Sentinel target, with the reason.
 var sentinelSkip = map[string]string{
-	"15_lost_replies":                    "puts a proxy in front of one server address: a Sentinel client finds the primary through the Sentinels, not through the proxy",
 	"19_crashed_owner_frees_after_lease": "its helper process dials the target's addresses with a plain client: here they are the Sentinels",
 }
 
@@ -21,14 +20,7 @@ var sentinelSkip = map[string]string{
 func TestIdempotencyOnSentinel(t *testing.T) {
 	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
-		for _, sc := range scenarios {
-			if matrix.Skipped(t, sentinelSkip, sc.name) {
-				continue
-			}
-			t.Run(sc.name, func(t *testing.T) {
-				sc.run(t, e)
-			})
-		}
+		matrix.RunScenarios(t, st, e, scenarios, sentinelSkip)
 	})
 }
 

@@ -22,43 +22,31 @@ const longRecheck = 30 * time.Second
 // wakeBound is the generous bound for a Pub/Sub wake-up (timing never decides pass/fail otherwise).
 const wakeBound = 5 * time.Second
 
-type scenario struct {
-	name string
-	run  func(t *testing.T, e *env)
-	// standaloneOnly scenarios are not registered on a cluster target (they drive one server
-	// process: the fault proxy, kill, restart).
-	standaloneOnly bool
-}
+type scenario = matrix.Scenario[*env]
 
 var scenarios = []scenario{
-	{name: "01_method_table", run: testMethodTable},
-	{name: "02_ten_waiters_wake", run: testTenWaiters},
-	{name: "03_lost_message_reread", run: testLostMessage},
-	{name: "04_subscriber_disconnected", run: testSubscriberDisconnected, standaloneOnly: true},
-	{name: "05_reset_mid_wait", run: testResetMidWait},
-	{name: "06_late_signal_after_reset", run: testLateSignal},
-	{name: "07_expiry", run: testExpiry},
-	{name: "08_abort", run: testAbort},
-	{name: "09_prefix_binary_keys", run: testPrefixBinary},
-	{name: "10_bad_input", run: testBadInput},
-	{name: "11_delete_and_cancel", run: testDeleteAndCancel},
-	{name: "12_foreign_data", run: testForeignData},
-	{name: "13_no_channel_permission", run: testNoChannelPermission},
-	{name: "90_least_privilege_acl", run: testLeastPrivilege},
+	{Name: "01_method_table", Run: testMethodTable},
+	{Name: "02_ten_waiters_wake", Run: testTenWaiters},
+	{Name: "03_lost_message_reread", Run: testLostMessage},
+	{Name: "04_subscriber_disconnected", Run: testSubscriberDisconnected, StandaloneOnly: true},
+	{Name: "05_reset_mid_wait", Run: testResetMidWait},
+	{Name: "06_late_signal_after_reset", Run: testLateSignal},
+	{Name: "07_expiry", Run: testExpiry},
+	{Name: "08_abort", Run: testAbort},
+	{Name: "09_prefix_binary_keys", Run: testPrefixBinary},
+	{Name: "10_bad_input", Run: testBadInput},
+	{Name: "11_delete_and_cancel", Run: testDeleteAndCancel},
+	{Name: "12_foreign_data", Run: testForeignData},
+	{Name: "13_no_channel_permission", Run: testNoChannelPermission},
+	{Name: "90_least_privilege_acl", Run: testLeastPrivilege},
 }
 
 // TestLatch runs every scenario on every target. Targets run in parallel (at most matrix.MaxParallelTargets
 // at once), each with its own server or cluster; the scenarios of one target run in order on it.
 func TestLatch(t *testing.T) {
-	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
-		for _, sc := range scenarios {
-			if sc.standaloneOnly && st.Cluster {
-				continue
-			}
-			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-		}
+		matrix.RunScenarios(t, st, e, scenarios, nil)
 	})
 }
 

@@ -19,8 +19,8 @@ const ratelimitACL = "ACL SETUSER app on >secret resetchannels ~app:* +evalsha +
 // aclScenarios returns the scenarios of this file.
 func aclScenarios() []scenario {
 	return []scenario{
-		{name: "90_least_privilege_acl", run: testLeastPrivilege},
-		{name: "91_refused_migration_keeps_limiter", run: testRefusedMigration},
+		{Name: "90_least_privilege_acl", Run: testLeastPrivilege},
+		{Name: "91_refused_migration_keeps_limiter", Run: testRefusedMigration},
 	}
 }
 

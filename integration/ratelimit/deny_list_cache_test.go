@@ -18,12 +18,12 @@ import (
 // denyListCacheScenarios returns the scenarios of this file.
 func denyListCacheScenarios() []scenario {
 	return []scenario{
-		{name: "deny_inflight_bound", run: denyInflightBound},
-		{name: "deny_write_failure_clears_cache", run: denyWriteFailure},
-		{name: "deny_zero_duration_no_sharing", run: denyZeroDuration},
-		{name: "deny_concurrent_hammer", run: denyHammer},
-		{name: "deny_caller_reads_cancellable", run: denyCallerReadsCancellable},
-		{name: "deny_failed_write_invalidates", run: denyFailedWrite},
+		{Name: "deny_inflight_bound", Run: denyInflightBound},
+		{Name: "deny_write_failure_clears_cache", Run: denyWriteFailure},
+		{Name: "deny_zero_duration_no_sharing", Run: denyZeroDuration},
+		{Name: "deny_concurrent_hammer", Run: denyHammer},
+		{Name: "deny_caller_reads_cancellable", Run: denyCallerReadsCancellable},
+		{Name: "deny_failed_write_invalidates", Run: denyFailedWrite},
 	}
 }
 

@@ -20,15 +20,15 @@ import (
 // denyListScenarios returns the scenarios of this file.
 func denyListScenarios() []scenario {
 	return []scenario{
-		{name: "deny_membership", run: testDenyMembership},
-		{name: "deny_foreign_data", run: testDenyForeignData},
-		{name: "deny_cache_hits_and_misses", run: testDenyCacheCounts},
-		{name: "deny_shared_reads", run: testDenySharedReads},
-		{name: "deny_invalidation", run: testDenyInvalidation},
-		{name: "deny_outage_cached_decisions", run: testDenyOutage},
-		{name: "deny_outage_stopped_server", run: testDenyStoppedServer, standaloneOnly: true},
-		{name: "deny_limiter_binding", run: testDenyLimiterBinding},
-		{name: "deny_limiter_queue_recheck", run: testDenyQueueRecheck},
+		{Name: "deny_membership", Run: testDenyMembership},
+		{Name: "deny_foreign_data", Run: testDenyForeignData},
+		{Name: "deny_cache_hits_and_misses", Run: testDenyCacheCounts},
+		{Name: "deny_shared_reads", Run: testDenySharedReads},
+		{Name: "deny_invalidation", Run: testDenyInvalidation},
+		{Name: "deny_outage_cached_decisions", Run: testDenyOutage},
+		{Name: "deny_outage_stopped_server", Run: testDenyStoppedServer, StandaloneOnly: true},
+		{Name: "deny_limiter_binding", Run: testDenyLimiterBinding},
+		{Name: "deny_limiter_queue_recheck", Run: testDenyQueueRecheck},
 	}
 }
 

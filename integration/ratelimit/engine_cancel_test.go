@@ -15,7 +15,7 @@ import (
 // engineCancelScenarios returns the scenarios of this file.
 func engineCancelScenarios() []scenario {
 	return []scenario{
-		{name: "engine_cancel_with_deadline_returns", run: engCancelWithDeadline, standaloneOnly: true},
+		{Name: "engine_cancel_with_deadline_returns", Run: engCancelWithDeadline, StandaloneOnly: true},
 	}
 }
 

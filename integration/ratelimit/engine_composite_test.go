@@ -37,9 +37,9 @@ var engCompositeCase = engCase{
 // engineCompositeScenarios returns the scenarios of this file.
 func engineCompositeScenarios() []scenario {
 	return []scenario{
-		{name: "engine_composite_rejection_consumes_nothing", run: engCompositeRejection},
-		{name: "engine_composite_signature_mismatch", run: engCompositeMismatch},
-		{name: "engine_foreign_data", run: engForeignData},
+		{Name: "engine_composite_rejection_consumes_nothing", Run: engCompositeRejection},
+		{Name: "engine_composite_signature_mismatch", Run: engCompositeMismatch},
+		{Name: "engine_foreign_data", Run: engForeignData},
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 // engineDefaultsScenarios returns the scenarios of this file.
 func engineDefaultsScenarios() []scenario {
 	return []scenario{
-		{name: "engine_sliding_default_lateness", run: engSlidingDefaultLateness},
+		{Name: "engine_sliding_default_lateness", Run: engSlidingDefaultLateness},
 	}
 }
 

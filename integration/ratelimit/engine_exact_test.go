@@ -177,8 +177,8 @@ var engExactCases = []engCase{
 // engineExactScenarios returns the scenarios of this file.
 func engineExactScenarios() []scenario {
 	return []scenario{
-		{name: "engine_exact_tables", run: engExactTables},
-		{name: "engine_probe_writes_nothing", run: engProbeWritesNothing},
+		{Name: "engine_exact_tables", Run: engExactTables},
+		{Name: "engine_probe_writes_nothing", Run: engProbeWritesNothing},
 	}
 }
 

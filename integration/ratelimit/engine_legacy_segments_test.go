@@ -12,7 +12,7 @@ import (
 // engineLegacySegmentsScenarios returns the scenarios of this file.
 func engineLegacySegmentsScenarios() []scenario {
 	return []scenario{
-		{name: "engine_legacy_ms_composite_default_segments", run: engLegacyCompositeDefaultSegments},
+		{Name: "engine_legacy_ms_composite_default_segments", Run: engLegacyCompositeDefaultSegments},
 	}
 }
 

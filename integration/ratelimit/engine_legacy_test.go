@@ -13,9 +13,9 @@ import (
 // engineLegacyScenarios returns the scenarios of this file.
 func engineLegacyScenarios() []scenario {
 	return []scenario{
-		{name: "engine_legacy_ms_gcra", run: engLegacyGCRA},
-		{name: "engine_legacy_ms_hash", run: engLegacyHash},
-		{name: "engine_legacy_ms_composite", run: engLegacyComposite},
+		{Name: "engine_legacy_ms_gcra", Run: engLegacyGCRA},
+		{Name: "engine_legacy_ms_hash", Run: engLegacyHash},
+		{Name: "engine_legacy_ms_composite", Run: engLegacyComposite},
 	}
 }
 

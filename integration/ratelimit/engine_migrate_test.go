@@ -13,12 +13,12 @@ import (
 // engineMigrateScenarios returns the scenarios of this file.
 func engineMigrateScenarios() []scenario {
 	return []scenario{
-		{name: "engine_migrate_fixed", run: engMigrateFixed},
-		{name: "engine_migrate_sliding", run: engMigrateSliding},
-		{name: "engine_migrate_bucket", run: engMigrateBucket},
-		{name: "engine_migrate_gcra", run: engMigrateGCRA},
-		{name: "engine_migrate_composite", run: engMigrateComposite},
-		{name: "engine_migrate_absent_stays_absent", run: engMigrateAbsent},
+		{Name: "engine_migrate_fixed", Run: engMigrateFixed},
+		{Name: "engine_migrate_sliding", Run: engMigrateSliding},
+		{Name: "engine_migrate_bucket", Run: engMigrateBucket},
+		{Name: "engine_migrate_gcra", Run: engMigrateGCRA},
+		{Name: "engine_migrate_composite", Run: engMigrateComposite},
+		{Name: "engine_migrate_absent_stays_absent", Run: engMigrateAbsent},
 	}
 }
 

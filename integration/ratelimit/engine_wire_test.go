@@ -13,9 +13,9 @@ import (
 // engineWireScenarios returns the scenarios of this file.
 func engineWireScenarios() []scenario {
 	return []scenario{
-		{name: "engine_round_trips", run: engRoundTrips},
-		{name: "engine_keys", run: engKeys},
-		{name: "engine_uncertain_after_send", run: engUncertain, standaloneOnly: true},
+		{Name: "engine_round_trips", Run: engRoundTrips},
+		{Name: "engine_keys", Run: engKeys},
+		{Name: "engine_uncertain_after_send", Run: engUncertain, StandaloneOnly: true},
 	}
 }
 

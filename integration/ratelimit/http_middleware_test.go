@@ -28,12 +28,12 @@ import (
 // httpMiddlewareScenarios returns the scenarios of this file.
 func httpMiddlewareScenarios() []scenario {
 	return []scenario{
-		{name: "http_allowed_then_limited", run: httpAllowedThenLimited},
-		{name: "http_cost_probe_and_above_capacity", run: httpCostProbeAndAboveCapacity},
-		{name: "http_composite_names_binding", run: httpCompositeNamesBinding},
-		{name: "http_deny_list", run: httpDenyList},
-		{name: "http_limiter_failure", run: httpLimiterFailure},
-		{name: "http_server_paused", run: httpServerPaused, standaloneOnly: true},
+		{Name: "http_allowed_then_limited", Run: httpAllowedThenLimited},
+		{Name: "http_cost_probe_and_above_capacity", Run: httpCostProbeAndAboveCapacity},
+		{Name: "http_composite_names_binding", Run: httpCompositeNamesBinding},
+		{Name: "http_deny_list", Run: httpDenyList},
+		{Name: "http_limiter_failure", Run: httpLimiterFailure},
+		{Name: "http_server_paused", Run: httpServerPaused, StandaloneOnly: true},
 	}
 }
 

@@ -17,8 +17,8 @@ import (
 // httpRetryAfterTimeoutScenarios returns the scenarios of this file.
 func httpRetryAfterTimeoutScenarios() []scenario {
 	return []scenario{
-		{name: "http_retry_after_not_before_effective_window", run: httpRetryAfterWindow},
-		{name: "http_timeout_keeps_connection", run: httpTimeoutKeepsConnection},
+		{Name: "http_retry_after_not_before_effective_window", Run: httpRetryAfterWindow},
+		{Name: "http_timeout_keeps_connection", Run: httpTimeoutKeepsConnection},
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // limiterConcurrencyScenarios returns the scenarios of this file.
 func limiterConcurrencyScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_concurrency_fixed_window", run: testLimiterConcurrency},
+		{Name: "limiter_concurrency_fixed_window", Run: testLimiterConcurrency},
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 // limiterInFlightScenarios returns the scenarios of this file.
 func limiterInFlightScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_queue_cancel_in_flight_uncertain", run: limQueueCancelInFlight, standaloneOnly: true},
-		{name: "limiter_queue_close_in_flight_uncertain", run: limQueueCloseInFlight, standaloneOnly: true},
+		{Name: "limiter_queue_cancel_in_flight_uncertain", Run: limQueueCancelInFlight, StandaloneOnly: true},
+		{Name: "limiter_queue_close_in_flight_uncertain", Run: limQueueCloseInFlight, StandaloneOnly: true},
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 // limiterInspectScenarios returns the scenarios of this file.
 func limiterInspectScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_inspect_read_only", run: limInspectReadOnly},
-		{name: "deny_entries_read_only", run: denyEntriesReadOnly},
+		{Name: "limiter_inspect_read_only", Run: limInspectReadOnly},
+		{Name: "deny_entries_read_only", Run: denyEntriesReadOnly},
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // limiterKeyedStoredScenarios returns the scenarios of this file.
 func limiterKeyedStoredScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_keyed_gcra_stored_values", run: testLimiterKeyedGCRAStored},
+		{Name: "limiter_keyed_gcra_stored_values", Run: testLimiterKeyedGCRAStored},
 	}
 }
 

@@ -15,10 +15,10 @@ import (
 // limiterKeyedScenarios returns the scenarios of this file.
 func limiterKeyedScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_keyed_many_keys_no_state", run: testLimiterKeyedManyKeys},
-		{name: "limiter_keyed_idle_eviction", run: testLimiterKeyedIdle},
-		{name: "limiter_keyed_max_keys", run: testLimiterKeyedMaxKeys},
-		{name: "limiter_keyed_deny_list", run: testLimiterKeyedDenyList},
+		{Name: "limiter_keyed_many_keys_no_state", Run: testLimiterKeyedManyKeys},
+		{Name: "limiter_keyed_idle_eviction", Run: testLimiterKeyedIdle},
+		{Name: "limiter_keyed_max_keys", Run: testLimiterKeyedMaxKeys},
+		{Name: "limiter_keyed_deny_list", Run: testLimiterKeyedDenyList},
 	}
 }
 

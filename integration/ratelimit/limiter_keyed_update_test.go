@@ -17,13 +17,13 @@ import (
 // limiterKeyedUpdateScenarios returns the scenarios of this file.
 func limiterKeyedUpdateScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_keyed_update_lazy", run: testKeyedUpdateLazy},
-		{name: "limiter_keyed_update_composite_list", run: testKeyedUpdateCompositeList},
-		{name: "limiter_keyed_update_rolling_deploy", run: testKeyedUpdateRolling},
-		{name: "limiter_keyed_update_old_writer_follows", run: testKeyedUpdateOldWriter},
-		{name: "limiter_keyed_update_unsigned_state", run: testKeyedUpdateUnsigned},
-		{name: "limiter_keyed_update_rolling_deploy_http", run: testKeyedUpdateRollingHTTP},
-		{name: "limiter_keyed_update_burst_only", run: testKeyedUpdateBurstOnly},
+		{Name: "limiter_keyed_update_lazy", Run: testKeyedUpdateLazy},
+		{Name: "limiter_keyed_update_composite_list", Run: testKeyedUpdateCompositeList},
+		{Name: "limiter_keyed_update_rolling_deploy", Run: testKeyedUpdateRolling},
+		{Name: "limiter_keyed_update_old_writer_follows", Run: testKeyedUpdateOldWriter},
+		{Name: "limiter_keyed_update_unsigned_state", Run: testKeyedUpdateUnsigned},
+		{Name: "limiter_keyed_update_rolling_deploy_http", Run: testKeyedUpdateRollingHTTP},
+		{Name: "limiter_keyed_update_burst_only", Run: testKeyedUpdateBurstOnly},
 	}
 }
 

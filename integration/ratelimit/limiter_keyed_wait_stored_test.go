@@ -14,8 +14,8 @@ import (
 // limiterKeyedWaitStoredScenarios returns the scenarios of this file.
 func limiterKeyedWaitStoredScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_keyed_wait_stored_capacity", run: testKeyedWaitStoredCapacity},
-		{name: "limiter_keyed_wait_stored_capacity_queued", run: testKeyedWaitStoredCapacityQueued},
+		{Name: "limiter_keyed_wait_stored_capacity", Run: testKeyedWaitStoredCapacity},
+		{Name: "limiter_keyed_wait_stored_capacity_queued", Run: testKeyedWaitStoredCapacityQueued},
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // limiterMetricsScenarios returns the scenarios of this file.
 func limiterMetricsScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_metrics_outcomes", run: testLimiterMetrics},
+		{Name: "limiter_metrics_outcomes", Run: testLimiterMetrics},
 	}
 }
 

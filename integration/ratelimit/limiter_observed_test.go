@@ -22,11 +22,11 @@ import (
 // limiterObservedScenarios returns the scenarios of this file.
 func limiterObservedScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_idle_duration_value", run: limIdleDuration},
-		{name: "limiter_metrics_keyed_outcomes", run: limMetricsKeyed},
-		{name: "limiter_queue_never_polls", run: limQueueNeverPolls},
-		{name: "limiter_update_barrier_active_finish_new_wait", run: limUpdateBarrier},
-		{name: "limiter_update_serialized", run: limUpdateSerialized},
+		{Name: "limiter_idle_duration_value", Run: limIdleDuration},
+		{Name: "limiter_metrics_keyed_outcomes", Run: limMetricsKeyed},
+		{Name: "limiter_queue_never_polls", Run: limQueueNeverPolls},
+		{Name: "limiter_update_barrier_active_finish_new_wait", Run: limUpdateBarrier},
+		{Name: "limiter_update_serialized", Run: limUpdateSerialized},
 	}
 }
 

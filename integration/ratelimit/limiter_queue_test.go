@@ -16,14 +16,14 @@ import (
 // limiterQueueScenarios returns the scenarios of this file.
 func limiterQueueScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_queue_order_oldest_first", run: testLimiterQueueOldestFirst},
-		{name: "limiter_queue_order_newest_first", run: testLimiterQueueNewestFirst},
-		{name: "limiter_queue_limit_and_oversized", run: testLimiterQueueLimit},
-		{name: "limiter_queue_eviction", run: testLimiterQueueEviction},
-		{name: "limiter_queue_cancel_and_close", run: testLimiterQueueCancelClose},
-		{name: "limiter_queue_wake_on_update", run: testLimiterQueueWakeOnUpdate},
-		{name: "limiter_queue_update_during_attempt", run: testLimiterQueueUpdateDuringAttempt},
-		{name: "limiter_queue_deny_list_recheck", run: testLimiterQueueDenyRecheck},
+		{Name: "limiter_queue_order_oldest_first", Run: testLimiterQueueOldestFirst},
+		{Name: "limiter_queue_order_newest_first", Run: testLimiterQueueNewestFirst},
+		{Name: "limiter_queue_limit_and_oversized", Run: testLimiterQueueLimit},
+		{Name: "limiter_queue_eviction", Run: testLimiterQueueEviction},
+		{Name: "limiter_queue_cancel_and_close", Run: testLimiterQueueCancelClose},
+		{Name: "limiter_queue_wake_on_update", Run: testLimiterQueueWakeOnUpdate},
+		{Name: "limiter_queue_update_during_attempt", Run: testLimiterQueueUpdateDuringAttempt},
+		{Name: "limiter_queue_deny_list_recheck", Run: testLimiterQueueDenyRecheck},
 	}
 }
 

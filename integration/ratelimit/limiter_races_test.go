@@ -19,8 +19,8 @@ import (
 // limiterRacesScenarios returns the scenarios of this file.
 func limiterRacesScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_keyed_eviction_races", run: limKeyedEvictionRaces},
-		{name: "limiter_update_close_races", run: limUpdateCloseRaces},
+		{Name: "limiter_keyed_eviction_races", Run: limKeyedEvictionRaces},
+		{Name: "limiter_update_close_races", Run: limUpdateCloseRaces},
 	}
 }
 

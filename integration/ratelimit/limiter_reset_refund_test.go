@@ -14,7 +14,7 @@ import (
 // limiterResetRefundScenarios returns the scenarios of this file.
 func limiterResetRefundScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_reset_refund", run: limResetRefund},
+		{Name: "limiter_reset_refund", Run: limResetRefund},
 	}
 }
 

@@ -16,12 +16,12 @@ import (
 // limiterUpdateScenarios returns the scenarios of this file.
 func limiterUpdateScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_update_migrate_then_adopt", run: testLimiterUpdateMigrateAdopt},
-		{name: "limiter_update_noop_and_invalid", run: testLimiterUpdateNoopInvalid},
-		{name: "limiter_update_config_mismatch_keeps_settings", run: testLimiterUpdateMismatch},
-		{name: "limiter_update_concurrent_with_decisions", run: testLimiterUpdateConcurrent},
-		{name: "limiter_update_zz_failed_migration_closes", run: testLimiterUpdateFailedCloses, standaloneOnly: true},
-		{name: "limiter_update_zz_outlives_ctx", run: testLimiterUpdateOutlivesCtx, standaloneOnly: true},
+		{Name: "limiter_update_migrate_then_adopt", Run: testLimiterUpdateMigrateAdopt},
+		{Name: "limiter_update_noop_and_invalid", Run: testLimiterUpdateNoopInvalid},
+		{Name: "limiter_update_config_mismatch_keeps_settings", Run: testLimiterUpdateMismatch},
+		{Name: "limiter_update_concurrent_with_decisions", Run: testLimiterUpdateConcurrent},
+		{Name: "limiter_update_zz_failed_migration_closes", Run: testLimiterUpdateFailedCloses, StandaloneOnly: true},
+		{Name: "limiter_update_zz_outlives_ctx", Run: testLimiterUpdateOutlivesCtx, StandaloneOnly: true},
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // limiterWaitScenarios returns the scenarios of this file.
 func limiterWaitScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_wait_without_queue", run: limWaitWithoutQueue},
+		{Name: "limiter_wait_without_queue", Run: limWaitWithoutQueue},
 	}
 }
 

@@ -16,10 +16,10 @@ import (
 // public API only: the default queue order, the deny cache's eviction order, Close and Stats.
 func queueOrderDenyCacheCloseStatsScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_queue_order_zero_value_is_oldest_first", run: testQueueDefaultOrder},
-		{name: "deny_cache_evicts_expired_before_lru", run: testDenyCacheExpiredFirst},
-		{name: "limiter_close_keeps_callers_client", run: testCloseKeepsClient},
-		{name: "limiter_stats_describe_last_reply_across_update", run: testStatsAcrossUpdate},
+		{Name: "limiter_queue_order_zero_value_is_oldest_first", Run: testQueueDefaultOrder},
+		{Name: "deny_cache_evicts_expired_before_lru", Run: testDenyCacheExpiredFirst},
+		{Name: "limiter_close_keeps_callers_client", Run: testCloseKeepsClient},
+		{Name: "limiter_stats_describe_last_reply_across_update", Run: testStatsAcrossUpdate},
 	}
 }
 

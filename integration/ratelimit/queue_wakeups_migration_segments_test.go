@@ -15,9 +15,9 @@ import (
 // public API: what wakes a queued request, and what a rejected migration or a narrower segment keeps.
 func queueWakeupsMigrationSegmentsScenarios() []scenario {
 	return []scenario{
-		{name: "limiter_queue_deny_list_update_does_not_wake", run: testDenyUpdateNoWake},
-		{name: "limiter_update_rejected_migration_keeps_queue", run: testRejectedMigrationKeepsQueue},
-		{name: "limiter_update_segment_shrink_keeps_old_segment_delay", run: testSegmentShrink},
+		{Name: "limiter_queue_deny_list_update_does_not_wake", Run: testDenyUpdateNoWake},
+		{Name: "limiter_update_rejected_migration_keeps_queue", Run: testRejectedMigrationKeepsQueue},
+		{Name: "limiter_update_segment_shrink_keeps_old_segment_delay", Run: testSegmentShrink},
 	}
 }
 

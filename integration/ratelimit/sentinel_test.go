@@ -15,18 +15,8 @@ import (
 // scenarios are skipped there with the reason: they pause or stop the server process, which on
 // Sentinel is the primary, and the Sentinels would fail it over.
 func TestRateLimitOnSentinel(t *testing.T) {
-	list := scenarios()
 	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, st matrix.Target) {
-		e := startEnv(t, st)
-		for _, sc := range list {
-			if sc.standaloneOnly {
-				t.Logf("%s: not on a Sentinel target (drives the server process, pause / stop: on Sentinel that is the primary, which the Sentinels fail over)", sc.name)
-				continue
-			}
-			t.Run(sc.name, func(t *testing.T) {
-				sc.run(t, e)
-			})
-		}
+		matrix.RunScenarios(t, st, startEnv(t, st), scenarios(), nil)
 	})
 }
 

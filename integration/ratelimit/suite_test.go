@@ -11,12 +11,7 @@ import (
 // scenario is one behaviour checked on every target. Each file lists its scenarios in a function;
 // scenarios joins them, sorted by name, so the name's prefix (engine_, limiter_, deny_, http_) groups
 // them in the output.
-type scenario struct {
-	name string
-	run  func(t *testing.T, e *env)
-	// standaloneOnly scenarios are not run on a cluster target (they drive one server process).
-	standaloneOnly bool
-}
+type scenario = matrix.Scenario[*env]
 
 // scenarios returns every scenario of the suite, sorted by name.
 func scenarios() []scenario {
@@ -51,7 +46,7 @@ func scenarios() []scenario {
 		queueOrderDenyCacheCloseStatsScenarios(),
 		queueWakeupsMigrationSegmentsScenarios(),
 	)
-	sort.Slice(list, func(i, j int) bool { return list[i].name < list[j].name })
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
 	return list
 }
 
@@ -60,14 +55,8 @@ func scenarios() []scenario {
 // order on it, each on its own keys.
 func TestRateLimit(t *testing.T) {
 	list := scenarios()
-	matrix.RequireNamedOnce(t, list, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
-		for _, sc := range list {
-			if sc.standaloneOnly && st.Cluster {
-				continue
-			}
-			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-		}
+		matrix.RunScenarios(t, st, e, list, nil)
 	})
 }

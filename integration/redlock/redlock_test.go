@@ -23,51 +23,45 @@ import (
 
 // scenario is one behaviour of issue 7's redlock part, checked on every standalone target. Each
 // asserts the server state it leaves on all five nodes, through the env's raw clients.
-type scenario struct {
-	name string
-	run  func(t *testing.T, e *env)
-}
+type scenario = matrix.Scenario[*env]
 
 var scenarios = []scenario{
-	{"01_acquire_contention_release", testAcquireContentionRelease},
-	{"02_majority_one_paused", testMajorityOnePaused},
-	{"03_no_majority_three_paused", testNoMajorityThreePaused},
-	{"04_late_reply_past_node_timeout", testLateReply},
-	{"05_validity_accounting", testValidity},
-	{"06_restarted_empty_node_rejoins", testRestartedNode},
-	{"07_release_semantics", testReleaseSemantics},
-	{"08_extend", testExtend},
-	{"09_acquire_waits_for_expiry", testAcquireWaits},
-	{"10_fenced_counters", testFencedCounters},
-	{"11_fenced_monotonic_minority_restarts", testFencedMonotonic},
-	{"12_acquire_latency", testLatency},
-	{"13_fenced_three_losses_documented_limit", testFencedMajorityLoss},
-	{"14_node_timeout_bounds_handshake", testHandshakeBounded},
-	{"15_verify_by_quorum", testVerify},
-	{"16_keepalive_rides_out_a_minority", testKeepAlive},
-	{"17_release_runs_to_node_timeout", testReleaseCtx},
-	{"18_verify_extend_release_concurrent", testStepsConcurrent},
-	{"19_fenced_exact_quorum_then_restart_and_partition", testFencedExactQuorum},
-	{"20_fenced_two_losses_each_position", testFencedEachPosition},
-	{"21_quarantine_blocks_second_majority", testQuarantine},
-	{"22_cleanup_warns_only_where_token_may_be", testCleanupWarning},
-	{"23_default_node_timeout_is_1s", testDefaultNodeTimeout},
-	{"24_extend_cancelled_mid_flight_keeps_the_lock", testExtendCancelledMidFlight},
-	{"25_key_prefix_on_every_node", testPrefixEveryNode},
-	{"26_binary_keys", testBinaryKeysEveryNode},
-	{"90_least_privilege_acl", testLeastPrivilege},
+	{Name: "01_acquire_contention_release", Run: testAcquireContentionRelease},
+	{Name: "02_majority_one_paused", Run: testMajorityOnePaused},
+	{Name: "03_no_majority_three_paused", Run: testNoMajorityThreePaused},
+	{Name: "04_late_reply_past_node_timeout", Run: testLateReply},
+	{Name: "05_validity_accounting", Run: testValidity},
+	{Name: "06_restarted_empty_node_rejoins", Run: testRestartedNode},
+	{Name: "07_release_semantics", Run: testReleaseSemantics},
+	{Name: "08_extend", Run: testExtend},
+	{Name: "09_acquire_waits_for_expiry", Run: testAcquireWaits},
+	{Name: "10_fenced_counters", Run: testFencedCounters},
+	{Name: "11_fenced_monotonic_minority_restarts", Run: testFencedMonotonic},
+	{Name: "12_acquire_latency", Run: testLatency},
+	{Name: "13_fenced_three_losses_documented_limit", Run: testFencedMajorityLoss},
+	{Name: "14_node_timeout_bounds_handshake", Run: testHandshakeBounded},
+	{Name: "15_verify_by_quorum", Run: testVerify},
+	{Name: "16_keepalive_rides_out_a_minority", Run: testKeepAlive},
+	{Name: "17_release_runs_to_node_timeout", Run: testReleaseCtx},
+	{Name: "18_verify_extend_release_concurrent", Run: testStepsConcurrent},
+	{Name: "19_fenced_exact_quorum_then_restart_and_partition", Run: testFencedExactQuorum},
+	{Name: "20_fenced_two_losses_each_position", Run: testFencedEachPosition},
+	{Name: "21_quarantine_blocks_second_majority", Run: testQuarantine},
+	{Name: "22_cleanup_warns_only_where_token_may_be", Run: testCleanupWarning},
+	{Name: "23_default_node_timeout_is_1s", Run: testDefaultNodeTimeout},
+	{Name: "24_extend_cancelled_mid_flight_keeps_the_lock", Run: testExtendCancelledMidFlight},
+	{Name: "25_key_prefix_on_every_node", Run: testPrefixEveryNode},
+	{Name: "26_binary_keys", Run: testBinaryKeysEveryNode},
+	{Name: "90_least_privilege_acl", Run: testLeastPrivilege},
 }
 
 // TestRedlock runs every scenario on every standalone target (cluster targets do not apply and get no
 // subtest). Targets run in parallel, at most matrix.MaxParallelTargets at once, each with five servers of its
 // own; the scenarios of one target run in order.
 func TestRedlock(t *testing.T) {
-	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Select(matrix.Targets(), matrix.Target.Standalone), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
-		for _, sc := range scenarios {
-			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-		}
+		matrix.RunScenarios(t, st, e, scenarios, nil)
 	})
 }
 

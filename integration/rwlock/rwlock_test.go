@@ -21,43 +21,37 @@ import (
 // scenario is one behaviour of the rwlock module, checked on every target. Each asserts the server
 // state it leaves through the env's raw client. Generic handle behaviour (the ownership contract) is
 // tested by the conformance suite in ../ownership.
-type scenario struct {
-	name string
-	run  func(t *testing.T, e *env)
-}
+type scenario = matrix.Scenario[*env]
 
 var scenarios = []scenario{
-	{"01_modes", testModes},
-	{"02_contention_Concurrent", testContention},
-	{"03_expiry_handoff", testExpiryHandoff},
-	{"04_per_reader_expiry", testPerReaderExpiry},
-	{"05_owner_isolation", testOwnerIsolation},
-	{"06_renewal_of_gone_entry_lost", testFailedRenewal},
-	{"07_verify", testVerify},
-	{"08_prefix_binary_keys", testPrefixBinary},
-	{"09_bad_input", testBadInput},
-	{"10_release_twice", testReleaseTwice},
-	{"11_noscript_recovery", testNoScript},
-	{"12_close_best_effort", testClose},
-	{"13_uncertain_acquire", testUncertainAcquire},
-	{"14_wait_writer_woken_by_release", testWaitWriterRelease},
-	{"15_wait_writer_woken_by_expiry", testWaitWriterExpiry},
-	{"16_wait_reader_woken_by_writer_release", testWaitReaderRelease},
-	{"17_wait_ctx_ends", testWaitCtx},
-	{"18_wait_no_polling", testWaitNoPolling},
-	{"19_keepalive_renews_own_entry", testKeepAlive},
-	{"90_least_privilege_acl", testLeastPrivilege},
+	{Name: "01_modes", Run: testModes},
+	{Name: "02_contention_Concurrent", Run: testContention},
+	{Name: "03_expiry_handoff", Run: testExpiryHandoff},
+	{Name: "04_per_reader_expiry", Run: testPerReaderExpiry},
+	{Name: "05_owner_isolation", Run: testOwnerIsolation},
+	{Name: "06_renewal_of_gone_entry_lost", Run: testFailedRenewal},
+	{Name: "07_verify", Run: testVerify},
+	{Name: "08_prefix_binary_keys", Run: testPrefixBinary},
+	{Name: "09_bad_input", Run: testBadInput},
+	{Name: "10_release_twice", Run: testReleaseTwice},
+	{Name: "11_noscript_recovery", Run: testNoScript},
+	{Name: "12_close_best_effort", Run: testClose},
+	{Name: "13_uncertain_acquire", Run: testUncertainAcquire},
+	{Name: "14_wait_writer_woken_by_release", Run: testWaitWriterRelease},
+	{Name: "15_wait_writer_woken_by_expiry", Run: testWaitWriterExpiry},
+	{Name: "16_wait_reader_woken_by_writer_release", Run: testWaitReaderRelease},
+	{Name: "17_wait_ctx_ends", Run: testWaitCtx},
+	{Name: "18_wait_no_polling", Run: testWaitNoPolling},
+	{Name: "19_keepalive_renews_own_entry", Run: testKeepAlive},
+	{Name: "90_least_privilege_acl", Run: testLeastPrivilege},
 }
 
 // TestRWLock runs every scenario on every target. Targets run in parallel (at most matrix.MaxParallelTargets at
 // once), each with its own server or cluster; the scenarios of one target run in order on it.
 func TestRWLock(t *testing.T) {
-	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
-		for _, sc := range scenarios {
-			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-		}
+		matrix.RunScenarios(t, st, e, scenarios, nil)
 	})
 }
 

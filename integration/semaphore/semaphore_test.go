@@ -22,49 +22,37 @@ import (
 
 // scenario is one behaviour of issue 4 (semaphore), checked on every target; each asserts the server
 // state it leaves through the env's raw client.
-type scenario struct {
-	name string
-	run  func(t *testing.T, e *env)
-	// standaloneOnly scenarios are not registered on a cluster target (they drive one server
-	// process: the fault proxy, kill, restart).
-	standaloneOnly bool
-}
+type scenario = matrix.Scenario[*env]
 
 var scenarios = []scenario{
-	{name: "01_contention", run: testContention},
-	{name: "02_expiry_handoff", run: testExpiryHandoff},
-	{name: "03_no_expiry", run: testNoExpiry},
-	{name: "04_capacity_mismatch_adopt_lower", run: testCapacity},
-	{name: "05_owner_isolation", run: testOwnerIsolation},
-	{name: "06_extend_lost_or_refused", run: testExtendLostOrRefused},
-	{name: "07_verify", run: testVerify},
-	{name: "08_release_outcomes", run: testReleaseOutcomes},
-	{name: "09_prefix_binary_keys", run: testPrefixBinaryKeys},
-	{name: "10_bad_input", run: testBadInput},
-	{name: "11_noscript_recovery", run: testNoscript},
-	{name: "12_acquire_woken_by_release", run: testAcquireWokenByRelease},
-	{name: "13_acquire_woken_by_expiry", run: testAcquireWokenByExpiry},
-	{name: "14_acquire_ctx_ends_wait", run: testAcquireCtxEndsWait},
-	{name: "15_acquire_does_not_poll", run: testAcquireDoesNotPoll},
-	{name: "16_acquire_Concurrent", run: testAcquireConcurrent},
-	{name: "90_least_privilege_acl", run: testLeastPrivilege},
-	{name: "91_refused_acquire_sends_no_cleanup", run: testRefusedAcquireNoCleanup},
-	{name: "17_abandoned_cleanup_metric", run: testAbandonedMetric, standaloneOnly: true}, // kills a standalone server: keep it last
+	{Name: "01_contention", Run: testContention},
+	{Name: "02_expiry_handoff", Run: testExpiryHandoff},
+	{Name: "03_no_expiry", Run: testNoExpiry},
+	{Name: "04_capacity_mismatch_adopt_lower", Run: testCapacity},
+	{Name: "05_owner_isolation", Run: testOwnerIsolation},
+	{Name: "06_extend_lost_or_refused", Run: testExtendLostOrRefused},
+	{Name: "07_verify", Run: testVerify},
+	{Name: "08_release_outcomes", Run: testReleaseOutcomes},
+	{Name: "09_prefix_binary_keys", Run: testPrefixBinaryKeys},
+	{Name: "10_bad_input", Run: testBadInput},
+	{Name: "11_noscript_recovery", Run: testNoscript},
+	{Name: "12_acquire_woken_by_release", Run: testAcquireWokenByRelease},
+	{Name: "13_acquire_woken_by_expiry", Run: testAcquireWokenByExpiry},
+	{Name: "14_acquire_ctx_ends_wait", Run: testAcquireCtxEndsWait},
+	{Name: "15_acquire_does_not_poll", Run: testAcquireDoesNotPoll},
+	{Name: "16_acquire_Concurrent", Run: testAcquireConcurrent},
+	{Name: "90_least_privilege_acl", Run: testLeastPrivilege},
+	{Name: "91_refused_acquire_sends_no_cleanup", Run: testRefusedAcquireNoCleanup},
+	{Name: "17_abandoned_cleanup_metric", Run: testAbandonedMetric, StandaloneOnly: true}, // kills a standalone server: keep it last
 }
 
 // TestSemaphore runs every scenario on every target. Targets run in parallel (at most
 // matrix.MaxParallelTargets at once), each with its own server or cluster; the scenarios of one target run in
 // order on it.
 func TestSemaphore(t *testing.T) {
-	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
 		e := startEnv(t, st)
-		for _, sc := range scenarios {
-			if sc.standaloneOnly && st.Cluster {
-				continue
-			}
-			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-		}
+		matrix.RunScenarios(t, st, e, scenarios, nil)
 	})
 }
 

@@ -93,3 +93,33 @@ func RequireNamedOnce[S any](t testing.TB, list []S, name func(S) string) {
 		t.Fatal(err)
 	}
 }
+
+// Scenario is one behaviour a suite checks on each target, run on that target's env E (the suite's
+// env, which embeds *Env).
+type Scenario[E any] struct {
+	// Name is the subtest name: "NN_what_it_checks" in a numbered suite.
+	Name string
+	// Run checks the behaviour on e, on keys of its own.
+	Run func(t *testing.T, e E)
+	// StandaloneOnly: the scenario drives one server process (pause, stop, proxy) and runs only on a
+	// standalone target, not on a cluster or a Sentinel group.
+	StandaloneOnly bool
+}
+
+// RunScenarios runs list on target mt's env e, in order, each as a subtest of t named after it,
+// after RequireNamedOnce. It leaves out, with the reason logged, a StandaloneOnly scenario on a
+// cluster or a Sentinel target, and a scenario that skip (name → why) lists.
+func RunScenarios[E any](t *testing.T, mt Target, e E, list []Scenario[E], skip map[string]string) {
+	t.Helper()
+	RequireNamedOnce(t, list, func(sc Scenario[E]) string { return sc.Name })
+	for _, sc := range list {
+		if sc.StandaloneOnly && !mt.Standalone() {
+			t.Logf("%s: not on this target (standalone targets only: it drives one server process)", sc.Name)
+			continue
+		}
+		if Skipped(t, skip, sc.Name) {
+			continue
+		}
+		t.Run(sc.Name, func(t *testing.T) { sc.Run(t, e) })
+	}
+}
