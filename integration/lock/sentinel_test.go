@@ -20,22 +20,7 @@ var sentinelSkip = map[string]string{
 // primary, a replica and three Sentinels; the lockers' clients are rueidis Sentinel clients).
 func TestLockSentinel(t *testing.T) {
 	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, st matrix.Target) {
-		e := startEnv(t, st)
-		for _, sc := range scenarios {
-			if matrix.Skipped(t, sentinelSkip, sc.name) {
-				continue
-			}
-			t.Run(sc.name, func(t *testing.T) {
-				if sc.exclusive {
-					loadGate.Lock()
-					defer loadGate.Unlock()
-				} else {
-					loadGate.RLock()
-					defer loadGate.RUnlock()
-				}
-				sc.run(t, e)
-			})
-		}
+		matrix.RunScenarios(t, st, startEnv(t, st), gated(scenarios), sentinelSkip)
 	})
 }
 

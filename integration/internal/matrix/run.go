@@ -107,17 +107,17 @@ type Scenario[E any] struct {
 }
 
 // RunScenarios runs list on target mt's env e, in order, each as a subtest of t named after it,
-// after RequireNamedOnce. It leaves out, with the reason logged, a StandaloneOnly scenario on a
-// cluster or a Sentinel target, and a scenario that skip (name → why) lists.
+// after RequireNamedOnce. It leaves out, with the reason logged, a scenario that skip (name → why)
+// lists, and a StandaloneOnly scenario on a cluster or a Sentinel target.
 func RunScenarios[E any](t *testing.T, mt Target, e E, list []Scenario[E], skip map[string]string) {
 	t.Helper()
 	RequireNamedOnce(t, list, func(sc Scenario[E]) string { return sc.Name })
 	for _, sc := range list {
-		if sc.StandaloneOnly && !mt.Standalone() {
-			t.Logf("%s: not on this target (standalone targets only: it drives one server process)", sc.Name)
+		if Skipped(t, skip, sc.Name) {
 			continue
 		}
-		if Skipped(t, skip, sc.Name) {
+		if sc.StandaloneOnly && !mt.Standalone() {
+			t.Logf("%s: not on this target (standalone targets only: it drives one server process)", sc.Name)
 			continue
 		}
 		t.Run(sc.Name, func(t *testing.T) { sc.Run(t, e) })
