@@ -19,22 +19,25 @@ import (
 	"github.com/coordkit/coordkit/testkit"
 )
 
-// TestLeader runs the election scenarios on every target of the matrix.
+// scenarios are the election scenarios of TestLeader and TestLeaderOnSentinel.
+var scenarios = []matrix.Scenario[*env]{
+	{Name: "exactly_one_leader", Run: testExactlyOne},
+	{Name: "killed_leader_fails_over", Run: testKilledLeader},
+	{Name: "paused_server_fails_over", Run: testPausedServer, StandaloneOnly: true},
+	{Name: "readonly_is_retried", Run: func(t *testing.T, e *env) { testReadonlyRetried(t, testkit.Target(e.Name)) }, StandaloneOnly: true},
+	{Name: "release_is_sent_again", Run: testReleaseSentAgain, StandaloneOnly: true},
+	{Name: "noperm_is_terminal", Run: testNopermTerminal},
+	{Name: "callback_failure_ends_run", Run: testCallbackFailure},
+	{Name: "start_stop_releases", Run: testStartStop},
+	{Name: "tracked_client_takes_over_on_release", Run: testTrackedClientTakeover},
+	{Name: "explicit_keys_and_strict_slots", Run: testExplicitKeys},
+}
+
+// TestLeader runs the election scenarios on every target of the matrix (the standalone-only ones
+// drive one server process: pause, a replica pair of its own, a proxy).
 func TestLeader(t *testing.T) {
 	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
-		e := startEnv(t, mt)
-		t.Run("exactly_one_leader", func(t *testing.T) { testExactlyOne(t, e) })
-		t.Run("killed_leader_fails_over", func(t *testing.T) { testKilledLeader(t, e) })
-		if !mt.Cluster {
-			t.Run("paused_server_fails_over", func(t *testing.T) { testPausedServer(t, e) })
-			t.Run("readonly_is_retried", func(t *testing.T) { testReadonlyRetried(t, mt.Server) })
-			t.Run("release_is_sent_again", func(t *testing.T) { testReleaseSentAgain(t, e) })
-		}
-		t.Run("noperm_is_terminal", func(t *testing.T) { testNopermTerminal(t, e) })
-		t.Run("callback_failure_ends_run", func(t *testing.T) { testCallbackFailure(t, e) })
-		t.Run("start_stop_releases", func(t *testing.T) { testStartStop(t, e) })
-		t.Run("tracked_client_takes_over_on_release", func(t *testing.T) { testTrackedClientTakeover(t, e) })
-		t.Run("explicit_keys_and_strict_slots", func(t *testing.T) { testExplicitKeys(t, e) })
+		matrix.RunScenarios(t, mt, startEnv(t, mt), scenarios, nil)
 	})
 }
 
