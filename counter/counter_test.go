@@ -17,18 +17,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// noIO is a rueidis.Client whose every method except Mode panics: validation tests use it to prove that
-// bad input is rejected before any I/O.
-type noIO struct {
-	rueidis.Client
-	mode rueidis.ClientMode
-}
-
-func (c noIO) Mode() rueidis.ClientMode { return c.mode }
+// noIO is a client whose every method but Mode panics (see replytest.NoIO): validation tests use it
+// to prove that bad input is rejected before any I/O.
+type noIO = replytest.NoIO
 
 func newStore(t *testing.T, opts ...Option) *Store {
 	t.Helper()

@@ -12,17 +12,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// noIO is a rueidis.Client whose every method except Mode panics: validation tests use it to prove that
-// bad input is rejected before any I/O.
-type noIO struct {
-	rueidis.Client
-}
-
-func (noIO) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
+// noIO is a client whose every method but Mode panics (see replytest.NoIO): validation tests use it
+// to prove that bad input is rejected before any I/O.
+type noIO = replytest.NoIO
 
 func TestNew(t *testing.T) {
 	if _, err := New(nil); !errors.Is(err, ErrNilClient) || !errors.Is(err, luakit.ErrNilClient) || !strings.HasPrefix(err.Error(), "idempotency: ") {

@@ -12,18 +12,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// noIO is a rueidis.Client whose every method except Mode panics: validation tests use it to prove that
-// bad input is rejected before any I/O.
-type noIO struct {
-	rueidis.Client
-	mode rueidis.ClientMode
-}
-
-func (c noIO) Mode() rueidis.ClientMode { return c.mode }
+// noIO is a client whose every method but Mode panics (see replytest.NoIO): validation tests use it
+// to prove that bad input is rejected before any I/O.
+type noIO = replytest.NoIO
 
 func TestNew(t *testing.T) {
 	if _, err := New(nil); !errors.Is(err, ErrNilClient) || !errors.Is(err, luakit.ErrNilClient) || !strings.HasPrefix(err.Error(), "latch: ") {
@@ -62,7 +58,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestValidationBeforeIO(t *testing.T) {
-	ls, err := New(noIO{mode: rueidis.ClientModeCluster})
+	ls, err := New(noIO{ClientMode: rueidis.ClientModeCluster})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,18 +18,14 @@ import (
 
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// noIO is a rueidis.Client whose every method except Mode panics: validation tests use it to prove that
-// bad input is rejected before any I/O.
-type noIO struct {
-	rueidis.Client
-	mode rueidis.ClientMode
-}
-
-func (c noIO) Mode() rueidis.ClientMode { return c.mode }
+// noIO is a client whose every method but Mode panics (see replytest.NoIO): validation tests use it
+// to prove that bad input is rejected before any I/O.
+type noIO = replytest.NoIO
 
 // failing is a client whose Do answers every command with the next error of errs (the last repeats).
 // Its zero-value builder checks that keys are in slot 0, so tests use the name k596 (its keys
@@ -138,7 +134,7 @@ func TestNewValidationBeforeIO(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(noIO{mode: tt.mode}, tt.elect, append([]Option{WithKeyPrefix(tt.prefix)}, tt.opts...)...)
+			_, err := New(noIO{ClientMode: tt.mode}, tt.elect, append([]Option{WithKeyPrefix(tt.prefix)}, tt.opts...)...)
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("New error = %v, want nil", err)

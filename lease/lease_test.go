@@ -20,14 +20,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// noIO is a rueidis.Client whose every method except Mode panics: validation tests use it to prove that
-// bad input is rejected before any I/O (including the feature probe).
-type noIO struct {
-	rueidis.Client
-	mode rueidis.ClientMode
-}
-
-func (c noIO) Mode() rueidis.ClientMode { return c.mode }
+// noIO is a client whose every method but Mode panics (see replytest.NoIO): validation tests use it
+// to prove that bad input is rejected before any I/O.
+type noIO = replytest.NoIO
 
 func TestNew(t *testing.T) {
 	if _, err := New(nil); !errors.Is(err, ErrNilClient) {
@@ -125,7 +120,7 @@ func TestValidationBeforeIO(t *testing.T) {
 	for _, mode := range []rueidis.ClientMode{rueidis.ClientModeStandalone, rueidis.ClientModeCluster} {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				ls, err := New(noIO{mode: mode}, WithKeyPrefix("p:"))
+				ls, err := New(noIO{ClientMode: mode}, WithKeyPrefix("p:"))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -48,7 +48,7 @@ func TestVocabularyErrors(t *testing.T) {
 // TestArgumentErrorsMatchInvalidConfig: every error found before any I/O matches ErrInvalidConfig and
 // starts with "lock: ".
 func TestArgumentErrorsMatchInvalidConfig(t *testing.T) {
-	l, err := New(noIO{mode: rueidis.ClientModeCluster})
+	l, err := New(noIO{ClientMode: rueidis.ClientModeCluster})
 	if err != nil {
 		t.Fatal(err)
 	}

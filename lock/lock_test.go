@@ -17,14 +17,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// noIO is a rueidis.Client whose every method except Mode panics: validation tests use it to prove that
-// bad input is rejected before any I/O.
-type noIO struct {
-	rueidis.Client
-	mode rueidis.ClientMode
-}
-
-func (c noIO) Mode() rueidis.ClientMode { return c.mode }
+// noIO is a client whose every method but Mode panics (see replytest.NoIO): validation tests use it
+// to prove that bad input is rejected before any I/O.
+type noIO = replytest.NoIO
 
 func TestNew(t *testing.T) {
 	if _, err := New(nil); !errors.Is(err, ErrNilClient) {
@@ -85,7 +80,7 @@ func TestValidationBeforeIO(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := New(noIO{mode: tt.mode}, WithKeyPrefix(tt.prefix))
+			l, err := New(noIO{ClientMode: tt.mode}, WithKeyPrefix(tt.prefix))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +96,7 @@ func TestValidationBeforeIO(t *testing.T) {
 }
 
 func TestPrepareSameSlot(t *testing.T) {
-	l, err := New(noIO{mode: rueidis.ClientModeCluster}, WithKeyPrefix("{tenant}"))
+	l, err := New(noIO{ClientMode: rueidis.ClientModeCluster}, WithKeyPrefix("{tenant}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +137,7 @@ func TestKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, mode := range []rueidis.ClientMode{rueidis.ClientModeStandalone, rueidis.ClientModeCluster} {
-			l, err := New(noIO{mode: mode}, WithKeyPrefix(tt.prefix))
+			l, err := New(noIO{ClientMode: mode}, WithKeyPrefix(tt.prefix))
 			if err != nil {
 				t.Fatal(err)
 			}

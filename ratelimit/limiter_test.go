@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/replytest"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
@@ -21,11 +22,9 @@ import (
 // barrier, statistics and metrics of decisions made without I/O). Behaviour against real servers is
 // in the integration module (integration/ratelimit, limiter_* scenarios).
 
-// noIO is a rueidis.Client whose every method panics: a test using it proves that the code under test
-// did no I/O.
-type noIO struct {
-	rueidis.Client
-}
+// noIO is a client whose every method but Mode panics (see replytest.NoIO): validation tests use it
+// to prove that bad input is rejected before any I/O.
+type noIO = replytest.NoIO
 
 // blocking is a rueidis.Client whose every command blocks until its context ends and then fails
 // with the context's error: an attempt "in flight" for as long as the test wants.

@@ -18,24 +18,19 @@ import (
 
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/ownership"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// noIO is a rueidis.Client whose every method except Mode panics: validation tests use it to prove that
-// bad input is rejected before any I/O. id makes distinct stubs unequal.
-type noIO struct {
-	rueidis.Client
-	mode rueidis.ClientMode
-	id   int
-}
-
-func (c noIO) Mode() rueidis.ClientMode { return c.mode }
+// noIO is a client whose every method but Mode panics (see replytest.NoIO): validation tests use it
+// to prove that bad input is rejected before any I/O.
+type noIO = replytest.NoIO
 
 func stubs(n int) []rueidis.Client {
 	out := make([]rueidis.Client, n)
 	for i := range out {
-		out[i] = noIO{mode: rueidis.ClientModeStandalone, id: i}
+		out[i] = noIO{ClientMode: rueidis.ClientModeStandalone, ID: i}
 	}
 	return out
 }
@@ -46,9 +41,9 @@ func TestNewGroup(t *testing.T) {
 	withNil := stubs(3)
 	withNil[1] = nil
 	withCluster := stubs(5)
-	withCluster[3] = noIO{mode: rueidis.ClientModeCluster, id: 3}
+	withCluster[3] = noIO{ClientMode: rueidis.ClientModeCluster, ID: 3}
 	withSentinel := stubs(3)
-	withSentinel[0] = noIO{mode: rueidis.ClientModeSentinel, id: 0}
+	withSentinel[0] = noIO{ClientMode: rueidis.ClientModeSentinel, ID: 0}
 	tests := []struct {
 		name    string
 		clients []rueidis.Client

@@ -13,7 +13,7 @@ import (
 // TestInspectValidationBeforeIO: an empty key fails before any I/O (noIO panics on a command).
 func TestInspectValidationBeforeIO(t *testing.T) {
 	t.Parallel()
-	l, err := New(noIO{mode: rueidis.ClientModeStandalone})
+	l, err := New(noIO{ClientMode: rueidis.ClientModeStandalone})
 	if err != nil {
 		t.Fatal(err)
 	}

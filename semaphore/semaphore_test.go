@@ -26,13 +26,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// noIO is a rueidis.Client whose every method except Mode panics: validation tests use it to prove that
-// bad input is rejected before any I/O.
-type noIO struct {
-	rueidis.Client
-}
-
-func (noIO) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
+// noIO is a client whose every method but Mode panics (see replytest.NoIO): validation tests use it
+// to prove that bad input is rejected before any I/O.
+type noIO = replytest.NoIO
 
 // failing is a standalone rueidis.Client whose every command fails with err (no server needed). It
 // counts calls.

@@ -14,20 +14,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
 	"github.com/coordkit/coordkit/idempotency"
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// noIO is a rueidis.Client whose every method except Mode panics: these tests prove that requests
-// rejected by validation never reach the store.
-type noIO struct{ rueidis.Client }
-
-func (noIO) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
+// noIO is a client whose every method but Mode panics (see replytest.NoIO): validation tests use it
+// to prove that bad input is rejected before any I/O.
+type noIO = replytest.NoIO
 
 func newNoIO(t *testing.T, opts ...Option) *Middleware {
 	t.Helper()

@@ -29,7 +29,7 @@ type closer struct {
 
 // closers lists lock, lease, rwlock, semaphore and redlock; counter, leader and ratelimit check the same
 // in their own suites (integration/counter 14, integration/leader client_stays_the_callers,
-// integration/ratelimit seed rows).
+// integration/ratelimit limiter_close_keeps_callers_client).
 var closers = []closer{
 	{"lock_lease_close", func(t *testing.T, c rueidis.Client, _ *matrix.Env, _ testkit.Target) bool {
 		lk, err := lock.New(c)
@@ -96,37 +96,24 @@ var closers = []closer{
 // TestCloseKeepsClient: after each primitive's Close the caller's client still answers, and a second
 // primitive over the same client works.
 func TestCloseKeepsClient(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := matrix.StartEnv(t, mt)
-			for _, cl := range closers {
-				t.Run(cl.name, func(t *testing.T) {
-					c := newClient(t, e)
-					if cl.run(t, c, e, mt.Server) {
-						t.Skipf("%s does not offer what %s needs", mt.Name, cl.name)
-					}
-					require.NoError(t, c.Do(ctx(t), c.B().Ping().Build()).Error(), "the client must still work after Close")
-					lk, err := lock.New(c)
-					require.NoError(t, err)
-					l, err := lk.TryAcquire(ctx(t), "ck:kept:after:"+cl.name, time.Minute)
-					require.NoError(t, err, "a primitive over the same client works afterwards")
-					_, err = l.Release(ctx(t))
-					require.NoError(t, err)
-				})
-			}
-		})
-	}
-}
-
-// newClient returns a client of the target, closed at t.Cleanup.
-func newClient(t *testing.T, e *matrix.Env) rueidis.Client {
-	t.Helper()
-	c, err := rueidis.NewClient(e.ClientOption())
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
+		e := matrix.StartEnv(t, mt)
+		for _, cl := range closers {
+			t.Run(cl.name, func(t *testing.T) {
+				c := e.NewClient(t, nil)
+				if cl.run(t, c, e, mt.Server) {
+					t.Skipf("%s does not offer what %s needs", mt.Name, cl.name)
+				}
+				require.NoError(t, c.Do(ctx(t), c.B().Ping().Build()).Error(), "the client must still work after Close")
+				lk, err := lock.New(c)
+				require.NoError(t, err)
+				l, err := lk.TryAcquire(ctx(t), "ck:kept:after:"+cl.name, time.Minute)
+				require.NoError(t, err, "a primitive over the same client works afterwards")
+				_, err = l.Release(ctx(t))
+				require.NoError(t, err)
+			})
+		}
+	})
 }
 
 // ctx returns a context for one test's I/O.

@@ -30,25 +30,21 @@ import (
 // matrix.MaxParallelTargets at once), each with its own server or cluster; scenarios of one target run
 // in order on it, each on its own keys.
 func TestCoordctl(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range []struct {
-				name string
-				run  func(*testing.T, *env)
-			}{
-				{"inspect_output", testInspectOutput},
-				{"read_only", testReadOnly},
-				{"admin", testAdmin},
-				{"bad_input", testBadInput},
-				{"watch", testWatch},
-			} {
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-			}
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		for _, sc := range []struct {
+			name string
+			run  func(*testing.T, *env)
+		}{
+			{"inspect_output", testInspectOutput},
+			{"read_only", testReadOnly},
+			{"admin", testAdmin},
+			{"bad_input", testBadInput},
+			{"watch", testWatch},
+		} {
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+		}
+	})
 }
 
 // fixture seeds one primitive's state through its module and returns the coordctl arguments of its
@@ -76,7 +72,7 @@ func between(t *testing.T, m map[string]any, k string, lo, hi time.Duration) {
 func fixtures() []fixture {
 	return []fixture{
 		{name: "lock", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			lk, err := lock.New(e.newClient(t))
+			lk, err := lock.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			l, err := lk.TryAcquire(ctx(t), "ctl:lock", 30*time.Second)
 			require.NoError(t, err)
@@ -100,7 +96,7 @@ func fixtures() []fixture {
 		}},
 		{name: "leader", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
 			// An election and a lock of one name share their keys: a held lock is a present leader.
-			lk, err := lock.New(e.newClient(t))
+			lk, err := lock.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			l, err := lk.TryAcquire(ctx(t), "ctl:leader", 15*time.Second)
 			require.NoError(t, err)
@@ -118,7 +114,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "rwlock", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			lk, err := rwlock.New(e.newClient(t))
+			lk, err := rwlock.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			for _, ttl := range []time.Duration{20 * time.Second, 30 * time.Second} {
 				l, err := lk.TryAcquireRead(ctx(t), "ctl:rw", ttl)
@@ -146,7 +142,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "semaphore", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			s, err := semaphore.New(e.newClient(t), "ctl:sem", 3)
+			s, err := semaphore.New(e.NewClient(t, nil, matrix.NoCache), "ctl:sem", 3)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close(context.Background()) })
 			p, err := s.TryAcquire(ctx(t), 30*time.Second)
@@ -171,7 +167,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "latch", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			ls, err := latch.New(e.newClient(t))
+			ls, err := latch.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			l, err := ls.Create(ctx(t), "ctl:latch", 3, latch.WithExpiry(time.Minute))
 			require.NoError(t, err)
@@ -190,7 +186,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "counter", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			s, err := counter.New(e.newClient(t))
+			s, err := counter.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close(context.Background()) })
 			_, err = s.IncrementWithExpire(ctx(t), "ctl:counter", 5, time.Minute)
@@ -207,7 +203,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "idempotency", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			s, err := idempotency.New(e.newClient(t))
+			s, err := idempotency.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			a, err := s.TryBegin(ctx(t), "ctl:idem", 30*time.Second, idempotency.Fingerprint{})
 			require.NoError(t, err)
@@ -224,7 +220,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "ratelimit", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			k, err := ratelimit.NewKeyed(e.newClient(t), ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
+			k, err := ratelimit.NewKeyed(e.NewClient(t, nil, matrix.NoCache), ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = k.Close(context.Background()) })
 			r, err := k.AllowN(ctx(t), "ctl:rate", 3)
@@ -243,7 +239,7 @@ func fixtures() []fixture {
 			return err
 		}},
 		{name: "denylist", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
-			d, err := denylist.New(e.newClient(t), "ctl:deny")
+			d, err := denylist.New(e.NewClient(t, nil, matrix.NoCache), "ctl:deny")
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = d.Close(context.Background()) })
 			for _, id := range []string{"mallory", "eve"} {
@@ -265,7 +261,7 @@ func fixtures() []fixture {
 			if !e.hfe {
 				return nil, nil, nil
 			}
-			ls, err := lease.New(e.newClient(t))
+			ls, err := lease.New(e.NewClient(t, nil, matrix.NoCache))
 			require.NoError(t, err)
 			l, err := ls.TryAcquire(ctx(t), "ctl:leases", "worker-1", 30*time.Second)
 			require.NoError(t, err)
@@ -340,7 +336,7 @@ func testReadOnly(t *testing.T, e *env) {
 				return
 			}
 			defer cleanup(t, e, f.name)
-			c := e.newClient(t)
+			c := e.NewClient(t, nil, matrix.NoCache)
 			require.NoError(t, f.inspect(t, c)) // connects and loads the script
 			before := e.snapshot(t, keys...)
 			s0 := e.CommandStats(t)
@@ -366,7 +362,7 @@ func testReadOnly(t *testing.T, e *env) {
 // exactly what it prints.
 func testAdmin(t *testing.T, e *env) {
 	t.Run("lock_force_release", func(t *testing.T) {
-		lk, err := lock.New(e.newClient(t))
+		lk, err := lock.New(e.NewClient(t, nil, matrix.NoCache))
 		require.NoError(t, err)
 		l, err := lk.TryAcquire(ctx(t), "ctl:adm", 30*time.Second)
 		require.NoError(t, err)
@@ -401,7 +397,7 @@ func testAdmin(t *testing.T, e *env) {
 		if !e.hfe {
 			return
 		}
-		ls, err := lease.New(e.newClient(t))
+		ls, err := lease.New(e.NewClient(t, nil, matrix.NoCache))
 		require.NoError(t, err)
 		for _, f := range []string{"a", "b"} {
 			l, err := ls.TryAcquire(ctx(t), "ctl:adm:leases", f, 30*time.Second)
@@ -416,7 +412,7 @@ func testAdmin(t *testing.T, e *env) {
 		require.Equal(t, "b", in.Holders[0].Field)
 	})
 	t.Run("latch_delete", func(t *testing.T) {
-		ls, err := latch.New(e.newClient(t))
+		ls, err := latch.New(e.NewClient(t, nil, matrix.NoCache))
 		require.NoError(t, err)
 		l, err := ls.Create(ctx(t), "ctl:adm:latch", 2)
 		require.NoError(t, err)
@@ -433,7 +429,7 @@ func testAdmin(t *testing.T, e *env) {
 		require.False(t, in.Exists)
 	})
 	t.Run("denylist_deny_allow", func(t *testing.T) {
-		d, err := denylist.New(e.newClient(t), "ctl:adm:deny", denylist.WithCacheDuration(0))
+		d, err := denylist.New(e.NewClient(t, nil, matrix.NoCache), "ctl:adm:deny", denylist.WithCacheDuration(0))
 		require.NoError(t, err)
 		defer d.Close(context.Background())
 		require.Equal(t, coordctl.ExitUsage, e.run(t, "denylist", "deny", "ctl:adm:deny", "mallory").code)
@@ -454,7 +450,7 @@ func testAdmin(t *testing.T, e *env) {
 		require.False(t, denied)
 	})
 	t.Run("ratelimit_reset", func(t *testing.T) {
-		k, err := ratelimit.NewKeyed(e.newClient(t), ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
+		k, err := ratelimit.NewKeyed(e.NewClient(t, nil, matrix.NoCache), ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
 		require.NoError(t, err)
 		defer k.Close(context.Background())
 		_, err = k.AllowN(ctx(t), "ctl:adm:rate", 4)
@@ -471,7 +467,7 @@ func testAdmin(t *testing.T, e *env) {
 		require.Equal(t, snapshot{"ctl:adm:rate": {"<absent>", time.UnixMilli(-2).String()}}, e.snapshot(t, "ctl:adm:rate"))
 	})
 	t.Run("idempotency_abandon", func(t *testing.T) {
-		s, err := idempotency.New(e.newClient(t))
+		s, err := idempotency.New(e.NewClient(t, nil, matrix.NoCache))
 		require.NoError(t, err)
 		a, err := s.TryBegin(ctx(t), "ctl:adm:idem", time.Minute, idempotency.Fingerprint{})
 		require.NoError(t, err)
@@ -571,7 +567,7 @@ func testBadInput(t *testing.T, e *env) {
 
 // testWatch: watch refreshes an inspection --count times and follows a change between refreshes.
 func testWatch(t *testing.T, e *env) {
-	s, err := counter.New(e.newClient(t))
+	s, err := counter.New(e.NewClient(t, nil, matrix.NoCache))
 	require.NoError(t, err)
 	defer s.Close(context.Background())
 	_, err = s.IncrementWithExpire(ctx(t), "ctl:watch", 1, 0)

@@ -41,17 +41,6 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 
 func ctx(t testing.TB) context.Context { return matrix.Ctx(t) }
 
-// newClient returns a client of the target (client-side caching off), closed at t.Cleanup.
-func (e *env) newClient(t *testing.T) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	opt.DisableCache = true
-	c, err := rueidis.NewClient(opt)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // result is one coordctl run.
 type result struct {
 	out, err string

@@ -12,10 +12,6 @@ import (
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 )
 
-func init() {
-	scenarios = append(scenarios, scenario{"90_buffered_refused_flush_not_counted_twice", testBufferedRefusedFlush})
-}
-
 // testBufferedRefusedFlush: a user without PEXPIRE flushes a Buffered with an expiry (INCRBY then
 // PEXPIRE). Each refused flush writes nothing and keeps its delta; once PEXPIRE is granted the
 // server holds exactly the sum of the adds, never more, across several flushes (before the script

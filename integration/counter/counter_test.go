@@ -20,39 +20,37 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-type scenario struct {
-	name string
-	run  func(t *testing.T, e *env)
-}
+type scenario = matrix.Scenario[*env]
 
 var scenarios = []scenario{
-	{"01_limit_exact_concurrent", testLimitConcurrent},
-	{"02_ttl_semantics", testTTLSemantics},
-	{"03_decrement_floor", testDecrementFloor},
-	{"04_values_above_2_53", testAbove2p53},
-	{"05_overflow_and_malformed", testOverflow},
-	{"06_batch_order_across_slots", testBatchOrder},
-	{"07_buffered_flush", testBuffered},
-	{"08_bounded_never_exceeds", testBoundedConcurrent},
-	{"09_close_bounded_by_ctx", testCloseBoundedByCtx},
-	{"10_disconnect_fails_fast", testDisconnect},
-	{"11_least_privilege_acl", testLeastPrivilege},
+	{Name: "01_limit_exact_concurrent", Run: testLimitConcurrent},
+	{Name: "02_ttl_semantics", Run: testTTLSemantics},
+	{Name: "03_decrement_floor", Run: testDecrementFloor},
+	{Name: "04_values_above_2_53", Run: testAbove2p53},
+	{Name: "05_overflow_and_malformed", Run: testOverflow},
+	{Name: "06_batch_order_across_slots", Run: testBatchOrder},
+	{Name: "07_buffered_flush", Run: testBuffered},
+	{Name: "08_bounded_never_exceeds", Run: testBoundedConcurrent},
+	{Name: "09_close_bounded_by_ctx", Run: testCloseBoundedByCtx},
+	{Name: "10_disconnect_fails_fast", Run: testDisconnect},
+	{Name: "11_one_round_trip_per_call_and_batch", Run: testOneRoundTrip},
+	{Name: "12_batch_recovers_after_script_flush", Run: testBatchAfterScriptFlush},
+	{Name: "13_binary_keys", Run: testBinaryKeys},
+	{Name: "14_close_keeps_callers_client", Run: testCloseKeepsClient},
+	{Name: "15_buffered_rebuffers_only_certain_failures", Run: testBufferedRebuffer},
+	{Name: "16_store_created_while_down", Run: testCreatedWhileDown}, // kills and restarts the server (node)
+	{Name: "90_least_privilege_acl", Run: testLeastPrivilege},
+	{Name: "91_buffered_refused_flush_not_counted_twice", Run: testBufferedRefusedFlush},
 }
 
 // TestCounter runs every scenario on every target. Targets run in parallel (at most
-// maxParallelTargets at once), each with its own server or cluster; scenarios of one target run in
+// matrix.MaxParallelTargets at once), each with its own server or cluster; scenarios of one target run in
 // order on it, each on its own keys.
 func TestCounter(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-			}
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		matrix.RunScenarios(t, st, e, scenarios, nil)
+	})
 }
 
 // testLimitConcurrent: 32 goroutines race IncrementUpTo; exactly limit/delta are allowed, the
@@ -102,7 +100,7 @@ func testLimitConcurrent(t *testing.T, e *env) {
 	require.EqualValues(t, workers, refused.Load())
 	require.LessOrEqual(t, maxSeen.Load(), int64(limit), "no reply may report a value above the limit")
 	e.requireValue(t, key, strconv.Itoa(limit/delta*delta))
-	p := e.pttl(t, key)
+	p := e.PTTL(t, key)
 	require.Greater(t, p, int64(0))
 	require.LessOrEqual(t, p, int64(time.Minute/time.Millisecond))
 }
@@ -117,22 +115,22 @@ func testTTLSemantics(t *testing.T, e *env) {
 	v, err := s.IncrementWithExpire(c, slide, 5, 2*time.Second)
 	require.NoError(t, err)
 	require.EqualValues(t, 5, v)
-	p := e.pttl(t, slide)
+	p := e.PTTL(t, slide)
 	require.True(t, p > 0 && p <= 2000, "pttl %d", p)
 	v, err = s.IncrementWithExpire(c, slide, -2, time.Hour)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, v)
-	require.Greater(t, e.pttl(t, slide), int64(2000), "a later ttl replaces the expiry (sliding)")
-	before := e.pttl(t, slide)
+	require.Greater(t, e.PTTL(t, slide), int64(2000), "a later ttl replaces the expiry (sliding)")
+	before := e.PTTL(t, slide)
 	_, err = s.IncrementWithExpire(c, slide, 1, 0)
 	require.NoError(t, err)
-	after := e.pttl(t, slide)
+	after := e.PTTL(t, slide)
 	require.True(t, after > 0 && after <= before, "ttl 0 leaves the expiry: %d then %d", before, after)
 
 	persist := "ck:ttl:persist"
 	_, err = s.IncrementWithExpire(c, persist, 1, 0)
 	require.NoError(t, err)
-	require.EqualValues(t, -1, e.pttl(t, persist), "no ttl, no expiry")
+	require.EqualValues(t, -1, e.PTTL(t, persist), "no ttl, no expiry")
 
 	fixed := "ck:ttl:fixed"
 	res, err := s.IncrementUpTo(c, fixed, 1, 10, 2*time.Second)
@@ -144,7 +142,7 @@ func testTTLSemantics(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, res.Allowed)
 	require.True(t, res.Remaining > 0 && res.Remaining <= 2*time.Second, "an existing key keeps its window: %v", res.Remaining)
-	p = e.pttl(t, fixed)
+	p = e.PTTL(t, fixed)
 	require.True(t, p > 0 && p <= 2000, "pttl %d", p)
 
 	// An existing key without expiry keeps none.
@@ -155,7 +153,7 @@ func testTTLSemantics(t *testing.T, e *env) {
 	require.True(t, res.Allowed)
 	require.Zero(t, res.Remaining)
 	require.True(t, res.NoExpiry)
-	require.EqualValues(t, -1, e.pttl(t, "ck:ttl:fixed-persist"))
+	require.EqualValues(t, -1, e.PTTL(t, "ck:ttl:fixed-persist"))
 
 	// A refusal writes nothing: value and expiry unchanged; on an absent key nothing is created.
 	res, err = s.IncrementUpTo(c, fixed, 9, 10, time.Hour)
@@ -167,13 +165,13 @@ func testTTLSemantics(t *testing.T, e *env) {
 	res, err = s.IncrementUpTo(c, "ck:ttl:absent", 5, 4, time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, counter.Result{}, res, "refused on an absent key: value 0, no life, not NoExpiry")
-	require.EqualValues(t, -2, e.pttl(t, "ck:ttl:absent"), "a refusal creates nothing")
+	require.EqualValues(t, -2, e.PTTL(t, "ck:ttl:absent"), "a refusal creates nothing")
 
 	// Expiry resets the window: the counter reads as 0 again.
 	win := "ck:ttl:window"
 	_, err = s.IncrementUpTo(c, win, 3, 3, 50*time.Millisecond)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return e.pttl(t, win) == -2 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.PTTL(t, win) == -2 }, 5*time.Second, 10*time.Millisecond)
 	got, err := s.Get(c, win)
 	require.NoError(t, err)
 	require.Zero(t, got)
@@ -202,18 +200,18 @@ func testDecrementFloor(t *testing.T, e *env) {
 	require.EqualValues(t, 6, res.Value)
 	require.True(t, res.Remaining > 50*time.Second && res.Remaining <= time.Minute, "Remaining %v", res.Remaining)
 	e.requireValue(t, key, "6")
-	p := e.pttl(t, key)
+	p := e.PTTL(t, key)
 	require.True(t, p > 0 && p <= 60000, "expiry unchanged by decrements: %d", p)
 
 	res, err = s.DecrementDownTo(c, "ck:floor:absent", 1, 0)
 	require.NoError(t, err)
 	require.Equal(t, counter.Result{Allowed: false, Value: 0}, res, "absent: no life, not NoExpiry")
-	require.EqualValues(t, -2, e.pttl(t, "ck:floor:absent"))
+	require.EqualValues(t, -2, e.PTTL(t, "ck:floor:absent"))
 	res, err = s.DecrementDownTo(c, "ck:floor:absent", 3, -5)
 	require.NoError(t, err)
 	require.Equal(t, counter.Result{Allowed: true, Value: -3, NoExpiry: true}, res)
 	e.requireValue(t, "ck:floor:absent", "-3")
-	require.EqualValues(t, -1, e.pttl(t, "ck:floor:absent"))
+	require.EqualValues(t, -1, e.PTTL(t, "ck:floor:absent"))
 	res, err = s.DecrementDownTo(c, "ck:floor:absent", 1, math.MinInt64)
 	require.NoError(t, err)
 	require.Equal(t, counter.Result{Allowed: true, Value: -4, NoExpiry: true}, res)
@@ -284,13 +282,13 @@ func testOverflow(t *testing.T, e *env) {
 	_, err := s.IncrementWithExpire(c, key, 2, time.Minute)
 	require.ErrorIs(t, err, counter.ErrOverflow)
 	e.requireValue(t, key, strconv.FormatInt(math.MaxInt64-1, 10))
-	require.EqualValues(t, -1, e.pttl(t, key), "no expiry written")
+	require.EqualValues(t, -1, e.PTTL(t, key), "no expiry written")
 	low := "ck:overflow:low"
 	e.set(t, low, strconv.FormatInt(math.MinInt64, 10))
 	_, err = s.IncrementWithExpire(c, low, -1, time.Minute)
 	require.ErrorIs(t, err, counter.ErrOverflow)
 	e.requireValue(t, low, strconv.FormatInt(math.MinInt64, 10))
-	require.EqualValues(t, -1, e.pttl(t, low))
+	require.EqualValues(t, -1, e.PTTL(t, low))
 
 	vals, err := s.BatchIncrement(c, []counter.Increment{
 		{Key: "ck:overflow:ok", Delta: 7, TTL: time.Minute},
@@ -304,7 +302,7 @@ func testOverflow(t *testing.T, e *env) {
 	require.NoError(t, be.Errs[2])
 	require.Equal(t, []int64{7, 0, 8}, vals)
 	e.requireValue(t, key, strconv.FormatInt(math.MaxInt64-1, 10))
-	require.EqualValues(t, -1, e.pttl(t, key))
+	require.EqualValues(t, -1, e.PTTL(t, key))
 
 	bad := "ck:overflow:text"
 	e.set(t, bad, "abc")
@@ -320,7 +318,7 @@ func testOverflow(t *testing.T, e *env) {
 	require.ErrorIs(t, err, counter.ErrNotInteger)
 	require.Equal(t, counter.Value{N: 8, Exists: true}, many[0])
 	e.requireValue(t, bad, "abc")
-	require.EqualValues(t, -1, e.pttl(t, bad))
+	require.EqualValues(t, -1, e.PTTL(t, bad))
 	hash := "ck:overflow:hash"
 	require.NoError(t, e.Raw.Do(c, e.Raw.B().Hset().Key(hash).FieldValue().FieldValue("f", "1").Build()).Error())
 	_, err = s.IncrementWithExpire(c, hash, 1, 0)
@@ -365,7 +363,7 @@ func testOverflow(t *testing.T, e *env) {
 			require.NotContains(t, err.Error(), odd, "errors never contain keys")
 		}
 		e.requireValue(t, odd, v)
-		require.EqualValues(t, -1, e.pttl(t, odd))
+		require.EqualValues(t, -1, e.PTTL(t, odd))
 	}
 }
 
@@ -397,7 +395,7 @@ func testBatchOrder(t *testing.T, e *env) {
 	require.Equal(t, counter.Value{}, many[0])
 	for i := range n {
 		require.Equal(t, counter.Value{N: int64(i*1000 + i + 1), Exists: true}, many[i+1], "key %d", i)
-		p := e.pttl(t, "ck:batch:"+keys[i])
+		p := e.PTTL(t, "ck:batch:"+keys[i])
 		require.True(t, p > 0 && p <= 60000)
 	}
 
@@ -448,7 +446,7 @@ func testBuffered(t *testing.T, e *env) {
 	require.Zero(t, b.Pending())
 	require.Zero(t, flushErrs.Load())
 	e.requireValue(t, key, "16000")
-	p := e.pttl(t, key)
+	p := e.PTTL(t, key)
 	require.True(t, p > 0 && p <= 60000)
 	require.ErrorIs(t, b.Add(1), counter.ErrClosed)
 	require.ErrorIs(t, b.Flush(ctx(t)), luakit.ErrClosed, "Flush after Close")
@@ -526,7 +524,7 @@ func testBoundedConcurrent(t *testing.T, e *env) {
 	require.LessOrEqual(t, maxSeen.Load(), int64(limit), "an observed global value exceeded the limit")
 	require.EqualValues(t, limit, allowed.Load())
 	e.requireValue(t, key, strconv.Itoa(limit))
-	p := e.pttl(t, key)
+	p := e.PTTL(t, key)
 	require.True(t, p > 0 && p <= 60000)
 
 	// Unused headroom goes back on Close: 5 adds with chunk 50 leave 5 on the server.

@@ -22,24 +22,10 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return &env{Env: matrix.StartEnv(t, st)}
 }
 
-// newClient returns a client of the target (client-side caching off), closed at t.Cleanup.
-func (e *env) newClient(t *testing.T, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	opt.DisableCache = true
-	for _, m := range mutate {
-		m(&opt)
-	}
-	c, err := rueidis.NewClient(opt)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // store returns a Store over a new client of its own, closed at t.Cleanup (before the client).
 func (e *env) store(t *testing.T, opts ...counter.Option) *counter.Store {
 	t.Helper()
-	return newStore(t, e.newClient(t), opts...)
+	return newStore(t, e.NewClient(t, nil, matrix.NoCache), opts...)
 }
 
 func newStore(t *testing.T, c rueidis.Client, opts ...counter.Option) *counter.Store {
@@ -65,14 +51,6 @@ func (e *env) get(t *testing.T, key string) (string, bool) {
 func (e *env) set(t *testing.T, key, value string) {
 	t.Helper()
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value(value).Build()).Error())
-}
-
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
 }
 
 // requireValue asserts that key holds want (decimal) and its PTTL satisfies check.

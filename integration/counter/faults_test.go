@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/counter"
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/testkit"
 )
@@ -29,7 +30,7 @@ func testDisconnect(t *testing.T, e *env) {
 	} else {
 		node = e.Srv
 	}
-	c := e.newClient(t, func(o *rueidis.ClientOption) { o.ConnWriteTimeout = writeTimeout })
+	c := e.NewClient(t, nil, matrix.NoCache, func(o *rueidis.ClientOption) { o.ConnWriteTimeout = writeTimeout })
 	s := newStore(t, c, counter.WithProbeInterval(50*time.Millisecond), counter.WithProbeTimeout(500*time.Millisecond))
 	res, err := s.IncrementUpTo(ctx(t), key, 1, 100, 0)
 	require.NoError(t, err)

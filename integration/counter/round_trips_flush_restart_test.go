@@ -14,20 +14,6 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// The seed's counter rows that no other scenario pins: each of these fails when its behaviour is
-// removed from the code (the commit that added them records the drop that was watched failing).
-// They run after the suite's own scenarios; the last one kills and restarts the server (node).
-func init() {
-	scenarios = append(scenarios,
-		scenario{"11_one_round_trip_per_call_and_batch", testOneRoundTrip},
-		scenario{"12_batch_recovers_after_script_flush", testBatchAfterScriptFlush},
-		scenario{"13_binary_keys", testBinaryKeys},
-		scenario{"14_close_keeps_callers_client", testCloseKeepsClient},
-		scenario{"15_buffered_rebuffers_only_certain_failures", testBufferedRebuffer},
-		scenario{"16_store_created_while_down", testCreatedWhileDown},
-	)
-}
-
 // scriptInner lists the commands the counter's scripts call: INFO commandstats counts them too, but
 // they are not sent by the client.
 var scriptInner = map[string]bool{
@@ -177,7 +163,7 @@ func testBinaryKeys(t *testing.T, e *env) {
 	for i, k := range keys {
 		require.Equal(t, counter.Value{N: int64(110 + i), Exists: true}, many[i])
 		e.requireValue(t, prefix+k, fmt.Sprint(110+i))
-		p := e.pttl(t, prefix+k)
+		p := e.PTTL(t, prefix+k)
 		require.True(t, p > 0 && p <= 60000, "PTTL %d", p)
 	}
 	// Nothing at the keys a text-minded encoding would have produced.
@@ -191,7 +177,7 @@ func testBinaryKeys(t *testing.T, e *env) {
 // the client answers afterwards and a new Store over it works.
 func testCloseKeepsClient(t *testing.T, e *env) {
 	c := ctx(t)
-	cl := e.newClient(t)
+	cl := e.NewClient(t, nil, matrix.NoCache)
 	s, err := counter.New(cl, counter.WithKeyPrefix("ck:close-client:"))
 	require.NoError(t, err)
 	buf, err := counter.NewBuffered(s, "buf")
@@ -275,7 +261,7 @@ func testCreatedWhileDown(t *testing.T, e *env) {
 		node, err = e.Cluster.PrimaryOf(c, int(luakit.Slot(key)))
 		require.NoError(t, err)
 	}
-	warm := e.newClient(t) // created while up: its connection breaks with the kill
+	warm := e.NewClient(t, nil, matrix.NoCache) // created while up: its connection breaks with the kill
 	require.NoError(t, warm.Do(c, warm.B().Exists().Key(key).Build()).Error())
 	node.MustKill(t)
 

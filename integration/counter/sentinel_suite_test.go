@@ -19,22 +19,10 @@ var sentinelSkip = map[string]string{
 // TestCounterOnSentinel runs the suite's scenarios on the Sentinel targets of the matrix
 // (matrix.SentinelTargets; the stores' clients are rueidis Sentinel clients).
 func TestCounterOnSentinel(t *testing.T) {
-	for _, st := range matrix.SentinelTargets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				if why, ok := sentinelSkip[sc.name]; ok {
-					t.Logf("%s: not on a Sentinel target (%s)", sc.name, why)
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) {
-					sc.run(t, e)
-				})
-			}
-		})
-	}
+	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		matrix.RunScenarios(t, st, e, scenarios, sentinelSkip)
+	})
 }
 
 // TestCounterSentinelFailover: what survives a Sentinel failover that lost writes. A limit of 3 is

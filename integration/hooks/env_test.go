@@ -67,19 +67,16 @@ var scenarios = []scenario{
 // matrix.MaxParallelTargets at once; the scenarios of one target in order), skipping those the
 // target cannot run.
 func TestHooks(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := &env{Env: matrix.StartEnv(t, mt), target: mt}
-			for _, sc := range scenarios {
-				if sc.needsHashFieldTTL && !hasHashFieldTTL(mt) || sc.standaloneOnly && mt.Cluster {
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
+		e := &env{Env: matrix.StartEnv(t, mt), target: mt}
+		for _, sc := range scenarios {
+			if sc.needsHashFieldTTL && !hasHashFieldTTL(mt) || sc.standaloneOnly && mt.Cluster {
+				continue
 			}
-		})
-	}
+			t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
+		}
+	})
 }
 
 // exists reports whether key exists, read with c.

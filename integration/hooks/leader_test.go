@@ -124,16 +124,6 @@ func elected(t *testing.T, e *leader.Election) leader.Term {
 	return leader.Term{}
 }
 
-// pttl reads key's remaining time with the assertion client.
-func pttl(t *testing.T, e *env, key string) time.Duration {
-	t.Helper()
-	ms, err := e.Raw.Do(context.Background(), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ms) * time.Millisecond
-}
-
 // testLeaderRejectedRenew: a rejected LEADER RENEW sends nothing and keeps the lease and the term (it
 // is handled like a failed renewal and retried); once the hook admits again, the next renewal extends
 // the same term.
@@ -157,7 +147,7 @@ func testLeaderRejectedRenew(t *testing.T, e *env) {
 	waitFor(t, j, "admit LEADER RENEW")
 	// Nothing was sent: the lease was not extended (a renewal would have set it back to ttl), and the
 	// term goes on.
-	if d := pttl(t, e, el.LeaseKey()); d <= 0 || d > ttl*3/4 {
+	if d := time.Duration(e.PTTL(t, el.LeaseKey())) * time.Millisecond; d <= 0 || d > ttl*3/4 {
 		t.Fatalf("after a rejected renewal the lease has %v left, want (0, %v]", d, ttl*3/4)
 	}
 	if now, ok := el.Current(); !ok || now.FencingToken != term.FencingToken {
@@ -168,7 +158,7 @@ func testLeaderRejectedRenew(t *testing.T, e *env) {
 	if now, ok := el.Current(); !ok || now.FencingToken != term.FencingToken {
 		t.Fatalf("after the retried renewal: current %v %v, want term %v", now.FencingToken, ok, term.FencingToken)
 	}
-	if d := pttl(t, e, el.LeaseKey()); d <= ttl*3/4 {
+	if d := time.Duration(e.PTTL(t, el.LeaseKey())) * time.Millisecond; d <= ttl*3/4 {
 		t.Fatalf("the admitted renewal left %v on the lease, want more than %v", d, ttl*3/4)
 	}
 	if err := el.Stop(ctx); err != nil {
@@ -198,7 +188,7 @@ func testLeaderRejectedResign(t *testing.T, e *env) {
 		t.Fatalf("Stop = %v, want nil (a rejected resignation leaves the lease to expire)", err)
 	}
 	expect(t, j, "admit LEADER RESIGN")
-	if d := pttl(t, e, el.LeaseKey()); d <= 0 {
+	if d := time.Duration(e.PTTL(t, el.LeaseKey())) * time.Millisecond; d <= 0 {
 		t.Fatalf("after a rejected resignation the lease has %v left, want it held", d)
 	}
 	locker, err := lock.New(client)

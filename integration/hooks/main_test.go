@@ -1,5 +1,5 @@
-// Package hooks_test checks Coordkit's operation hooks on real servers: the seed's hook rules and the
-// OpenTelemetry adapter on a real Locker.
+// Package hooks_test checks Coordkit's operation hooks on real servers: the hook rules of
+// docs/hooks.md and the OpenTelemetry adapter on a real Locker.
 package hooks_test
 
 import (

@@ -128,7 +128,7 @@ func testCrashedOwner(t *testing.T, e *env) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	<-exited
 	// The dead owner's claim is bounded by the lease, not the retention.
-	if p := e.pttl(t, key); p != -2 {
+	if p := e.PTTL(t, key); p != -2 {
 		require.LessOrEqual(t, p, lease.Milliseconds(), "the crashed owner's claim expires after the lease")
 	}
 	e.waitGone(t, key)

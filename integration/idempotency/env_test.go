@@ -23,35 +23,13 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return &env{Env: matrix.StartEnv(t, st)}
 }
 
-// newClient returns a client of the target, closed at t.Cleanup; with a tracker its invalidations are
-// wired to it.
-func (e *env) newClient(t *testing.T, tracker *luakit.Tracker, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	for _, m := range mutate {
-		m(&opt)
-	}
-	var (
-		c   rueidis.Client
-		err error
-	)
-	if tracker != nil {
-		c, err = luakit.NewTrackedClient(opt, tracker)
-	} else {
-		c, err = rueidis.NewClient(opt)
-	}
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // resp2 makes a RESP2 client (client-side caching needs RESP3, so it is disabled).
 func resp2(o *rueidis.ClientOption) { o.AlwaysRESP2, o.DisableCache = true, true }
 
 // store returns a Store over a new client of its own.
 func (e *env) store(t *testing.T, opts ...idempotency.Option) *idempotency.Store {
 	t.Helper()
-	s, err := idempotency.New(e.newClient(t, nil), opts...)
+	s, err := idempotency.New(e.NewClient(t, nil), opts...)
 	require.NoError(t, err)
 	return s
 }
@@ -60,7 +38,7 @@ func (e *env) store(t *testing.T, opts ...idempotency.Option) *idempotency.Store
 func (e *env) trackedStore(t *testing.T, opts ...idempotency.Option) *idempotency.Store {
 	t.Helper()
 	tr := luakit.NewTracker()
-	s, err := idempotency.New(e.newClient(t, tr), append([]idempotency.Option{idempotency.WithTracker(tr)}, opts...)...)
+	s, err := idempotency.New(e.NewClient(t, tr), append([]idempotency.Option{idempotency.WithTracker(tr)}, opts...)...)
 	require.NoError(t, err)
 	return s
 }
@@ -73,14 +51,6 @@ func (e *env) hash(t *testing.T, key string) map[string]string {
 	return m
 }
 
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
-}
-
 // requirePending asserts that key holds a pending claim with an expiry of at most ttl.
 func (e *env) requirePending(t *testing.T, key string, ttl time.Duration) map[string]string {
 	t.Helper()
@@ -88,7 +58,7 @@ func (e *env) requirePending(t *testing.T, key string, ttl time.Duration) map[st
 	require.Equal(t, "p", h["s"], "claim must be pending: %v", keysOf(h))
 	require.Len(t, h["t"], 32, "pending claim holds the owner token")
 	require.NotContains(t, h, "r", "pending claim holds no result")
-	p := e.pttl(t, key)
+	p := e.PTTL(t, key)
 	require.Greater(t, p, int64(0))
 	require.LessOrEqual(t, p, ttl.Milliseconds())
 	return h
@@ -101,20 +71,20 @@ func (e *env) requireCompleted(t *testing.T, key string, result []byte, ttl time
 	require.Equal(t, "c", h["s"], "claim must be completed")
 	require.NotContains(t, h, "t", "a completed claim keeps no owner token")
 	require.Equal(t, string(result), h["r"], "stored result")
-	p := e.pttl(t, key)
+	p := e.PTTL(t, key)
 	require.Greater(t, p, int64(0))
 	require.LessOrEqual(t, p, ttl.Milliseconds())
 }
 
 func (e *env) requireAbsent(t *testing.T, key string) {
 	t.Helper()
-	require.EqualValues(t, -2, e.pttl(t, key), "key must be absent")
+	require.EqualValues(t, -2, e.PTTL(t, key), "key must be absent")
 }
 
 // waitGone waits until key no longer exists (after its expiry).
 func (e *env) waitGone(t *testing.T, key string) {
 	t.Helper()
-	require.Eventually(t, func() bool { return e.pttl(t, key) == -2 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return e.PTTL(t, key) == -2 }, 10*time.Second, 5*time.Millisecond)
 }
 
 // scriptFlush empties the script cache of every server process of the target.

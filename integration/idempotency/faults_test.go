@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/idempotency"
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/testkit"
 )
 
@@ -18,7 +18,7 @@ import (
 func proxiedStore(t *testing.T, e *env, name string) (*idempotency.Store, *testkit.Proxy) {
 	t.Helper()
 	proxy := testkit.NewProxy(t, e.Srv.Addr)
-	s, err := idempotency.New(proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true }))
+	s, err := idempotency.New(proxy.Client(t, matrix.NoCache))
 	require.NoError(t, err)
 	warm := "idem:lost:warm:" + name
 	a := begin(t, s, warm, long, fpA)

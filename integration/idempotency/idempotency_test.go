@@ -18,60 +18,46 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-type scenario struct {
-	name string
-	run  func(t *testing.T, e *env)
-	// standaloneOnly scenarios are not registered on a cluster target (they drive one server
-	// process: the fault proxy, kill, restart).
-	standaloneOnly bool
-}
+type scenario = matrix.Scenario[*env]
 
 var scenarios = []scenario{
-	{name: "01_transitions", run: testTransitions},
-	{name: "02_concurrent_duplicates", run: testConcurrentDuplicates},
-	{name: "03_stale_owner_after_takeover", run: testStaleOwner},
-	{name: "04_binary_and_empty_results", run: testResults},
-	{name: "05_ttl_truncation", run: testTTLTruncation},
-	{name: "06_nil_vs_empty_fingerprint", run: testFingerprints},
-	{name: "07_noscript_recovery", run: testNoScript},
-	{name: "08_resp2_client", run: testRESP2},
-	{name: "09_key_prefix", run: testKeyPrefix},
-	{name: "10_begin_waits_for_original", run: testBeginWaits},
-	{name: "11_uncertain_on_cancel", run: testUncertain},
-	{name: "12_middleware", run: testMiddleware},
-	{name: "13_middleware_panics", run: testMiddlewarePanics},
-	{name: "14_middleware_wait_and_failures", run: testMiddlewareWaitAndFailures},
-	{name: "15_lost_replies", run: testLostReplies, standaloneOnly: true},
-	{name: "16_extend", run: testExtend},
-	{name: "17_retention_outlives_lease", run: testRetentionOutlivesLease},
-	{name: "18_keep_alive", run: testKeepAlive},
-	{name: "19_crashed_owner_frees_after_lease", run: testCrashedOwner},
-	{name: "20_inspect_changes_nothing", run: testInspect},
-	{name: "21_one_script_per_operation", run: testOneRoundTrip},
-	{name: "22_middleware_store_policy", run: testMiddlewareStorePolicy},
-	{name: "23_middleware_slow_handler_kept_alive", run: testMiddlewareLeases},
-	{name: "24_middleware_with_ratelimit_both_orders", run: testMiddlewareOrders},
-	{name: "25_least_privilege_acl", run: testLeastPrivilege},
-	{name: "26_claim_needs_its_lifecycle", run: testClaimNeedsItsLifecycle},
-	{name: "27_begin_sleeps_while_held", run: testBeginSleepsWhileHeld},
-	{name: "28_keep_alive_ends_on_refused_renewal", run: testKeepAliveRefused},
+	{Name: "01_transitions", Run: testTransitions},
+	{Name: "02_concurrent_duplicates", Run: testConcurrentDuplicates},
+	{Name: "03_stale_owner_after_takeover", Run: testStaleOwner},
+	{Name: "04_binary_and_empty_results", Run: testResults},
+	{Name: "05_ttl_truncation", Run: testTTLTruncation},
+	{Name: "06_nil_vs_empty_fingerprint", Run: testFingerprints},
+	{Name: "07_noscript_recovery", Run: testNoScript},
+	{Name: "08_resp2_client", Run: testRESP2},
+	{Name: "09_key_prefix", Run: testKeyPrefix},
+	{Name: "10_begin_waits_for_original", Run: testBeginWaits},
+	{Name: "11_uncertain_on_cancel", Run: testUncertain},
+	{Name: "12_middleware", Run: testMiddleware},
+	{Name: "13_middleware_panics", Run: testMiddlewarePanics},
+	{Name: "14_middleware_wait_and_failures", Run: testMiddlewareWaitAndFailures},
+	{Name: "15_lost_replies", Run: testLostReplies, StandaloneOnly: true},
+	{Name: "16_extend", Run: testExtend},
+	{Name: "17_retention_outlives_lease", Run: testRetentionOutlivesLease},
+	{Name: "18_keep_alive", Run: testKeepAlive},
+	{Name: "19_crashed_owner_frees_after_lease", Run: testCrashedOwner},
+	{Name: "20_inspect_changes_nothing", Run: testInspect},
+	{Name: "21_one_script_per_operation", Run: testOneRoundTrip},
+	{Name: "22_middleware_store_policy", Run: testMiddlewareStorePolicy},
+	{Name: "23_middleware_slow_handler_kept_alive", Run: testMiddlewareLeases},
+	{Name: "24_middleware_with_ratelimit_both_orders", Run: testMiddlewareOrders},
+	{Name: "25_least_privilege_acl", Run: testLeastPrivilege},
+	{Name: "26_claim_needs_its_lifecycle", Run: testClaimNeedsItsLifecycle},
+	{Name: "27_begin_sleeps_while_held", Run: testBeginSleepsWhileHeld},
+	{Name: "28_keep_alive_ends_on_refused_renewal", Run: testKeepAliveRefused},
+	{Name: "29_mismatch_lookup_keeps_expiry", Run: testMismatchKeepsExpiry},
 }
 
-// TestIdempotency runs every scenario on every target (at most maxParallelTargets targets at once).
+// TestIdempotency runs every scenario on every target (at most matrix.MaxParallelTargets targets at once).
 func TestIdempotency(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				if sc.standaloneOnly && st.Cluster {
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-			}
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		matrix.RunScenarios(t, st, e, scenarios, nil)
+	})
 }
 
 const long = time.Minute
@@ -145,7 +131,7 @@ func testTransitions(t *testing.T, e *env) {
 			require.NoError(t, err)
 			require.True(t, ok)
 			e.requireCompleted(t, key, []byte("done"), long)
-			require.Greater(t, e.pttl(t, key), (3 * time.Second).Milliseconds(), "the retention, not the lease, bounds the result")
+			require.Greater(t, e.PTTL(t, key), (3 * time.Second).Milliseconds(), "the retention, not the lease, bounds the result")
 			require.Equal(t, "60000", e.hash(t, key)["x"], "x holds the retention")
 		}},
 		{"completed + complete again = false, first result kept", func(t *testing.T, key string) {
@@ -392,7 +378,7 @@ func testTTLTruncation(t *testing.T, e *env) {
 
 	// 1.9ms is a 1ms claim: its PTTL is at most 1 right away (or it is already gone).
 	requireState(t, begin(t, s, "idem:ttl:2", 1900*time.Microsecond, fpA), idempotency.Started)
-	require.LessOrEqual(t, e.pttl(t, "idem:ttl:2"), int64(1))
+	require.LessOrEqual(t, e.PTTL(t, "idem:ttl:2"), int64(1))
 	e.waitGone(t, "idem:ttl:2")
 
 	for _, bad := range []time.Duration{0, 999 * time.Microsecond, -time.Second} {
@@ -451,7 +437,7 @@ func testNoScript(t *testing.T, e *env) {
 
 // testRESP2: the same transitions through a RESP2 client, binary and empty results included.
 func testRESP2(t *testing.T, e *env) {
-	s, err := idempotency.New(e.newClient(t, nil, resp2))
+	s, err := idempotency.New(e.NewClient(t, nil, resp2))
 	require.NoError(t, err)
 	for i, result := range [][]byte{{}, {0, 255, '\r', '\n'}} {
 		key := "idem:resp2:" + strconv.Itoa(i)

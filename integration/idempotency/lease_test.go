@@ -30,7 +30,7 @@ func testExtend(t *testing.T, e *env) {
 			require.True(t, ok)
 			h := e.requirePending(t, key, long)
 			require.Equal(t, "60000", h["x"])
-			require.Greater(t, e.pttl(t, key), (2 * time.Second).Milliseconds(), "renewed beyond the first lease")
+			require.Greater(t, e.PTTL(t, key), (2 * time.Second).Milliseconds(), "renewed beyond the first lease")
 			require.Equal(t, strconv.FormatInt(a.Generation, 10), h["g"], "same claim")
 		}},
 		{"pending + extend by another token or generation = false, unchanged", func(t *testing.T, key string) {
@@ -98,7 +98,7 @@ func testRetentionOutlivesLease(t *testing.T, e *env) {
 	ok, err := s.Complete(ctx(t), key, a.OwnerToken, []byte("kept"), long)
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Greater(t, e.pttl(t, key), lease.Milliseconds(), "the retention, not the lease")
+	require.Greater(t, e.PTTL(t, key), lease.Milliseconds(), "the retention, not the lease")
 	time.Sleep(time.Until(a.Deadline) + 3*lease) // well past the lease: waiting, not measuring
 	got := begin(t, s, key, lease, fpA)
 	requireState(t, got, idempotency.Completed)
@@ -231,7 +231,7 @@ func testKeepAlive(t *testing.T, e *env) {
 func testInspect(t *testing.T, e *env) {
 	s := e.store(t)
 	snapshot := func(t *testing.T, key string) (map[string]string, int64) {
-		return e.hash(t, key), e.pttl(t, key)
+		return e.hash(t, key), e.PTTL(t, key)
 	}
 	inspect := func(t *testing.T, key string) idempotency.Inspection {
 		t.Helper()

@@ -305,7 +305,7 @@ func testMiddlewareWaitAndFailures(t *testing.T, e *env) {
 	// A store whose client is closed fails every call (an uncertain outcome): fail closed, or open.
 	// Guarded: a cluster client closes its connections in goroutines, and rueidis can revive one
 	// whose dial was in flight at Close; the guard fails every command after Close at once.
-	c := luakit.GuardClose(e.newClient(t, nil))
+	c := luakit.GuardClose(e.NewClient(t, nil))
 	broken, err := idempotency.New(c)
 	require.NoError(t, err)
 	c.Close()

@@ -9,12 +9,6 @@ import (
 	"github.com/coordkit/coordkit/idempotency"
 )
 
-// The seed's idempotency row that no other scenario pins (the commit that added it records the drop
-// watched failing).
-func init() {
-	scenarios = append(scenarios, scenario{name: "25_mismatch_lookup_keeps_expiry", run: testMismatchKeepsExpiry})
-}
-
 // testMismatchKeepsExpiry: a lookup with another fingerprint neither lengthens nor shortens the claim's
 // expiry, pending or completed: the lookups pass leases far longer and far shorter than the claim's, so a
 // refresh to either would show in PTTL; the hash is unchanged.
@@ -30,7 +24,7 @@ func testMismatchKeepsExpiry(t *testing.T, e *env) {
 	pending := e.hash(t, key)
 	for _, lease := range []time.Duration{time.Hour, time.Second} {
 		requireState(t, begin(t, s, key, lease, fpB), idempotency.FingerprintMismatch)
-		p := e.pttl(t, key)
+		p := e.PTTL(t, key)
 		require.True(t, p > (claim-time.Minute).Milliseconds() && p <= claim.Milliseconds(),
 			"pending claim PTTL %dms after a mismatch lookup with lease %v: must stay the claim's %v", p, lease, claim)
 		require.Equal(t, pending, e.hash(t, key), "the hash is unchanged")
@@ -42,7 +36,7 @@ func testMismatchKeepsExpiry(t *testing.T, e *env) {
 	completed := e.hash(t, key)
 	for _, lease := range []time.Duration{time.Hour, time.Second} {
 		requireState(t, begin(t, s, key, lease, fpB), idempotency.FingerprintMismatch)
-		p := e.pttl(t, key)
+		p := e.PTTL(t, key)
 		require.True(t, p > (retention-time.Minute).Milliseconds() && p <= retention.Milliseconds(),
 			"completed PTTL %dms after a mismatch lookup with lease %v: must stay the retention %v", p, lease, retention)
 		require.Equal(t, completed, e.hash(t, key), "the hash is unchanged")

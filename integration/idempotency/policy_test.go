@@ -191,7 +191,7 @@ func testMiddlewareOrders(t *testing.T, e *env) {
 	for _, rateOutside := range []bool{true, false} {
 		t.Run(fmt.Sprintf("rate limit outside=%v", rateOutside), func(t *testing.T) {
 			tag := strconv.FormatBool(rateOutside)
-			limiter, err := ratelimit.NewKeyed(e.newClient(t, nil), ratelimit.FixedWindow{Limit: 1, Window: 700 * time.Millisecond},
+			limiter, err := ratelimit.NewKeyed(e.NewClient(t, nil), ratelimit.FixedWindow{Limit: 1, Window: 700 * time.Millisecond},
 				ratelimit.WithKeyPrefix("{rl"+tag+"}:"))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = limiter.Close(context.Background()) })

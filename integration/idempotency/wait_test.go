@@ -95,19 +95,21 @@ func requireWaited(t *testing.T, e *env, done <-chan waited, key string, abandon
 func testBeginWaits(t *testing.T, e *env) {
 	var logs bytes.Buffer // written by slog's handler under its own lock; read after the waits
 	cases := []struct {
-		name   string
-		lease  time.Duration // the original's claim lease
-		waiter func(t *testing.T) *idempotency.Store
+		name     string
+		lease    time.Duration // the original's claim lease
+		warnings int           // the warnings logged by the waiter's Store
+		waiter   func(t *testing.T) *idempotency.Store
 	}{
-		{"tracked", long, func(t *testing.T) *idempotency.Store { return e.trackedStore(t) }},
-		{"resp2 wakes at the lease", time.Second, func(t *testing.T) *idempotency.Store {
-			s, err := idempotency.New(e.newClient(t, nil, resp2), idempotency.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		{"tracked", long, 0, func(t *testing.T) *idempotency.Store { return e.trackedStore(t) }},
+		{"resp2 wakes at the lease", time.Second, 1, func(t *testing.T) *idempotency.Store {
+			s, err := idempotency.New(e.NewClient(t, nil, resp2), idempotency.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			require.NoError(t, err)
 			return s
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			logs.Reset()
 			orig, waiter := e.store(t), c.waiter(t)
 			for _, abandon := range []bool{false, true} {
 				key := "idem:wait:" + c.name + ":" + strconv.FormatBool(abandon)
@@ -123,9 +125,9 @@ func testBeginWaits(t *testing.T, e *env) {
 					require.Less(t, r.at.Sub(claimed), c.lease+time.Second, "woken when the claim's lease would end")
 				}
 			}
+			require.Equal(t, c.warnings, strings.Count(logs.String(), "level=WARN"), "one warning per Store waiting without invalidations: %s", logs.String())
 		})
 	}
-	require.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), "one warning per Store waiting without invalidations: %s", logs.String())
 	// A wait bounded by ctx ends with ctx's error and leaves the claim alone.
 	s := e.trackedStore(t)
 	key := "idem:wait:ctx"
@@ -160,7 +162,7 @@ func testBeginSleepsWhileHeld(t *testing.T, e *env) {
 	)
 	orig := e.store(t)
 	var resets atomic.Int64
-	waiter, err := idempotency.New(e.newClient(t, luakit.NewTracker(), func(o *rueidis.ClientOption) {
+	waiter, err := idempotency.New(e.NewClient(t, luakit.NewTracker(), func(o *rueidis.ClientOption) {
 		o.OnInvalidations = func(m []rueidis.RedisMessage) {
 			if m == nil {
 				resets.Add(1)

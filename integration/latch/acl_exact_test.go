@@ -16,10 +16,6 @@ import (
 // commands and its channel pattern (the run's key pattern).
 const latchACL = "ACL SETUSER app on >secret resetchannels ~app:* &app:* +evalsha +eval +type +hmget +hset +hget +hincrby +del +pexpire +time +spublish +ssubscribe +sunsubscribe +hello +ping +client|setinfo +client|tracking +client|caching +multi +exec"
 
-func init() {
-	scenarios = append(scenarios, scenario{name: "90_least_privilege_acl", run: testLeastPrivilege})
-}
-
 // testLeastPrivilege runs every latch operation as a user with exactly the documented ACL, then as
 // users lacking one command each: the operation needing it fails with ErrNoPermission and writes
 // nothing (DUMP and expiry of every key unchanged).

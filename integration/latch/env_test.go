@@ -23,20 +23,10 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return &env{Env: matrix.StartEnv(t, st)}
 }
 
-// newClient returns a client of the target, closed at t.Cleanup.
-func (e *env) newClient(t *testing.T) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	c, err := rueidis.NewClient(opt)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // latches returns Latches over a new client of its own.
 func (e *env) latches(t *testing.T, opts ...latch.Option) *latch.Latches {
 	t.Helper()
-	return newLatches(t, e.newClient(t), opts...)
+	return newLatches(t, e.NewClient(t, nil), opts...)
 }
 
 func newLatches(t *testing.T, c rueidis.Client, opts ...latch.Option) *latch.Latches {
@@ -64,17 +54,9 @@ func (e *env) requireLatch(t *testing.T, key, gen, count string) {
 	require.Equal(t, count, h["count"], "stored count")
 }
 
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
-}
-
 func (e *env) requireAbsent(t *testing.T, key, what string) {
 	t.Helper()
-	require.EqualValues(t, -2, e.pttl(t, key), "%s must be absent", what)
+	require.EqualValues(t, -2, e.PTTL(t, key), "%s must be absent", what)
 }
 
 // shardSubscribers returns the number of sharded Pub/Sub subscribers of channel on its node.

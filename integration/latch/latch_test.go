@@ -22,46 +22,32 @@ const longRecheck = 30 * time.Second
 // wakeBound is the generous bound for a Pub/Sub wake-up (timing never decides pass/fail otherwise).
 const wakeBound = 5 * time.Second
 
-type scenario struct {
-	name string
-	run  func(t *testing.T, e *env)
-	// standaloneOnly scenarios are not registered on a cluster target (they drive one server
-	// process: the fault proxy, kill, restart).
-	standaloneOnly bool
-}
+type scenario = matrix.Scenario[*env]
 
 var scenarios = []scenario{
-	{name: "01_method_table", run: testMethodTable},
-	{name: "02_ten_waiters_wake", run: testTenWaiters},
-	{name: "03_lost_message_reread", run: testLostMessage},
-	{name: "04_subscriber_disconnected", run: testSubscriberDisconnected, standaloneOnly: true},
-	{name: "05_reset_mid_wait", run: testResetMidWait},
-	{name: "06_late_signal_after_reset", run: testLateSignal},
-	{name: "07_expiry", run: testExpiry},
-	{name: "08_abort", run: testAbort},
-	{name: "09_prefix_binary_keys", run: testPrefixBinary},
-	{name: "10_bad_input", run: testBadInput},
-	{name: "11_delete_and_cancel", run: testDeleteAndCancel},
-	{name: "12_foreign_data", run: testForeignData},
-	{name: "13_no_channel_permission", run: testNoChannelPermission},
+	{Name: "01_method_table", Run: testMethodTable},
+	{Name: "02_ten_waiters_wake", Run: testTenWaiters},
+	{Name: "03_lost_message_reread", Run: testLostMessage},
+	{Name: "04_subscriber_disconnected", Run: testSubscriberDisconnected, StandaloneOnly: true},
+	{Name: "05_reset_mid_wait", Run: testResetMidWait},
+	{Name: "06_late_signal_after_reset", Run: testLateSignal},
+	{Name: "07_expiry", Run: testExpiry},
+	{Name: "08_abort", Run: testAbort},
+	{Name: "09_prefix_binary_keys", Run: testPrefixBinary},
+	{Name: "10_bad_input", Run: testBadInput},
+	{Name: "11_delete_and_cancel", Run: testDeleteAndCancel},
+	{Name: "12_foreign_data", Run: testForeignData},
+	{Name: "13_no_channel_permission", Run: testNoChannelPermission},
+	{Name: "90_least_privilege_acl", Run: testLeastPrivilege},
 }
 
-// TestLatch runs every scenario on every target. Targets run in parallel (at most maxParallelTargets
+// TestLatch runs every scenario on every target. Targets run in parallel (at most matrix.MaxParallelTargets
 // at once), each with its own server or cluster; the scenarios of one target run in order on it.
 func TestLatch(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				if sc.standaloneOnly && st.Cluster {
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-			}
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		matrix.RunScenarios(t, st, e, scenarios, nil)
+	})
 }
 
 // The method table: Create twice, Join absent, Reset, CountDown on a replaced and on a completed
@@ -80,7 +66,7 @@ func testMethodTable(t *testing.T, e *env) {
 	require.EqualValues(t, 2, l1.Initial())
 	require.True(t, l1.ExpiresAt().IsZero())
 	e.requireLatch(t, key, l1.Generation(), "2")
-	require.EqualValues(t, -1, e.pttl(t, key), "a latch without WithExpiry never expires")
+	require.EqualValues(t, -1, e.PTTL(t, key), "a latch without WithExpiry never expires")
 
 	_, err = ls.Create(c, key, 5)
 	require.ErrorIs(t, err, latch.ErrExists, "Create over an existing latch")
@@ -334,7 +320,7 @@ func testExpiry(t *testing.T, e *env) {
 	l, err := ls.Create(c, key, 5, latch.WithExpiry(ttl))
 	require.NoError(t, err)
 	require.False(t, l.ExpiresAt().IsZero())
-	p := e.pttl(t, key)
+	p := e.PTTL(t, key)
 	require.Greater(t, p, int64(0))
 	require.LessOrEqual(t, p, ttl.Milliseconds())
 	j, err := ls.Join(c, key)
@@ -363,7 +349,7 @@ func testExpiry(t *testing.T, e *env) {
 	r2, err := ls.Reset(c, key, 1)
 	require.NoError(t, err)
 	require.True(t, r2.ExpiresAt().IsZero())
-	require.EqualValues(t, -1, e.pttl(t, key))
+	require.EqualValues(t, -1, e.PTTL(t, key))
 	e.requireNoSubscribers(t, key)
 }
 

@@ -22,15 +22,11 @@ const leaderACL = "ACL SETUSER app on >secret resetchannels ~app:* +evalsha +eva
 
 // TestLeaderACL runs leader's least-privilege scenarios on every target of the matrix.
 func TestLeaderACL(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, mt)
-			t.Run("least_privilege_acl", func(t *testing.T) { testLeastPrivilege(t, e) })
-			t.Run("renewal_refused_mid_term", func(t *testing.T) { testRenewalRefused(t, e) })
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
+		e := startEnv(t, mt)
+		t.Run("least_privilege_acl", func(t *testing.T) { testLeastPrivilege(t, e) })
+		t.Run("renewal_refused_mid_term", func(t *testing.T) { testRenewalRefused(t, e) })
+	})
 }
 
 // testLeastPrivilege runs every Election operation (a term won and relinquished, Inspect, Start and
@@ -100,14 +96,14 @@ func testRenewalRefused(t *testing.T, e *env) {
 	// The term revokes the user's PEXPIRE once it observed its first renewal (the lease's PTTL grew),
 	// then holds until the term ends.
 	work := func(ctx context.Context, _ leader.Term) error {
-		first := e.pttl(t, leaseKey)
+		first := e.PTTL(t, leaseKey)
 		for {
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-time.After(5 * time.Millisecond):
 			}
-			if p := e.pttl(t, leaseKey); p > first {
+			if p := e.PTTL(t, leaseKey); p > first {
 				break
 			} else if p > 0 {
 				first = min(first, p)
@@ -127,7 +123,7 @@ func testRenewalRefused(t *testing.T, e *env) {
 	terms := rec.snapshot()
 	require.Len(t, terms, 1, "one term, no re-election")
 	require.False(t, terms[0].revoked.IsZero(), "OnRevoked ran")
-	require.EqualValues(t, -2, e.pttl(t, leaseKey), "the lease was released")
+	require.EqualValues(t, -2, e.PTTL(t, leaseKey), "the lease was released")
 
 	// The release refused (DEL, revoked once the term is won: the acquisition checks DEL too, for
 	// the lease it deletes when the counter is unusable) at the end of a term: Run returns

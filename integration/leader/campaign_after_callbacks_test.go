@@ -21,21 +21,17 @@ import (
 // election's hook sees no LEADER CAMPAIGN and the fence counter does not move; once it returns, the
 // next term comes. Self-fencing pauses the one server, so it runs on standalone targets.
 func TestLeaderCampaignsAfterCallbacks(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, mt)
-			for _, end := range []string{"loss", "self_fence"} {
-				if end == "self_fence" && mt.Cluster {
-					continue
-				}
-				for _, held := range []string{"OnElected", "OnRevoked"} {
-					t.Run(end+"/"+held+"_held", func(t *testing.T) { testCampaignAfterCallbacks(t, e, end, held) })
-				}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
+		e := startEnv(t, mt)
+		for _, end := range []string{"loss", "self_fence"} {
+			if end == "self_fence" && mt.Cluster {
+				continue
 			}
-		})
-	}
+			for _, held := range []string{"OnElected", "OnRevoked"} {
+				t.Run(end+"/"+held+"_held", func(t *testing.T) { testCampaignAfterCallbacks(t, e, end, held) })
+			}
+		}
+	})
 }
 
 // testCampaignAfterCallbacks ends a term the way end says ("loss" or "self_fence") while the callback

@@ -43,23 +43,8 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 // harmless).
 func (e *env) trackedClient(t *testing.T, mutate ...func(*rueidis.ClientOption)) (rueidis.Client, *luakit.Tracker) {
 	t.Helper()
-	opt := e.ClientOption()
-	for _, m := range mutate {
-		m(&opt)
-	}
 	tr := luakit.NewTracker()
-	c, err := luakit.NewTrackedClient(opt, tr)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c, tr
-}
-
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
+	return e.NewClient(t, tr, mutate...), tr
 }
 
 // counter returns the fence counter's value (0 when absent).
@@ -77,10 +62,10 @@ func (e *env) counter(t *testing.T, key string) int64 {
 // persistent counter at least at the highest token seen.
 func (e *env) requireReleased(t *testing.T, leaseKey, fenceKey string, maxToken int64) {
 	t.Helper()
-	require.EqualValues(t, -2, e.pttl(t, leaseKey), "lease key must be released")
+	require.EqualValues(t, -2, e.PTTL(t, leaseKey), "lease key must be released")
 	if maxToken > 0 {
 		require.GreaterOrEqual(t, e.counter(t, fenceKey), maxToken, "fence counter")
-		require.EqualValues(t, -1, e.pttl(t, fenceKey), "fence counter must not expire")
+		require.EqualValues(t, -1, e.PTTL(t, fenceKey), "fence counter must not expire")
 	}
 }
 

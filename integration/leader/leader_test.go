@@ -19,27 +19,26 @@ import (
 	"github.com/coordkit/coordkit/testkit"
 )
 
-// TestLeader runs the election scenarios on every target of the matrix.
+// scenarios are the election scenarios of TestLeader and TestLeaderOnSentinel.
+var scenarios = []matrix.Scenario[*env]{
+	{Name: "exactly_one_leader", Run: testExactlyOne},
+	{Name: "killed_leader_fails_over", Run: testKilledLeader},
+	{Name: "paused_server_fails_over", Run: testPausedServer, StandaloneOnly: true},
+	{Name: "readonly_is_retried", Run: func(t *testing.T, e *env) { testReadonlyRetried(t, testkit.Target(e.Name)) }, StandaloneOnly: true},
+	{Name: "release_is_sent_again", Run: testReleaseSentAgain, StandaloneOnly: true},
+	{Name: "noperm_is_terminal", Run: testNopermTerminal},
+	{Name: "callback_failure_ends_run", Run: testCallbackFailure},
+	{Name: "start_stop_releases", Run: testStartStop},
+	{Name: "tracked_client_takes_over_on_release", Run: testTrackedClientTakeover},
+	{Name: "explicit_keys_and_strict_slots", Run: testExplicitKeys},
+}
+
+// TestLeader runs the election scenarios on every target of the matrix (the standalone-only ones
+// drive one server process: pause, a replica pair of its own, a proxy).
 func TestLeader(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, mt)
-			t.Run("exactly_one_leader", func(t *testing.T) { testExactlyOne(t, e) })
-			t.Run("killed_leader_fails_over", func(t *testing.T) { testKilledLeader(t, e) })
-			if !mt.Cluster {
-				t.Run("paused_server_fails_over", func(t *testing.T) { testPausedServer(t, e) })
-				t.Run("readonly_is_retried", func(t *testing.T) { testReadonlyRetried(t, mt.Server) })
-				t.Run("release_is_sent_again", func(t *testing.T) { testReleaseSentAgain(t, e) })
-			}
-			t.Run("noperm_is_terminal", func(t *testing.T) { testNopermTerminal(t, e) })
-			t.Run("callback_failure_ends_run", func(t *testing.T) { testCallbackFailure(t, e) })
-			t.Run("start_stop_releases", func(t *testing.T) { testStartStop(t, e) })
-			t.Run("tracked_client_takes_over_on_release", func(t *testing.T) { testTrackedClientTakeover(t, e) })
-			t.Run("explicit_keys_and_strict_slots", func(t *testing.T) { testExplicitKeys(t, e) })
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
+		matrix.RunScenarios(t, mt, startEnv(t, mt), scenarios, nil)
+	})
 }
 
 // testExactlyOne: three candidates, each leader relinquishing after a random 100-300ms, for three
@@ -305,8 +304,8 @@ func testNopermTerminal(t *testing.T, e *env) {
 	require.ErrorIs(t, err, leader.ErrNoPermission, "typed permission error")
 	require.Zero(t, cand.metric(t, leader.MetricAcquireFailures, ""))
 	require.Zero(t, cand.metric(t, leader.MetricChanges, ""))
-	require.EqualValues(t, -2, e.pttl(t, leaseKey), "no lease written")
-	require.EqualValues(t, -2, e.pttl(t, fenceKey), "no counter written")
+	require.EqualValues(t, -2, e.PTTL(t, leaseKey), "no lease written")
+	require.EqualValues(t, -2, e.PTTL(t, fenceKey), "no counter written")
 }
 
 // testCallbackFailure: an elected callback that returns an error or panics ends Run with that error,
@@ -357,7 +356,7 @@ func testStartStop(t *testing.T, e *env) {
 		term, ok = cand.el.Current()
 		return ok
 	})
-	require.Positive(t, e.pttl(t, leaseKey), "the lease is held with an expiry")
+	require.Positive(t, e.PTTL(t, leaseKey), "the lease is held with an expiry")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, cand.el.Stop(sctx))
@@ -394,7 +393,7 @@ func testReleaseSentAgain(t *testing.T, e *env) {
 	}()
 	require.NoError(t, cand.stop(t))
 	require.NoError(t, <-accepted)
-	require.EqualValues(t, -2, e.pttl(t, leaseKey), "the lease was released before Run returned")
+	require.EqualValues(t, -2, e.PTTL(t, leaseKey), "the lease was released before Run returned")
 }
 
 // testTrackedClientTakeover: candidates on clients from luakit.NewTrackedClient, without
@@ -458,8 +457,8 @@ func testExplicitKeys(t *testing.T, e *env) {
 		li, term = currentLeader(cs)
 		return li >= 0
 	})
-	require.Positive(t, e.pttl(t, leaseKey), "the lease is held at the given key")
-	require.EqualValues(t, -2, e.pttl(t, derivedLease), "nothing at the key the name would derive")
+	require.Positive(t, e.PTTL(t, leaseKey), "the lease is held at the given key")
+	require.EqualValues(t, -2, e.PTTL(t, derivedLease), "nothing at the key the name would derive")
 	for _, c := range cs {
 		require.NoError(t, c.stop(t))
 	}

@@ -15,20 +15,9 @@ import (
 // readonly_is_retried (it builds its own replica pair), release_is_sent_again (a proxy in front of
 // one server address, which a Sentinel client does not use).
 func TestLeaderOnSentinel(t *testing.T) {
-	for _, mt := range matrix.SentinelTargets() {
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, mt)
-			t.Run("exactly_one_leader", func(t *testing.T) { testExactlyOne(t, e) })
-			t.Run("killed_leader_fails_over", func(t *testing.T) { testKilledLeader(t, e) })
-			t.Run("noperm_is_terminal", func(t *testing.T) { testNopermTerminal(t, e) })
-			t.Run("callback_failure_ends_run", func(t *testing.T) { testCallbackFailure(t, e) })
-			t.Run("start_stop_releases", func(t *testing.T) { testStartStop(t, e) })
-			t.Run("tracked_client_takes_over_on_release", func(t *testing.T) { testTrackedClientTakeover(t, e) })
-			t.Run("explicit_keys_and_strict_slots", func(t *testing.T) { testExplicitKeys(t, e) })
-		})
-	}
+	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, mt matrix.Target) {
+		matrix.RunScenarios(t, mt, startEnv(t, mt), scenarios, nil)
+	})
 }
 
 // TestLeaderSentinelFailover: what survives a Sentinel failover that lost writes. Candidate 0 leads a

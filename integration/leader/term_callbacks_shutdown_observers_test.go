@@ -17,25 +17,24 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// TestLeaderSeedRows pins the seed's election rows that no scenario of TestLeader pins, on every target:
-// each fails when its behaviour is removed (the commit that added them records the drop watched
-// failing). The last one kills and restarts the server (node).
-func TestLeaderSeedRows(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, mt)
-			t.Run("client_stays_the_callers", func(t *testing.T) { testClientStays(t, e) })
-			t.Run("revoked_overlaps_draining_elected", func(t *testing.T) { testRevokedOverlaps(t, e) })
-			t.Run("callbacks_finish_before_next_campaign", func(t *testing.T) { testCallbacksFinishFirst(t, e) })
-			t.Run("shutdown_deadline_abandons_callback_renewal_stops", func(t *testing.T) { testShutdownAbandons(t, e) })
-			t.Run("pending_elected_holds_the_term", func(t *testing.T) { testPendingHolds(t, e) })
-			t.Run("observers_see_every_change", func(t *testing.T) { testObserversSeeAll(t, e) })
-			t.Run("key_prefix_on_the_server", func(t *testing.T) { testLeaderPrefix(t, e) })
-			t.Run("recovery_budget_is_terminal", func(t *testing.T) { testRecoveryBudget(t, e) })
-		})
-	}
+// TestLeaderTermCallbacks checks, on every target, how terms, their callbacks, shutdown and observers
+// meet: the caller's client is never closed, a revoked term overlaps a draining one, callbacks finish
+// before the next campaign, a shutdown deadline abandons a callback, a pending OnElected holds the
+// term, observers see every change, the key prefix reaches the server, and a spent recovery budget
+// is terminal. Each fails when its behaviour is removed (the commit that added them records the drop
+// watched failing). The last one kills and restarts the server (node).
+func TestLeaderTermCallbacks(t *testing.T) {
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
+		e := startEnv(t, mt)
+		t.Run("client_stays_the_callers", func(t *testing.T) { testClientStays(t, e) })
+		t.Run("revoked_overlaps_draining_elected", func(t *testing.T) { testRevokedOverlaps(t, e) })
+		t.Run("callbacks_finish_before_next_campaign", func(t *testing.T) { testCallbacksFinishFirst(t, e) })
+		t.Run("shutdown_deadline_abandons_callback_renewal_stops", func(t *testing.T) { testShutdownAbandons(t, e) })
+		t.Run("pending_elected_holds_the_term", func(t *testing.T) { testPendingHolds(t, e) })
+		t.Run("observers_see_every_change", func(t *testing.T) { testObserversSeeAll(t, e) })
+		t.Run("key_prefix_on_the_server", func(t *testing.T) { testLeaderPrefix(t, e) })
+		t.Run("recovery_budget_is_terminal", func(t *testing.T) { testRecoveryBudget(t, e) })
+	})
 }
 
 // newElection returns an election over a new client of the target (closed at t.Cleanup) with the
@@ -76,7 +75,7 @@ func testClientStays(t *testing.T, e *env) {
 	require.NoError(t, el.Stop(ctx(t)))
 	require.NoError(t, c.Do(ctx(t), c.B().Ping().Build()).Error(), "Stop must not close the client")
 	_, leaseKey, _ := election("client")
-	require.EqualValues(t, -2, e.pttl(t, leaseKey), "released")
+	require.EqualValues(t, -2, e.PTTL(t, leaseKey), "released")
 }
 
 // testRevokedOverlaps: OnRevoked starts while OnElected is still draining (the elected callback waits
@@ -146,7 +145,7 @@ func testShutdownAbandons(t *testing.T, e *env) {
 	require.ErrorIs(t, err, context.DeadlineExceeded, "Stop's deadline abandons the callback")
 	_, ok := el.Current()
 	require.False(t, ok, "the term is revoked")
-	require.Eventually(t, func() bool { return e.pttl(t, leaseKey) == -2 }, leaseDuration+slack, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return e.PTTL(t, leaseKey) == -2 }, leaseDuration+slack, 10*time.Millisecond,
 		"renewal stops: the server lease expires while the callback still runs")
 	select {
 	case <-returned:
@@ -174,7 +173,7 @@ func testPendingHolds(t *testing.T, e *env) {
 	now, ok := el.Current()
 	require.True(t, ok, "still leader")
 	require.Equal(t, term.FencingToken, now.FencingToken, "same term")
-	require.Greater(t, e.pttl(t, leaseKey), int64(0), "the lease is renewed")
+	require.Greater(t, e.PTTL(t, leaseKey), int64(0), "the lease is renewed")
 	require.Equal(t, term.FencingToken, e.counter(t, fenceKey), "no new acquisition")
 	require.EqualValues(t, 1, calls.Load())
 	require.NoError(t, el.Stop(ctx(t)))
@@ -235,13 +234,13 @@ func testLeaderPrefix(t *testing.T, e *env) {
 	require.NoError(t, el.Start(context.Background()))
 	require.Eventually(t, func() bool { _, ok := el.Current(); return ok }, 10*time.Second, 5*time.Millisecond)
 	term, _ := el.Current()
-	p := e.pttl(t, prefix+leaseKey)
+	p := e.PTTL(t, prefix+leaseKey)
 	require.True(t, p > 0 && p <= leaseDuration.Milliseconds(), "prefixed lease PTTL %d", p)
 	require.Equal(t, term.FencingToken, e.counter(t, prefix+fenceKey), "prefixed fence counter")
-	require.EqualValues(t, -2, e.pttl(t, leaseKey), "nothing at the unprefixed lease key")
-	require.EqualValues(t, -2, e.pttl(t, fenceKey), "nothing at the unprefixed fence key")
+	require.EqualValues(t, -2, e.PTTL(t, leaseKey), "nothing at the unprefixed lease key")
+	require.EqualValues(t, -2, e.PTTL(t, fenceKey), "nothing at the unprefixed fence key")
 	require.NoError(t, el.Stop(ctx(t)))
-	require.EqualValues(t, -2, e.pttl(t, prefix+leaseKey), "released")
+	require.EqualValues(t, -2, e.PTTL(t, prefix+leaseKey), "released")
 }
 
 // testRecoveryBudget: while the server (on Cluster: the election's primary) is down, campaigning is

@@ -15,10 +15,6 @@ import (
 // commands.
 const leaseACL = "ACL SETUSER app on >secret resetchannels ~app:* +evalsha +eval +command|info +pttl +hpttl +hset +hpexpire +hget +hdel +hkeys +type +hello +ping +client|setinfo +client|tracking +client|caching +multi +exec"
 
-func init() {
-	scenarios = append(scenarios, scenario{"90_least_privilege_acl", testLeastPrivilege})
-}
-
 // testLeastPrivilege runs every lease operation as a user with exactly the documented ACL, then as
 // users lacking one command each: the operation needing it fails with ErrNoPermission and writes
 // nothing (no field left without expiry; DUMP and expiry of every key unchanged). Lease runs only

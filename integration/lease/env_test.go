@@ -24,39 +24,17 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return &env{Env: matrix.StartEnv(t, st)}
 }
 
-// newClient returns a client of the target, closed at t.Cleanup; with a tracker it is built by
-// luakit.NewTrackedClient.
-func (e *env) newClient(t *testing.T, tracker *luakit.Tracker, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	for _, m := range mutate {
-		m(&opt)
-	}
-	var (
-		c   rueidis.Client
-		err error
-	)
-	if tracker != nil {
-		c, err = luakit.NewTrackedClient(opt, tracker)
-	} else {
-		c, err = rueidis.NewClient(opt)
-	}
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // leases returns a Leases over a new client of its own.
 func (e *env) leases(t *testing.T, opts ...lease.Option) *lease.Leases {
 	t.Helper()
-	return newLeases(t, e.newClient(t, nil), opts...)
+	return newLeases(t, e.NewClient(t, nil), opts...)
 }
 
 // trackedLeases returns a Leases over a new tracker-wired client, wired with lease.WithTracker.
 func (e *env) trackedLeases(t *testing.T, opts ...lease.Option) *lease.Leases {
 	t.Helper()
 	tr := luakit.NewTracker()
-	return newLeases(t, e.newClient(t, tr), append([]lease.Option{lease.WithTracker(tr)}, opts...)...)
+	return newLeases(t, e.NewClient(t, tr), append([]lease.Option{lease.WithTracker(tr)}, opts...)...)
 }
 
 func newLeases(t *testing.T, c rueidis.Client, opts ...lease.Option) *lease.Leases {
@@ -74,14 +52,6 @@ func (e *env) do(t *testing.T, args ...string) *rueidis.RedisMessage {
 	m, err := e.Raw.Do(ctx(t), e.Raw.B().Arbitrary(args[0]).Keys(args[1]).Args(args[2:]...).Build()).ToMessage()
 	require.NoError(t, err, "%q", args[0])
 	return &m
-}
-
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
 }
 
 // hget returns the value of field in the hash at key and whether it exists.
@@ -108,7 +78,7 @@ func (e *env) hpttl(t *testing.T, key, field string) int64 {
 // requireAbsent asserts that key does not exist on the server.
 func (e *env) requireAbsent(t *testing.T, key, what string) {
 	t.Helper()
-	require.EqualValues(t, -2, e.pttl(t, key), "%s must be absent", what)
+	require.EqualValues(t, -2, e.PTTL(t, key), "%s must be absent", what)
 }
 
 // requireHeld asserts that the field holds owner, with a field expiry, in a hash without key expiry.
@@ -118,7 +88,7 @@ func (e *env) requireHeld(t *testing.T, key, field, owner string) {
 	require.True(t, ok, "field must exist")
 	require.Equal(t, owner, v, "field must hold the owner token")
 	require.Greater(t, e.hpttl(t, key, field), int64(0), "field must have an expiry")
-	require.EqualValues(t, -1, e.pttl(t, key), "hash key must have no key-level expiry")
+	require.EqualValues(t, -1, e.PTTL(t, key), "hash key must have no key-level expiry")
 }
 
 // requireFieldAbsent asserts that the field does not exist.

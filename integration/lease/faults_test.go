@@ -24,19 +24,13 @@ const faultTTL = 500 * time.Millisecond
 // the previous estimate, and a later renewal can succeed; a retried owner-checked release settles
 // ownership.
 func TestLeaseFaults(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		if st.Cluster || !hasHashFieldTTL(st) {
-			continue // the proxy drives single servers; lease needs hash-field expiry
-		}
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { faultUncertainAcquire(t, e) })
-			t.Run("uncertain_extend_keeps_estimate", func(t *testing.T) { faultUncertainExtend(t, e) })
-			t.Run("uncertain_release_is_settled_by_retry", func(t *testing.T) { faultUncertainRelease(t, e) })
-		})
-	}
+	// the proxy drives single servers; lease needs hash-field expiry
+	matrix.Run(t, matrix.Select(matrix.Targets(), proxiable), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { faultUncertainAcquire(t, e) })
+		t.Run("uncertain_extend_keeps_estimate", func(t *testing.T) { faultUncertainExtend(t, e) })
+		t.Run("uncertain_release_is_settled_by_retry", func(t *testing.T) { faultUncertainRelease(t, e) })
+	})
 }
 
 // proxiedLeases returns a Leases whose client (also returned) goes through a new fault proxy to the
@@ -45,7 +39,7 @@ func TestLeaseFaults(t *testing.T) {
 func proxiedLeases(t *testing.T, e *env) (*testkit.Proxy, rueidis.Client, *lease.Leases) {
 	t.Helper()
 	proxy := testkit.NewProxy(t, e.Srv.Addr)
-	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	c := proxy.Client(t, matrix.NoCache)
 	ls := newLeases(t, c,
 		lease.WithCleanupTimeout(200*time.Millisecond),
 		lease.WithLogger(slog.New(slog.DiscardHandler)))
@@ -72,7 +66,7 @@ func (e *env) requireFieldGoneBy(t *testing.T, key, field string, deadline time.
 	t.Helper()
 	for {
 		_, held := e.hget(t, key, field)
-		if !held && e.pttl(t, key) == -2 {
+		if !held && e.PTTL(t, key) == -2 {
 			return
 		}
 		if time.Now().After(deadline) {

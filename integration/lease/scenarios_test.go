@@ -251,7 +251,7 @@ func testExpiringHash(t *testing.T, e *env) {
 	n, err := e.do(t, "HLEN", key).AsInt64()
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
-	require.Greater(t, e.pttl(t, key), int64(0), "the hash keeps its expiry")
+	require.Greater(t, e.PTTL(t, key), int64(0), "the hash keeps its expiry")
 	e.do(t, "DEL", key)
 
 	e.do(t, "SET", key, "a string")
@@ -554,7 +554,7 @@ func testAnyFieldWakes(t *testing.T, e *env) {
 	c := ctx(t)
 	key := hashKey("s17")
 	holder := e.leases(t)
-	waiter := newLeases(t, e.newClient(t, luakit.NewTracker()))
+	waiter := newLeases(t, e.NewClient(t, luakit.NewTracker()))
 	h, err := holder.TryAcquire(c, key, "f", 30*time.Second)
 	require.NoError(t, err)
 	scripts := func() int64 { return e.CommandStats(t)["evalsha"] }

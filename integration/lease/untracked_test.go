@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/lease"
 	"github.com/coordkit/coordkit/luakit"
 )
@@ -24,7 +24,7 @@ func testUntrackedNoExpiry(t *testing.T, e *env) {
 	key := hashKey("s15")
 	tr := luakit.NewTracker()
 	logs := &warnings{}
-	waiter := newLeases(t, e.newClient(t, tr, func(o *rueidis.ClientOption) { o.DisableCache = true }),
+	waiter := newLeases(t, e.NewClient(t, tr, matrix.NoCache),
 		lease.WithTracker(tr), lease.WithLogger(slog.New(logs)))
 	e.do(t, "HSET", key, "job", "foreign-holder-without-expiry")
 

@@ -14,28 +14,15 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// The seed's lease rows that no other scenario pins (the commit that added them records the drop
-// watched failing). The cleanup after an uncertain acquisition is TestLeaseFaults'
-// uncertain_acquire_is_not_success; after a late one, integration/rwlock's TestRWLockSeedRows (one
-// ownership.Grant for both).
-func init() {
-	scenarios = append(scenarios, scenario{"19_any_field_wakes_every_waiter", testAnyFieldWakesEvery})
-}
-
-// TestLeaseSeedRows runs the seed rows that need a proxy in front of one server: standalone targets
-// with hash-field expiry.
-func TestLeaseSeedRows(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		if st.Cluster || !hasHashFieldTTL(st) {
-			continue
-		}
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			t.Run("release_queued_behind_extend", func(t *testing.T) { testReleaseQueued(t, e) })
-		})
-	}
+// TestLeaseReleaseOrder checks, behind a proxy in front of one server (standalone targets with
+// hash-field expiry), that a release queued behind an in-flight extend is sent after it. The cleanup
+// after an uncertain acquisition is TestLeaseFaults' uncertain_acquire_is_not_success; after a late
+// one, integration/rwlock's TestRWLockCleanupAfterFailedAcquire (one ownership.Grant for both).
+func TestLeaseReleaseOrder(t *testing.T) {
+	matrix.Run(t, matrix.Select(matrix.Targets(), proxiable), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		t.Run("release_queued_behind_extend", func(t *testing.T) { testReleaseQueued(t, e) })
+	})
 }
 
 // testAnyFieldWakesEvery: two waiters of one tracked Leases, on two held fields of one hash, both
@@ -57,7 +44,7 @@ func testAnyFieldWakesEvery(t *testing.T, e *env) {
 			}
 		}
 	}
-	waiters := newLeases(t, e.newClient(t, tr, countWakeAlls), lease.WithTracker(tr))
+	waiters := newLeases(t, e.NewClient(t, tr, countWakeAlls), lease.WithTracker(tr))
 	ha, err := holder.TryAcquire(c, key, "a", 30*time.Second)
 	require.NoError(t, err)
 	hb, err := holder.TryAcquire(c, key, "b", 30*time.Second)
@@ -94,10 +81,10 @@ func testAnyFieldWakesEvery(t *testing.T, e *env) {
 	e.requireAbsent(t, key, "hash key")
 }
 
-// testReleaseQueued: the seed retries a release queued behind an in-flight operation after it, even
-// past the release's own wait bound. Here (lease's doc says why) ctx bounds the wait: a Release whose
-// ctx ends while an Extend is in flight returns an error wrapping ctx.Err(), sends nothing and leaves
-// the lease vouching; a later Release, once the Extend returned, removes the field.
+// testReleaseQueued: a release queued behind an in-flight operation waits for it only as long as its
+// ctx allows (lease's doc says why): a Release whose ctx ends while an Extend is in flight returns an
+// error wrapping ctx.Err(), sends nothing and leaves the lease vouching; a later Release, once the
+// Extend returned, removes the field.
 func testReleaseQueued(t *testing.T, e *env) {
 	key, field := hashKey("s20"), "f"
 	proxy, _, ls := proxiedLeases(t, e)

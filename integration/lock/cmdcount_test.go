@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 )
 
 // cmdCounter counts the commands one rueidis client writes, on every connection it dials, by parsing
@@ -20,6 +22,15 @@ type cmdCounter struct {
 	mu     sync.Mutex
 	counts map[string]int64 // upper-case command name -> commands written
 	broken string           // set when the stream was not RESP arrays of bulk strings
+}
+
+// counted returns the client mutation that makes c count a client's commands (its dialer), or none
+// when c is nil: pass it to matrix.Env.NewClient.
+func (c *cmdCounter) counted() []func(*rueidis.ClientOption) {
+	if c == nil {
+		return nil
+	}
+	return []func(*rueidis.ClientOption){func(o *rueidis.ClientOption) { o.DialCtxFn = c.dial }}
 }
 
 func newCmdCounter() *cmdCounter { return &cmdCounter{counts: map[string]int64{}} }

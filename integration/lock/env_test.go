@@ -26,43 +26,17 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return &env{Env: matrix.StartEnv(t, st)}
 }
 
-// newClient returns a client of the target, closed at t.Cleanup. With a tracker it is built by
-// luakit.NewTrackedClient (invalidations wired to the tracker); with a counter every command it writes
-// is counted.
-func (e *env) newClient(t *testing.T, tracker *luakit.Tracker, counter *cmdCounter, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	if counter != nil {
-		opt.DialCtxFn = counter.dial
-	}
-	for _, m := range mutate {
-		m(&opt)
-	}
-	var (
-		c   rueidis.Client
-		err error
-	)
-	if tracker != nil {
-		c, err = luakit.NewTrackedClient(opt, tracker)
-	} else {
-		c, err = rueidis.NewClient(opt)
-	}
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // locker returns a Locker over a new client of its own.
 func (e *env) locker(t *testing.T, opts ...lock.Option) *lock.Locker {
 	t.Helper()
-	return newLocker(t, e.newClient(t, nil, nil), opts...)
+	return newLocker(t, e.NewClient(t, nil), opts...)
 }
 
 // trackedLocker returns a Locker over a new tracker-wired client, wired with lock.WithTracker.
 func (e *env) trackedLocker(t *testing.T, counter *cmdCounter, opts ...lock.Option) *lock.Locker {
 	t.Helper()
 	tr := luakit.NewTracker()
-	c := e.newClient(t, tr, counter)
+	c := e.NewClient(t, tr, counter.counted()...)
 	return newLocker(t, c, append([]lock.Option{lock.WithTracker(tr)}, opts...)...)
 }
 
@@ -86,14 +60,6 @@ func (e *env) get(t *testing.T, key string) (string, bool) {
 	return v, true
 }
 
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
-}
-
 // do runs a raw command (the key, if any, must be args[1] so a cluster client routes it).
 func (e *env) do(t *testing.T, args ...string) rueidis.RedisMessage {
 	t.Helper()
@@ -105,7 +71,7 @@ func (e *env) do(t *testing.T, args ...string) rueidis.RedisMessage {
 // requireAbsent asserts that key does not exist on the server.
 func (e *env) requireAbsent(t *testing.T, key, what string) {
 	t.Helper()
-	require.EqualValues(t, -2, e.pttl(t, key), "%s must be absent", what)
+	require.EqualValues(t, -2, e.PTTL(t, key), "%s must be absent", what)
 }
 
 // requireLease asserts that the lease key holds owner with an expiry.
@@ -114,7 +80,7 @@ func (e *env) requireLease(t *testing.T, key, owner string) {
 	v, ok := e.get(t, key)
 	require.True(t, ok, "lease key must exist")
 	require.Equal(t, owner, v, "lease key must hold the owner token")
-	require.Greater(t, e.pttl(t, key), int64(0), "lease key must have an expiry")
+	require.Greater(t, e.PTTL(t, key), int64(0), "lease key must have an expiry")
 }
 
 // requireCounter asserts that the fence key holds want (decimal) and has no expiry.
@@ -123,7 +89,7 @@ func (e *env) requireCounter(t *testing.T, key, want string) {
 	v, ok := e.get(t, key)
 	require.True(t, ok, "fence counter must exist")
 	require.Equal(t, want, v, "fence counter value")
-	require.EqualValues(t, -1, e.pttl(t, key), "fence counter must not expire")
+	require.EqualValues(t, -1, e.PTTL(t, key), "fence counter must not expire")
 }
 
 // named returns the name of one scenario's lock ("ck:" + scenario) and the two keys the Locker derives

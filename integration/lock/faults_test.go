@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
@@ -18,20 +17,14 @@ import (
 // matrix: replies lost after the server applied a command are reported as uncertain (never as success),
 // and an asynchronous failover can reissue a fencing token, exactly as the package documents.
 func TestLockFaults(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		if mt.Cluster {
-			continue // the proxy and replication helpers drive single servers
-		}
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			loadGate.RLock()
-			defer loadGate.RUnlock()
-			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { testUncertainAcquire(t, mt.Server) })
-			t.Run("uncertain_extend_keeps_estimate", func(t *testing.T) { testUncertainExtend(t, mt.Server) })
-			t.Run("failover_can_reissue_token", func(t *testing.T) { testFailoverReissue(t, mt.Server) })
-		})
-	}
+	// the proxy and replication helpers drive single servers
+	matrix.Run(t, matrix.Select(matrix.Targets(), matrix.Target.Standalone), func(t *testing.T, mt matrix.Target) {
+		loadGate.RLock()
+		defer loadGate.RUnlock()
+		t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { testUncertainAcquire(t, mt.Server) })
+		t.Run("uncertain_extend_keeps_estimate", func(t *testing.T) { testUncertainExtend(t, mt.Server) })
+		t.Run("failover_can_reissue_token", func(t *testing.T) { testFailoverReissue(t, mt.Server) })
+	})
 }
 
 // testUncertainAcquire: the acquire script reaches the server but its reply is dropped. TryAcquire must
@@ -39,9 +32,9 @@ func TestLockFaults(t *testing.T) {
 // removed the lease.
 func testUncertainAcquire(t *testing.T, target testkit.Target) {
 	srv := testkit.Start(t, target)
-	direct := srv.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	direct := srv.Client(t, matrix.NoCache)
 	proxy := testkit.NewProxy(t, srv.Addr)
-	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	c := proxy.Client(t, matrix.NoCache)
 	lk, err := lock.New(c, lock.WithCleanupTimeout(300*time.Millisecond))
 	require.NoError(t, err)
 	name, leaseKey, fenceKey := named("uncertain-acquire")
@@ -80,7 +73,7 @@ func testUncertainAcquire(t *testing.T, target testkit.Target) {
 func testUncertainExtend(t *testing.T, target testkit.Target) {
 	srv := testkit.Start(t, target)
 	proxy := testkit.NewProxy(t, srv.Addr)
-	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	c := proxy.Client(t, matrix.NoCache)
 	lk, err := lock.New(c)
 	require.NoError(t, err)
 	name, leaseKey, _ := named("uncertain-extend")
@@ -98,7 +91,7 @@ func testUncertainExtend(t *testing.T, target testkit.Target) {
 	require.Equal(t, deadline, l.Deadline(), "an uncertain renewal does not move the estimate")
 	require.NoError(t, proxy.Reset())
 
-	direct := srv.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	direct := srv.Client(t, matrix.NoCache)
 	v, err := direct.Do(ctx(t), direct.B().Get().Key(leaseKey).Build()).ToString()
 	require.NoError(t, err)
 	require.Equal(t, l.OwnerToken(), v, "the lease is still this owner's")
@@ -111,7 +104,7 @@ func testUncertainExtend(t *testing.T, target testkit.Target) {
 // documented non-guarantee ("not globally monotonic"), asserted so the documentation stays true.
 func testFailoverReissue(t *testing.T, target testkit.Target) {
 	rep := testkit.StartReplicated(t, target)
-	primary := rep.Primary.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	primary := rep.Primary.Client(t, matrix.NoCache)
 	lk, err := lock.New(primary)
 	require.NoError(t, err)
 	name, _, _ := named("failover")
@@ -129,7 +122,7 @@ func testFailoverReissue(t *testing.T, target testkit.Target) {
 	require.EqualValues(t, 4, lost.FencingToken())
 
 	require.NoError(t, rep.Failover(ctx(t), testkit.FailoverOptions{OldPrimary: testkit.KillOldPrimary}))
-	promoted := rep.Primary.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	promoted := rep.Primary.Client(t, matrix.NoCache)
 	lk2, err := lock.New(promoted)
 	require.NoError(t, err)
 	l, err := lk2.TryAcquire(ctx(t), name, 10*time.Second)

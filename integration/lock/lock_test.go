@@ -24,6 +24,25 @@ type scenario struct {
 // for reading.
 var loadGate sync.RWMutex
 
+// gated returns list as the matrix runs it: each scenario holds loadGate while it runs, for writing
+// when it is exclusive.
+func gated(list []scenario) []matrix.Scenario[*env] {
+	out := make([]matrix.Scenario[*env], len(list))
+	for i, sc := range list {
+		out[i] = matrix.Scenario[*env]{Name: sc.name, StandaloneOnly: sc.standaloneOnly, Run: func(t *testing.T, e *env) {
+			if sc.exclusive {
+				loadGate.Lock()
+				defer loadGate.Unlock()
+			} else {
+				loadGate.RLock()
+				defer loadGate.RUnlock()
+			}
+			sc.run(t, e)
+		}}
+	}
+	return out
+}
+
 var scenarios = []scenario{
 	{name: "01_contention_tokens_renewal", run: testContention},
 	{name: "02_token_exact_above_2_53", run: testTokenAbove2p53},
@@ -48,29 +67,10 @@ var scenarios = []scenario{
 	{name: "21_cycle_commands", run: testCycleCommands},
 }
 
-// TestLock runs every scenario on every target. Targets run in parallel (at most maxParallelTargets at
+// TestLock runs every scenario on every target. Targets run in parallel (at most matrix.MaxParallelTargets at
 // once), each with its own server or cluster; the scenarios of one target run in order on it.
 func TestLock(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				if sc.standaloneOnly && st.Cluster {
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) {
-					if sc.exclusive {
-						loadGate.Lock()
-						defer loadGate.Unlock()
-					} else {
-						loadGate.RLock()
-						defer loadGate.RUnlock()
-					}
-					sc.run(t, e)
-				})
-			}
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		matrix.RunScenarios(t, st, startEnv(t, st), gated(scenarios), nil)
+	})
 }

@@ -43,7 +43,7 @@ func (a *attempts) take() []error {
 func testAttemptObserver(t *testing.T, e *env) {
 	c := ctx(t)
 	rec := &attempts{}
-	l := newLocker(t, e.newClient(t, luakit.NewTracker(), nil), lock.WithHooks(rec))
+	l := newLocker(t, e.NewClient(t, luakit.NewTracker()), lock.WithHooks(rec))
 	ln, _, fk := named("s20:observer")
 	holder, err := e.locker(t).TryAcquire(c, ln, 200*time.Millisecond)
 	require.NoError(t, err)

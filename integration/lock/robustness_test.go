@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/ownership"
@@ -19,7 +19,7 @@ func testUntrackedNoExpiry(t *testing.T, e *env) {
 	c := ctx(t)
 	ln, lk, _ := named("s14")
 	tr := luakit.NewTracker()
-	waiter := newLocker(t, e.newClient(t, tr, nil, func(o *rueidis.ClientOption) { o.DisableCache = true }), lock.WithTracker(tr))
+	waiter := newLocker(t, e.NewClient(t, tr, matrix.NoCache), lock.WithTracker(tr))
 	e.do(t, "SET", lk, "foreign-holder-without-expiry")
 
 	ch := acquireAsync(c, waiter, ln, 5*time.Second)
@@ -61,14 +61,14 @@ func testExtendTTL(t *testing.T, e *env) {
 	step := ownership.ServerClockStep // the estimate leaves the servers' millisecond step
 	require.False(t, h.Deadline().Before(sent.Add(20*time.Second-step)), "the estimate moved to the renewal's send time + TTL")
 	require.False(t, h.Deadline().After(returned.Add(20*time.Second-step)), "the estimate runs from before the send")
-	p := e.pttl(t, lk)
+	p := e.PTTL(t, lk)
 	require.Greater(t, p, int64(10_000), "the server's lease has the new TTL")
 	require.LessOrEqual(t, p, int64(20_000))
 
 	ok, err = h.Extend(c) // at the new TTL
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Greater(t, e.pttl(t, lk), int64(10_000))
+	require.Greater(t, e.PTTL(t, lk), int64(10_000))
 	require.Equal(t, token, h.FencingToken())
 	release(t, h, lock.Released)
 	e.requireAbsent(t, lk, "lease key")

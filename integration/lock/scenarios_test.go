@@ -187,7 +187,7 @@ func testCounterUnusable(t *testing.T, e *env) {
 			e.requireAbsent(t, lk, "lease key")
 			require.Equal(t, before, e.Snapshot(t, pattern), "counter DUMP and PTTL unchanged")
 			if tc.reason == lock.CounterExpiring {
-				require.Greater(t, e.pttl(t, fk), int64(0), "counter keeps its TTL")
+				require.Greater(t, e.PTTL(t, fk), int64(0), "counter keeps its TTL")
 			}
 
 			// A held lease is reported as held whatever the counter holds.
@@ -526,7 +526,7 @@ func testCancelWaiting(t *testing.T, e *env) {
 			if tracked {
 				waiter = e.trackedLocker(t, counter)
 			} else {
-				waiter = newLocker(t, e.newClient(t, nil, counter))
+				waiter = newLocker(t, e.NewClient(t, nil, counter.counted()...))
 			}
 			h, err := holder.TryAcquire(c, ln, 30*time.Second)
 			require.NoError(t, err)
@@ -687,7 +687,7 @@ func testKeepAlive(t *testing.T, e *env) {
 func testServerRestart(t *testing.T, e *env) {
 	c := ctx(t)
 	ln, lk, fk := named("s12")
-	client := e.newClient(t, nil, nil)
+	client := e.NewClient(t, nil)
 	l := newLocker(t, client)
 	lease, err := l.TryAcquire(c, ln, 10*time.Second)
 	require.NoError(t, err)

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
@@ -20,29 +19,9 @@ var sentinelSkip = map[string]string{
 // TestLockSentinel runs the suite's scenarios on the Sentinel targets (matrix.SentinelTargets: a
 // primary, a replica and three Sentinels; the lockers' clients are rueidis Sentinel clients).
 func TestLockSentinel(t *testing.T) {
-	for _, st := range matrix.SentinelTargets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				if why, ok := sentinelSkip[sc.name]; ok {
-					t.Logf("%s: not on a Sentinel target (%s)", sc.name, why)
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) {
-					if sc.exclusive {
-						loadGate.Lock()
-						defer loadGate.Unlock()
-					} else {
-						loadGate.RLock()
-						defer loadGate.RUnlock()
-					}
-					sc.run(t, e)
-				})
-			}
-		})
-	}
+	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, st matrix.Target) {
+		matrix.RunScenarios(t, st, startEnv(t, st), gated(scenarios), sentinelSkip)
+	})
 }
 
 // TestLockSentinelFailover: what survives a Sentinel failover that lost writes. A locker on a Sentinel
@@ -55,7 +34,7 @@ func TestLockSentinelFailover(t *testing.T) {
 	for _, st := range matrix.SentinelTargets() {
 		t.Run(st.Name, func(t *testing.T) {
 			g := matrix.StartEnv(t, st).Sentinel
-			c := g.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+			c := g.Client(t, matrix.NoCache)
 			lk, err := lock.New(c)
 			require.NoError(t, err)
 			name, _, _ := named("sentinel-failover")

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/lock"
 	"github.com/coordkit/coordkit/luakit"
 )
@@ -32,7 +33,7 @@ func testHandoffTrackedClient(t *testing.T, e *env) {
 	holder := e.locker(t)
 	counter := newCmdCounter()
 	logs := &logRecorder{}
-	waiter := newLocker(t, e.newClient(t, luakit.NewTracker(), counter), lock.WithLogger(slog.New(logs)))
+	waiter := newLocker(t, e.NewClient(t, luakit.NewTracker(), counter.counted()...), lock.WithLogger(slog.New(logs)))
 	for round := range rounds {
 		h, err := holder.TryAcquire(c, ln, ttl)
 		require.NoError(t, err, "round %d", round)
@@ -89,9 +90,9 @@ func testUntrackedWarnsOnce(t *testing.T, e *env) {
 		reason string // in the warning's reason attribute
 	}{
 		{"cache_disabled", func(t *testing.T) rueidis.Client {
-			return e.newClient(t, luakit.NewTracker(), nil, func(o *rueidis.ClientOption) { o.DisableCache = true })
+			return e.NewClient(t, luakit.NewTracker(), matrix.NoCache)
 		}, "client-side caching is off"},
-		{"no_tracker", func(t *testing.T) rueidis.Client { return e.newClient(t, nil, nil) }, "no tracker"},
+		{"no_tracker", func(t *testing.T) rueidis.Client { return e.NewClient(t, nil) }, "no tracker"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

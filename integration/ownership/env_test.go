@@ -40,7 +40,7 @@ func startEnv(t *testing.T, mt matrix.Target) *env {
 	for range quorumNodes - 1 {
 		s := testkit.Start(t, mt.Server)
 		e.quorum = append(e.quorum, s)
-		e.quorumRaw = append(e.quorumRaw, s.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true }))
+		e.quorumRaw = append(e.quorumRaw, s.Client(t, matrix.NoCache))
 	}
 	return e
 }

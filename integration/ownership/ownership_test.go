@@ -42,25 +42,22 @@ var scenarios = []scenario{
 // scenarios of one target, and the kinds of one scenario, run one after another, because several
 // pause the servers or count the commands they run.
 func TestOwnership(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, mt)
-			for _, sc := range scenarios {
-				t.Run(sc.name, func(t *testing.T) {
-					for _, k := range kinds {
-						// A kind the target does not offer (lease without hash-field expiry, redlock on
-						// a cluster) is not part of that target's matrix: no subtest, except for the
-						// scenario that asserts what its acquisition returns there.
-						if why := k.needs(e); why != "" && !(sc.unsupported && k.unsupported != nil) {
-							t.Logf("%s: not on this target (%s)", k.name, why)
-							continue
-						}
-						t.Run(k.name, func(t *testing.T) { sc.run(t, e, k) })
+	matrix.RequireNamedOnce(t, scenarios, func(sc scenario) string { return sc.name })
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
+		e := startEnv(t, mt)
+		for _, sc := range scenarios {
+			t.Run(sc.name, func(t *testing.T) {
+				for _, k := range kinds {
+					// A kind the target does not offer (lease without hash-field expiry, redlock on
+					// a cluster) is not part of that target's matrix: no subtest, except for the
+					// scenario that asserts what its acquisition returns there.
+					if why := k.needs(e); why != "" && !(sc.unsupported && k.unsupported != nil) {
+						t.Logf("%s: not on this target (%s)", k.name, why)
+						continue
 					}
-				})
-			}
-		})
-	}
+					t.Run(k.name, func(t *testing.T) { sc.run(t, e, k) })
+				}
+			})
+		}
+	})
 }

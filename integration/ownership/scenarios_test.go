@@ -256,7 +256,7 @@ func testCleanupInOrder(t *testing.T, e *env, k *kind) {
 	}
 	t.Cleanup(resume) // resuming a running server does nothing
 	for trial := range 10 {
-		cs := e.clients(t, k, plain, func(o *rueidis.ClientOption) { o.DisableCache = true })
+		cs := e.clients(t, k, plain, matrix.NoCache)
 		f := k.newFactory(t, cs, res, factoryOptions{cleanupTimeout: 100 * time.Millisecond})
 		// Load the scripts (no NOSCRIPT round trip below) and the factory's feature probe (lease).
 		release(t, mustTry(t, f.try, time.Minute), ownership.Released)
@@ -602,7 +602,7 @@ func testRefusedConnection(t *testing.T, e *env, k *kind) {
 func (e *env) setHz(t *testing.T, hz string) {
 	t.Helper()
 	for _, s := range e.servers() {
-		c := s.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+		c := s.Client(t, matrix.NoCache)
 		kv, err := c.Do(ctx(t), c.B().ConfigGet().Parameter("hz").Build()).AsStrMap()
 		require.NoError(t, err)
 		require.NoError(t, c.Do(ctx(t), c.B().ConfigSet().ParameterValue().ParameterValue("hz", hz).Build()).Error())

@@ -17,9 +17,12 @@ import (
 // commands.
 const ratelimitACL = "ACL SETUSER app on >secret resetchannels ~app:* +evalsha +eval +evalsha_ro +eval_ro +time +type +get +set +del +pttl +hgetall +hget +hset +hdel +pexpireat +sadd +srem +sismember +smembers +hello +ping +client|setinfo +client|tracking +client|caching +multi +exec"
 
-func init() {
-	scenarios = append(scenarios, scenario{name: "90_least_privilege_acl", run: testLeastPrivilege},
-		scenario{name: "91_refused_migration_keeps_limiter", run: testRefusedMigration})
+// aclScenarios returns the scenarios of this file.
+func aclScenarios() []scenario {
+	return []scenario{
+		{Name: "90_least_privilege_acl", Run: testLeastPrivilege},
+		{Name: "91_refused_migration_keeps_limiter", Run: testRefusedMigration},
+	}
 }
 
 // aclUpdated is each layout of engPolicies with larger limits: the target of the migrations.

@@ -11,19 +11,21 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
-func init() {
-	register(
-		scenario{name: "deny_inflight_bound", run: denyInflightBound},
-		scenario{name: "deny_write_failure_clears_cache", run: denyWriteFailure},
-		scenario{name: "deny_zero_duration_no_sharing", run: denyZeroDuration},
-		scenario{name: "deny_concurrent_hammer", run: denyHammer},
-		scenario{name: "deny_caller_reads_cancellable", run: denyCallerReadsCancellable},
-		scenario{name: "deny_failed_write_invalidates", run: denyFailedWrite},
-	)
+// denyListCacheScenarios returns the scenarios of this file.
+func denyListCacheScenarios() []scenario {
+	return []scenario{
+		{Name: "deny_inflight_bound", Run: denyInflightBound},
+		{Name: "deny_write_failure_clears_cache", Run: denyWriteFailure},
+		{Name: "deny_zero_duration_no_sharing", Run: denyZeroDuration},
+		{Name: "deny_concurrent_hammer", Run: denyHammer},
+		{Name: "deny_caller_reads_cancellable", Run: denyCallerReadsCancellable},
+		{Name: "deny_failed_write_invalidates", Run: denyFailedWrite},
+	}
 }
 
 // The in-flight bookkeeping holds at most the cache capacity (2): while the server holds two shared
@@ -33,7 +35,7 @@ func denyInflightBound(t *testing.T, e *env) {
 	// One connection, dialled by denySet before the pause: with several, a read could be the first
 	// command of a pipe and dial it under the caller's context, and cancelling that caller then fails
 	// the dial for the shared reads queued on it (seen once: "dial tcp: operation was canceled").
-	c := e.newClient(t, func(o *rueidis.ClientOption) { o.PipelineMultiplex = -1 })
+	c := e.NewClient(t, nil, matrix.NoCache, func(o *rueidis.ClientOption) { o.PipelineMultiplex = -1 })
 	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute), denylist.WithCacheCapacity(2))
 	denySet(t, dl, "c", true)
 
@@ -77,7 +79,7 @@ func denyInflightBound(t *testing.T, e *env) {
 // a write that fails after it was sent (here: its deadline passes while the server holds it) is
 // uncertain and still empties the cache.
 func denyWriteFailure(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute))
 	denyIs(t, dl, "a", false)
 	denyIs(t, dl, "b", false)
@@ -103,7 +105,7 @@ func denyWriteFailure(t *testing.T, e *env) {
 // A zero cache duration disables read sharing too: concurrent misses for one identity each read the
 // server, and nothing is cached.
 func denyZeroDuration(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(0))
 	denySet(t, dl, "z", true)
 	unpause := denyPauseWrites(t, e, dl.Key())
@@ -127,7 +129,7 @@ func denyZeroDuration(t *testing.T, e *env) {
 // succeeds, the counters add up, the cache never exceeds its capacity, and after the writers' last
 // SetDenied the instance reads exactly what the server holds.
 func denyHammer(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute), denylist.WithCacheCapacity(4))
 	const identities, readers, rounds = 8, 32, 100
 	id := func(i int) string { return fmt.Sprintf("id:%d", i%identities) }
@@ -178,7 +180,8 @@ func denyHammer(t *testing.T, e *env) {
 }
 
 // waitScriptsHeld waits until the server owning key holds at least n clients blocked on a script
-// (CLIENT LIST: flags with b, cmd=evalsha), as CLIENT PAUSE postpones them.
+// (CLIENT LIST: flags with b, cmd=evalsha, or cmd=eval while this process has not yet learnt the
+// script's digest from a server), as CLIENT PAUSE postpones them.
 func waitScriptsHeld(t *testing.T, e *env, key string, n int) {
 	t.Helper()
 	node := e.nodeOf(t, key)
@@ -199,7 +202,7 @@ func waitScriptsHeld(t *testing.T, e *env, key string, n int) {
 					cmd = v
 				}
 			}
-			if strings.Contains(flags, "b") && cmd == "evalsha" {
+			if strings.Contains(flags, "b") && (cmd == "evalsha" || cmd == "eval") {
 				held++
 			}
 		}
@@ -217,7 +220,7 @@ func denyCallerReadsCancellable(t *testing.T, e *env) {
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("x").Build()).Error())
 
 	t.Run("read", func(t *testing.T) {
-		c := e.newClient(t) // fresh: the direct read is its first command
+		c := e.NewClient(t, nil, matrix.NoCache) // fresh: the direct read is its first command
 		direct := denyList(t, c, key, denylist.WithCacheDuration(0))
 		shared := denyList(t, c, key, denylist.WithCacheDuration(time.Minute))
 		unpause := denyPauseWrites(t, e, key)
@@ -237,7 +240,7 @@ func denyCallerReadsCancellable(t *testing.T, e *env) {
 	})
 
 	t.Run("write", func(t *testing.T) {
-		c := e.newClient(t) // fresh: the write is its first command
+		c := e.NewClient(t, nil, matrix.NoCache) // fresh: the write is its first command
 		writer := denyList(t, c, key)
 		unpause := denyPauseWrites(t, e, key)
 		wctx, cancel := context.WithTimeout(ctx(t), time.Minute)
@@ -267,7 +270,7 @@ func denyFailedWrite(t *testing.T, e *env) {
 	t.Run("wrong_type", func(t *testing.T) {
 		key := e.key(t)
 		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("a").Build()).Error())
-		dl := denyList(t, e.newClient(t), key, denylist.WithCacheDuration(time.Minute))
+		dl := denyList(t, e.NewClient(t, nil, matrix.NoCache), key, denylist.WithCacheDuration(time.Minute))
 		denyIs(t, dl, "a", true)
 		denyIs(t, dl, "a", true)
 		st := dl.Stats()
@@ -289,7 +292,7 @@ func denyFailedWrite(t *testing.T, e *env) {
 	t.Run("failed_after_send", func(t *testing.T) {
 		key := e.key(t)
 		require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Sadd().Key(key).Member("a").Build()).Error())
-		dl := denyList(t, e.newClient(t), key, denylist.WithCacheDuration(time.Minute))
+		dl := denyList(t, e.NewClient(t, nil, matrix.NoCache), key, denylist.WithCacheDuration(time.Minute))
 		denySet(t, dl, "c", false) // loads the write script: the held write is then an EVALSHA that runs
 		denyIs(t, dl, "a", true)
 		require.Equal(t, int64(1), dl.Stats().ServerReads)

@@ -13,22 +13,24 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
-func init() {
-	register(
-		scenario{name: "deny_membership", run: testDenyMembership},
-		scenario{name: "deny_foreign_data", run: testDenyForeignData},
-		scenario{name: "deny_cache_hits_and_misses", run: testDenyCacheCounts},
-		scenario{name: "deny_shared_reads", run: testDenySharedReads},
-		scenario{name: "deny_invalidation", run: testDenyInvalidation},
-		scenario{name: "deny_outage_cached_decisions", run: testDenyOutage},
-		scenario{name: "deny_outage_stopped_server", run: testDenyStoppedServer, standaloneOnly: true},
-		scenario{name: "deny_limiter_binding", run: testDenyLimiterBinding},
-		scenario{name: "deny_limiter_queue_recheck", run: testDenyQueueRecheck},
-	)
+// denyListScenarios returns the scenarios of this file.
+func denyListScenarios() []scenario {
+	return []scenario{
+		{Name: "deny_membership", Run: testDenyMembership},
+		{Name: "deny_foreign_data", Run: testDenyForeignData},
+		{Name: "deny_cache_hits_and_misses", Run: testDenyCacheCounts},
+		{Name: "deny_shared_reads", Run: testDenySharedReads},
+		{Name: "deny_invalidation", Run: testDenyInvalidation},
+		{Name: "deny_outage_cached_decisions", Run: testDenyOutage},
+		{Name: "deny_outage_stopped_server", Run: testDenyStoppedServer, StandaloneOnly: true},
+		{Name: "deny_limiter_binding", Run: testDenyLimiterBinding},
+		{Name: "deny_limiter_queue_recheck", Run: testDenyQueueRecheck},
+	}
 }
 
 // denyList returns a DenyList over c at key, closed at t.Cleanup.
@@ -117,7 +119,7 @@ func denyEventually(t *testing.T, dl *denylist.List, what string, cond func(deny
 // Set and unset identities; membership is exact, case-sensitive and binary-safe; the key (binary,
 // with a binary prefix) is a plain set without expiry.
 func testDenyMembership(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	prefix := "\x00deny\xff:"
 	name := e.key(t) + ":set\x01\xfe"
 	dl := denyList(t, c, name, denylist.WithKeyPrefix(prefix), denylist.WithCacheDuration(0))
@@ -153,7 +155,7 @@ func testDenyMembership(t *testing.T, e *env) {
 	require.NoError(t, err)
 	sort.Strings(members)
 	require.Equal(t, []string{"bin\x00\xff", "customer:42", "kunde:äöü"}, members)
-	require.Equal(t, int64(-1), e.pttl(t, key), "membership never expires")
+	require.Equal(t, int64(-1), e.PTTL(t, key), "membership never expires")
 	typ, err := e.Raw.Do(ctx(t), e.Raw.B().Type().Key(key).Build()).ToString()
 	require.NoError(t, err)
 	require.Equal(t, "set", typ)
@@ -175,7 +177,7 @@ func testDenyMembership(t *testing.T, e *env) {
 
 // A key holding another type is ErrForeignData for reads and writes; nothing is written.
 func testDenyForeignData(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	key := e.key(t)
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(key).Value("not a set").Build()).Error())
 	dl := denyList(t, c, key)
@@ -193,7 +195,7 @@ func testDenyForeignData(t *testing.T, e *env) {
 // duration never re-reads within the test, even after another instance changes the set, until
 // Invalidate.
 func testDenyCacheCounts(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	key := e.key(t)
 	long := denyList(t, c, key, denylist.WithCacheDuration(time.Minute))
 	writer := denyList(t, c, key)
@@ -238,7 +240,7 @@ func testDenyCacheCounts(t *testing.T, e *env) {
 // 32 concurrent misses for one identity share one server read and get the same answer; the caller
 // that started the read is cancelled while it is in flight, and the others still get the answer.
 func testDenySharedReads(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute))
 	denySet(t, dl, "customer:42", true)
 	before := denyReads(t, e)
@@ -275,7 +277,7 @@ func testDenySharedReads(t *testing.T, e *env) {
 // SetDenied on an instance makes its next read go to the server; Invalidate detaches a read in
 // flight: later callers start a fresh read, and the detached one does not fill the cache.
 func testDenyInvalidation(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute))
 
 	before := denyReads(t, e)
@@ -333,7 +335,7 @@ func testDenyInvalidation(t *testing.T, e *env) {
 // While the server holds every script, cached decisions are still served without I/O; a miss fails
 // (the shared read times out) and its failure is not cached.
 func testDenyOutage(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute),
 		denylist.WithReadTimeout(300*time.Millisecond))
 	denySet(t, dl, "bad", true)
@@ -363,7 +365,7 @@ func testDenyOutage(t *testing.T, e *env) {
 // error; Close ends the shared read still waiting for the server.
 func testDenyStoppedServer(t *testing.T, e *env) {
 	require.False(t, e.IsCluster(), "stopping the server drives one process: standalone targets only")
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl, err := denylist.New(c, e.key(t), denylist.WithCacheDuration(time.Minute))
 	require.NoError(t, err)
 	denySet(t, dl, "bad", true)
@@ -431,7 +433,7 @@ func denyMeter() (*sdkmetric.MeterProvider, func(t *testing.T, name, reason stri
 // capacity and WaitN), without RetryAfter and without touching the capacity key; the blocked metric
 // counts each denied call once; after unsetting, the limiter admits.
 func testDenyLimiterBinding(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	mp, metric := denyMeter()
 	defer func() { require.NoError(t, mp.Shutdown(context.Background())) }()
 	dl := denyList(t, c, e.key(t))
@@ -502,7 +504,7 @@ func testDenyLimiterBinding(t *testing.T, e *env) {
 // queue with ReasonDenyList and consumes nothing. The retry is triggered by an Adopt update that
 // raises the limit (so the retry would otherwise be admitted), not by time.
 func testDenyQueueRecheck(t *testing.T, e *env) {
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(0))
 	lim := e.limiter(t, c, e.key(t), ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithDenyList(dl, "customer:42"), ratelimit.WithQueue(1, ratelimit.OldestFirst))

@@ -8,13 +8,15 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "engine_cancel_with_deadline_returns", run: engCancelWithDeadline, standaloneOnly: true},
-	)
+// engineCancelScenarios returns the scenarios of this file.
+func engineCancelScenarios() []scenario {
+	return []scenario{
+		{Name: "engine_cancel_with_deadline_returns", Run: engCancelWithDeadline, StandaloneOnly: true},
+	}
 }
 
 // A decision whose context has a (distant) deadline and is cancelled while the server does
@@ -25,7 +27,7 @@ func init() {
 // The client's connection timeout is longer than the scenario, so only the cancellation can end the
 // calls while the server is paused.
 func engCancelWithDeadline(t *testing.T, e *env) {
-	c := e.newClient(t, func(o *rueidis.ClientOption) { o.ConnWriteTimeout = 5 * time.Minute })
+	c := e.NewClient(t, nil, matrix.NoCache, func(o *rueidis.ClientOption) { o.ConnWriteTimeout = 5 * time.Minute })
 	l := e.limiter(t, c, e.key(t), ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithQueue(5, ratelimit.NewestFirst))
 	// The probe dials the connection that carries the key's scripts (a rueidis client spreads

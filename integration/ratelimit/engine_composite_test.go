@@ -12,32 +12,35 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	engExactCases = append(engExactCases, engCase{
-		name: "composite",
-		policy: ratelimit.Composite{Components: []ratelimit.Component{
-			ratelimit.TokenBucket{Limit: 4, TokensPerPeriod: 1, Period: 100 * time.Millisecond},
-			ratelimit.SlidingWindow{Limit: 6, Window: 600 * time.Millisecond, Segments: 3},
-			ratelimit.FixedWindow{Limit: 8, Window: time.Second},
-		}},
-		steps: []engStep{
-			{0, 3, "every component consumes"},
-			{0, 1, "the bucket is empty: it controls (lowest remaining)"},
-			{0, 1, "rejected by the bucket only: RetryAfter is its refill"},
-			{0, 4, "n = capacity (the bucket's limit): RetryAfter four periods"},
-			{0, 5, "above the smallest capacity: local"},
-			{100, 1, "bucket refilled one"},
-			{200, 1, "the sliding window is full now"},
-			{250, 1, "rejected by two components: RetryAfter is the maximum"},
-			{250, 0, "probe writes nothing"},
-			{1100, 2, "the fixed window ended; a new one starts"},
-		},
-	})
-	register(
-		scenario{name: "engine_composite_rejection_consumes_nothing", run: engCompositeRejection},
-		scenario{name: "engine_composite_signature_mismatch", run: engCompositeMismatch},
-		scenario{name: "engine_foreign_data", run: engForeignData},
-	)
+// engCompositeCase is the exactness table of a composite policy (one of engExactCases).
+var engCompositeCase = engCase{
+	name: "composite",
+	policy: ratelimit.Composite{Components: []ratelimit.Component{
+		ratelimit.TokenBucket{Limit: 4, TokensPerPeriod: 1, Period: 100 * time.Millisecond},
+		ratelimit.SlidingWindow{Limit: 6, Window: 600 * time.Millisecond, Segments: 3},
+		ratelimit.FixedWindow{Limit: 8, Window: time.Second},
+	}},
+	steps: []engStep{
+		{0, 3, "every component consumes"},
+		{0, 1, "the bucket is empty: it controls (lowest remaining)"},
+		{0, 1, "rejected by the bucket only: RetryAfter is its refill"},
+		{0, 4, "n = capacity (the bucket's limit): RetryAfter four periods"},
+		{0, 5, "above the smallest capacity: local"},
+		{100, 1, "bucket refilled one"},
+		{200, 1, "the sliding window is full now"},
+		{250, 1, "rejected by two components: RetryAfter is the maximum"},
+		{250, 0, "probe writes nothing"},
+		{1100, 2, "the fixed window ended; a new one starts"},
+	},
+}
+
+// engineCompositeScenarios returns the scenarios of this file.
+func engineCompositeScenarios() []scenario {
+	return []scenario{
+		{Name: "engine_composite_rejection_consumes_nothing", Run: engCompositeRejection},
+		{Name: "engine_composite_signature_mismatch", Run: engCompositeMismatch},
+		{Name: "engine_foreign_data", Run: engForeignData},
+	}
 }
 
 // engCompositeRejection: when one component rejects, no component consumes (the stored hash is

@@ -9,8 +9,11 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(scenario{name: "engine_sliding_default_lateness", run: engSlidingDefaultLateness})
+// engineDefaultsScenarios returns the scenarios of this file.
+func engineDefaultsScenarios() []scenario {
+	return []scenario{
+		{Name: "engine_sliding_default_lateness", Run: engSlidingDefaultLateness},
+	}
 }
 
 // engSlidingDefaultLateness: a sliding window with the default Segments releases a permit at most a

@@ -171,13 +171,15 @@ var engExactCases = []engCase{
 		{2500, 1, "new window"},
 		{30000, 2, "everything full again"},
 	}},
+	engCompositeCase,
 }
 
-func init() {
-	register(
-		scenario{name: "engine_exact_tables", run: engExactTables},
-		scenario{name: "engine_probe_writes_nothing", run: engProbeWritesNothing},
-	)
+// engineExactScenarios returns the scenarios of this file.
+func engineExactScenarios() []scenario {
+	return []scenario{
+		{Name: "engine_exact_tables", Run: engExactTables},
+		{Name: "engine_probe_writes_nothing", Run: engProbeWritesNothing},
+	}
 }
 
 // engExactTables runs every exactness table and reports the number of rows and how many arrived on

@@ -9,8 +9,9 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(scenario{name: "engine_foreign_format", run: engForeignFormat})
+// engineForeignFormatScenarios returns the scenarios of this file.
+func engineForeignFormatScenarios() []scenario {
+	return []scenario{{Name: "engine_foreign_format", Run: engForeignFormat}}
 }
 
 // engForeignFormat: state in the millisecond form of early development builds (a GCRA value without

@@ -10,15 +10,16 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "engine_migrate_fixed", run: engMigrateFixed},
-		scenario{name: "engine_migrate_sliding", run: engMigrateSliding},
-		scenario{name: "engine_migrate_bucket", run: engMigrateBucket},
-		scenario{name: "engine_migrate_gcra", run: engMigrateGCRA},
-		scenario{name: "engine_migrate_composite", run: engMigrateComposite},
-		scenario{name: "engine_migrate_absent_stays_absent", run: engMigrateAbsent},
-	)
+// engineMigrateScenarios returns the scenarios of this file.
+func engineMigrateScenarios() []scenario {
+	return []scenario{
+		{Name: "engine_migrate_fixed", Run: engMigrateFixed},
+		{Name: "engine_migrate_sliding", Run: engMigrateSliding},
+		{Name: "engine_migrate_bucket", Run: engMigrateBucket},
+		{Name: "engine_migrate_gcra", Run: engMigrateGCRA},
+		{Name: "engine_migrate_composite", Run: engMigrateComposite},
+		{Name: "engine_migrate_absent_stays_absent", Run: engMigrateAbsent},
+	}
 }
 
 // engSeed writes a raw state at key in the µs form (fields of a hash, to which it adds "U"; or the

@@ -10,12 +10,13 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "engine_round_trips", run: engRoundTrips},
-		scenario{name: "engine_keys", run: engKeys},
-		scenario{name: "engine_uncertain_after_send", run: engUncertain, standaloneOnly: true},
-	)
+// engineWireScenarios returns the scenarios of this file.
+func engineWireScenarios() []scenario {
+	return []scenario{
+		{Name: "engine_round_trips", Run: engRoundTrips},
+		{Name: "engine_keys", Run: engKeys},
+		{Name: "engine_uncertain_after_send", Run: engUncertain, StandaloneOnly: true},
+	}
 }
 
 // engPolicies is one policy per layout.

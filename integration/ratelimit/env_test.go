@@ -33,25 +33,11 @@ func (e *env) key(t *testing.T) string {
 	return fmt.Sprintf("rl:%s:%d", t.Name(), e.seq.Add(1))
 }
 
-// newClient returns a client of the target (client-side caching off), closed at t.Cleanup.
-func (e *env) newClient(t *testing.T, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	opt.DisableCache = true
-	for _, m := range mutate {
-		m(&opt)
-	}
-	c, err := rueidis.NewClient(opt)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // limiter returns a Limiter over c (a new client when c is nil), closed at t.Cleanup.
 func (e *env) limiter(t *testing.T, c rueidis.Client, key string, p ratelimit.Policy, opts ...ratelimit.Option) *ratelimit.Limiter {
 	t.Helper()
 	if c == nil {
-		c = e.newClient(t)
+		c = e.NewClient(t, nil, matrix.NoCache)
 	}
 	l, err := ratelimit.New(c, key, p, opts...)
 	require.NoError(t, err)
@@ -101,14 +87,6 @@ func (e *env) nodeOf(t *testing.T, key string) *testkit.Server {
 	n, err := e.Cluster.PrimaryOf(ctx(t), int(luakit.Slot(key)))
 	require.NoError(t, err)
 	return n
-}
-
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	v, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return v
 }
 
 // exists reports whether key exists.

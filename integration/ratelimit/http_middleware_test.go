@@ -26,15 +26,16 @@ import (
 // The HTTP middleware against the real server: status codes and the Retry-After, RateLimit-Policy and
 // RateLimit fields, checked against the decision the handler (ratelimithttp.ResultFrom) or the
 // rejection writer saw, whose times are server times.
-func init() {
-	register(
-		scenario{name: "http_allowed_then_limited", run: httpAllowedThenLimited},
-		scenario{name: "http_cost_probe_and_above_capacity", run: httpCostProbeAndAboveCapacity},
-		scenario{name: "http_composite_names_binding", run: httpCompositeNamesBinding},
-		scenario{name: "http_deny_list", run: httpDenyList},
-		scenario{name: "http_limiter_failure", run: httpLimiterFailure},
-		scenario{name: "http_server_paused", run: httpServerPaused, standaloneOnly: true},
-	)
+// httpMiddlewareScenarios returns the scenarios of this file.
+func httpMiddlewareScenarios() []scenario {
+	return []scenario{
+		{Name: "http_allowed_then_limited", Run: httpAllowedThenLimited},
+		{Name: "http_cost_probe_and_above_capacity", Run: httpCostProbeAndAboveCapacity},
+		{Name: "http_composite_names_binding", Run: httpCompositeNamesBinding},
+		{Name: "http_deny_list", Run: httpDenyList},
+		{Name: "http_limiter_failure", Run: httpLimiterFailure},
+		{Name: "http_server_paused", Run: httpServerPaused, StandaloneOnly: true},
+	}
 }
 
 // httpRig is an httptest server running a handler behind the middleware. It records the decisions the
@@ -70,7 +71,7 @@ func (s *syncBuffer) String() string {
 func httpKeyed(t *testing.T, e *env, c rueidis.Client, p ratelimit.Policy, opts ...ratelimit.KeyedOption) *ratelimit.Keyed {
 	t.Helper()
 	if c == nil {
-		c = e.newClient(t)
+		c = e.NewClient(t, nil, matrix.NoCache)
 	}
 	k, err := ratelimit.NewKeyed(c, p, opts...)
 	require.NoError(t, err)
@@ -362,7 +363,7 @@ func httpCompositeNamesBinding(t *testing.T, e *env) {
 // is never touched; another caller passes.
 func httpDenyList(t *testing.T, e *env) {
 	prefix := e.key(t) + ":"
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	dl, err := denylist.New(c, prefix+"denied")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dl.Close(context.Background()) })
@@ -428,7 +429,7 @@ func httpLimiterFailure(t *testing.T, e *env) {
 	t.Run("closed_client", func(t *testing.T) {
 		// rueidis can revive a connection whose dial was in flight at Close (and a cluster client closes
 		// its node connections in goroutines): the guard makes every command after Close fail at once.
-		c := luakit.GuardClose(e.newClient(t))
+		c := luakit.GuardClose(e.NewClient(t, nil, matrix.NoCache))
 		k := httpKeyed(t, e, c, ratelimit.FixedWindow{Limit: 5, Window: time.Minute}, ratelimit.WithKeyPrefix(prefix))
 		c.Close()
 		require.Error(t, c.Do(ctx(t), c.B().Get().Key(prefix+"x").Build()).Error(), "the closed client refuses commands")

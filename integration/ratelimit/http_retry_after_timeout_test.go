@@ -9,15 +9,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/ratelimit/ratelimithttp"
 )
 
-func init() {
-	register(
-		scenario{name: "http_retry_after_not_before_effective_window", run: httpRetryAfterWindow},
-		scenario{name: "http_timeout_keeps_connection", run: httpTimeoutKeepsConnection},
-	)
+// httpRetryAfterTimeoutScenarios returns the scenarios of this file.
+func httpRetryAfterTimeoutScenarios() []scenario {
+	return []scenario{
+		{Name: "http_retry_after_not_before_effective_window", Run: httpRetryAfterWindow},
+		{Name: "http_timeout_keeps_connection", Run: httpTimeoutKeepsConnection},
+	}
 }
 
 // limitFieldT returns the "t" parameter of a RateLimit field value "name";r=<r>;t=<t>.
@@ -89,7 +91,7 @@ func httpRetryAfterWindow(t *testing.T, e *env) {
 // a socket deadline and close the connection at it, failing the other request too.)
 func httpTimeoutKeepsConnection(t *testing.T, e *env) {
 	prefix := e.key(t) + ":"
-	c := e.newClient(t)
+	c := e.NewClient(t, nil, matrix.NoCache)
 	k := httpKeyed(t, e, c, ratelimit.FixedWindow{Limit: 10, Window: time.Minute}, ratelimit.WithKeyPrefix(prefix))
 	bounded := newHTTPRig(t, k, ratelimithttp.WithKey(clientKey), ratelimithttp.WithTimeout(time.Second))
 	unbounded := newHTTPRig(t, k, ratelimithttp.WithKey(clientKey))

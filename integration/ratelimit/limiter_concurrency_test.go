@@ -9,11 +9,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(scenario{name: "limiter_concurrency_fixed_window", run: testLimiterConcurrency})
+// limiterConcurrencyScenarios returns the scenarios of this file.
+func limiterConcurrencyScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_concurrency_fixed_window", Run: testLimiterConcurrency},
+	}
 }
 
 // 32 goroutines over 4 clients (one Limiter each) hammer one fixed-window key until the server clock
@@ -33,7 +37,7 @@ func testLimiterConcurrency(t *testing.T, e *env) {
 	pol := ratelimit.FixedWindow{Limit: limit, Window: window}
 	lims := make([]*ratelimit.Limiter, clients)
 	for i := range lims {
-		lims[i] = e.limiter(t, e.newClient(t), key, pol)
+		lims[i] = e.limiter(t, e.NewClient(t, nil, matrix.NoCache), key, pol)
 	}
 
 	var (

@@ -10,11 +10,12 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_queue_cancel_in_flight_uncertain", run: limQueueCancelInFlight, standaloneOnly: true},
-		scenario{name: "limiter_queue_close_in_flight_uncertain", run: limQueueCloseInFlight, standaloneOnly: true},
-	)
+// limiterInFlightScenarios returns the scenarios of this file.
+func limiterInFlightScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_queue_cancel_in_flight_uncertain", Run: limQueueCancelInFlight, StandaloneOnly: true},
+		{Name: "limiter_queue_close_in_flight_uncertain", Run: limQueueCloseInFlight, StandaloneOnly: true},
+	}
 }
 
 // limQueueInFlight queues a request whose attempt the queue's goroutine sends to a paused server, then

@@ -6,16 +6,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_inspect_read_only", run: limInspectReadOnly},
-		scenario{name: "limiter_inspect_exists", run: limInspectExists},
-		scenario{name: "deny_entries_read_only", run: denyEntriesReadOnly},
-	)
+// limiterInspectScenarios returns the scenarios of this file.
+func limiterInspectScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_inspect_read_only", Run: limInspectReadOnly},
+		{Name: "limiter_inspect_exists", Run: limInspectExists},
+		{Name: "deny_entries_read_only", Run: denyEntriesReadOnly},
+	}
 }
 
 // limInspectReadOnly: Inspect reports the state a one-permit request would find, through one
@@ -35,7 +37,7 @@ func limInspectReadOnly(t *testing.T, e *env) {
 	for name, p := range policies {
 		t.Run(name, func(t *testing.T) {
 			key := e.key(t)
-			c := e.newClient(t)
+			c := e.NewClient(t, nil, matrix.NoCache)
 			l := e.limiter(t, c, key, p)
 			kd, err := ratelimit.NewKeyed(c, p)
 			require.NoError(t, err)
@@ -43,7 +45,7 @@ func limInspectReadOnly(t *testing.T, e *env) {
 
 			inspect := func(wantRemaining int64, wantRetry bool) {
 				t.Helper()
-				state, pttl := e.dump(t, key), e.pttl(t, key)
+				state, pttl := e.dump(t, key), e.PTTL(t, key)
 				before := e.CommandStats(t)
 				in, err := l.Inspect(ctx(t))
 				require.NoError(t, err)
@@ -51,7 +53,7 @@ func limInspectReadOnly(t *testing.T, e *env) {
 				require.Equal(t, int64(1), d["evalsha_ro"]+d["eval_ro"], "one read-only script")
 				require.Zero(t, d["evalsha"]+d["eval"], "no writable script")
 				require.Equal(t, state, e.dump(t, key), "Inspect changed the state")
-				got := e.pttl(t, key)
+				got := e.PTTL(t, key)
 				if pttl < 0 {
 					require.Equal(t, pttl, got, "Inspect changed the expiry")
 				} else {
@@ -99,7 +101,7 @@ func limInspectReadOnly(t *testing.T, e *env) {
 		l := e.limiter(t, nil, key, ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second})
 		_, err := l.Inspect(ctx(t))
 		require.ErrorIs(t, err, ratelimit.ErrForeignData)
-		kd, err := ratelimit.NewKeyed(e.newClient(t), ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second})
+		kd, err := ratelimit.NewKeyed(e.NewClient(t, nil, matrix.NoCache), ratelimit.GCRA{Burst: 1, EmissionInterval: time.Second})
 		require.NoError(t, err)
 		_, err = kd.Inspect(ctx(t), "")
 		require.ErrorIs(t, err, ratelimit.ErrInvalidConfig)
@@ -180,7 +182,7 @@ func limInspectExists(t *testing.T, e *env) {
 // ErrForeignData.
 func denyEntriesReadOnly(t *testing.T, e *env) {
 	key := e.key(t)
-	dl := denyList(t, e.newClient(t), key)
+	dl := denyList(t, e.NewClient(t, nil, matrix.NoCache), key)
 	got, err := dl.Inspect(ctx(t))
 	require.NoError(t, err)
 	require.Equal(t, denylist.Inspection{}, got)
@@ -192,7 +194,7 @@ func denyEntriesReadOnly(t *testing.T, e *env) {
 	require.Equal(t, denylist.Inspection{Exists: true, Identities: []string{"a", "b", "c\x00"}, NoExpiry: true}, got)
 
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Pexpire().Key(key).Milliseconds(3_600_000).Build()).Error())
-	pttl := e.pttl(t, key)
+	pttl := e.PTTL(t, key)
 	_, err = dl.Inspect(ctx(t)) // the script is loaded now (see limInspectReadOnly)
 	require.NoError(t, err)
 	before := e.CommandStats(t)
@@ -204,11 +206,11 @@ func denyEntriesReadOnly(t *testing.T, e *env) {
 	require.Len(t, got.Identities, 3)
 	require.False(t, got.NoExpiry)
 	require.InDelta(t, time.Duration(pttl)*time.Millisecond, got.Remaining, float64(2*time.Second))
-	require.LessOrEqual(t, e.pttl(t, key), pttl, "Inspect extended the TTL")
-	require.Positive(t, e.pttl(t, key))
+	require.LessOrEqual(t, e.PTTL(t, key), pttl, "Inspect extended the TTL")
+	require.Positive(t, e.PTTL(t, key))
 
 	other := e.key(t)
 	require.NoError(t, e.Raw.Do(ctx(t), e.Raw.B().Set().Key(other).Value("x").Build()).Error())
-	_, err = denyList(t, e.newClient(t), other).Inspect(ctx(t))
+	_, err = denyList(t, e.NewClient(t, nil, matrix.NoCache), other).Inspect(ctx(t))
 	require.ErrorIs(t, err, ratelimit.ErrForeignData)
 }

@@ -10,8 +10,11 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(scenario{name: "limiter_keyed_gcra_stored_values", run: testLimiterKeyedGCRAStored})
+// limiterKeyedStoredScenarios returns the scenarios of this file.
+func limiterKeyedStoredScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_keyed_gcra_stored_values", Run: testLimiterKeyedGCRAStored},
+	}
 }
 
 // A keyed GCRA key holding this Keyed's own settings ("u<TAT>|<version>|g<burst>/<T>", the fast
@@ -52,7 +55,7 @@ func testLimiterKeyedGCRAStored(t *testing.T, e *env) {
 			_, err := k.AllowN(ctx(t), name, 1)
 			require.ErrorIs(t, err, ratelimit.ErrForeignData, "stored %q", v)
 			require.Equal(t, before, e.dump(t, key))
-			require.Greater(t, e.pttl(t, key), int64(50_000), "expiry kept")
+			require.Greater(t, e.PTTL(t, key), int64(50_000), "expiry kept")
 		})
 	}
 }

@@ -8,22 +8,24 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_keyed_many_keys_no_state", run: testLimiterKeyedManyKeys},
-		scenario{name: "limiter_keyed_idle_eviction", run: testLimiterKeyedIdle},
-		scenario{name: "limiter_keyed_max_keys", run: testLimiterKeyedMaxKeys},
-		scenario{name: "limiter_keyed_deny_list", run: testLimiterKeyedDenyList},
-	)
+// limiterKeyedScenarios returns the scenarios of this file.
+func limiterKeyedScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_keyed_many_keys_no_state", Run: testLimiterKeyedManyKeys},
+		{Name: "limiter_keyed_idle_eviction", Run: testLimiterKeyedIdle},
+		{Name: "limiter_keyed_max_keys", Run: testLimiterKeyedMaxKeys},
+		{Name: "limiter_keyed_deny_list", Run: testLimiterKeyedDenyList},
+	}
 }
 
 func limKeyed(t *testing.T, e *env, p ratelimit.Policy, opts ...ratelimit.KeyedOption) *ratelimit.Keyed {
 	t.Helper()
-	k, err := ratelimit.NewKeyed(e.newClient(t), p, opts...)
+	k, err := ratelimit.NewKeyed(e.NewClient(t, nil, matrix.NoCache), p, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = k.Close(context.Background()) })
 	return k
@@ -140,7 +142,7 @@ func testLimiterKeyedMaxKeys(t *testing.T, e *env) {
 // WithKeyedDenyList maps each key to its identity: a denied tenant is rejected with ReasonDenyList by
 // AllowN and WaitN without its capacity key being created; other tenants are unaffected.
 func testLimiterKeyedDenyList(t *testing.T, e *env) {
-	client := e.newClient(t)
+	client := e.NewClient(t, nil, matrix.NoCache)
 	dl, err := denylist.New(client, e.key(t), denylist.WithCacheDuration(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dl.Close(context.Background()) })

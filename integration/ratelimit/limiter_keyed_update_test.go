@@ -14,16 +14,17 @@ import (
 	"github.com/coordkit/coordkit/ratelimit/ratelimithttp"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_keyed_update_lazy", run: testKeyedUpdateLazy},
-		scenario{name: "limiter_keyed_update_composite_list", run: testKeyedUpdateCompositeList},
-		scenario{name: "limiter_keyed_update_rolling_deploy", run: testKeyedUpdateRolling},
-		scenario{name: "limiter_keyed_update_old_writer_follows", run: testKeyedUpdateOldWriter},
-		scenario{name: "limiter_keyed_update_unsigned_state", run: testKeyedUpdateUnsigned},
-		scenario{name: "limiter_keyed_update_rolling_deploy_http", run: testKeyedUpdateRollingHTTP},
-		scenario{name: "limiter_keyed_update_burst_only", run: testKeyedUpdateBurstOnly},
-	)
+// limiterKeyedUpdateScenarios returns the scenarios of this file.
+func limiterKeyedUpdateScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_keyed_update_lazy", Run: testKeyedUpdateLazy},
+		{Name: "limiter_keyed_update_composite_list", Run: testKeyedUpdateCompositeList},
+		{Name: "limiter_keyed_update_rolling_deploy", Run: testKeyedUpdateRolling},
+		{Name: "limiter_keyed_update_old_writer_follows", Run: testKeyedUpdateOldWriter},
+		{Name: "limiter_keyed_update_unsigned_state", Run: testKeyedUpdateUnsigned},
+		{Name: "limiter_keyed_update_rolling_deploy_http", Run: testKeyedUpdateRollingHTTP},
+		{Name: "limiter_keyed_update_burst_only", Run: testKeyedUpdateBurstOnly},
+	}
 }
 
 // Update visits no key and does no I/O; each key is converted by its first decision afterwards, in

@@ -11,11 +11,12 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_keyed_wait_stored_capacity", run: testKeyedWaitStoredCapacity},
-		scenario{name: "limiter_keyed_wait_stored_capacity_queued", run: testKeyedWaitStoredCapacityQueued},
-	)
+// limiterKeyedWaitStoredScenarios returns the scenarios of this file.
+func limiterKeyedWaitStoredScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_keyed_wait_stored_capacity", Run: testKeyedWaitStoredCapacity},
+		{Name: "limiter_keyed_wait_stored_capacity_queued", Run: testKeyedWaitStoredCapacityQueued},
+	}
 }
 
 // keyedStoredCapacityCases: a Keyed at version 0 with capacity 5 and the settings a Keyed at version

@@ -9,12 +9,16 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
-func init() {
-	register(scenario{name: "limiter_metrics_outcomes", run: testLimiterMetrics})
+// limiterMetricsScenarios returns the scenarios of this file.
+func limiterMetricsScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_metrics_outcomes", Run: testLimiterMetrics},
+	}
 }
 
 // limCounts collects the package's counters from r: "allowed" and "blocked:<reason>" → value. It
@@ -57,7 +61,7 @@ func testLimiterMetrics(t *testing.T, e *env) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	client := e.newClient(t)
+	client := e.NewClient(t, nil, matrix.NoCache)
 	dl, err := denylist.New(client, e.key(t), denylist.WithCacheDuration(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dl.Close(context.Background()) })

@@ -13,20 +13,22 @@ import (
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
 // Limiter behaviour observed on the server: each scenario asserts on script counts, stored state,
 // clients held on a script, server times (Result.At) or outcomes, never on how long something took.
-func init() {
-	register(
-		scenario{name: "limiter_idle_duration_value", run: limIdleDuration},
-		scenario{name: "limiter_metrics_keyed_outcomes", run: limMetricsKeyed},
-		scenario{name: "limiter_queue_never_polls", run: limQueueNeverPolls},
-		scenario{name: "limiter_update_barrier_active_finish_new_wait", run: limUpdateBarrier},
-		scenario{name: "limiter_update_serialized", run: limUpdateSerialized},
-	)
+// limiterObservedScenarios returns the scenarios of this file.
+func limiterObservedScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_idle_duration_value", Run: limIdleDuration},
+		{Name: "limiter_metrics_keyed_outcomes", Run: limMetricsKeyed},
+		{Name: "limiter_queue_never_polls", Run: limQueueNeverPolls},
+		{Name: "limiter_update_barrier_active_finish_new_wait", Run: limUpdateBarrier},
+		{Name: "limiter_update_serialized", Run: limUpdateSerialized},
+	}
 }
 
 // unpipelinedClient returns a client that sends every command on its own pooled connection, so that the
@@ -34,7 +36,7 @@ func init() {
 // then be counted.
 func unpipelinedClient(t *testing.T, e *env) rueidis.Client {
 	t.Helper()
-	return e.newClient(t, func(o *rueidis.ClientOption) { o.DisableAutoPipelining = true })
+	return e.NewClient(t, nil, matrix.NoCache, func(o *rueidis.ClientOption) { o.DisableAutoPipelining = true })
 }
 
 // scriptsHeld returns how many clients of the server owning key are held on a script (CLIENT LIST: flags
@@ -296,7 +298,7 @@ func limMetricsKeyed(t *testing.T, e *env) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	client := e.newClient(t)
+	client := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, client, e.key(t), denylist.WithCacheDuration(0))
 	k, err := ratelimit.NewKeyed(client, ratelimit.FixedWindow{Limit: 2, Window: time.Minute},
 		ratelimit.WithMeterProvider(mp), ratelimit.WithQueue(1, ratelimit.OldestFirst),

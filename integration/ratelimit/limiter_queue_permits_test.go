@@ -16,15 +16,11 @@ import (
 // (OldestFirst), a request of 2 finds room for only 1 beside a waiting 2, and NewestFirst evicts the
 // 2-permit request to make room for a new one of 2 while the 1-permit request keeps its place.
 func TestLimiterQueueCountsPermits(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, mt)
-			t.Run("oldest_first_rejects_by_permits", func(t *testing.T) { testQueueFullByPermits(t, e) })
-			t.Run("newest_first_evicts_by_permits", func(t *testing.T) { testQueueEvictsByPermits(t, e) })
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
+		e := startEnv(t, mt)
+		t.Run("oldest_first_rejects_by_permits", func(t *testing.T) { testQueueFullByPermits(t, e) })
+		t.Run("newest_first_evicts_by_permits", func(t *testing.T) { testQueueEvictsByPermits(t, e) })
+	})
 }
 
 // permitsQueuePolicy admits 3 permits a minute: once taken, every waiter waits about a minute, so the

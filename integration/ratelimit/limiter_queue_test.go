@@ -9,21 +9,23 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_queue_order_oldest_first", run: testLimiterQueueOldestFirst},
-		scenario{name: "limiter_queue_order_newest_first", run: testLimiterQueueNewestFirst},
-		scenario{name: "limiter_queue_limit_and_oversized", run: testLimiterQueueLimit},
-		scenario{name: "limiter_queue_eviction", run: testLimiterQueueEviction},
-		scenario{name: "limiter_queue_cancel_and_close", run: testLimiterQueueCancelClose},
-		scenario{name: "limiter_queue_wake_on_update", run: testLimiterQueueWakeOnUpdate},
-		scenario{name: "limiter_queue_update_during_attempt", run: testLimiterQueueUpdateDuringAttempt},
-		scenario{name: "limiter_queue_deny_list_recheck", run: testLimiterQueueDenyRecheck},
-	)
+// limiterQueueScenarios returns the scenarios of this file.
+func limiterQueueScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_queue_order_oldest_first", Run: testLimiterQueueOldestFirst},
+		{Name: "limiter_queue_order_newest_first", Run: testLimiterQueueNewestFirst},
+		{Name: "limiter_queue_limit_and_oversized", Run: testLimiterQueueLimit},
+		{Name: "limiter_queue_eviction", Run: testLimiterQueueEviction},
+		{Name: "limiter_queue_cancel_and_close", Run: testLimiterQueueCancelClose},
+		{Name: "limiter_queue_wake_on_update", Run: testLimiterQueueWakeOnUpdate},
+		{Name: "limiter_queue_update_during_attempt", Run: testLimiterQueueUpdateDuringAttempt},
+		{Name: "limiter_queue_deny_list_recheck", Run: testLimiterQueueDenyRecheck},
+	}
 }
 
 // queueGCRA admits one permit per 300ms with a burst of 1: each queued request needs its own
@@ -152,7 +154,7 @@ func testLimiterQueueEviction(t *testing.T, e *env) {
 // waiters with ErrClosed, and later calls return ErrClosed.
 func testLimiterQueueCancelClose(t *testing.T, e *env) {
 	key := e.key(t)
-	l, err := ratelimit.New(e.newClient(t), key, ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
+	l, err := ratelimit.New(e.NewClient(t, nil, matrix.NoCache), key, ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithQueue(5, ratelimit.OldestFirst))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close(context.Background()) })
@@ -265,7 +267,7 @@ func testLimiterQueueUpdateDuringAttempt(t *testing.T, e *env) {
 		{name: "above the new capacity", used: 4, n: 3, first: 3, second: 2, allowed: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hc := newHeldClient(e.newClient(t))
+			hc := newHeldClient(e.NewClient(t, nil, matrix.NoCache))
 			l := e.limiter(t, hc, e.key(t), fw(4), ratelimit.WithQueue(10, ratelimit.OldestFirst))
 			limExhaust(t, l, tc.used)
 			w := limWaitAsync(ctx(t), l, "w", tc.n)
@@ -310,7 +312,7 @@ func testLimiterQueueUpdateDuringAttempt(t *testing.T, e *env) {
 // A queued request rechecks the deny list before its retry: denied while waiting, it leaves the
 // queue with ReasonDenyList (the deny list has no cache here, so the update is seen at once).
 func testLimiterQueueDenyRecheck(t *testing.T, e *env) {
-	client := e.newClient(t)
+	client := e.NewClient(t, nil, matrix.NoCache)
 	dl, err := denylist.New(client, e.key(t), denylist.WithCacheDuration(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = dl.Close(context.Background()) })

@@ -12,14 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_keyed_eviction_races", run: limKeyedEvictionRaces},
-		scenario{name: "limiter_update_close_races", run: limUpdateCloseRaces},
-	)
+// limiterRacesScenarios returns the scenarios of this file.
+func limiterRacesScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_keyed_eviction_races", Run: limKeyedEvictionRaces},
+		{Name: "limiter_update_close_races", Run: limUpdateCloseRaces},
+	}
 }
 
 // WaitN and AllowN on a Keyed whose local state is evicted all the time (MaxKeys 2, idle
@@ -29,7 +31,7 @@ func limKeyedEvictionRaces(t *testing.T, e *env) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	k, err := ratelimit.NewKeyed(e.newClient(t), ratelimit.FixedWindow{Limit: 1 << 20, Window: time.Minute},
+	k, err := ratelimit.NewKeyed(e.NewClient(t, nil, matrix.NoCache), ratelimit.FixedWindow{Limit: 1 << 20, Window: time.Minute},
 		ratelimit.WithKeyPrefix(e.key(t)+":"), ratelimit.WithQueue(4, ratelimit.OldestFirst),
 		ratelimit.WithMaxKeys(2), ratelimit.WithIdleTimeout(time.Millisecond), ratelimit.WithMeterProvider(mp))
 	require.NoError(t, err)
@@ -79,7 +81,7 @@ func limKeyedEvictionRaces(t *testing.T, e *env) {
 // call ends with a Result, ErrClosed or its context's error, and nothing is left queued.
 func limUpdateCloseRaces(t *testing.T, e *env) {
 	key := e.key(t)
-	l, err := ratelimit.New(e.newClient(t), key, ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: 20 * time.Millisecond},
+	l, err := ratelimit.New(e.NewClient(t, nil, matrix.NoCache), key, ratelimit.TokenBucket{Limit: 2, TokensPerPeriod: 1, Period: 20 * time.Millisecond},
 		ratelimit.WithQueue(6, ratelimit.NewestFirst))
 	require.NoError(t, err)
 	stop := make(chan struct{})

@@ -7,11 +7,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(scenario{name: "limiter_reset_refund", run: limResetRefund})
+// limiterResetRefundScenarios returns the scenarios of this file.
+func limiterResetRefundScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_reset_refund", Run: limResetRefund},
+	}
 }
 
 // limResetRefund: Reset deletes the state (full capacity again), Refund gives exactly n permits
@@ -30,7 +34,7 @@ func limResetRefund(t *testing.T, e *env) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			key := e.key(t)
-			c := e.newClient(t)
+			c := e.NewClient(t, nil, matrix.NoCache)
 			l := e.limiter(t, c, key, p)
 			remaining := func() int64 {
 				t.Helper()

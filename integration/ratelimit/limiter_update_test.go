@@ -13,15 +13,16 @@ import (
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(
-		scenario{name: "limiter_update_migrate_then_adopt", run: testLimiterUpdateMigrateAdopt},
-		scenario{name: "limiter_update_noop_and_invalid", run: testLimiterUpdateNoopInvalid},
-		scenario{name: "limiter_update_config_mismatch_keeps_settings", run: testLimiterUpdateMismatch},
-		scenario{name: "limiter_update_concurrent_with_decisions", run: testLimiterUpdateConcurrent},
-		scenario{name: "limiter_update_zz_failed_migration_closes", run: testLimiterUpdateFailedCloses, standaloneOnly: true},
-		scenario{name: "limiter_update_zz_outlives_ctx", run: testLimiterUpdateOutlivesCtx, standaloneOnly: true},
-	)
+// limiterUpdateScenarios returns the scenarios of this file.
+func limiterUpdateScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_update_migrate_then_adopt", Run: testLimiterUpdateMigrateAdopt},
+		{Name: "limiter_update_noop_and_invalid", Run: testLimiterUpdateNoopInvalid},
+		{Name: "limiter_update_config_mismatch_keeps_settings", Run: testLimiterUpdateMismatch},
+		{Name: "limiter_update_concurrent_with_decisions", Run: testLimiterUpdateConcurrent},
+		{Name: "limiter_update_zz_failed_migration_closes", Run: testLimiterUpdateFailedCloses, StandaloneOnly: true},
+		{Name: "limiter_update_zz_outlives_ctx", Run: testLimiterUpdateOutlivesCtx, StandaloneOnly: true},
+	}
 }
 
 // The update protocol for two processes sharing a key: one migrates (one script), the other adopts

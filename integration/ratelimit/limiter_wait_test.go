@@ -8,11 +8,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-func init() {
-	register(scenario{name: "limiter_wait_without_queue", run: limWaitWithoutQueue})
+// limiterWaitScenarios returns the scenarios of this file.
+func limiterWaitScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_wait_without_queue", Run: limWaitWithoutQueue},
+	}
 }
 
 // limWaitWithoutQueue: without WithQueue, Wait sleeps the server's RetryAfter and decides again
@@ -23,7 +27,7 @@ func init() {
 func limWaitWithoutQueue(t *testing.T, e *env) {
 	p := ratelimit.GCRA{Burst: 1, EmissionInterval: 300 * time.Millisecond}
 	type waiter func(ctx context.Context, n int64) (ratelimit.Result, error)
-	kd, err := ratelimit.NewKeyed(e.newClient(t), p)
+	kd, err := ratelimit.NewKeyed(e.NewClient(t, nil, matrix.NoCache), p)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, kd.Close(ctx(t))) }()
 	cases := map[string]func(t *testing.T) (allow, wait waiter){
@@ -74,7 +78,7 @@ func limWaitWithoutQueue(t *testing.T, e *env) {
 		})
 	}
 	t.Run("denied", func(t *testing.T) {
-		dl := denyList(t, e.newClient(t), e.key(t))
+		dl := denyList(t, e.NewClient(t, nil, matrix.NoCache), e.key(t))
 		denySet(t, dl, "x", true)
 		l := e.limiter(t, nil, e.key(t), p, ratelimit.WithDenyList(dl, "x"))
 		res, err := l.Wait(ctx(t))

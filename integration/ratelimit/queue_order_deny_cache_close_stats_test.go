@@ -8,25 +8,26 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
-// The seed's rate-limit rows that no other scenario pins, against ratelimit's public API only (the
-// commit that added them records the drop watched failing).
-func init() {
-	register(
-		scenario{name: "seed_queue_order_zero_value_is_oldest_first", run: testSeedQueueDefaultOrder},
-		scenario{name: "seed_deny_cache_evicts_expired_before_lru", run: testSeedDenyCacheExpiredFirst},
-		scenario{name: "seed_close_keeps_callers_client", run: testSeedCloseKeepsClient},
-		scenario{name: "seed_stats_describe_last_reply_across_update", run: testSeedStatsAcrossUpdate},
-	)
+// queueOrderDenyCacheCloseStatsScenarios returns the scenarios of this file, against ratelimit's
+// public API only: the default queue order, the deny cache's eviction order, Close and Stats.
+func queueOrderDenyCacheCloseStatsScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_queue_order_zero_value_is_oldest_first", Run: testQueueDefaultOrder},
+		{Name: "deny_cache_evicts_expired_before_lru", Run: testDenyCacheExpiredFirst},
+		{Name: "limiter_close_keeps_callers_client", Run: testCloseKeepsClient},
+		{Name: "limiter_stats_describe_last_reply_across_update", Run: testStatsAcrossUpdate},
+	}
 }
 
-// testSeedQueueDefaultOrder: the zero QueueOrder (what a configuration that leaves the order unset
+// testQueueDefaultOrder: the zero QueueOrder (what a configuration that leaves the order unset
 // passes) serves the oldest waiting request first: a, b, c queued in that order are admitted in that
 // order, none rejected.
-func testSeedQueueDefaultOrder(t *testing.T, e *env) {
+func testQueueDefaultOrder(t *testing.T, e *env) {
 	var unset ratelimit.QueueOrder
 	require.Equal(t, ratelimit.OldestFirst, unset)
 	l := e.limiter(t, nil, e.key(t), queueGCRA, ratelimit.WithQueue(10, unset))
@@ -48,14 +49,14 @@ func testSeedQueueDefaultOrder(t *testing.T, e *env) {
 	require.Zero(t, l.Stats().Rejected)
 }
 
-// testSeedDenyCacheExpiredFirst: a full cache makes room by removing expired entries before the
+// testDenyCacheExpiredFirst: a full cache makes room by removing expired entries before the
 // least recently used one, here with an expired entry that is the most recently used: A is read, then
 // B, then A again (a hit: A becomes the most recently used); once A's fixed expiry passed, reading C
 // removes A, not B, so B is still answered from the cache without a server read.
-func testSeedDenyCacheExpiredFirst(t *testing.T, e *env) {
+func testDenyCacheExpiredFirst(t *testing.T, e *env) {
 	const d = 3 * time.Second
 	key := e.key(t)
-	dl := denyList(t, e.newClient(t), key, denylist.WithCacheCapacity(2), denylist.WithCacheDuration(d))
+	dl := denyList(t, e.NewClient(t, nil, matrix.NoCache), key, denylist.WithCacheCapacity(2), denylist.WithCacheDuration(d))
 	start := time.Now()
 	denyIs(t, dl, "A", false)
 	time.Sleep(d / 2)
@@ -75,10 +76,10 @@ func testSeedDenyCacheExpiredFirst(t *testing.T, e *env) {
 	require.Equal(t, 2, st.Cached)
 }
 
-// testSeedCloseKeepsClient: Limiter.Close, Keyed.Close and denylist.List.Close never close the caller's
+// testCloseKeepsClient: Limiter.Close, Keyed.Close and denylist.List.Close never close the caller's
 // client: it answers afterwards, and a new limiter over it decides.
-func testSeedCloseKeepsClient(t *testing.T, e *env) {
-	c := e.newClient(t)
+func testCloseKeepsClient(t *testing.T, e *env) {
+	c := e.NewClient(t, nil, matrix.NoCache)
 	key := e.key(t)
 	dl, err := denylist.New(c, key+":deny")
 	require.NoError(t, err)
@@ -100,9 +101,9 @@ func testSeedCloseKeepsClient(t *testing.T, e *env) {
 	require.True(t, res.Allowed)
 }
 
-// testSeedStatsAcrossUpdate: Stats().Available is the Remaining of the latest server reply, and an
+// testStatsAcrossUpdate: Stats().Available is the Remaining of the latest server reply, and an
 // Update (Migrate or Adopt) does not change it: it still describes that reply until the next decision.
-func testSeedStatsAcrossUpdate(t *testing.T, e *env) {
+func testStatsAcrossUpdate(t *testing.T, e *env) {
 	c := ctx(t)
 	l := e.limiter(t, nil, e.key(t), ratelimit.FixedWindow{Limit: 10, Window: time.Minute})
 	require.EqualValues(t, -1, l.Stats().Available, "before the first reply")

@@ -7,17 +7,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
 )
 
-// Three more of the seed's rate-limit rows (two about the queue), against ratelimit's public API.
-func init() {
-	register(
-		scenario{name: "seed_deny_list_update_does_not_wake_queue", run: testSeedDenyUpdateNoWake},
-		scenario{name: "seed_rejected_migration_keeps_queue", run: testSeedRejectedMigrationKeepsQueue},
-		scenario{name: "seed_segment_shrink_keeps_old_segment_delay", run: testSeedSegmentShrink},
-	)
+// queueWakeupsMigrationSegmentsScenarios returns the scenarios of this file, against ratelimit's
+// public API: what wakes a queued request, and what a rejected migration or a narrower segment keeps.
+func queueWakeupsMigrationSegmentsScenarios() []scenario {
+	return []scenario{
+		{Name: "limiter_queue_deny_list_update_does_not_wake", Run: testDenyUpdateNoWake},
+		{Name: "limiter_update_rejected_migration_keeps_queue", Run: testRejectedMigrationKeepsQueue},
+		{Name: "limiter_update_segment_shrink_keeps_old_segment_delay", Run: testSegmentShrink},
+	}
 }
 
 // noOutcome asserts that ch delivers nothing for d: the waiting request is still waiting.
@@ -30,11 +32,11 @@ func noOutcome(t *testing.T, ch <-chan limOutcome, d time.Duration, msg string) 
 	}
 }
 
-// testSeedDenyUpdateNoWake: a deny-list update does not wake queued requests. A request queued behind
+// testDenyUpdateNoWake: a deny-list update does not wake queued requests. A request queued behind
 // an exhausted fixed window (RetryAfter about a minute) stays queued, with no decision script sent,
 // when its identity is denied; only its next retry (here woken by an Update) rechecks the deny list.
-func testSeedDenyUpdateNoWake(t *testing.T, e *env) {
-	client := e.newClient(t)
+func testDenyUpdateNoWake(t *testing.T, e *env) {
+	client := e.NewClient(t, nil, matrix.NoCache)
 	dl := denyList(t, client, e.key(t), denylist.WithCacheDuration(0))
 	l := e.limiter(t, client, e.key(t), ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithQueue(10, ratelimit.OldestFirst), ratelimit.WithDenyList(dl, "tenant-9"))
@@ -54,12 +56,12 @@ func testSeedDenyUpdateNoWake(t *testing.T, e *env) {
 	require.ErrorIs(t, o.err, ratelimit.ErrDenied)
 }
 
-// testSeedRejectedMigrationKeepsQueue: a migration the script rejects before writing keeps the old
+// testRejectedMigrationKeepsQueue: a migration the script rejects before writing keeps the old
 // settings and the queue. Limiter A (a composite) has a request queued; another process migrates the
 // key to a composite of another configuration; A's own Migrate then finds a stored configuration other
 // than its own and fails with ErrConfigMismatch: A's policy is unchanged, the request is still queued
 // and undisturbed (no outcome), and it ends only when A closes.
-func testSeedRejectedMigrationKeepsQueue(t *testing.T, e *env) {
+func testRejectedMigrationKeepsQueue(t *testing.T, e *env) {
 	comp := func(perMin int64, hour time.Duration) ratelimit.Composite {
 		return ratelimit.Composite{Components: []ratelimit.Component{
 			ratelimit.FixedWindow{Limit: perMin, Window: time.Minute},
@@ -67,7 +69,7 @@ func testSeedRejectedMigrationKeepsQueue(t *testing.T, e *env) {
 		}}
 	}
 	key := e.key(t)
-	a, err := ratelimit.New(e.newClient(t), key, comp(1, time.Hour), ratelimit.WithQueue(10, ratelimit.OldestFirst))
+	a, err := ratelimit.New(e.NewClient(t, nil, matrix.NoCache), key, comp(1, time.Hour), ratelimit.WithQueue(10, ratelimit.OldestFirst))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Close(context.Background()) })
 	limExhaust(t, a, 1)
@@ -88,11 +90,11 @@ func testSeedRejectedMigrationKeepsQueue(t *testing.T, e *env) {
 	require.ErrorIs(t, o.err, ratelimit.ErrClosed)
 }
 
-// testSeedSegmentShrink: after a sliding window's segment width shrinks, a larger old segment can keep
+// testSegmentShrink: after a sliding window's segment width shrinks, a larger old segment can keep
 // delaying expiry. One permit of a 1s window in one segment (width 1000ms) is charged to the segment
 // ending at ceil(t/1000)·1000; migrating to 10 segments (width 100ms) keeps that segment, whose permit
 // then still counts until its old end + Window, not until the new width's ceil(t/100)·100 + Window.
-func testSeedSegmentShrink(t *testing.T, e *env) {
+func testSegmentShrink(t *testing.T, e *env) {
 	const window = time.Second
 	l := e.limiter(t, nil, e.key(t), ratelimit.SlidingWindow{Limit: 1, Window: window, Segments: 1})
 	first, err := l.AllowN(ctx(t), 1)

@@ -1,7 +1,6 @@
 package ratelimit_test
 
 import (
-	"sort"
 	"testing"
 	"time"
 
@@ -16,24 +15,9 @@ import (
 // scenarios are skipped there with the reason: they pause or stop the server process, which on
 // Sentinel is the primary, and the Sentinels would fail it over.
 func TestRateLimitOnSentinel(t *testing.T) {
-	list := append([]scenario(nil), scenarios...)
-	sort.Slice(list, func(i, j int) bool { return list[i].name < list[j].name })
-	for _, st := range matrix.SentinelTargets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range list {
-				if sc.standaloneOnly {
-					t.Logf("%s: not on a Sentinel target (drives the server process, pause / stop: on Sentinel that is the primary, which the Sentinels fail over)", sc.name)
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) {
-					sc.run(t, e)
-				})
-			}
-		})
-	}
+	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, st matrix.Target) {
+		matrix.RunScenarios(t, st, startEnv(t, st), scenarios(), nil)
+	})
 }
 
 // TestRateLimitSentinelFailover: what survives a Sentinel failover that lost writes. A fixed window

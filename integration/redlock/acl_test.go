@@ -19,10 +19,6 @@ import (
 // commands, given on every node.
 const redlockACL = "ACL SETUSER app on >secret resetchannels ~app:* +evalsha +eval +evalsha_ro +eval_ro +set +get +type +pttl +pexpire +del +info +hello +ping +client|setinfo +client|tracking +client|caching +multi +exec"
 
-func init() {
-	scenarios = append(scenarios, scenario{"90_least_privilege_acl", testLeastPrivilege})
-}
-
 // testLeastPrivilege runs every redlock operation (unfenced with the restart quarantine on, then
 // fenced: acquisitions, Extend, ExtendTTL, Verify, Inspect, Release) as a user with exactly the documented
 // ACL on all five nodes, then as users lacking one command each: the operation needing it fails with

@@ -21,12 +21,6 @@ import (
 // nodeCount is the number of independent servers per target.
 const nodeCount = 5
 
-// maxParallelTargets bounds how many targets (five servers each plus their scenarios) run at once: the
-// machines have 2 cores and the suite runs under -race.
-const maxParallelTargets = 2
-
-var targetSlots = make(chan struct{}, maxParallelTargets)
-
 // env is one target's five independent servers, shared by that target's scenarios, which run one
 // after another, each on its own keys.
 type env struct {
@@ -55,7 +49,7 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 		}
 		e.servers = append(e.servers, s)
 		e.clients = append(e.clients, s.Client(t))
-		e.raw = append(e.raw, s.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true }))
+		e.raw = append(e.raw, s.Client(t, matrix.NoCache))
 	}
 	return e
 }
@@ -101,14 +95,6 @@ func (e *env) get(t *testing.T, i int, key string) (string, bool) {
 	return v, true
 }
 
-// pttl returns key's PTTL on node i (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, i int, key string) int64 {
-	t.Helper()
-	n, err := e.raw[i].Do(ctx(t), e.raw[i].B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err, "PTTL on node %d", i)
-	return n
-}
-
 func (e *env) set(t *testing.T, i int, key, value string) {
 	t.Helper()
 	require.NoError(t, e.raw[i].Do(ctx(t), e.raw[i].B().Set().Key(key).Value(value).Build()).Error())
@@ -135,7 +121,7 @@ func (e *env) requireHeldOn(t *testing.T, key string, want ...int) string {
 	for _, i := range want {
 		in[i] = true
 		require.Equal(t, token, h[i], "node %d must hold the token", i)
-		require.Greater(t, e.pttl(t, i, key), int64(0), "node %d: lock key must expire", i)
+		require.Greater(t, matrix.PTTL(t, e.raw[i], key), int64(0), "node %d: lock key must expire", i)
 	}
 	for i := range nodeCount {
 		if !in[i] {
@@ -221,7 +207,7 @@ func (e *env) waitExpired(t *testing.T, key string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for i := range nodeCount {
-		for e.pttl(t, i, key) != -2 {
+		for matrix.PTTL(t, e.raw[i], key) != -2 {
 			if time.Now().After(deadline) {
 				t.Fatalf("node %d: key did not expire", i)
 			}
@@ -234,7 +220,7 @@ func (e *env) waitExpired(t *testing.T, key string) {
 func (e *env) requireAbsent(t *testing.T, key string) {
 	t.Helper()
 	for i := range nodeCount {
-		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d: key must be absent", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "node %d: key must be absent", i)
 	}
 }
 

@@ -7,19 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/redlock"
 )
-
-// The seed's Redlock rows that no other scenario pins (the commit that added them records the drop
-// watched failing). Release with an already-cancelled context is scenario 17.
-func init() {
-	scenarios = append(scenarios,
-		scenario{"23_default_node_timeout_is_1s", testDefaultNodeTimeout},
-		scenario{"24_extend_cancelled_mid_flight_keeps_the_lock", testExtendCancelledMidFlight},
-		scenario{"25_key_prefix_on_every_node", testPrefixEveryNode},
-		scenario{"26_binary_keys", testBinaryKeysEveryNode},
-	)
-}
 
 // testDefaultNodeTimeout: without WithNodeTimeout, an acquisition with one node paused waits for that
 // node exactly the default 1s before giving it up: the lock is acquired on the four others and its
@@ -50,9 +40,8 @@ func testDefaultNodeTimeout(t *testing.T, e *env) {
 	e.requireAbsent(t, key)
 }
 
-// testExtendCancelledMidFlight: the seed ends the lease when a Renew is cancelled mid-flight; here (as
-// redlock's doc says, following the shared ownership contract) a cancelled Extend is uncertain and the
-// lock keeps its previous estimate: still vouching, not lengthened, and a later Extend renews it on
+// testExtendCancelledMidFlight: as redlock's doc says, following the shared ownership contract, an
+// Extend cancelled mid-flight is uncertain and the lock keeps its previous estimate: still vouching, not lengthened, and a later Extend renews it on
 // every node.
 func testExtendCancelledMidFlight(t *testing.T, e *env) {
 	key := keyOf(t)
@@ -99,8 +88,8 @@ func testPrefixEveryNode(t *testing.T, e *env) {
 	require.NoError(t, err)
 	e.requireHeldOn(t, prefix+key, 0, 1, 2, 3, 4)
 	for i := range nodeCount {
-		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d: nothing at the unprefixed key", i)
-		require.EqualValues(t, -2, e.pttl(t, i, fence), "node %d: nothing at the unprefixed fence key", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "node %d: nothing at the unprefixed key", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], fence), "node %d: nothing at the unprefixed fence key", i)
 		require.Positive(t, e.counter(t, i, prefix+fence), "node %d: the prefixed fence counter", i)
 	}
 	outcome, err := l.Release(ctx(t))
@@ -119,7 +108,7 @@ func testBinaryKeysEveryNode(t *testing.T, e *env) {
 	require.NoError(t, err)
 	e.requireHeldOn(t, prefix+key, 0, 1, 2, 3, 4)
 	for i := range nodeCount {
-		require.EqualValues(t, -2, e.pttl(t, i, "rl"), "node %d: the key is not cut at the NUL", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], "rl"), "node %d: the key is not cut at the NUL", i)
 	}
 	_, err = g.TryAcquire(ctx(t), key, 10*time.Second)
 	require.ErrorIs(t, err, redlock.ErrHeld)

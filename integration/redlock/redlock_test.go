@@ -23,55 +23,47 @@ import (
 
 // scenario is one behaviour of issue 7's redlock part, checked on every standalone target. Each
 // asserts the server state it leaves on all five nodes, through the env's raw clients.
-type scenario struct {
-	name string
-	run  func(t *testing.T, e *env)
-}
+type scenario = matrix.Scenario[*env]
 
 var scenarios = []scenario{
-	{"01_acquire_contention_release", testAcquireContentionRelease},
-	{"02_majority_one_paused", testMajorityOnePaused},
-	{"03_no_majority_three_paused", testNoMajorityThreePaused},
-	{"04_late_reply_past_node_timeout", testLateReply},
-	{"05_validity_accounting", testValidity},
-	{"06_restarted_empty_node_rejoins", testRestartedNode},
-	{"07_release_semantics", testReleaseSemantics},
-	{"08_extend", testExtend},
-	{"09_acquire_waits_for_expiry", testAcquireWaits},
-	{"10_fenced_counters", testFencedCounters},
-	{"11_fenced_monotonic_minority_restarts", testFencedMonotonic},
-	{"12_acquire_latency", testLatency},
-	{"13_fenced_three_losses_documented_limit", testFencedMajorityLoss},
-	{"14_node_timeout_bounds_handshake", testHandshakeBounded},
-	{"15_verify_by_quorum", testVerify},
-	{"16_keepalive_rides_out_a_minority", testKeepAlive},
-	{"17_release_runs_to_node_timeout", testReleaseCtx},
-	{"18_verify_extend_release_concurrent", testStepsConcurrent},
-	{"19_fenced_exact_quorum_then_restart_and_partition", testFencedExactQuorum},
-	{"20_fenced_two_losses_each_position", testFencedEachPosition},
-	{"21_quarantine_blocks_second_majority", testQuarantine},
-	{"22_cleanup_warns_only_where_token_may_be", testCleanupWarning},
-	{"23_inspect_quorum_view", testInspect},
+	{Name: "01_acquire_contention_release", Run: testAcquireContentionRelease},
+	{Name: "02_majority_one_paused", Run: testMajorityOnePaused},
+	{Name: "03_no_majority_three_paused", Run: testNoMajorityThreePaused},
+	{Name: "04_late_reply_past_node_timeout", Run: testLateReply},
+	{Name: "05_validity_accounting", Run: testValidity},
+	{Name: "06_restarted_empty_node_rejoins", Run: testRestartedNode},
+	{Name: "07_release_semantics", Run: testReleaseSemantics},
+	{Name: "08_extend", Run: testExtend},
+	{Name: "09_acquire_waits_for_expiry", Run: testAcquireWaits},
+	{Name: "10_fenced_counters", Run: testFencedCounters},
+	{Name: "11_fenced_monotonic_minority_restarts", Run: testFencedMonotonic},
+	{Name: "12_acquire_latency", Run: testLatency},
+	{Name: "13_fenced_three_losses_documented_limit", Run: testFencedMajorityLoss},
+	{Name: "14_node_timeout_bounds_handshake", Run: testHandshakeBounded},
+	{Name: "15_verify_by_quorum", Run: testVerify},
+	{Name: "16_keepalive_rides_out_a_minority", Run: testKeepAlive},
+	{Name: "17_release_runs_to_node_timeout", Run: testReleaseCtx},
+	{Name: "18_verify_extend_release_concurrent", Run: testStepsConcurrent},
+	{Name: "19_fenced_exact_quorum_then_restart_and_partition", Run: testFencedExactQuorum},
+	{Name: "20_fenced_two_losses_each_position", Run: testFencedEachPosition},
+	{Name: "21_quarantine_blocks_second_majority", Run: testQuarantine},
+	{Name: "22_cleanup_warns_only_where_token_may_be", Run: testCleanupWarning},
+	{Name: "23_default_node_timeout_is_1s", Run: testDefaultNodeTimeout},
+	{Name: "24_extend_cancelled_mid_flight_keeps_the_lock", Run: testExtendCancelledMidFlight},
+	{Name: "25_key_prefix_on_every_node", Run: testPrefixEveryNode},
+	{Name: "26_binary_keys", Run: testBinaryKeysEveryNode},
+	{Name: "27_inspect_quorum_view", Run: testInspect},
+	{Name: "90_least_privilege_acl", Run: testLeastPrivilege},
 }
 
 // TestRedlock runs every scenario on every standalone target (cluster targets do not apply and get no
-// subtest). Targets run in parallel, at most maxParallelTargets at once, each with five servers of its
+// subtest). Targets run in parallel, at most matrix.MaxParallelTargets at once, each with five servers of its
 // own; the scenarios of one target run in order.
 func TestRedlock(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		if st.Cluster {
-			continue
-		}
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			targetSlots <- struct{}{}
-			defer func() { <-targetSlots }()
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-			}
-		})
-	}
+	matrix.Run(t, matrix.Select(matrix.Targets(), matrix.Target.Standalone), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		matrix.RunScenarios(t, st, e, scenarios, nil)
+	})
 }
 
 const fastTimeout = 200 * time.Millisecond
@@ -122,7 +114,7 @@ func testMajorityOnePaused(t *testing.T, e *env) {
 	require.NoError(t, err)
 	t.Logf("acquired with node 4 paused in %v (node timeout %v)", took, fastTimeout)
 	for i := range 4 {
-		require.Greater(t, e.pttl(t, i, key), int64(0), "node %d granted", i)
+		require.Greater(t, matrix.PTTL(t, e.raw[i], key), int64(0), "node %d granted", i)
 	}
 	resume()
 	e.requireHeldOn(t, key, 0, 1, 2, 3, 4) // the paused node applied its queued SET on resume
@@ -163,12 +155,12 @@ func testNoMajorityThreePaused(t *testing.T, e *env) {
 	}
 	require.NotContains(t, warn, key)
 	for i := range 2 {
-		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d cleaned up", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "node %d cleaned up", i)
 	}
 	resume()
 	left := map[int]string{} // node -> the failed attempt's token its late SET left there
 	for i := 2; i < nodeCount; i++ {
-		p := e.pttl(t, i, key)
+		p := matrix.PTTL(t, e.raw[i], key)
 		require.True(t, p == -2 || (p > 0 && p <= 10_000), "node %d: late SET must be deleted or expiring, PTTL %d", i, p)
 		if p != -2 {
 			left[i], _ = e.get(t, i, key)
@@ -189,10 +181,10 @@ func testNoMajorityThreePaused(t *testing.T, e *env) {
 		if tok, ok := left[i]; ok {
 			v, _ := e.get(t, i, key)
 			require.Equal(t, tok, v, "node %d: the late SET is another owner's lock, left alone", i)
-			require.Greater(t, e.pttl(t, i, key), int64(0), "node %d: the late SET expires", i)
+			require.Greater(t, matrix.PTTL(t, e.raw[i], key), int64(0), "node %d: the late SET expires", i)
 			continue
 		}
-		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d: key must be absent", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "node %d: key must be absent", i)
 	}
 }
 
@@ -227,7 +219,7 @@ func testLateReply(t *testing.T, e *env) {
 		require.ErrorIs(t, n.Err, context.DeadlineExceeded)
 	}
 	for i := range nodeCount {
-		p := e.pttl(t, i, key)
+		p := matrix.PTTL(t, e.raw[i], key)
 		require.True(t, p == -2 || (p > 0 && p <= ttl.Milliseconds()), "node %d: PTTL %d after cleanup", i, p)
 	}
 	for _, p := range ps {
@@ -253,7 +245,7 @@ func testValidity(t *testing.T, e *env) {
 	var qe *redlock.QuorumError
 	require.False(t, errors.As(err, &qe), "a majority granted: not a quorum error")
 	for i := range nodeCount {
-		p := e.pttl(t, i, key)
+		p := matrix.PTTL(t, e.raw[i], key)
 		require.True(t, p == -2 || (p > 0 && p <= 100), "node %d: PTTL %d", i, p)
 	}
 
@@ -324,7 +316,7 @@ func testReleaseSemantics(t *testing.T, e *env) {
 		t.Fatal("Done open after Release")
 	}
 	for _, i := range []int{1, 3} {
-		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d replied and deleted", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "node %d replied and deleted", i)
 	}
 
 	// After resume the paused nodes' queued deletes run; re-plant the token on two of them to prove
@@ -371,7 +363,7 @@ func testExtend(t *testing.T, e *env) {
 	require.True(t, l.Deadline().After(deadline), "the deadline moves")
 	require.Greater(t, l.Remaining(), before)
 	for i := range nodeCount {
-		require.Greater(t, e.pttl(t, i, key), int64(2500), "node %d: TTL reset", i)
+		require.Greater(t, matrix.PTTL(t, e.raw[i], key), int64(2500), "node %d: TTL reset", i)
 	}
 
 	resume := e.pause(t, 1, 2, 3)
@@ -383,7 +375,7 @@ func testExtend(t *testing.T, e *env) {
 	require.NoError(t, l.Err(), "an uncertain renewal leaves the lock vouching")
 	require.Equal(t, deadline, l.Deadline(), "and keeps the previous estimate")
 	for _, i := range []int{0, 4} {
-		require.Greater(t, e.pttl(t, i, key), int64(0), "node %d: the token stays", i)
+		require.Greater(t, matrix.PTTL(t, e.raw[i], key), int64(0), "node %d: the token stays", i)
 	}
 	resume()
 	ok, err = l.Extend(ctx(t))
@@ -469,7 +461,7 @@ func testFencedCounters(t *testing.T, e *env) {
 	for i := range nodeCount {
 		v, _ := e.get(t, i, fence)
 		require.Equal(t, "1", v, "node %d counter", i)
-		require.EqualValues(t, -1, e.pttl(t, i, fence), "node %d counter persists", i)
+		require.EqualValues(t, -1, matrix.PTTL(t, e.raw[i], fence), "node %d counter persists", i)
 	}
 
 	// Counters diverge (as after restarts); the token is the maximum of the granting nodes + 1.
@@ -561,7 +553,7 @@ func testFencedMonotonic(t *testing.T, e *env) {
 	highest := int64(0)
 	for i := range nodeCount {
 		if v, ok := e.get(t, i, fence); ok {
-			require.EqualValues(t, -1, e.pttl(t, i, fence))
+			require.EqualValues(t, -1, matrix.PTTL(t, e.raw[i], fence))
 			x, err := strconv.ParseInt(v, 10, 64)
 			require.NoError(t, err)
 			highest = max(highest, x)
@@ -688,11 +680,11 @@ func testVerify(t *testing.T, e *env) {
 	l, err := g.TryAcquire(ctx(t), key, 10*time.Second)
 	require.NoError(t, err)
 	time.Sleep(50 * time.Millisecond)
-	before := e.pttl(t, 0, key)
+	before := matrix.PTTL(t, e.raw[0], key)
 	ok, err := l.Verify(ctx(t))
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.LessOrEqual(t, e.pttl(t, 0, key), before, "Verify does not renew")
+	require.LessOrEqual(t, matrix.PTTL(t, e.raw[0], key), before, "Verify does not renew")
 
 	for _, i := range []int{0, 1} {
 		require.NoError(t, e.raw[i].Do(ctx(t), e.raw[i].B().Del().Key(key).Build()).Error())
@@ -751,7 +743,7 @@ func testKeepAlive(t *testing.T, e *env) {
 	time.Sleep(2 * ttl)
 	require.NoError(t, l.Err(), "renewed by nodes 0-2")
 	for i := range 3 {
-		require.Greater(t, e.pttl(t, i, key), int64(0), "node %d", i)
+		require.Greater(t, matrix.PTTL(t, e.raw[i], key), int64(0), "node %d", i)
 	}
 	resume()
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/redlock"
 )
 
@@ -70,7 +71,7 @@ func testFencedExactQuorum(t *testing.T, e *env) {
 				require.ErrorIs(t, n.Err, redlock.ErrHeld)
 			}
 			for i := range 3 {
-				require.EqualValues(t, -2, e.pttl(t, i, key), "node %d: A's key cleaned up", i)
+				require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "node %d: A's key cleaned up", i)
 				require.Equal(t, tokens[0], e.counter(t, i, fence), "node %d: no token was sent", i)
 			}
 			for _, i := range []int{3, 4} {
@@ -87,7 +88,7 @@ func testFencedExactQuorum(t *testing.T, e *env) {
 			e.requireQuorumError(t, err, "fence", 3, 0, 1)
 			resume()
 			for i := range nodeCount {
-				require.EqualValues(t, -2, e.pttl(t, i, key), "node %d: B's key cleaned up (on 0 and 1 behind the late SET)", i)
+				require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "node %d: B's key cleaned up (on 0 and 1 behind the late SET)", i)
 			}
 			b, err = g.TryAcquire(ctx(t), key, ttl)
 			require.NoError(t, err, "healed")
@@ -185,7 +186,7 @@ func testQuarantine(t *testing.T, e *env) {
 			}
 		}
 		for _, i := range append(free, p) {
-			require.EqualValues(t, -2, e.pttl(t, i, key), "position %d: node %d: B's key deleted", p, i)
+			require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "position %d: node %d: B's key deleted", p, i)
 		}
 		for _, i := range []int{h1, h2} {
 			v, _ := e.get(t, i, key)
@@ -288,7 +289,7 @@ func testCleanupWarning(t *testing.T, e *env) {
 	}
 	require.Empty(t, logs.String(), "no node that never got the token is reported as keeping it")
 	for i := range 2 {
-		require.EqualValues(t, -2, e.pttl(t, i, key), "node %d cleaned up", i)
+		require.EqualValues(t, -2, matrix.PTTL(t, e.raw[i], key), "node %d cleaned up", i)
 	}
 	for _, i := range []int{2, 3, 4} {
 		typ, err := e.raw[i].Do(ctx(t), e.raw[i].B().Type().Key(key).Build()).ToString()

@@ -15,10 +15,6 @@ import (
 // commands.
 const rwlockACL = "ACL SETUSER app on >secret resetchannels ~app:* +evalsha +eval +evalsha_ro +eval_ro +time +type +pttl +zremrangebyscore +zrangebyscore +zcard +zrange +zadd +zscore +zrem +pexpire +hello +ping +client|setinfo +client|tracking +client|caching +multi +exec"
 
-func init() {
-	scenarios = append(scenarios, scenario{"90_least_privilege_acl", testLeastPrivilege})
-}
-
 // testLeastPrivilege runs every rwlock operation as a user with exactly the documented ACL, then as
 // users lacking one command each: the operation needing it fails with ErrNoPermission and writes
 // nothing (DUMP and expiry of every key unchanged).

@@ -12,23 +12,16 @@ import (
 	"github.com/coordkit/coordkit/testkit"
 )
 
-// TestRWLockSeedRows pins the seed's rwlock row that no scenario of TestRWLock pins: the owner-checked
-// release after a cancelled or late acquisition is sent. The acquisitions go through a proxy that
+// TestRWLockCleanupAfterFailedAcquire checks that the owner-checked release after a cancelled or late
+// acquisition is sent. The acquisitions go through a proxy that
 // delays replies, so the script runs on the server at once and only its reply is late; standalone
 // targets only (a proxy in front of one Cluster node would be bypassed by redirects).
-func TestRWLockSeedRows(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		if st.Cluster {
-			continue
-		}
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			t.Run("cleanup_after_cancelled_acquire_is_sent", func(t *testing.T) { testCleanupCancelled(t, e) })
-			t.Run("cleanup_after_late_acquire_is_sent", func(t *testing.T) { testCleanupLate(t, e) })
-		})
-	}
+func TestRWLockCleanupAfterFailedAcquire(t *testing.T) {
+	matrix.Run(t, matrix.Select(matrix.Targets(), matrix.Target.Standalone), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		t.Run("cleanup_after_cancelled_acquire_is_sent", func(t *testing.T) { testCleanupCancelled(t, e) })
+		t.Run("cleanup_after_late_acquire_is_sent", func(t *testing.T) { testCleanupLate(t, e) })
+	})
 }
 
 // testCleanupCancelled: an acquisition whose ctx ends before its delayed reply is uncertain; the entry
@@ -38,7 +31,7 @@ func testCleanupCancelled(t *testing.T, e *env) {
 	l, err := rwlock.New(p.Client(t), rwlock.WithCleanupTimeout(2*time.Second))
 	require.NoError(t, err)
 	for _, mode := range []string{"read", "write"} {
-		key := "ck:rw:seed:cancelled:" + mode
+		key := "ck:rw:cleanup:cancelled:" + mode
 		acquire := l.TryAcquireWrite
 		if mode == "read" {
 			acquire = l.TryAcquireRead
@@ -68,7 +61,7 @@ func testCleanupLate(t *testing.T, e *env) {
 	p := testkit.NewProxy(t, e.Srv.Addr)
 	l, err := rwlock.New(p.Client(t), rwlock.WithCleanupTimeout(2*time.Second))
 	require.NoError(t, err)
-	key := "ck:rw:seed:late"
+	key := "ck:rw:cleanup:late"
 	w, err := l.TryAcquireWrite(ctx(t), key, time.Second) // warm: scripts cached, connection dialled
 	require.NoError(t, err)
 	release(t, w, rwlock.Released)

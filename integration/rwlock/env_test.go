@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
@@ -25,23 +24,10 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return &env{Env: matrix.StartEnv(t, st)}
 }
 
-// newClient returns a client of the target, closed at t.Cleanup.
-func (e *env) newClient(t *testing.T, mutate ...func(*rueidis.ClientOption)) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	for _, m := range mutate {
-		m(&opt)
-	}
-	c, err := rueidis.NewClient(opt)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // locker returns a Locker over a new client of its own.
 func (e *env) locker(t *testing.T, opts ...rwlock.Option) *rwlock.Locker {
 	t.Helper()
-	l, err := rwlock.New(e.newClient(t), opts...)
+	l, err := rwlock.New(e.NewClient(t, nil), opts...)
 	require.NoError(t, err)
 	return l
 }
@@ -50,10 +36,7 @@ func (e *env) locker(t *testing.T, opts ...rwlock.Option) *rwlock.Locker {
 // acquisitions wake on invalidations with no option (the Locker finds the tracker itself).
 func (e *env) trackedLocker(t *testing.T, opts ...rwlock.Option) *rwlock.Locker {
 	t.Helper()
-	c, err := luakit.NewTrackedClient(e.ClientOption(), luakit.NewTracker())
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	l, err := rwlock.New(c, opts...)
+	l, err := rwlock.New(e.NewClient(t, luakit.NewTracker()), opts...)
 	require.NoError(t, err)
 	return l
 }
@@ -112,18 +95,10 @@ func (e *env) waitArmed(t *testing.T, before map[string]int64) map[string]int64 
 
 // Raw server state, read through the assertion client.
 
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
-}
-
 // requireAbsent asserts that key does not exist on the server.
 func (e *env) requireAbsent(t *testing.T, key string) {
 	t.Helper()
-	require.EqualValues(t, -2, e.pttl(t, key), "lock key must be absent")
+	require.EqualValues(t, -2, e.PTTL(t, key), "lock key must be absent")
 }
 
 // entries returns the members of the lock key's sorted set with their scores (expiry, server ms).

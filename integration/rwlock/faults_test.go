@@ -22,20 +22,14 @@ const faultTTL = 500 * time.Millisecond
 // the lease, a retried owner-checked release settles it, and the server ends clean at the latest when the
 // lease's TTL has passed.
 func TestRWLockFaults(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		if st.Cluster {
-			continue // the proxy drives single servers
-		}
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { faultUncertainAcquire(t, e) })
-			t.Run("uncertain_extend_keeps_lease", func(t *testing.T) { faultUncertainExtend(t, e) })
-			t.Run("uncertain_release_is_settled_by_retry", func(t *testing.T) { faultUncertainRelease(t, e) })
-			t.Run("release_after_failed_close_still_releases", func(t *testing.T) { faultFailedClose(t, e) })
-		})
-	}
+	// the proxy drives single servers
+	matrix.Run(t, matrix.Select(matrix.Targets(), matrix.Target.Standalone), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { faultUncertainAcquire(t, e) })
+		t.Run("uncertain_extend_keeps_lease", func(t *testing.T) { faultUncertainExtend(t, e) })
+		t.Run("uncertain_release_is_settled_by_retry", func(t *testing.T) { faultUncertainRelease(t, e) })
+		t.Run("release_after_failed_close_still_releases", func(t *testing.T) { faultFailedClose(t, e) })
+	})
 }
 
 // proxiedLocker returns a Locker whose client goes through a new fault proxy to the target, with a short
@@ -43,7 +37,7 @@ func TestRWLockFaults(t *testing.T) {
 func proxiedLocker(t *testing.T, e *env) (*testkit.Proxy, *rwlock.Locker) {
 	t.Helper()
 	proxy := testkit.NewProxy(t, e.Srv.Addr)
-	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	c := proxy.Client(t, matrix.NoCache)
 	l, err := rwlock.New(c,
 		rwlock.WithCleanupTimeout(200*time.Millisecond),
 		rwlock.WithLogger(slog.New(slog.DiscardHandler)))
@@ -69,7 +63,7 @@ func dropped() (context.Context, context.CancelFunc) {
 func (e *env) requireGoneBy(t *testing.T, key string, deadline time.Time, what string) {
 	t.Helper()
 	for {
-		p := e.pttl(t, key)
+		p := e.PTTL(t, key)
 		if p == -2 {
 			return
 		}
@@ -211,7 +205,7 @@ func faultFailedClose(t *testing.T, e *env) {
 	t.Cleanup(func() {
 		_ = e.Raw.Do(context.Background(), e.Raw.B().Arbitrary("ACL", "DELUSER").Args(user).Build()).Error()
 	})
-	c := e.newClient(t, func(o *rueidis.ClientOption) {
+	c := e.NewClient(t, nil, func(o *rueidis.ClientOption) {
 		o.DisableCache, o.Username, o.Password = true, user, "pw"
 	})
 	logs := &countingHandler{}

@@ -21,46 +21,38 @@ import (
 // scenario is one behaviour of the rwlock module, checked on every target. Each asserts the server
 // state it leaves through the env's raw client. Generic handle behaviour (the ownership contract) is
 // tested by the conformance suite in ../ownership.
-type scenario struct {
-	name string
-	run  func(t *testing.T, e *env)
-}
+type scenario = matrix.Scenario[*env]
 
 var scenarios = []scenario{
-	{"01_modes", testModes},
-	{"02_contention_Concurrent", testContention},
-	{"03_expiry_handoff", testExpiryHandoff},
-	{"04_per_reader_expiry", testPerReaderExpiry},
-	{"05_owner_isolation", testOwnerIsolation},
-	{"06_renewal_of_gone_entry_lost", testFailedRenewal},
-	{"07_verify", testVerify},
-	{"08_prefix_binary_keys", testPrefixBinary},
-	{"09_bad_input", testBadInput},
-	{"10_release_twice", testReleaseTwice},
-	{"11_noscript_recovery", testNoScript},
-	{"12_close_best_effort", testClose},
-	{"13_uncertain_acquire", testUncertainAcquire},
-	{"14_wait_writer_woken_by_release", testWaitWriterRelease},
-	{"15_wait_writer_woken_by_expiry", testWaitWriterExpiry},
-	{"16_wait_reader_woken_by_writer_release", testWaitReaderRelease},
-	{"17_wait_ctx_ends", testWaitCtx},
-	{"18_wait_no_polling", testWaitNoPolling},
-	{"19_keepalive_renews_own_entry", testKeepAlive},
+	{Name: "01_modes", Run: testModes},
+	{Name: "02_contention_Concurrent", Run: testContention},
+	{Name: "03_expiry_handoff", Run: testExpiryHandoff},
+	{Name: "04_per_reader_expiry", Run: testPerReaderExpiry},
+	{Name: "05_owner_isolation", Run: testOwnerIsolation},
+	{Name: "06_renewal_of_gone_entry_lost", Run: testFailedRenewal},
+	{Name: "07_verify", Run: testVerify},
+	{Name: "08_prefix_binary_keys", Run: testPrefixBinary},
+	{Name: "09_bad_input", Run: testBadInput},
+	{Name: "10_release_twice", Run: testReleaseTwice},
+	{Name: "11_noscript_recovery", Run: testNoScript},
+	{Name: "12_close_best_effort", Run: testClose},
+	{Name: "13_uncertain_acquire", Run: testUncertainAcquire},
+	{Name: "14_wait_writer_woken_by_release", Run: testWaitWriterRelease},
+	{Name: "15_wait_writer_woken_by_expiry", Run: testWaitWriterExpiry},
+	{Name: "16_wait_reader_woken_by_writer_release", Run: testWaitReaderRelease},
+	{Name: "17_wait_ctx_ends", Run: testWaitCtx},
+	{Name: "18_wait_no_polling", Run: testWaitNoPolling},
+	{Name: "19_keepalive_renews_own_entry", Run: testKeepAlive},
+	{Name: "90_least_privilege_acl", Run: testLeastPrivilege},
 }
 
-// TestRWLock runs every scenario on every target. Targets run in parallel (at most maxParallelTargets at
+// TestRWLock runs every scenario on every target. Targets run in parallel (at most matrix.MaxParallelTargets at
 // once), each with its own server or cluster; the scenarios of one target run in order on it.
 func TestRWLock(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-			}
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		matrix.RunScenarios(t, st, e, scenarios, nil)
+	})
 }
 
 // 1. Mode compatibility: readers share, a writer excludes everyone; nothing is written on refusal.
@@ -523,7 +515,7 @@ func testClose(t *testing.T, e *env) {
 	require.ErrorIs(t, err, rwlock.ErrUncertain, "no reply within the cleanup timeout")
 	require.ErrorIs(t, w.Err(), rwlock.ErrReleased)
 	// The release may still run once the pause ends, or the entry expires after its TTL.
-	eventually(t, 5*time.Second, "the entry to be gone", func() bool { return e.pttl(t, key) == -2 })
+	eventually(t, 5*time.Second, "the entry to be gone", func() bool { return e.PTTL(t, key) == -2 })
 }
 
 // 13. An acquisition whose reply never comes (server holds scripts) is uncertain, never acquired; the
@@ -604,7 +596,7 @@ func testWaitWriterExpiry(t *testing.T, e *env) {
 	key := "ck:rw:wait-w-expiry"
 	holder := e.locker(t)
 	logs := &countingHandler{}
-	plain := e.newClient(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	plain := e.NewClient(t, nil, matrix.NoCache)
 	waiter, err := rwlock.New(plain, rwlock.WithLogger(slog.New(logs)))
 	require.NoError(t, err)
 
@@ -645,7 +637,7 @@ func testWaitReaderRelease(t *testing.T, e *env) {
 	key := "ck:rw:wait-r-release"
 	holder := e.locker(t)
 	tr := luakit.NewTracker()
-	wc := e.newClient(t, func(o *rueidis.ClientOption) { o.OnInvalidations = tr.Hook(nil) })
+	wc := e.NewClient(t, nil, func(o *rueidis.ClientOption) { o.OnInvalidations = tr.Hook(nil) })
 	waiter, err := rwlock.New(wc, rwlock.WithTracker(tr))
 	require.NoError(t, err)
 	w, err := holder.TryAcquireWrite(c, key, 30*time.Second)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,17 +18,6 @@ import (
 // semaphoreACL is the example ACL line of semaphore's README, verbatim: the test runs with exactly its
 // commands.
 const semaphoreACL = "ACL SETUSER app on >secret resetchannels ~app:* +evalsha +eval +evalsha_ro +eval_ro +time +type +pttl +zremrangebyscore +zrangebyscore +zscore +zcard +zadd +zrange +zrem +pexpireat +persist +del +hello +ping +client|setinfo +client|tracking +client|caching +multi +exec"
-
-// init registers the scenario before the one that kills the standalone server (it must stay last).
-func init() {
-	i := slices.IndexFunc(scenarios, func(s scenario) bool { return strings.HasPrefix(s.name, "17_abandoned") })
-	if i < 0 {
-		i = len(scenarios)
-	}
-	scenarios = slices.Insert(scenarios, i,
-		scenario{name: "90_least_privilege_acl", run: testLeastPrivilege},
-		scenario{name: "91_refused_acquire_sends_no_cleanup", run: testRefusedAcquireNoCleanup})
-}
 
 // testLeastPrivilege runs every semaphore operation as a user with exactly the documented ACL, then
 // as users lacking one command each: the operation needing it fails with ErrNoPermission and writes

@@ -79,7 +79,7 @@ const noExpiry time.Duration = 0
 // fill takes capacity permits with the given TTLs on a client of its own.
 func fill(t *testing.T, e *env, key string, capacity int64, ttls ...time.Duration) []*semaphore.Permit {
 	t.Helper()
-	s := newSem(t, e.newClient(t), key, capacity)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, capacity)
 	var out []*semaphore.Permit
 	for _, ttl := range ttls {
 		acquire := func() (*semaphore.Permit, error) { return s.TryAcquire(ctx(t), ttl) }
@@ -130,7 +130,7 @@ func testAcquireWokenByExpiry(t *testing.T, e *env) {
 	const short = 600 * time.Millisecond
 	for _, tracked := range []bool{true, false} {
 		t.Run(fmt.Sprintf("tracked=%v", tracked), func(t *testing.T) {
-			c := e.newClient(t)
+			c := e.NewClient(t, nil, matrix.NoCache)
 			if tracked {
 				c = e.trackedClient(t)
 			}

@@ -29,25 +29,11 @@ func startEnv(t *testing.T, st matrix.Target) *env {
 	return &env{Env: matrix.StartEnv(t, st)}
 }
 
-// newClient returns a client of the target (no client-side caching), closed at t.Cleanup.
-func (e *env) newClient(t *testing.T) rueidis.Client {
-	t.Helper()
-	opt := e.ClientOption()
-	opt.DisableCache = true
-	c, err := rueidis.NewClient(opt)
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
-}
-
 // trackedClient returns a client of the target built by luakit.NewTrackedClient (RESP3, client-side
 // caching on, invalidations wired to its own tracker, which semaphore.New finds), closed at t.Cleanup.
 func (e *env) trackedClient(t *testing.T) rueidis.Client {
 	t.Helper()
-	c, err := luakit.NewTrackedClient(e.ClientOption(), luakit.NewTracker())
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	return c
+	return e.NewClient(t, luakit.NewTracker())
 }
 
 // newSem returns a Semaphore over c, shut down at t.Cleanup (registered after the client's Close, so it
@@ -94,14 +80,6 @@ func (e *env) zcard(t *testing.T, key string) int64 {
 	return n
 }
 
-// pttl returns the server's PTTL of key (-2 absent, -1 no expiry).
-func (e *env) pttl(t *testing.T, key string) int64 {
-	t.Helper()
-	n, err := e.Raw.Do(ctx(t), e.Raw.B().Pttl().Key(key).Build()).AsInt64()
-	require.NoError(t, err)
-	return n
-}
-
 // do runs a raw command (the key must be args[1] so a cluster client routes it).
 func (e *env) do(t *testing.T, args ...string) rueidis.RedisMessage {
 	t.Helper()
@@ -112,14 +90,14 @@ func (e *env) do(t *testing.T, args ...string) rueidis.RedisMessage {
 
 func (e *env) requireAbsent(t *testing.T, key, what string) {
 	t.Helper()
-	require.EqualValues(t, -2, e.pttl(t, key), "%s must be absent", what)
+	require.EqualValues(t, -2, e.PTTL(t, key), "%s must be absent", what)
 }
 
 // requireGone asserts that key is absent within d (a permit expiring on the server takes the key with it).
 func (e *env) requireGone(t *testing.T, key string, d time.Duration, what string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
-	for e.pttl(t, key) != -2 {
+	for e.PTTL(t, key) != -2 {
 		require.True(t, time.Now().Before(deadline), "%s must be gone within %v", what, d)
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -141,12 +119,12 @@ func (e *env) requirePermit(t *testing.T, key string, p *semaphore.Permit, noExp
 	require.True(t, ok, "owner's permit must be a member")
 	if noExpiry {
 		require.True(t, math.IsInf(score, 1), "a permit without expiry is scored +inf, got %v", score)
-		require.EqualValues(t, -1, e.pttl(t, key), "key with a non-expiring permit must not expire")
+		require.EqualValues(t, -1, e.PTTL(t, key), "key with a non-expiring permit must not expire")
 		return
 	}
 	now := e.serverMillis(t)
 	require.Greater(t, score, float64(now), "permit expiry must be in the future")
-	require.Greater(t, e.pttl(t, key), int64(0), "key must have an expiry while every permit is finite")
+	require.Greater(t, e.PTTL(t, key), int64(0), "key must have an expiry while every permit is finite")
 }
 
 // serverMillis returns the server's clock in ms (TIME).

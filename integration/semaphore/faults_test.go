@@ -20,19 +20,13 @@ import (
 // cleanup is retried in the background until it lands; a renewal whose reply is lost keeps the permit
 // with its previous estimate; a renewal answered too late surrenders it; the server ends clean.
 func TestSemaphoreFaults(t *testing.T) {
-	for _, mt := range matrix.Targets() {
-		if mt.Cluster {
-			continue // the proxy drives single servers
-		}
-		t.Run(mt.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, mt)
-			t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { testUncertainAcquire(t, e) })
-			t.Run("uncertain_extend_keeps_estimate", func(t *testing.T) { testUncertainExtend(t, e) })
-			t.Run("late_extend_reply_surrenders", func(t *testing.T) { testLateExtendReply(t, e) })
-		})
-	}
+	// the proxy drives single servers
+	matrix.Run(t, matrix.Select(matrix.Targets(), matrix.Target.Standalone), func(t *testing.T, mt matrix.Target) {
+		e := startEnv(t, mt)
+		t.Run("uncertain_acquire_is_not_success", func(t *testing.T) { testUncertainAcquire(t, e) })
+		t.Run("uncertain_extend_keeps_estimate", func(t *testing.T) { testUncertainExtend(t, e) })
+		t.Run("late_extend_reply_surrenders", func(t *testing.T) { testLateExtendReply(t, e) })
+	})
 }
 
 // proxied returns a Semaphore whose client (also returned) goes through a fault proxy, with a short
@@ -40,7 +34,7 @@ func TestSemaphoreFaults(t *testing.T) {
 func proxied(t *testing.T, e *env, key string, capacity int64) (*testkit.Proxy, rueidis.Client, *semaphore.Semaphore, *sdkmetric.ManualReader) {
 	t.Helper()
 	proxy := testkit.NewProxy(t, e.Srv.Addr)
-	c := proxy.Client(t, func(o *rueidis.ClientOption) { o.DisableCache = true })
+	c := proxy.Client(t, matrix.NoCache)
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })

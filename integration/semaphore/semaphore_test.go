@@ -22,52 +22,39 @@ import (
 
 // scenario is one behaviour of issue 4 (semaphore), checked on every target; each asserts the server
 // state it leaves through the env's raw client.
-type scenario struct {
-	name string
-	run  func(t *testing.T, e *env)
-	// standaloneOnly scenarios are not registered on a cluster target (they drive one server
-	// process: the fault proxy, kill, restart).
-	standaloneOnly bool
-}
+type scenario = matrix.Scenario[*env]
 
 var scenarios = []scenario{
-	{name: "01_contention", run: testContention},
-	{name: "02_expiry_handoff", run: testExpiryHandoff},
-	{name: "03_no_expiry", run: testNoExpiry},
-	{name: "04_capacity_mismatch_adopt_lower", run: testCapacity},
-	{name: "05_owner_isolation", run: testOwnerIsolation},
-	{name: "06_extend_lost_or_refused", run: testExtendLostOrRefused},
-	{name: "07_verify", run: testVerify},
-	{name: "08_release_outcomes", run: testReleaseOutcomes},
-	{name: "09_prefix_binary_keys", run: testPrefixBinaryKeys},
-	{name: "10_bad_input", run: testBadInput},
-	{name: "11_noscript_recovery", run: testNoscript},
-	{name: "12_acquire_woken_by_release", run: testAcquireWokenByRelease},
-	{name: "13_acquire_woken_by_expiry", run: testAcquireWokenByExpiry},
-	{name: "14_acquire_ctx_ends_wait", run: testAcquireCtxEndsWait},
-	{name: "15_acquire_does_not_poll", run: testAcquireDoesNotPoll},
-	{name: "16_acquire_Concurrent", run: testAcquireConcurrent},
-	{name: "18_weighted_permits", run: testWeightedPermits},
-	{name: "17_abandoned_cleanup_metric", run: testAbandonedMetric, standaloneOnly: true}, // kills a standalone server: keep it last
+	{Name: "01_contention", Run: testContention},
+	{Name: "02_expiry_handoff", Run: testExpiryHandoff},
+	{Name: "03_no_expiry", Run: testNoExpiry},
+	{Name: "04_capacity_mismatch_adopt_lower", Run: testCapacity},
+	{Name: "05_owner_isolation", Run: testOwnerIsolation},
+	{Name: "06_extend_lost_or_refused", Run: testExtendLostOrRefused},
+	{Name: "07_verify", Run: testVerify},
+	{Name: "08_release_outcomes", Run: testReleaseOutcomes},
+	{Name: "09_prefix_binary_keys", Run: testPrefixBinaryKeys},
+	{Name: "10_bad_input", Run: testBadInput},
+	{Name: "11_noscript_recovery", Run: testNoscript},
+	{Name: "12_acquire_woken_by_release", Run: testAcquireWokenByRelease},
+	{Name: "13_acquire_woken_by_expiry", Run: testAcquireWokenByExpiry},
+	{Name: "14_acquire_ctx_ends_wait", Run: testAcquireCtxEndsWait},
+	{Name: "15_acquire_does_not_poll", Run: testAcquireDoesNotPoll},
+	{Name: "16_acquire_Concurrent", Run: testAcquireConcurrent},
+	{Name: "18_weighted_permits", Run: testWeightedPermits},
+	{Name: "90_least_privilege_acl", Run: testLeastPrivilege},
+	{Name: "91_refused_acquire_sends_no_cleanup", Run: testRefusedAcquireNoCleanup},
+	{Name: "17_abandoned_cleanup_metric", Run: testAbandonedMetric, StandaloneOnly: true}, // kills a standalone server: keep it last
 }
 
 // TestSemaphore runs every scenario on every target. Targets run in parallel (at most
-// maxParallelTargets at once), each with its own server or cluster; the scenarios of one target run in
+// matrix.MaxParallelTargets at once), each with its own server or cluster; the scenarios of one target run in
 // order on it.
 func TestSemaphore(t *testing.T) {
-	for _, st := range matrix.Targets() {
-		t.Run(st.Name, func(t *testing.T) {
-			t.Parallel()
-			matrix.TakeSlot(t)
-			e := startEnv(t, st)
-			for _, sc := range scenarios {
-				if sc.standaloneOnly && st.Cluster {
-					continue
-				}
-				t.Run(sc.name, func(t *testing.T) { sc.run(t, e) })
-			}
-		})
-	}
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, st matrix.Target) {
+		e := startEnv(t, st)
+		matrix.RunScenarios(t, st, e, scenarios, nil)
+	})
 }
 
 // 1. Goroutines on two clients contend for 3 permits with a long TTL: at most 3 holders at every
@@ -81,8 +68,8 @@ func testContention(t *testing.T, e *env) {
 		key      = "ck:sem:contention"
 	)
 	sems := []*semaphore.Semaphore{
-		newSem(t, e.newClient(t), key, capacity),
-		newSem(t, e.newClient(t), key, capacity),
+		newSem(t, e.NewClient(t, nil, matrix.NoCache), key, capacity),
+		newSem(t, e.NewClient(t, nil, matrix.NoCache), key, capacity),
 	}
 	var holders, maxHolders, acquired atomic.Int64
 	stop := make(chan struct{})
@@ -160,7 +147,7 @@ func testContention(t *testing.T, e *env) {
 func testExpiryHandoff(t *testing.T, e *env) {
 	const key = "ck:sem:handoff"
 	const ttl = 400 * time.Millisecond
-	s := newSem(t, e.newClient(t), key, 2)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2)
 	c := ctx(t)
 	start := time.Now()
 	a, err := s.TryAcquire(c, ttl)
@@ -206,7 +193,7 @@ func testExpiryHandoff(t *testing.T, e *env) {
 	// Never released and never touched again: the key expires with its last permit.
 	_, err = s.TryAcquire(c, 200*time.Millisecond)
 	require.NoError(t, err)
-	require.Greater(t, e.pttl(t, key), int64(0))
+	require.Greater(t, e.PTTL(t, key), int64(0))
 	time.Sleep(400 * time.Millisecond)
 	e.requireAbsent(t, key, "key after its last permit expired")
 	require.NoError(t, b.Close()) // expired: the release finds nothing
@@ -216,7 +203,7 @@ func testExpiryHandoff(t *testing.T, e *env) {
 // finite TTL gives the key an expiry again.
 func testNoExpiry(t *testing.T, e *env) {
 	const key = "ck:sem:noexpiry"
-	s := newSem(t, e.newClient(t), key, 2)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2)
 	c := ctx(t)
 	p, err := s.TryAcquireNoExpiry(c)
 	require.NoError(t, err)
@@ -237,7 +224,7 @@ func testNoExpiry(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	e.requirePermit(t, key, p, false)
-	require.Greater(t, e.pttl(t, key), int64(50_000), "key expiry follows the latest permit")
+	require.Greater(t, e.PTTL(t, key), int64(50_000), "key expiry follows the latest permit")
 	require.LessOrEqual(t, p.Remaining(), 30*time.Second)
 	// And back to no expiry.
 	ok, err = p.ExtendNoExpiry(c)
@@ -265,8 +252,8 @@ func testNoExpiry(t *testing.T, e *env) {
 func testCapacity(t *testing.T, e *env) {
 	const key = "ck:sem:capacity"
 	c := ctx(t)
-	s3 := newSem(t, e.newClient(t), key, 3)
-	s2 := newSem(t, e.newClient(t), key, 2)
+	s3 := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 3)
+	s2 := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2)
 	a, err := s3.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
 	b, err := s3.TryAcquire(c, time.Minute)
@@ -300,7 +287,7 @@ func testCapacity(t *testing.T, e *env) {
 	// Lower the stored capacity under the holders (as a failover or a hand edit could): nobody is
 	// revoked, holders keep renewing, and acquisition fails until the count is below capacity 1.
 	e.do(t, "ZADD", key, "-1", "#capacity")
-	s1 := newSem(t, e.newClient(t), key, 1)
+	s1 := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 1)
 	_, err = s1.TryAcquire(c, time.Minute)
 	require.ErrorIs(t, err, semaphore.ErrNotAcquired)
 	for _, p := range []*semaphore.Permit{x, y} {
@@ -329,7 +316,7 @@ func testCapacity(t *testing.T, e *env) {
 func testOwnerIsolation(t *testing.T, e *env) {
 	const key = "ck:sem:isolation"
 	c := ctx(t)
-	s := newSem(t, e.newClient(t), key, 1)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 1)
 	old, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
 	e.do(t, "ZADD", key, "XX", "1", old.OwnerToken()) // expired on the server
@@ -377,7 +364,7 @@ func testExtendLostOrRefused(t *testing.T, e *env) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	s := newSem(t, e.newClient(t), key, 2, semaphore.WithMeterProvider(mp),
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2, semaphore.WithMeterProvider(mp),
 		semaphore.WithLogger(slog.New(slog.DiscardHandler)))
 
 	lost, err := s.TryAcquire(c, time.Minute)
@@ -417,7 +404,7 @@ func testExtendLostOrRefused(t *testing.T, e *env) {
 func testVerify(t *testing.T, e *env) {
 	const key = "ck:sem:verify"
 	c := ctx(t)
-	s := newSem(t, e.newClient(t), key, 2)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2)
 	p, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
 	ok, err := p.Verify(c)
@@ -458,7 +445,7 @@ func testVerify(t *testing.T, e *env) {
 func testReleaseOutcomes(t *testing.T, e *env) {
 	const key = "ck:sem:release"
 	c := ctx(t)
-	s := newSem(t, e.newClient(t), key, 3)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 3)
 	p, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
 	release(t, p, semaphore.Released)
@@ -492,7 +479,7 @@ func testPrefixBinaryKeys(t *testing.T, e *env) {
 	const key = "\x00\xffck:sem:{bin}\r\n"
 	const prefix = "p\x00\xfe:"
 	c := ctx(t)
-	s := newSem(t, e.newClient(t), key, 2, semaphore.WithKeyPrefix(prefix))
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2, semaphore.WithKeyPrefix(prefix))
 	require.Equal(t, key, s.Key())
 	p, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
@@ -510,7 +497,7 @@ func testPrefixBinaryKeys(t *testing.T, e *env) {
 func testBadInput(t *testing.T, e *env) {
 	const key = "ck:sem:bad"
 	c := ctx(t)
-	client := e.newClient(t)
+	client := e.NewClient(t, nil, matrix.NoCache)
 	_, err := semaphore.New(nil, key, 1)
 	require.ErrorIs(t, err, semaphore.ErrNilClient)
 	_, err = semaphore.New(client, "", 1)
@@ -549,7 +536,7 @@ func testBadInput(t *testing.T, e *env) {
 func testNoscript(t *testing.T, e *env) {
 	const key = "ck:sem:noscript"
 	c := ctx(t)
-	s := newSem(t, e.newClient(t), key, 1)
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 1)
 	p, err := s.TryAcquire(c, time.Minute)
 	require.NoError(t, err)
 	flush := func() {
@@ -587,7 +574,7 @@ func testAbandonedMetric(t *testing.T, e *env) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	s := newSem(t, e.newClient(t), key, 2,
+	s := newSem(t, e.NewClient(t, nil, matrix.NoCache), key, 2,
 		semaphore.WithMeterProvider(mp),
 		semaphore.WithCleanupTimeout(200*time.Millisecond),
 		semaphore.WithCleanupRetryWindow(time.Second),

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/semaphore"
 )
 
@@ -15,7 +16,7 @@ import (
 func testWeightedPermits(t *testing.T, e *env) {
 	const key = "ck:sem:weighted"
 	c := ctx(t)
-	client := e.newClient(t)
+	client := e.NewClient(t, nil, matrix.NoCache)
 	s := newSem(t, client, key, 3)
 	heavy, err := s.TryAcquireN(c, 2, time.Minute)
 	require.NoError(t, err)

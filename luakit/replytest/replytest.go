@@ -1,5 +1,5 @@
-// Package replytest builds server replies, a client that fails every call, and the failures a write
-// can meet, and recognises a script's calls among recorded commands, for unit tests of code that
+// Package replytest builds server replies, a client that fails every call, a client that must never
+// be called, and the failures a write can meet, and recognises a script's calls among recorded commands, for unit tests of code that
 // classifies errors or decides cleanups without a server.
 // Behaviour tests run against real servers (see testkit); this package only gives such fakes a reply
 // that luakit.Classify sees as the server's.
@@ -68,6 +68,24 @@ func (c *Client) Sent() [][]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([][]string(nil), c.cmds...)
+}
+
+// NoIO is a rueidis.Client whose every method except Mode panics (the embedded interface is nil):
+// a unit test passes it to prove that the code under test rejects bad input, or decides, before any
+// I/O. Mode reports ClientMode, rueidis.ClientModeStandalone when it is empty. ID only tells stubs
+// apart (NoIO values are equal when their fields are), for code that refuses one client given twice.
+type NoIO struct {
+	rueidis.Client
+	ClientMode rueidis.ClientMode
+	ID         int
+}
+
+// Mode returns c.ClientMode, or rueidis.ClientModeStandalone when it is empty.
+func (c NoIO) Mode() rueidis.ClientMode {
+	if c.ClientMode == "" {
+		return rueidis.ClientModeStandalone
+	}
+	return c.ClientMode
 }
 
 // Runs reports whether cmd, a command's words as [Client.Sent] records them, runs script s: EVAL or

@@ -52,6 +52,26 @@ func TestFailedWritesAndClient(t *testing.T) {
 	}
 }
 
+// NoIO reports its mode, standalone by default, and panics on any I/O.
+func TestNoIO(t *testing.T) {
+	if got := (replytest.NoIO{}).Mode(); got != rueidis.ClientModeStandalone {
+		t.Errorf("NoIO{}.Mode() = %q, want standalone", got)
+	}
+	if got := (replytest.NoIO{ClientMode: rueidis.ClientModeCluster}).Mode(); got != rueidis.ClientModeCluster {
+		t.Errorf("Mode() = %q, want cluster", got)
+	}
+	if (replytest.NoIO{ID: 1}) == (replytest.NoIO{ID: 2}) {
+		t.Error("stubs with different IDs are equal")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Do on NoIO did not panic")
+		}
+	}()
+	var c rueidis.Client = replytest.NoIO{}
+	c.Do(t.Context(), rueidis.Completed{})
+}
+
 // Runs recognises a script's call in what Client recorded (EVAL until a server reported the digest).
 func TestRuns(t *testing.T) {
 	s, other := luakit.NewScript("s", "return 1"), luakit.NewScript("other", "return 2")

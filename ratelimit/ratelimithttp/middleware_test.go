@@ -12,16 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
+	"github.com/coordkit/coordkit/luakit/replytest"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
-// noIO is a rueidis.Client whose every method except Mode panics: these tests prove that requests
-// rejected before a decision (bad key, bad cost, cost above capacity) never reach the server.
-type noIO struct{ rueidis.Client }
-
-func (noIO) Mode() rueidis.ClientMode { return rueidis.ClientModeStandalone }
+// noIO is a client whose every method but Mode panics (see replytest.NoIO): validation tests use it
+// to prove that bad input is rejected before any I/O.
+type noIO = replytest.NoIO
 
 func newKeyed(t *testing.T, p ratelimit.Policy) *ratelimit.Keyed {
 	t.Helper()

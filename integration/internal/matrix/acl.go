@@ -207,13 +207,19 @@ func (e *Env) LeastPrivilege(t *testing.T, user, keys string, rules, commands []
 		suite(t, r)
 		return r
 	}
+	learnt := false // the scripts' digests are known to this process (sent as EVALSHA, not EVAL)
 	t.Run("exact", func(t *testing.T) {
+		learnt = true
 		if r := run(t, full); len(r.refused) > 0 {
 			t.Fatalf("with the documented ACL, step %s was refused", r.refused[0])
 		}
 	})
 	for _, cmd := range commands {
 		t.Run("without_"+strings.ReplaceAll(cmd, "|", "_"), func(t *testing.T) {
+			if !learnt { // run alone: the exact run first, as in the whole suite
+				t.Run("exact", func(t *testing.T) { run(t, full) })
+				learnt = true
+			}
 			if r := run(t, Without(full, cmd)); len(r.refused) == 0 {
 				t.Fatalf("no step needed %s", cmd)
 			}
