@@ -185,7 +185,7 @@ func WithKeys(leaseKey, fenceKey string) Option {
 	})
 }
 
-// WithStrictSlots(true) makes [New] check on every client that the keys given with [WithKeys] hash to one
+// WithStrictSlots with on true makes [New] check on every client that the keys given with [WithKeys] hash to one
 // Cluster slot, as it always does on a Cluster client (it is lock.WithStrictSlots for the election's
 // lock): a pair a Cluster would reject then fails with a [*luakit.CrossSlotError] on a standalone or
 // Sentinel client too, so the layout fails in development instead of after a move to Cluster. The

@@ -35,7 +35,7 @@ func WithKeyPrefix(prefix string) Option {
 	return optionFunc(func(c *config) error { c.keys = luakit.NewKeyspace(prefix); return nil })
 }
 
-// WithStrictSlots(true) makes [Locker.TryAcquireKeys] and [Locker.AcquireKeys] check on every client that
+// WithStrictSlots with on true makes [Locker.TryAcquireKeys] and [Locker.AcquireKeys] check on every client that
 // the two keys (after the prefix) hash to one Cluster slot, as they always do on a Cluster client: a
 // pair a Cluster would reject then fails with a [*luakit.CrossSlotError] before any I/O on a standalone
 // or Sentinel client too, so a layout that cannot move to a Cluster fails in development instead of
