@@ -109,6 +109,7 @@ type rateView struct {
 	Primitive    string `json:"primitive"`
 	Key          string `json:"key"`
 	Policy       string `json:"policy"`
+	Exists       bool   `json:"exists"`
 	Remaining    int64  `json:"remaining"`
 	Limit        int64  `json:"limit"`
 	ResetMS      int64  `json:"reset_ms"`
@@ -118,7 +119,7 @@ type rateView struct {
 }
 
 func (v rateView) rows() [][2]string {
-	return [][2]string{{"rate limit", quote(v.Key)}, {"policy", v.Policy}, {"remaining", itoa(v.Remaining) + " of " + itoa(v.Limit)},
+	return [][2]string{{"rate limit", quote(v.Key)}, {"policy", v.Policy}, {"exists", strconv.FormatBool(v.Exists)}, {"remaining", itoa(v.Remaining) + " of " + itoa(v.Limit)},
 		{"reset in", human(v.ResetMS)}, {"retry after", human(v.RetryAfterMS)}, {"reset at", v.ResetAt},
 		{"component", strconv.Itoa(v.Component)}}
 }
@@ -142,30 +143,27 @@ func inspectRate(ctx context.Context, a *app, c rueidis.Client, key string) (vie
 	if err != nil {
 		return nil, err
 	}
-	return rateView{Primitive: "ratelimit", Key: a.key(key), Policy: a.policy, Remaining: in.Remaining, Limit: in.Limit,
+	return rateView{Primitive: "ratelimit", Key: a.key(key), Policy: a.policy, Exists: in.Exists, Remaining: in.Remaining, Limit: in.Limit,
 		ResetMS: in.Reset.Milliseconds(), RetryAfterMS: in.RetryAfter.Milliseconds(),
 		ResetAt: in.ResetAt().UTC().Format(time.RFC3339Nano), Component: in.Component}, nil
 }
 
-type denyEntryView struct {
-	Identity string `json:"identity"`
-	TTLMS    int64  `json:"ttl_ms"`
-}
-
 type denyView struct {
-	Primitive string          `json:"primitive"`
-	Key       string          `json:"key"`
-	Entries   []denyEntryView `json:"entries"`
+	Primitive   string   `json:"primitive"`
+	Key         string   `json:"key"`
+	Exists      bool     `json:"exists"`
+	RemainingMS int64    `json:"remaining_ms"` // the key's; -1: no expiry
+	Identities  []string `json:"identities"`
 }
 
 func (v denyView) rows() [][2]string {
-	r := [][2]string{{"deny list", quote(v.Key)}, {"entries", itoa(int64(len(v.Entries)))}}
-	for _, e := range v.Entries {
-		ttl := "no expiry"
-		if e.TTLMS > 0 {
-			ttl = human(e.TTLMS)
-		}
-		r = append(r, [2]string{"  " + quote(e.Identity), ttl})
+	rem := "no expiry"
+	if v.RemainingMS >= 0 {
+		rem = human(v.RemainingMS)
+	}
+	r := [][2]string{{"deny list", quote(v.Key)}, {"identities", itoa(int64(len(v.Identities)))}, {"remaining", rem}}
+	for _, id := range v.Identities {
+		r = append(r, [2]string{"  " + quote(id), "denied"})
 	}
 	return r
 }
@@ -184,11 +182,12 @@ func inspectDenyList(ctx context.Context, a *app, c rueidis.Client, key string) 
 	if err != nil {
 		return nil, err
 	}
-	v := denyView{Primitive: "denylist", Key: a.key(key), Entries: []denyEntryView{}}
-	for _, id := range ins.Identities {
-		v.Entries = append(v.Entries, denyEntryView{Identity: id, TTLMS: ins.Remaining.Milliseconds()})
+	ids := ins.Identities
+	if ids == nil {
+		ids = []string{}
 	}
-	return v, nil
+	return denyView{Primitive: "denylist", Key: a.key(key), Exists: ins.Exists,
+		RemainingMS: msOrNoExpiry(ins.Remaining, ins.NoExpiry), Identities: ids}, nil
 }
 
 // setDenied is the deny and allow admin actions (denylist.List.SetDenied).

@@ -227,6 +227,7 @@ func fixtures() []fixture {
 			require.NoError(t, err)
 			require.True(t, r.Allowed)
 			return []string{"ratelimit", "inspect", "ctl:rate", "--policy", "fixed:10/1m"}, []string{"ctl:rate"}, func(t *testing.T, m map[string]any) {
+				require.Equal(t, true, m["exists"])
 				require.Equal(t, int64(7), num(t, m, "remaining"))
 				require.Equal(t, int64(10), num(t, m, "limit"))
 				require.Equal(t, int64(0), num(t, m, "retry_after_ms"))
@@ -246,10 +247,9 @@ func fixtures() []fixture {
 				require.NoError(t, d.SetDenied(ctx(t), id, true))
 			}
 			return []string{"denylist", "inspect", "ctl:deny"}, []string{"ctl:deny"}, func(t *testing.T, m map[string]any) {
-				es := m["entries"].([]any)
-				require.Len(t, es, 2)
-				require.Equal(t, "eve", es[0].(map[string]any)["identity"])
-				require.Equal(t, "mallory", es[1].(map[string]any)["identity"])
+				require.Equal(t, true, m["exists"])
+				require.Equal(t, int64(-1), num(t, m, "remaining_ms"), "a deny list has no expiry")
+				require.Equal(t, []any{"eve", "mallory"}, m["identities"])
 			}
 		}, inspect: func(t *testing.T, c rueidis.Client) error {
 			d, _ := denylist.New(c, "ctl:deny")
