@@ -37,7 +37,7 @@
 // # Leases and retention
 //
 // A claim has a short lease ([WithClaimLease], default 30s), renewed every lease/3 while the handler
-// runs ([idempotency.Store.KeepAlive]), also after the client has gone, so handlers may run longer
+// runs ([idempotency.Claim.KeepAlive]), also after the client has gone, so handlers may run longer
 // than the lease; the handler's request context ends, with context.Cause [idempotency.ErrLost] or
 // [idempotency.ErrExpired], if the claim cannot be kept (a duplicate may then run). If the instance
 // crashes, the claim frees the key after at most one lease, and the client's retry runs the handler.

@@ -132,7 +132,7 @@ func WithSharedScope(on bool) Option {
 func sharedScope(*http.Request) (string, error) { return "", nil }
 
 // WithClaimLease sets the lease of a pending claim (whole milliseconds, at least 1ms): the claim is
-// renewed every lease/3 while the handler runs ([idempotency.Store.KeepAlive]), so a handler may run
+// renewed every lease/3 while the handler runs ([idempotency.Claim.KeepAlive]), so a handler may run
 // longer than the lease, and a claim whose instance crashed (or whose handler panicked) frees the key
 // for a retry after at most the lease. Shorter leases free a crashed request sooner and cost more
 // renewals (one round trip per lease/3 per running request). Default: [DefaultClaimLease] (30s: a

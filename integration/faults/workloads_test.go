@@ -67,7 +67,7 @@ type run struct {
 
 // ---- lock with a fenced store ----
 
-// lockLoad: workers take one named lock with TryAcquire, write to a fenced store (lock.Fence) while
+// lockLoad: workers take one named lock with TryAcquire, write to a fenced store (testkit/fence.Fence) while
 // their estimate says they hold it (Remaining() > 0, read under the store's lock), renew sometimes,
 // release or abandon the lease, and sometimes write again with the old token after the lease ended
 // (a paused process waking up): the store must reject that write once a newer token was accepted.

@@ -63,10 +63,10 @@ func TestOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := New(noIOClient{}, "denied", tc.opt)
 			if err == nil || d != nil {
-				t.Fatalf("NewDenyList = %v, %v; want an error", d, err)
+				t.Fatalf("New = %v, %v; want an error", d, err)
 			}
 			if !errors.Is(err, ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "ratelimit: ") {
-				t.Fatalf("NewDenyList = %v, want a ratelimit: error matching ErrInvalidConfig", err)
+				t.Fatalf("New = %v, want a ratelimit: error matching ErrInvalidConfig", err)
 			}
 		})
 	}
