@@ -6,6 +6,5 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package when a goroutine outlives the tests: every shared read must end by
-// Close.
+// TestMain fails the package when a goroutine outlives the tests: Wait's own waiter ends with wg.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
