@@ -2,7 +2,6 @@ package counter
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -152,9 +151,9 @@ func TestFailClassification(t *testing.T) {
 		{"closing", bg, true, rueidis.ErrClosing, true, true, nil},
 		{"caller cancelled write", cancelled, true, context.Canceled, false, true, context.Canceled},
 		{"caller cancelled read", cancelled, false, context.Canceled, false, false, context.Canceled},
-		{"overflow reply", bg, true, fmt.Errorf("wrapped: %w", redisErr("ERR increment or decrement would overflow")), false, false, ErrOverflow},
-		{"not integer reply", bg, true, redisErr("ERR value is not an integer or out of range"), false, false, ErrNotInteger},
-		{"wrongtype reply", bg, true, redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"), false, false, ErrNotInteger},
+		{"overflow reply", bg, true, fmt.Errorf("wrapped: %w", replytest.Error(t, "ERR increment or decrement would overflow")), false, false, ErrOverflow},
+		{"not integer reply", bg, true, replytest.Error(t, "ERR value is not an integer or out of range"), false, false, ErrNotInteger},
+		{"wrongtype reply", bg, true, replytest.Error(t, "WRONGTYPE Operation against a key holding the wrong kind of value"), false, false, ErrNotInteger},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,34 +171,6 @@ func TestFailClassification(t *testing.T) {
 		})
 	}
 }
-
-// msg builds a rueidis.RedisMessage of RESP type typ through the exported cache (un)marshal format,
-// since rueidis has no exported constructor (as luakit's tests do).
-func msg(typ byte, s string, n int64) rueidis.RedisMessage {
-	buf := make([]byte, 7, 7+9+len(s))
-	buf = append(buf, typ)
-	var l [8]byte
-	switch typ {
-	case ':':
-		binary.BigEndian.PutUint64(l[:], uint64(n))
-		buf = append(buf, l[:]...)
-	default:
-		binary.BigEndian.PutUint64(l[:], uint64(len(s)))
-		buf = append(buf, l[:]...)
-		buf = append(buf, s...)
-	}
-	var m rueidis.RedisMessage
-	if err := m.CacheUnmarshalView(buf); err != nil {
-		panic(err)
-	}
-	return m
-}
-
-func redisErr(s string) error { m := msg('-', s, 0); return m.Error() }
-
-func intMsg(v int64) rueidis.RedisMessage { return msg(':', "", v) }
-
-func strMsg(s string) rueidis.RedisMessage { return msg('$', s, 0) }
 
 func TestHeadroom(t *testing.T) {
 	hr := []struct{ value, limit, want int64 }{
@@ -283,7 +254,7 @@ func FuzzDecodeBounded(f *testing.F) {
 	f.Add(int64(1), " 1", int64(0))
 	f.Add(int64(1), "5", int64(-1)) // an existing key without expiry: NoExpiry
 	f.Fuzz(func(t *testing.T, allowed int64, value string, pttl int64) {
-		arr := []rueidis.RedisMessage{intMsg(allowed), strMsg(value), intMsg(pttl)}
+		arr := []rueidis.RedisMessage{replytest.Msg(t, allowed), replytest.Msg(t, value), replytest.Msg(t, pttl)}
 		res, err := decodeBounded(arr, "limit")
 		want, perr := luakit.ParseInt64(value)
 		if (err == nil) != (perr == nil) {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 // The conditions every module shares are luakit's values, so one errors.Is works across modules.
@@ -117,12 +118,12 @@ func TestForeignData(t *testing.T) {
 		"WRONGTYPE Operation against a key holding the wrong kind of value",
 		"ERR value is not an integer or out of range",
 	} {
-		err := s.fail(bg, "k", true, redisErr(reply))
+		err := s.fail(bg, "k", true, replytest.Error(t, reply))
 		if !errors.Is(err, ErrNotInteger) || !errors.Is(err, luakit.ErrForeignData) || errors.Is(err, ErrUncertain) {
 			t.Errorf("fail(%q) = %v, want ErrNotInteger matching ErrForeignData", reply, err)
 		}
 	}
-	foreign := []rueidis.RedisMessage{intMsg(-3), strMsg("not_integer")}
+	foreign := []rueidis.RedisMessage{replytest.Msg(t, -3), replytest.Msg(t, "not_integer")}
 	if _, err := decodeBounded(foreign, "limit"); !errors.Is(err, ErrNotInteger) || !errors.Is(err, luakit.ErrForeignData) {
 		t.Errorf("decodeBounded(foreign) = %v, want ErrNotInteger", err)
 	}
@@ -139,7 +140,7 @@ func TestErrorsCarryPrefix(t *testing.T) {
 		write bool
 		err   error
 	}{
-		{"noperm reply", context.Background(), true, redisErr("NOPERM this user has no permissions")},
+		{"noperm reply", context.Background(), true, replytest.Error(t, "NOPERM this user has no permissions")},
 		{"cancelled read", cancelled, false, context.Canceled},
 		{"cancelled write", cancelled, true, context.Canceled},
 	} {

@@ -135,14 +135,6 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-func strs(vs ...string) []rueidis.RedisMessage {
-	out := make([]rueidis.RedisMessage, len(vs))
-	for i, v := range vs {
-		out[i] = strMsg(v)
-	}
-	return out
-}
-
 func TestOutcome(t *testing.T) {
 	l := &Latch{gen: "g1"}
 	exp := &Latch{gen: "g1", expiresAtM: 1000}
@@ -189,18 +181,18 @@ func TestCountDownReply(t *testing.T) {
 		want  int64
 		err   error
 	}{
-		{"decremented", l, strs("1", "2"), 2, nil},
-		{"reached zero", l, strs("1", "0"), 0, nil},
-		{"beyond 2^53", l, strs("1", "9007199254740995"), 9007199254740995, nil},
-		{"replaced", l, strs("-2"), 0, ErrReplaced},
-		{"deleted", l, strs("-1", "5000"), 0, ErrReplaced},
-		{"gone before the deadline", exp, strs("-1", "999"), 0, ErrReplaced},
-		{"expired", exp, strs("-1", "1000"), 0, ErrLatchExpired},
-		{"aborted", l, strs("-6", "why"), 0, ErrAborted},
-		{"completed", l, strs("-7"), 0, ErrCompleted},
-		{"foreign", l, strs("-3", "foreign"), 0, luakit.ErrForeignData},
-		{"negative remaining", l, strs("1", "-1"), 0, luakit.ErrMalformedInt},
-		{"unknown status", l, strs("7"), 0, nil},
+		{"decremented", l, replytest.Array(t, "1", "2"), 2, nil},
+		{"reached zero", l, replytest.Array(t, "1", "0"), 0, nil},
+		{"beyond 2^53", l, replytest.Array(t, "1", "9007199254740995"), 9007199254740995, nil},
+		{"replaced", l, replytest.Array(t, "-2"), 0, ErrReplaced},
+		{"deleted", l, replytest.Array(t, "-1", "5000"), 0, ErrReplaced},
+		{"gone before the deadline", exp, replytest.Array(t, "-1", "999"), 0, ErrReplaced},
+		{"expired", exp, replytest.Array(t, "-1", "1000"), 0, ErrLatchExpired},
+		{"aborted", l, replytest.Array(t, "-6", "why"), 0, ErrAborted},
+		{"completed", l, replytest.Array(t, "-7"), 0, ErrCompleted},
+		{"foreign", l, replytest.Array(t, "-3", "foreign"), 0, luakit.ErrForeignData},
+		{"negative remaining", l, replytest.Array(t, "1", "-1"), 0, luakit.ErrMalformedInt},
+		{"unknown status", l, replytest.Array(t, "7"), 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,7 +216,7 @@ func TestCountDownReply(t *testing.T) {
 }
 
 func TestDecodeState(t *testing.T) {
-	st, err := decodeState(strs("1", "g", "9007199254740995", "9007199254740996", "1700000000123", "1", "why", "p", "1700000000000"))
+	st, err := decodeState(replytest.Array(t, "1", "g", "9007199254740995", "9007199254740996", "1700000000123", "1", "why", "p", "1700000000000"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,13 +226,13 @@ func TestDecodeState(t *testing.T) {
 		t.Fatalf("decodeState = %+v, want %+v", st, want)
 	}
 	bad := [][]rueidis.RedisMessage{
-		strs("1"),
-		strs("5", "", "", "", "0", "0", "", "", "1"),
-		strs("1", "", "1", "1", "0", "0", "", "", "1"),
-		strs("1", "g", "-1", "1", "0", "0", "", "", "1"),
-		strs("1", "g", "01", "1", "0", "0", "", "", "1"),
-		strs("1", "g", "1", "1", "x", "0", "", "", "1"),
-		strs("-1", "", "", "", "0", "0", "", "", "now"),
+		replytest.Array(t, "1"),
+		replytest.Array(t, "5", "", "", "", "0", "0", "", "", "1"),
+		replytest.Array(t, "1", "", "1", "1", "0", "0", "", "", "1"),
+		replytest.Array(t, "1", "g", "-1", "1", "0", "0", "", "", "1"),
+		replytest.Array(t, "1", "g", "01", "1", "0", "0", "", "", "1"),
+		replytest.Array(t, "1", "g", "1", "1", "x", "0", "", "", "1"),
+		replytest.Array(t, "-1", "", "", "", "0", "0", "", "", "now"),
 	}
 	for i, b := range bad {
 		if _, err := decodeState(b); err == nil {
@@ -249,12 +241,12 @@ func TestDecodeState(t *testing.T) {
 	}
 	// A hash with the latch's fields holding values no latch script writes is foreign data.
 	foreign := [][]rueidis.RedisMessage{
-		strs("1", "g", "-1", "1", "0", "0", "", "", "1"),
-		strs("1", "g", "01", "1", "0", "0", "", "", "1"),
-		strs("1", "g", "abc", "1", "0", "0", "", "", "1"),
-		strs("1", "g", "1", "x", "0", "0", "", "", "1"),
-		strs("1", "g", "1", "1", "x", "0", "", "", "1"),
-		strs("1", "g", "1", "1", "-5", "0", "", "", "1"),
+		replytest.Array(t, "1", "g", "-1", "1", "0", "0", "", "", "1"),
+		replytest.Array(t, "1", "g", "01", "1", "0", "0", "", "", "1"),
+		replytest.Array(t, "1", "g", "abc", "1", "0", "0", "", "", "1"),
+		replytest.Array(t, "1", "g", "1", "x", "0", "0", "", "", "1"),
+		replytest.Array(t, "1", "g", "1", "1", "x", "0", "", "", "1"),
+		replytest.Array(t, "1", "g", "1", "1", "-5", "0", "", "", "1"),
 	}
 	for i, b := range foreign {
 		if _, err := decodeState(b); !errors.Is(err, luakit.ErrForeignData) {
@@ -268,7 +260,7 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add("-1", "", "", "", "0", "0", "", "", "1")
 	f.Add("1", "g", "9223372036854775807", "1", "-1", "1", "r", "p", "0")
 	f.Fuzz(func(t *testing.T, kind, gen, count, initial, expires, aborted, reason, prevdone, now string) {
-		st, err := decodeState(strs(kind, gen, count, initial, expires, aborted, reason, prevdone, now))
+		st, err := decodeState(replytest.Array(t, kind, gen, count, initial, expires, aborted, reason, prevdone, now))
 		if err != nil {
 			return
 		}

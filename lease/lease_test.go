@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"log/slog"
 	"math"
@@ -203,32 +202,8 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// msg builds a rueidis.RedisMessage of RESP type typ ('$' bulk string or ':' integer) through the
-// exported cache (un)marshal format, since rueidis has no exported constructor.
-func msg(t testing.TB, typ byte, s string, n int64) rueidis.RedisMessage {
-	t.Helper()
-	buf := make([]byte, 7, 7+9+len(s))
-	buf = append(buf, typ)
-	var l [8]byte
-	if typ == ':' {
-		binary.BigEndian.PutUint64(l[:], uint64(n))
-		buf = append(buf, l[:]...)
-	} else {
-		binary.BigEndian.PutUint64(l[:], uint64(len(s)))
-		buf = append(buf, l[:]...)
-		buf = append(buf, s...)
-	}
-	var m rueidis.RedisMessage
-	if err := m.CacheUnmarshalView(buf); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func TestDecodeHolders(t *testing.T) {
-	str := func(s string) rueidis.RedisMessage { return msg(t, '$', s, 0) }
-	num := func(n int64) rueidis.RedisMessage { return msg(t, ':', "", n) }
-	got, err := decodeHolders([]rueidis.RedisMessage{num(1), str("b\x00"), num(1500), str("a"), num(-1), str("\xff"), num(0)})
+	got, err := decodeHolders(replytest.Array(t, 1, "b\x00", 1500, "a", -1, "\xff", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,19 +216,19 @@ func TestDecodeHolders(t *testing.T) {
 			t.Fatalf("decodeHolders[%d] = %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if h, err := decodeHolders([]rueidis.RedisMessage{num(1)}); err != nil || len(h) != 0 {
+	if h, err := decodeHolders(replytest.Array(t, 1)); err != nil || len(h) != 0 {
 		t.Fatalf("no holders = %v, %v", h, err)
 	}
 	if _, err := decodeHolders(nil); err == nil {
 		t.Fatal("reply without a status accepted")
 	}
-	if _, err := decodeHolders([]rueidis.RedisMessage{str("a"), num(1)}); err == nil {
+	if _, err := decodeHolders(replytest.Array(t, "a", 1)); err == nil {
 		t.Fatal("reply without a status accepted")
 	}
-	if _, err := decodeHolders([]rueidis.RedisMessage{num(1), str("a")}); err == nil {
+	if _, err := decodeHolders(replytest.Array(t, 1, "a")); err == nil {
 		t.Fatal("odd reply accepted")
 	}
-	if _, err := decodeHolders([]rueidis.RedisMessage{num(1), num(1), num(1)}); err == nil {
+	if _, err := decodeHolders(replytest.Array(t, 1, 1, 1)); err == nil {
 		t.Fatal("integer field accepted")
 	}
 }

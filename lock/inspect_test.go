@@ -1,12 +1,11 @@
 package lock
 
 import (
-	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 // TestDecodeInspection: inspect.lua's replies in the Inspection shape every module shares: Exists,
@@ -26,7 +25,7 @@ func TestDecodeInspection(t *testing.T) {
 		{"malformed fence", []any{-1, -2, "x"}, Inspection{}, ErrForeignData},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := decodeInspection(arrayOf(t, tc.reply))
+			got, err := decodeInspection(replytest.Array(t, tc.reply...))
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err %v, want %v", err, tc.err)
@@ -38,35 +37,4 @@ func TestDecodeInspection(t *testing.T) {
 			}
 		})
 	}
-}
-
-// arrayOf builds the elements of an array reply from v (int, string) through rueidis' exported cache
-// format, since rueidis has no exported message constructor.
-func arrayOf(t *testing.T, v []any) []rueidis.RedisMessage {
-	t.Helper()
-	var l [8]byte
-	buf := make([]byte, 7)
-	binary.BigEndian.PutUint64(l[:], uint64(len(v)))
-	buf = append(append(buf, '*'), l[:]...)
-	for _, e := range v {
-		switch x := e.(type) {
-		case int:
-			binary.BigEndian.PutUint64(l[:], uint64(x))
-			buf = append(append(buf, ':'), l[:]...)
-		case string:
-			binary.BigEndian.PutUint64(l[:], uint64(len(x)))
-			buf = append(append(append(buf, '$'), l[:]...), x...)
-		default:
-			t.Fatalf("cannot encode %T", e)
-		}
-	}
-	var m rueidis.RedisMessage
-	if err := m.CacheUnmarshalView(buf); err != nil {
-		t.Fatal(err)
-	}
-	arr, err := m.ToArray()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return arr
 }

@@ -7,23 +7,43 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// msg builds a rueidis.RedisMessage of RESP type typ ('$', '+', '-', ':',
-// '_') through the exported cache (un)marshal format, since rueidis has no
-// exported constructor.
+// luakit's own tests cannot import replytest (it imports luakit): msg and arrayMsg are the one local
+// copy of replytest.Msg's encoding, rueidis' cache format, since rueidis has no exported constructor.
+
+// msg builds a rueidis.RedisMessage of RESP type typ ('$', '+', '-', ':', '_', '#') holding s, or n
+// for the types that carry a number.
 func msg(t testing.TB, typ byte, s string, n int64) rueidis.RedisMessage {
 	t.Helper()
-	buf := make([]byte, 7, 7+9+len(s))
-	buf = append(buf, typ)
-	var l [8]byte
-	switch typ {
-	case ':', '_', '#':
-		binary.BigEndian.PutUint64(l[:], uint64(n))
-		buf = append(buf, l[:]...)
-	default:
-		binary.BigEndian.PutUint64(l[:], uint64(len(s)))
-		buf = append(buf, l[:]...)
-		buf = append(buf, s...)
+	return decodeMsg(t, appendMsg(make([]byte, 7), typ, s, n))
+}
+
+// arrayMsg builds an array reply of integers (int) and bulk strings.
+func arrayMsg(t testing.TB, elems ...any) rueidis.RedisMessage {
+	t.Helper()
+	buf := appendMsg(make([]byte, 7), '*', "", int64(len(elems)))
+	for _, e := range elems {
+		switch x := e.(type) {
+		case int:
+			buf = appendMsg(buf, ':', "", int64(x))
+		case string:
+			buf = appendMsg(buf, '$', x, 0)
+		default:
+			t.Fatalf("cannot encode %T", e)
+		}
 	}
+	return decodeMsg(t, buf)
+}
+
+func appendMsg(buf []byte, typ byte, s string, n int64) []byte {
+	switch typ {
+	case ':', '_', '#', '*':
+		return binary.BigEndian.AppendUint64(append(buf, typ), uint64(n))
+	}
+	return append(binary.BigEndian.AppendUint64(append(buf, typ), uint64(len(s))), s...)
+}
+
+func decodeMsg(t testing.TB, buf []byte) rueidis.RedisMessage {
+	t.Helper()
 	var m rueidis.RedisMessage
 	if err := m.CacheUnmarshalView(buf); err != nil {
 		t.Fatal(err)

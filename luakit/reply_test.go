@@ -1,7 +1,6 @@
 package luakit
 
 import (
-	"encoding/binary"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -38,29 +37,4 @@ func TestReplyStatus(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-}
-
-// arrayMsg builds an array reply of integers and strings, in rueidis' cache format as msg does.
-func arrayMsg(t testing.TB, elems ...any) rueidis.RedisMessage {
-	t.Helper()
-	var l [8]byte
-	binary.BigEndian.PutUint64(l[:], uint64(len(elems)))
-	buf := append(append(make([]byte, 7), '*'), l[:]...)
-	for _, e := range elems {
-		switch x := e.(type) {
-		case int:
-			binary.BigEndian.PutUint64(l[:], uint64(x))
-			buf = append(append(buf, ':'), l[:]...)
-		case string:
-			binary.BigEndian.PutUint64(l[:], uint64(len(x)))
-			buf = append(append(append(buf, '$'), l[:]...), x...)
-		default:
-			t.Fatalf("cannot encode %T", e)
-		}
-	}
-	var m rueidis.RedisMessage
-	if err := m.CacheUnmarshalView(buf); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }

@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"math"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 func TestCompileValidation(t *testing.T) {
@@ -380,11 +380,11 @@ func TestEngineErrorMapping(t *testing.T) {
 		{"canceled", context.Canceled, ErrUncertain, nil},
 		{"unknown", errors.New("boom"), ErrUncertain, nil},
 		// The scripts' own code for a key of another type or layout, and the server's WRONGTYPE.
-		{"foreign layout", redisErr("RLFOREIGN ratelimit key holds another limiter layout"), ErrForeignData, ErrUncertain},
-		{"server wrong type", redisErr("WRONGTYPE Operation against a key holding the wrong kind of value"), ErrForeignData, ErrUncertain},
-		{"mismatch", redisErr("RLMISMATCH ratelimit stored composite configuration differs"), ErrConfigMismatch, ErrForeignData},
-		{"debt", redisErr("RLDEBT ratelimit migrated GCRA debt out of range"), ErrDebtOverflow, ErrForeignData},
-		{"other reply", redisErr("NOPERM no permissions"), errNoSentinel, ErrForeignData},
+		{"foreign layout", replytest.Error(t, "RLFOREIGN ratelimit key holds another limiter layout"), ErrForeignData, ErrUncertain},
+		{"server wrong type", replytest.Error(t, "WRONGTYPE Operation against a key holding the wrong kind of value"), ErrForeignData, ErrUncertain},
+		{"mismatch", replytest.Error(t, "RLMISMATCH ratelimit stored composite configuration differs"), ErrConfigMismatch, ErrForeignData},
+		{"debt", replytest.Error(t, "RLDEBT ratelimit migrated GCRA debt out of range"), ErrDebtOverflow, ErrForeignData},
+		{"other reply", replytest.Error(t, "NOPERM no permissions"), errNoSentinel, ErrForeignData},
 		{"no slot", rueidis.ErrNoSlot, errNoSentinel, ErrUncertain},
 	}
 	for _, tt := range tests {
@@ -405,21 +405,6 @@ func TestEngineErrorMapping(t *testing.T) {
 
 // errNoSentinel in TestEngineErrorMapping's want column: no sentinel, only the cause.
 var errNoSentinel = errors.New("no sentinel")
-
-// redisErr returns a *rueidis.RedisError for the error reply s, as a server would send it.
-func redisErr(s string) error {
-	buf := make([]byte, 7, 7+9+len(s))
-	buf = append(buf, '-')
-	var l [8]byte
-	binary.BigEndian.PutUint64(l[:], uint64(len(s)))
-	buf = append(buf, l[:]...)
-	buf = append(buf, s...)
-	var m rueidis.RedisMessage
-	if err := m.CacheUnmarshalView(buf); err != nil {
-		panic(err)
-	}
-	return m.Error()
-}
 
 // The scripts signal a key of another type or layout with their own error code, never with a forged
 // server reply such as WRONGTYPE.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/ratelimit/internal/stopwait"
 )
 
 // Keyed applies one policy to many keys (per tenant, per IP, per route) without a Go object per key:
@@ -417,5 +419,5 @@ func (k *Keyed) Close(ctx context.Context) error {
 		k.idle.Init()
 	}
 	k.mu.Unlock()
-	return waitStopped(ctx, &k.wg)
+	return stopwait.Wait(ctx, &k.wg)
 }

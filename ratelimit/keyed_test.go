@@ -11,6 +11,7 @@ import (
 
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
+	"github.com/coordkit/coordkit/ratelimit/internal/closetest"
 )
 
 func TestNewKeyedValidation(t *testing.T) {
@@ -115,7 +116,7 @@ func TestKeyedCloseWaitsUntilCtxEnds(t *testing.T) {
 		defer k.wg.Done()
 		<-release
 	}()
-	testCloseWaits(t, k.Close, release, func() error { _, err := k.AllowN(context.Background(), "a", 1); return err })
+	closetest.Waits(t, k.Close, release, func() error { _, err := k.AllowN(context.Background(), "a", 1); return err })
 }
 
 // The least recently used idle key is evicted when WithMaxKeys is reached; a key in use is not.

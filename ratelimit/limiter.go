@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/ratelimit/internal/stopwait"
 )
 
 // Limiter is one rate limit over one server key. Every decision is one script on the server using the
@@ -301,28 +302,7 @@ func (l *Limiter) IdleDuration() (time.Duration, bool) {
 // goroutine has ended. Safe for concurrent use.
 func (l *Limiter) Close(ctx context.Context) error {
 	l.shutdown(errClosed)
-	return waitStopped(ctx, &l.pumpWG)
-}
-
-// waitStopped waits for wg until ctx ends; it returns nil when wg's goroutines have ended (also when
-// ctx ended at the same time), otherwise an error wrapping ctx.Err().
-func waitStopped(ctx context.Context, wg *sync.WaitGroup) error {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		select {
-		case <-done:
-			return nil
-		default:
-		}
-		return fmt.Errorf("ratelimit: close: %w", ctx.Err())
-	}
+	return stopwait.Wait(ctx, &l.pumpWG)
 }
 
 // shutdown marks the limiter closed with err (wrapping ErrClosed) and fails the queue's waiters.

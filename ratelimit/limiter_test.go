@@ -16,6 +16,7 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/replytest"
 	"github.com/coordkit/coordkit/ratelimit/denylist"
+	"github.com/coordkit/coordkit/ratelimit/internal/closetest"
 )
 
 // These tests need no server: they cover validation and the local logic (options, the update
@@ -346,26 +347,7 @@ func TestCloseWaitsUntilCtxEnds(t *testing.T) {
 		defer l.pumpWG.Done()
 		<-release
 	}()
-	testCloseWaits(t, l.Close, release, func() error { _, err := l.AllowN(context.Background(), 1); return err })
-}
-
-// testCloseWaits checks a Close(ctx) whose background work ends only when release is closed; after is
-// a call that must then fail with ErrClosed.
-func testCloseWaits(t *testing.T, closeFn func(context.Context) error, release chan struct{}, after func() error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	err := closeFn(ctx)
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "ratelimit: ") {
-		t.Fatalf("Close with work still running = %v, want a ratelimit: error wrapping ctx.Err()", err)
-	}
-	if err := after(); !errors.Is(err, ErrClosed) {
-		t.Fatalf("call after a timed-out Close = %v, want ErrClosed", err)
-	}
-	close(release)
-	if err := closeFn(context.Background()); err != nil {
-		t.Fatalf("second Close = %v", err)
-	}
+	closetest.Waits(t, l.Close, release, func() error { _, err := l.AllowN(context.Background(), 1); return err })
 }
 
 func TestResultOf(t *testing.T) {

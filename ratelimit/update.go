@@ -108,12 +108,8 @@ func (l *Limiter) update(ctx context.Context, policy Policy, mode UpdateMode) er
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ratelimit: update: %w", err)
 	}
-	select {
-	case l.updSem <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("ratelimit: update: %w", ctx.Err())
-	case <-l.closeCtx.Done():
-		return l.closedErr()
+	if err := l.takeUpdateSlot(ctx); err != nil {
+		return err
 	}
 	defer func() { <-l.updSem }()
 
@@ -165,12 +161,8 @@ func (l *Limiter) update(ctx context.Context, policy Policy, mode UpdateMode) er
 // adopt publishes nc and p locally, without I/O, once the decisions in progress finish (the Adopt
 // mode of Update without its compatibility check, for a Keyed's keys).
 func (l *Limiter) adopt(ctx context.Context, nc *compiled, p Policy) error {
-	select {
-	case l.updSem <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("ratelimit: update: %w", ctx.Err())
-	case <-l.closeCtx.Done():
-		return l.closedErr()
+	if err := l.takeUpdateSlot(ctx); err != nil {
+		return err
 	}
 	defer func() { <-l.updSem }()
 	if err := l.barrier(ctx); err != nil {
@@ -178,6 +170,19 @@ func (l *Limiter) adopt(ctx context.Context, nc *compiled, p Policy) error {
 	}
 	l.release(nc, p)
 	return nil
+}
+
+// takeUpdateSlot takes the limiter's one update slot (updSem), waiting until ctx ends or the limiter
+// closes; the caller gives it back with <-l.updSem.
+func (l *Limiter) takeUpdateSlot(ctx context.Context) error {
+	select {
+	case l.updSem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("ratelimit: update: %w", ctx.Err())
+	case <-l.closeCtx.Done():
+		return l.closedErr()
+	}
 }
 
 // barrier stops new attempts and waits for active ones to finish. On error the barrier is released.

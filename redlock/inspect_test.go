@@ -2,15 +2,13 @@ package redlock
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 // TestInspectQuorumView: the quorum's view is the owner held on at least a quorum of nodes, lasting
@@ -63,7 +61,7 @@ func TestDecodeInspect(t *testing.T) {
 		{"negative fence", []any{-1, -2, "", "-3"}, NodeInspection{}, ErrForeignData},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := decodeInspect(inspectMsg(t, tc.reply), nil)
+			got, err := decodeInspect(replytest.Msg(t, tc.reply), nil)
 			if tc.err != nil {
 				if !errors.Is(err, tc.err) {
 					t.Fatalf("err %v, want %v", err, tc.err)
@@ -75,7 +73,7 @@ func TestDecodeInspect(t *testing.T) {
 			}
 		})
 	}
-	if _, err := decodeInspect(inspectMsg(t, []any{1, 5}), nil); err == nil {
+	if _, err := decodeInspect(replytest.Msg(t, []any{1, 5}), nil); err == nil {
 		t.Fatal("short reply accepted")
 	}
 }
@@ -107,36 +105,4 @@ func TestInspectErrors(t *testing.T) {
 			t.Fatalf("node %d got %d calls, want one round trip each", n.id, n.calls.Load())
 		}
 	}
-}
-
-// inspectMsg builds a rueidis.RedisMessage from v (int, string, []any) through the exported cache
-// format, since rueidis has no exported constructor.
-func inspectMsg(t testing.TB, v any) rueidis.RedisMessage {
-	t.Helper()
-	var enc func(buf []byte, v any) []byte
-	enc = func(buf []byte, v any) []byte {
-		var l [8]byte
-		switch x := v.(type) {
-		case int:
-			binary.BigEndian.PutUint64(l[:], uint64(x))
-			return append(append(buf, ':'), l[:]...)
-		case string:
-			binary.BigEndian.PutUint64(l[:], uint64(len(x)))
-			return append(append(append(buf, '$'), l[:]...), x...)
-		case []any:
-			binary.BigEndian.PutUint64(l[:], uint64(len(x)))
-			buf = append(append(buf, '*'), l[:]...)
-			for _, e := range x {
-				buf = enc(buf, e)
-			}
-			return buf
-		}
-		t.Fatalf("cannot encode %T", v)
-		return nil
-	}
-	var m rueidis.RedisMessage
-	if err := m.CacheUnmarshalView(enc(make([]byte, 7), v)); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }

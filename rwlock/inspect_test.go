@@ -2,12 +2,13 @@ package rwlock
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/coordkit/coordkit/luakit/replytest"
 )
 
 // TestInspectValidationBeforeIO: an empty key fails before any I/O (noIO panics on a command).
@@ -35,45 +36,14 @@ func TestDecodeInspectionExists(t *testing.T) {
 		{"writer", []any{1, 900, 800}, Inspection{Exists: true, Mode: Write, Writer: 800 * time.Millisecond, Remaining: 900 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := decodeInspection(arrayOf(t, tc.reply))
+			got, err := decodeInspection(replytest.Array(t, tc.reply...))
 			if err != nil || got.Exists != tc.want.Exists || got.Mode != tc.want.Mode || got.Writer != tc.want.Writer ||
 				got.Remaining != tc.want.Remaining || len(got.Readers) != 0 {
 				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
 	}
-	if _, err := decodeInspection(arrayOf(t, []any{-3})); !errors.Is(err, ErrForeignData) {
+	if _, err := decodeInspection(replytest.Array(t, []any{-3}...)); !errors.Is(err, ErrForeignData) {
 		t.Fatalf("foreign: %v", err)
 	}
-}
-
-// arrayOf builds the elements of an array reply from v (int, string) through rueidis' exported cache
-// format, since rueidis has no exported message constructor.
-func arrayOf(t *testing.T, v []any) []rueidis.RedisMessage {
-	t.Helper()
-	var l [8]byte
-	buf := make([]byte, 7)
-	binary.BigEndian.PutUint64(l[:], uint64(len(v)))
-	buf = append(append(buf, '*'), l[:]...)
-	for _, e := range v {
-		switch x := e.(type) {
-		case int:
-			binary.BigEndian.PutUint64(l[:], uint64(x))
-			buf = append(append(buf, ':'), l[:]...)
-		case string:
-			binary.BigEndian.PutUint64(l[:], uint64(len(x)))
-			buf = append(append(append(buf, '$'), l[:]...), x...)
-		default:
-			t.Fatalf("cannot encode %T", e)
-		}
-	}
-	var m rueidis.RedisMessage
-	if err := m.CacheUnmarshalView(buf); err != nil {
-		t.Fatal(err)
-	}
-	arr, err := m.ToArray()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return arr
 }

@@ -36,7 +36,7 @@ func TestDecodeInspection(t *testing.T) {
 		{"short reply", []any{1, "3"}, Inspection{}, errAny},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := msg(t, tc.reply, 0)
+			m := replytest.Msg(t, tc.reply)
 			arr, err := m.ToArray()
 			if err != nil {
 				t.Fatal(err)

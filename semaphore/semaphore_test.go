@@ -2,7 +2,6 @@ package semaphore
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -92,45 +91,10 @@ func (c *scripted) count(s *luakit.Script) int {
 	return n
 }
 
-// msg builds a rueidis.RedisMessage from v (int, string, []any) through the exported cache format,
-// since rueidis has no exported constructor; cacheMS > 0 marks it as a client-side-cached reply with
-// that much life left.
-func msg(t testing.TB, v any, cacheMS int64) rueidis.RedisMessage {
-	t.Helper()
-	buf := make([]byte, 8)
-	if cacheMS > 0 {
-		binary.LittleEndian.PutUint64(buf, uint64(time.Now().UnixMilli()+cacheMS))
-	}
-	buf = encode(t, buf[:7], v)
-	var m rueidis.RedisMessage
-	if err := m.CacheUnmarshalView(buf); err != nil {
-		t.Fatal(err)
-	}
-	return m
+// result is a successful call's result carrying the reply v (see replytest.Msg).
+func result(t testing.TB, v any) rueidis.RedisResult {
+	return rueidis.NewResult(replytest.Msg(t, v), nil)
 }
-
-func encode(t testing.TB, buf []byte, v any) []byte {
-	var l [8]byte
-	switch x := v.(type) {
-	case int:
-		binary.BigEndian.PutUint64(l[:], uint64(x))
-		return append(append(buf, ':'), l[:]...)
-	case string:
-		binary.BigEndian.PutUint64(l[:], uint64(len(x)))
-		return append(append(append(buf, '$'), l[:]...), x...)
-	case []any:
-		binary.BigEndian.PutUint64(l[:], uint64(len(x)))
-		buf = append(append(buf, '*'), l[:]...)
-		for _, e := range x {
-			buf = encode(t, buf, e)
-		}
-		return buf
-	}
-	t.Fatalf("cannot encode %T", v)
-	return nil
-}
-
-func result(t testing.TB, v any) rueidis.RedisResult { return rueidis.NewResult(msg(t, v, 0), nil) }
 
 // serverErr returns a server error reply with text s (such as "LOADING ...").
 func serverErr(t testing.TB, s string) error { return replytest.Error(t, s) }
@@ -389,7 +353,7 @@ func TestDecodeAcquire(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := msg(t, tt.reply, 0)
+			m := replytest.Msg(t, tt.reply)
 			arr, err := m.ToArray()
 			if err != nil {
 				t.Fatal(err)
@@ -939,7 +903,7 @@ func TestAcquireArmsBeforeRetrying(t *testing.T) {
 	var attempts atomic.Int64
 	c := &scripted{answer: func(cmd []string) rueidis.RedisResult {
 		if cmd[0] == "CACHED" {
-			return rueidis.NewResult(msg(t, 10_000, 60_000), nil) // PTTL, tracked
+			return rueidis.NewResult(replytest.Cached(t, 10_000, time.Minute), nil) // PTTL, tracked
 		}
 		if attempts.Add(1) == 1 {
 			return result(t, []any{0, 2, 10_000})

@@ -12,28 +12,96 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/luakit"
 )
 
+// Status is the text of a simple-string reply (RESP '+', such as "OK"), for [Msg] and [Array]; a
+// plain string is a bulk string.
+type Status string
+
+// Msg returns v as the server reply rueidis decodes it to: an int or int64 is an integer reply, a
+// string a bulk string, a [Status] a simple string, nil a null reply, a []any an array of such
+// values (nested arrays too). It fails t on another type. rueidis has no exported constructor: the
+// message goes through its cache format (CacheUnmarshalView). Safe for concurrent use.
+func Msg(t testing.TB, v any) rueidis.RedisMessage {
+	t.Helper()
+	return Cached(t, v, 0)
+}
+
+// Cached returns [Msg] of v marked as a reply from rueidis' client-side cache with ttl of cache life
+// left (its CachePTTL, in whole ms); ttl <= 0 is Msg, a reply that was not cached.
+func Cached(t testing.TB, v any, ttl time.Duration) rueidis.RedisMessage {
+	t.Helper()
+	buf := make([]byte, 8, 64)
+	if ttl > 0 {
+		binary.LittleEndian.PutUint64(buf, uint64(time.Now().Add(ttl).UnixMilli()))
+	}
+	return decode(t, encode(t, buf[:7], v))
+}
+
+// Array returns the elements of the array reply [Msg] builds of vs, for decoders that take the
+// reply's []rueidis.RedisMessage.
+func Array(t testing.TB, vs ...any) []rueidis.RedisMessage {
+	t.Helper()
+	m := Msg(t, vs)
+	arr, err := m.ToArray()
+	if err != nil {
+		t.Fatalf("replytest: array of %v: %v", vs, err)
+	}
+	return arr
+}
+
 // Error returns the error of a server error reply whose text is s (such as "NOPERM User app has no
 // permissions to run the 'del' command" or "LOADING ..."), a *rueidis.RedisError exactly as rueidis
 // returns it for that reply. It fails t if rueidis cannot decode the reply. Safe for concurrent use.
 func Error(t testing.TB, s string) error {
 	t.Helper()
-	// rueidis' cache serialization of a simple error: 7 reserved bytes, the type byte, the length as
-	// 8 big-endian bytes, the text.
-	buf := make([]byte, 7, 16+len(s))
-	var l [8]byte
-	binary.BigEndian.PutUint64(l[:], uint64(len(s)))
-	buf = append(append(append(buf, '-'), l[:]...), s...)
+	m := decode(t, appendValue(make([]byte, 7), '-', uint64(len(s)), s))
+	return m.Error()
+}
+
+// encode appends v in rueidis' cache serialization: the type byte, a length or an integer as 8
+// big-endian bytes, then a string's bytes or an array's elements.
+func encode(t testing.TB, buf []byte, v any) []byte {
+	t.Helper()
+	switch x := v.(type) {
+	case nil:
+		return appendValue(buf, '_', 0, "")
+	case int:
+		return appendValue(buf, ':', uint64(x), "")
+	case int64:
+		return appendValue(buf, ':', uint64(x), "")
+	case string:
+		return appendValue(buf, '$', uint64(len(x)), x)
+	case Status:
+		return appendValue(buf, '+', uint64(len(x)), string(x))
+	case []any:
+		buf = appendValue(buf, '*', uint64(len(x)), "")
+		for _, e := range x {
+			buf = encode(t, buf, e)
+		}
+		return buf
+	}
+	t.Fatalf("replytest: cannot encode %T as a reply", v)
+	return nil
+}
+
+func appendValue(buf []byte, typ byte, n uint64, s string) []byte {
+	return append(binary.BigEndian.AppendUint64(append(buf, typ), n), s...)
+}
+
+// decode reads buf, 7 bytes of cache expiry then one encoded value, as rueidis' cache does.
+func decode(t testing.TB, buf []byte) rueidis.RedisMessage {
+	t.Helper()
 	var m rueidis.RedisMessage
 	if err := m.CacheUnmarshalView(buf); err != nil {
-		t.Fatalf("replytest: decode error reply %q: %v", s, err)
+		t.Fatalf("replytest: decode reply: %v", err)
 	}
-	return m.Error()
+	return m
 }
 
 // Client is a standalone rueidis.Client whose Do answers every command with Err and records it; every

@@ -2,7 +2,10 @@ package replytest_test
 
 import (
 	"errors"
+	"math"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
@@ -33,6 +36,46 @@ func TestError(t *testing.T) {
 	}
 	if !errors.Is(luakit.Permission(replytest.Error(t, "NOPERM x")), luakit.ErrNoPermission) {
 		t.Error("a NOPERM reply does not match luakit.ErrNoPermission")
+	}
+}
+
+// Msg builds each kind of reply as rueidis reads it, Array its elements, Cached a reply with cache
+// life left.
+func TestMsg(t *testing.T) {
+	neg, minInt := replytest.Msg(t, -7), replytest.Msg(t, int64(math.MinInt64))
+	if n, err := neg.AsInt64(); err != nil || n != -7 {
+		t.Errorf("Msg(-7) = %d, %v", n, err)
+	}
+	if n, err := minInt.AsInt64(); err != nil || n != math.MinInt64 {
+		t.Errorf("Msg(MinInt64) = %d, %v", n, err)
+	}
+	bulk, status := replytest.Msg(t, "a\x00b"), replytest.Msg(t, replytest.Status("OK"))
+	if s, err := bulk.ToString(); err != nil || s != "a\x00b" {
+		t.Errorf("Msg(bulk) = %q, %v", s, err)
+	}
+	if s, err := status.ToString(); err != nil || s != "OK" || !strings.Contains(status.String(), "simple string") {
+		t.Errorf("Msg(Status) = %s, %q, %v, want a simple string", status.String(), s, err)
+	}
+	if m := replytest.Msg(t, nil); !m.IsNil() {
+		t.Errorf("Msg(nil) = %s, want a null reply", m.String())
+	}
+	m := replytest.Msg(t, []any{1, "x", []any{"y"}})
+	if arr, err := m.ToArray(); err != nil || len(arr) != 3 || !arr[2].IsArray() {
+		t.Fatalf("Msg(array) = %s, %v", m.String(), err)
+	}
+	arr := replytest.Array(t, 2, "z")
+	if n, _ := arr[0].AsInt64(); len(arr) != 2 || n != 2 {
+		t.Fatalf("Array(2, \"z\") = %v", arr)
+	}
+	if s, _ := arr[1].ToString(); s != "z" {
+		t.Fatalf("Array(2, \"z\")[1] = %q", s)
+	}
+	plain, cached := replytest.Msg(t, 1), replytest.Cached(t, 1, time.Minute)
+	if ttl := plain.CachePTTL(); ttl != -1 {
+		t.Errorf("Msg: CachePTTL = %d, want -1 (not cached)", ttl)
+	}
+	if ttl := cached.CachePTTL(); ttl <= 59_000 || ttl > 60_000 {
+		t.Errorf("Cached(1m): CachePTTL = %d, want about 60000", ttl)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/ratelimit/internal/denyaccess"
+	"github.com/coordkit/coordkit/ratelimit/internal/stopwait"
 )
 
 // List is a deny list over one server set (see the package documentation). The zero value is not
@@ -354,32 +355,11 @@ func (d *List) Close(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 	d.stopFunc()
-	return waitStopped(ctx, &d.wg)
+	return stopwait.Wait(ctx, &d.wg)
 }
 
 func init() {
 	denyaccess.IsDenied = func(ctx context.Context, list any, identity string) (bool, error) {
 		return list.(*List).isDenied(ctx, identity)
-	}
-}
-
-// waitStopped waits for wg until ctx ends; it returns nil when wg's goroutines have ended (also when
-// ctx ended at the same time), otherwise an error wrapping ctx.Err().
-func waitStopped(ctx context.Context, wg *sync.WaitGroup) error {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		select {
-		case <-done:
-			return nil
-		default:
-		}
-		return fmt.Errorf("ratelimit: close: %w", ctx.Err())
 	}
 }

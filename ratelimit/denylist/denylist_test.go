@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/luakit"
+	"github.com/coordkit/coordkit/ratelimit/internal/closetest"
 )
 
 // noIOClient satisfies rueidis.Client for constructor tests that must not do I/O: any call panics.
@@ -617,7 +618,7 @@ func TestCloseWaitsUntilCtxEnds(t *testing.T) {
 		defer d.wg.Done()
 		<-release
 	}()
-	testCloseWaits(t, d.Close, release, func() error { _, err := d.IsDenied(context.Background(), "id"); return err })
+	closetest.Waits(t, d.Close, release, func() error { _, err := d.IsDenied(context.Background(), "id"); return err })
 }
 
 func TestCacheIntactOnCancelledWrite(t *testing.T) {
@@ -653,24 +654,4 @@ func BenchmarkDenyListHit(b *testing.B) {
 			}
 		}
 	})
-}
-
-// testCloseWaits checks a Close that waits for background work: with work still running it returns
-// an error wrapping ctx.Err() once ctx ends, later calls fail with ErrClosed, and once the work ends
-// a second Close returns nil.
-func testCloseWaits(t *testing.T, closeFn func(context.Context) error, release chan struct{}, after func() error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	err := closeFn(ctx)
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "ratelimit: ") {
-		t.Fatalf("Close with work still running = %v, want a ratelimit: error wrapping ctx.Err()", err)
-	}
-	if err := after(); !errors.Is(err, ErrClosed) {
-		t.Fatalf("call after a timed-out Close = %v, want ErrClosed", err)
-	}
-	close(release)
-	if err := closeFn(context.Background()); err != nil {
-		t.Fatalf("second Close = %v", err)
-	}
 }
