@@ -5,11 +5,8 @@
 -- Returns a status row (luakit's reply convention): {-1} when the key is absent, {1, value, pttl} when
 -- it holds a string (value as stored, for the caller to check as a canonical decimal int64; pttl in ms,
 -- -1 without expiry), {-3} (foreign) for another Redis type. Never writes: no value and no expiry changes. O(1).
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'none' then
-  return {-1}
-end
-if kind ~= 'string' then
-  return {-3}
+local s = luakit_type(KEYS[1], 'string')
+if s ~= 1 then
+  return {s}
 end
 return {1, redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}

@@ -29,9 +29,9 @@
 -- could not complete or abandon (the work it guards would run, and the claim would turn retries away
 -- until its lease ended). Lookups check nothing (each check costs server time): a refused TYPE,
 -- HMGET or PTTL fails before any write with the server's NOPERM error.
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'none' then
-  if kind ~= 'hash' then
+local kind = luakit_type(KEYS[1], 'hash')
+if kind ~= -1 then
+  if kind == -3 then
     return {-3, 'wrongtype'}
   end
   local h = redis.call('HMGET', KEYS[1], 's', 'f', 'g', 'r')

@@ -13,11 +13,11 @@
 --
 -- Never returns the owner token or the fingerprint, and never writes: the key's fields and expiry are
 -- unchanged. O(1).
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'none' then
+local s = luakit_type(KEYS[1], 'hash')
+if s == -1 then
   return {-1}
 end
-if kind ~= 'hash' then
+if s == -3 then
   return {-3, 'wrongtype'}
 end
 local h = redis.call('HMGET', KEYS[1], 's', 'g', 'x')

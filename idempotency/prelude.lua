@@ -7,12 +7,9 @@
 -- (absent) no key (never claimed, expired, abandoned); -2 (not owner) a completed claim, another
 -- owner's or another generation's; -3 (foreign) the key holds another Redis type. Reads TYPE and HMGET.
 local function idem_pending(key, token, gen)
-  local kind = redis.call('TYPE', key)['ok']
-  if kind == 'none' then
-    return -1
-  end
-  if kind ~= 'hash' then
-    return -3
+  local s = luakit_type(key, 'hash')
+  if s ~= 1 then
+    return s
   end
   local h = redis.call('HMGET', key, 's', 't', 'g')
   if h[1] ~= 'p' or (token and h[2] ~= token) or h[3] ~= gen then

@@ -27,10 +27,10 @@
 -- server time on every call.
 luakit_acl({'time'}, {'hset', KEYS[1]}, {'pexpire', KEYS[1]}, {'spublish', KEYS[1], ''})
 
-local kind = redis.call('TYPE', KEYS[1])['ok']
+local kind = luakit_type(KEYS[1], 'hash')
 local prev = false
-if kind ~= 'none' then
-  if kind ~= 'hash' then
+if kind ~= -1 then
+  if kind == -3 then
     return {-3, 'wrongtype'}
   end
   local old = redis.call('HMGET', KEYS[1], 'gen', 'count')

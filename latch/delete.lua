@@ -14,12 +14,9 @@
 -- NOPERM error), so they are not checked: each check costs server time on every call.
 luakit_acl({'spublish', KEYS[1], ''})
 
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'none' then
-  return -1
-end
-if kind ~= 'hash' then
-  return -3
+local s = luakit_type(KEYS[1], 'hash')
+if s ~= 1 then
+  return s
 end
 local v = redis.call('HMGET', KEYS[1], 'gen', 'count')
 if not v[1] or not latch_count(v[2]) then

@@ -15,11 +15,11 @@ end
 -- without gen, or a count that latch_count refuses), {-2} not owner (the key holds another generation:
 -- replaced), {-6, reason} aborted (with its reason), {-7} completed (the count is already zero).
 local function latch_live(key, gen)
-  local kind = redis.call('TYPE', key)['ok']
-  if kind == 'none' then
+  local s = luakit_type(key, 'hash')
+  if s == -1 then
     return {-1, string.format('%d', luakit_now_ms())}
   end
-  if kind ~= 'hash' then
+  if s == -3 then
     return {-3, 'wrongtype'}
   end
   local v = redis.call('HMGET', key, 'gen', 'count', 'aborted')

@@ -13,12 +13,9 @@
 --   now       the server time in Unix ms
 -- Read-only. O(1).
 local now = string.format('%d', luakit_now_ms())
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'none' then
-  return {-1, '', '', '', '0', '0', '', '', now}
-end
-if kind ~= 'hash' then
-  return {-3, '', '', '', '0', '0', '', '', now}
+local s = luakit_type(KEYS[1], 'hash')
+if s ~= 1 then
+  return {s, '', '', '', '0', '0', '', '', now}
 end
 local v = redis.call('HMGET', KEYS[1], 'gen', 'count', 'initial', 'expires', 'aborted', 'prevdone')
 if not v[1] or not v[2] then

@@ -7,12 +7,9 @@
 -- (nothing written), -3 the key holds another Redis type (foreign data, left alone). Other fields and their expiries are untouched. O(1).
 -- ACL: TYPE and HDEL. HDEL is the only write and the last command, so a user the ACL refuses one of
 -- them gets the server's NOPERM error and nothing is written: no luakit_acl check is needed.
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t == 'none' then
-  return -1
-end
-if t ~= 'hash' then
-  return -3
+local s = luakit_type(KEYS[1], 'hash')
+if s ~= 1 then
+  return s
 end
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then
   return 1

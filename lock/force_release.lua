@@ -7,12 +7,9 @@
 -- token is still higher than every earlier one. O(1).
 -- ACL: TYPE and DEL. DEL is the only write and the last command, so a user the ACL refuses one of them
 -- gets the server's NOPERM error and nothing is written: no luakit_acl check is needed.
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t == 'none' then
-  return -1
-end
-if t ~= 'string' then
-  return -3
+local s = luakit_type(KEYS[1], 'string')
+if s ~= 1 then
+  return s
 end
 redis.call('DEL', KEYS[1])
 return 1

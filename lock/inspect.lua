@@ -11,17 +11,16 @@
 --          canonical decimal int64
 --
 -- Never returns the owner token and never writes: no value and no expiry changes. O(1).
-local lt = redis.call('TYPE', KEYS[1])['ok']
-local ft = redis.call('TYPE', KEYS[2])['ok']
-if (lt ~= 'none' and lt ~= 'string') or (ft ~= 'none' and ft ~= 'string') then
+local held = luakit_type(KEYS[1], 'string')
+local fs = luakit_type(KEYS[2], 'string')
+if held == -3 or fs == -3 then
   return {-3, -2, ''}
 end
-local held, pttl, fence = -1, -2, ''
-if lt == 'string' then
-  held = 1
+local pttl, fence = -2, ''
+if held == 1 then
   pttl = redis.call('PTTL', KEYS[1])
 end
-if ft == 'string' then
+if fs == 1 then
   fence = redis.call('GET', KEYS[2])
 end
 return {held, pttl, fence}

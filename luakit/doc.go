@@ -17,9 +17,9 @@
 // commands.
 //
 // Every script of every module is prepared by [MustLoad] with the functions it calls from one
-// [Prelude] (server time in ms and µs, the canonical int64 check, the owner check and owner-checked
-// delete, the fence counter's checks with every guard) and, where a module has one, from its own
-// prelude.lua: no expression is copied from script to script.
+// [Prelude] (server time in ms and µs, the canonical int64 check, the key-type check, the owner check
+// and owner-checked delete, the fence counter's checks with every guard) and, where a module has one,
+// from its own prelude.lua: no expression is copied from script to script.
 //
 // # Replies
 //

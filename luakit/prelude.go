@@ -8,8 +8,8 @@ import (
 
 // Prelude is the Lua source of the functions every Coordkit script shares instead of copying them:
 // the server time in milliseconds and microseconds (luakit_now_ms, luakit_now_us), the canonical
-// int64 check and exact int64 parts (luakit_int64, luakit_int64_split), the owner check and the
-// owner-checked delete (luakit_owner, luakit_del_owned), and the fence counter's read check and
+// int64 check and exact int64 parts (luakit_int64, luakit_int64_split), the key-type check
+// (luakit_type: ok, absent or foreign), the owner check and the owner-checked delete (luakit_owner, luakit_del_owned), and the fence counter's read check and
 // token issue with every guard (luakit_fence_read, luakit_fence_next). [WithPrelude] and [MustLoad]
 // put in front of a script the functions it calls: a script defines only what it uses, so the prelude
 // costs a script nothing it does not use.

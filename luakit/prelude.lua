@@ -53,6 +53,24 @@ local function luakit_int64_split(s)
   return hi, lo
 end
 
+-- luakit_type returns the status of key's Redis type (TYPE) against want ('string', 'hash', 'zset',
+-- ...): 1 (ok) when key holds a want, -1 (absent) when it does not exist, -3 (foreign) when it holds
+-- another type. TYPE's status reply reaches Lua as a table {ok = type} under RESP2 and RESP3; a plain
+-- string is accepted too. Reads TYPE only. O(1).
+local function luakit_type(key, want)
+  local t = redis.call('TYPE', key)
+  if type(t) == 'table' then
+    t = t['ok']
+  end
+  if t == 'none' then
+    return -1
+  end
+  if t ~= want then
+    return -3
+  end
+  return 1
+end
+
 -- luakit_owner returns the status of token's hold on key (a string holding the owner token) or, with
 -- field, on that field of the hash key: 1 (ok) when it holds token, -1 (absent) when it does not
 -- exist, -2 (not owner) when it holds another token. Reads only (GET, or HGET with field).
@@ -93,11 +111,11 @@ end
 -- canonical int64 below 0), 'malformed' (anything but a canonical decimal int64). A caller that issues
 -- value + 1 refuses 9223372036854775807 itself ('overflow'). Reads TYPE, PTTL and GET. O(1).
 local function luakit_fence_read(key)
-  local t = redis.call('TYPE', key)['ok']
-  if t == 'none' then
+  local s = luakit_type(key, 'string')
+  if s == -1 then
     return '0'
   end
-  if t ~= 'string' then
+  if s == -3 then
     return nil, 'wrongtype'
   end
   if redis.call('PTTL', key) ~= -1 then

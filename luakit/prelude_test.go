@@ -20,7 +20,7 @@ func TestPreludeFunctions(t *testing.T) {
 		assert.Contains(t, f.text, "local function "+f.name+"(")
 	}
 	assert.Equal(t, []string{"luakit_now_ms", "luakit_now_us", "luakit_int64", "luakit_int64_split",
-		"luakit_owner", "luakit_del_owned", "luakit_fence_read", "luakit_minus_one", "luakit_fence_next"}, names)
+		"luakit_type", "luakit_owner", "luakit_del_owned", "luakit_fence_read", "luakit_minus_one", "luakit_fence_next"}, names)
 }
 
 // TestWithPreludeSelects: a script gets the prelude functions it calls and the ones they call, in the
@@ -46,6 +46,12 @@ func TestWithPreludeSelects(t *testing.T) {
 		assert.Contains(t, fence, "local function "+f+"(")
 	}
 	assert.NotContains(t, fence, "local function luakit_fence_read(")
+	assert.NotContains(t, fence, "local function luakit_type(")
+
+	read := WithPrelude("return luakit_fence_read(KEYS[1])\n")
+	typ := strings.Index(read, "local function luakit_type(")
+	assert.True(t, typ > 0 && typ < strings.Index(read, "local function luakit_fence_read("),
+		"luakit_fence_read gets luakit_type, defined before it")
 }
 
 // TestMustLoadModulePrelude: MustLoad adds the functions a script calls from its module's prelude.lua

@@ -13,26 +13,20 @@
 --          is a canonical decimal int64
 --
 -- Never returns the owner token and never writes: no value and no expiry changes. O(1).
-local function kind(key)
-  local t = redis.call('TYPE', key)
-  if type(t) == 'table' then t = t['ok'] end
-  return t
-end
-local lt = kind(KEYS[1])
-local ft = 'none'
+local held = luakit_type(KEYS[1], 'string')
+local fs = -1
 if #KEYS > 1 then
-  ft = kind(KEYS[2])
+  fs = luakit_type(KEYS[2], 'string')
 end
-if (lt ~= 'none' and lt ~= 'string') or (ft ~= 'none' and ft ~= 'string') then
+if held == -3 or fs == -3 then
   return {-3, -2, '', ''}
 end
-local held, pttl, owner, fence = -1, -2, '', ''
-if lt == 'string' then
-  held = 1
+local pttl, owner, fence = -2, '', ''
+if held == 1 then
   pttl = redis.call('PTTL', KEYS[1])
   owner = redis.sha1hex(redis.call('GET', KEYS[1]))
 end
-if ft == 'string' then
+if fs == 1 then
   fence = redis.call('GET', KEYS[2])
 end
 return {held, pttl, owner, fence}

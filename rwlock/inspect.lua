@@ -13,12 +13,9 @@
 --
 -- Expired entries (score <= now) are skipped, not removed; owner tokens are never returned. Never
 -- writes: no member, score or expiry changes. O(log N + M) for M unexpired entries.
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'none' then
-  return {-1}
-end
-if kind ~= 'zset' then
-  return {-3}
+local s = luakit_type(KEYS[1], 'zset')
+if s ~= 1 then
+  return {s}
 end
 local now = luakit_now_ms()
 local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', now), '+inf', 'WITHSCORES')

@@ -14,12 +14,9 @@
 --
 -- Expired permits (score <= now) are skipped, not pruned; owner tokens are never returned. Never
 -- writes: no member, score or expiry changes. O(log N + M) for M unexpired permits.
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'none' then
-  return {-1}
-end
-if kind ~= 'zset' then
-  return {-3}
+local s = luakit_type(KEYS[1], 'zset')
+if s ~= 1 then
+  return {s}
 end
 local cap = redis.call('ZSCORE', KEYS[1], '#capacity')
 if not cap then

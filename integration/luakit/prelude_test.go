@@ -20,6 +20,7 @@ var (
 		"local v, r = luakit_fence_next(KEYS[1])\nif type(r) == 'table' then return r end\n"+
 			"if r == 'wrongtype' then return {'', r, '', -1} end\n"+
 			"return {v or '', r or '', redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1])}\n"))
+	keyType  = luakit.NewScript("type", luakit.WithPrelude("return luakit_type(KEYS[1], ARGV[1])\n"))
 	delOwned = luakit.NewScript("del_owned", luakit.WithPrelude("return luakit_del_owned(KEYS[1], ARGV[1])\n"))
 	nowBoth  = luakit.NewScript("now", luakit.WithPrelude(
 		"local a = redis.call('TIME')\nlocal ms, us = luakit_now_ms(), luakit_now_us()\n"+
@@ -27,7 +28,8 @@ var (
 )
 
 // TestPrelude runs the prelude's functions on every standalone target: the fence counter's checks with
-// every guard (the read check and the token issue), the owner-checked delete, and the server time.
+// every guard (the read check and the token issue), the key-type check, the owner-checked delete, and
+// the server time.
 func TestPrelude(t *testing.T) {
 	for _, mt := range matrix.Targets() {
 		if mt.Cluster {
@@ -126,6 +128,26 @@ func TestPrelude(t *testing.T) {
 						require.Equal(t, tc.stored, v)
 						pttl, _ := arr[3].AsInt64()
 						require.Equal(t, tc.ttl > 0, pttl > 0, "pttl %d", pttl)
+					})
+				}
+			})
+
+			t.Run("type", func(t *testing.T) {
+				for _, tc := range []struct {
+					name, stored, want string
+					status             int64
+				}{
+					{"absent", "", "string", luakit.StatusAbsent},
+					{"string", "v", "string", luakit.StatusOK},
+					{"list", "list:", "list", luakit.StatusOK},
+					{"string, hash wanted", "v", "hash", luakit.StatusForeign},
+					{"list, string wanted", "list:", "string", luakit.StatusForeign},
+				} {
+					t.Run(tc.name, func(t *testing.T) {
+						set(t, "typed", tc.stored, 0)
+						n, err := keyType.Exec(ctx, c, []string{"typed"}, []string{tc.want}).AsInt64()
+						require.NoError(t, err)
+						require.Equal(t, tc.status, n)
 					})
 				}
 			})
