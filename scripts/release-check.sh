@@ -197,7 +197,7 @@ install_coordctl() {
     out=$("$CHECK/gopath-bin/coordctl" --help) && echo "\$ coordctl --help" && head -n 3 <<<"$out" && echo "..." &&
     echo "\$ coordctl --url redis://$ADDR lock inspect invoice:42" &&
     out=$("$CHECK/gopath-bin/coordctl" --url "redis://$ADDR" lock inspect invoice:42) &&
-    echo "$out" && grep -q '^fence  *[1-9]' <<<"$out"
+    echo "$out" && grep -q '^fencing token  *[1-9]' <<<"$out"
 }
 
 # --- 5. patch release of one module ------------------------------------------------------------------
