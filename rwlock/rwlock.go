@@ -90,14 +90,9 @@ func (l *Locker) TryAcquireRead(ctx context.Context, key string, ttl time.Durati
 	if err != nil {
 		return nil, err
 	}
-	v, err := l.tryAcquireRead(ctx, key, ttl)
+	v, err := l.tryAcquire(ctx, Read, key, ttl)
 	endAcquire(&sc, err)
 	return v, err
-}
-
-// tryAcquireRead is [Locker.TryAcquireRead], run inside its hook scope.
-func (l *Locker) tryAcquireRead(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
-	return l.tryAcquire(ctx, Read, key, ttl)
 }
 
 // TryAcquireWrite makes one attempt to take the exclusive write lease on key and returns at once: it
@@ -115,14 +110,9 @@ func (l *Locker) TryAcquireWrite(ctx context.Context, key string, ttl time.Durat
 	if err != nil {
 		return nil, err
 	}
-	v, err := l.tryAcquireWrite(ctx, key, ttl)
+	v, err := l.tryAcquire(ctx, Write, key, ttl)
 	endAcquire(&sc, err)
 	return v, err
-}
-
-// tryAcquireWrite is [Locker.TryAcquireWrite], run inside its hook scope.
-func (l *Locker) tryAcquireWrite(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
-	return l.tryAcquire(ctx, Write, key, ttl)
 }
 
 // AcquireRead takes a shared read lease on key like [Locker.TryAcquireRead], waiting while a writer
@@ -132,14 +122,9 @@ func (l *Locker) AcquireRead(ctx context.Context, key string, ttl time.Duration)
 	if err != nil {
 		return nil, err
 	}
-	v, err := l.acquireRead(ctx, key, ttl)
+	v, err := l.acquire(ctx, Read, key, ttl)
 	sc.End(err)
 	return v, err
-}
-
-// acquireRead is [Locker.AcquireRead], run inside its hook scope.
-func (l *Locker) acquireRead(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
-	return l.acquire(ctx, Read, key, ttl)
 }
 
 // AcquireWrite takes the exclusive write lease on key like [Locker.TryAcquireWrite], waiting while any
@@ -157,14 +142,9 @@ func (l *Locker) AcquireWrite(ctx context.Context, key string, ttl time.Duration
 	if err != nil {
 		return nil, err
 	}
-	v, err := l.acquireWrite(ctx, key, ttl)
+	v, err := l.acquire(ctx, Write, key, ttl)
 	sc.End(err)
 	return v, err
-}
-
-// acquireWrite is [Locker.AcquireWrite], run inside its hook scope.
-func (l *Locker) acquireWrite(ctx context.Context, key string, ttl time.Duration) (_ *Lease, err error) {
-	return l.acquire(ctx, Write, key, ttl)
 }
 
 // prepare validates the request before any I/O and returns the physical key and the TTL in ms.
