@@ -53,8 +53,9 @@ type backend struct {
 	cfg    *ownership.Config
 	own    *ownership.Handle // the Lease's
 	r      request
-	token  int64 // the fencing token, once granted
-	track  bool  // the next attempt arms tracking of the lease key with its own read
+	token  int64      // the fencing token, once granted
+	track  bool       // the next attempt arms tracking of the lease key with its own read
+	fair   *fairState // a FairLocker's lease: its scripts and keys; nil for a Locker's
 }
 
 // newLease makes the Lease that an acquisition of r grants (used by every attempt of one call).
@@ -67,6 +68,10 @@ func (l *Locker) newLease(r *request) *Lease {
 // SendAcquire sends the acquire script with the attempt's owner token; with track set, lease first, so
 // that a held lock answers after one tracked read of the lease key.
 func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResult, bool) {
+	if b.fair != nil {
+		start, resp := b.sendFair(ctx)
+		return start, resp, false
+	}
 	if b.track {
 		b.r.args[2] = "1"
 		return ownership.SendTracked(ctx, acquireScript, b.client, b.r.keys[:], b.r.args[:])
@@ -79,15 +84,28 @@ func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResu
 // above 2^53) when granted; the status row {busy, pttl} when held by another owner (pttl -1: no
 // expiry); {counter, reason} for a counter that cannot issue tokens.
 func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, error) {
-	if !msg.IsArray() {
-		token, err := luakit.Int64(msg)
-		if err != nil || token <= 0 {
-			// Cannot happen with a validated counter; refuse to hand out a bad token.
-			return ownership.Reply{}, fmt.Errorf("fencing token: %w", errors.Join(ErrCounter, err))
-		}
-		b.token = token
-		return ownership.Reply{Granted: true}, nil
+	if b.fair != nil {
+		return b.decodeFair(msg)
 	}
+	if !msg.IsArray() {
+		return b.decodeToken(msg)
+	}
+	return b.decodeRow(msg)
+}
+
+// decodeToken reads a grant's fencing token (an integer, or a decimal string above 2^53).
+func (b *backend) decodeToken(msg rueidis.RedisMessage) (ownership.Reply, error) {
+	token, err := luakit.Int64(msg)
+	if err != nil || token <= 0 {
+		// Cannot happen with a validated counter; refuse to hand out a bad token.
+		return ownership.Reply{}, fmt.Errorf("fencing token: %w", errors.Join(ErrCounter, err))
+	}
+	b.token = token
+	return ownership.Reply{Granted: true}, nil
+}
+
+// decodeRow reads the status rows {busy, pttl} and {counter, reason}.
+func (b *backend) decodeRow(msg rueidis.RedisMessage) (ownership.Reply, error) {
 	status, v, err := ownership.Pair(msg)
 	if err != nil {
 		return ownership.Reply{}, err
@@ -115,7 +133,13 @@ func (b *backend) GrantAcquire(ctx context.Context, start time.Time) error {
 }
 
 // ReleaseAcquire is the attempt's owner-checked cleanup: Release for its owner token.
-func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) { return b.Release(ctx) }
+// A fair lease's attempt may have queued its owner, so its cleanup also removes the queue entry.
+func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) {
+	if b.fair != nil {
+		return b.cancelWait(ctx)
+	}
+	return b.Release(ctx)
+}
 
 // Extend sends the extend script: PEXPIRE at ttl for this owner only.
 func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
@@ -141,6 +165,9 @@ func (b *backend) Verify(ctx context.Context) (bool, error) {
 
 // Release sends the release script: DEL for this owner only; the counter is never touched.
 func (b *backend) Release(ctx context.Context) (bool, error) {
+	if b.fair != nil {
+		return b.releaseFair(ctx)
+	}
 	n, err := releaseScript.ExecOrdered(ctx, b.client, b.r.keys[:1], b.r.args[:1]).AsInt64()
 	if err != nil {
 		return false, err

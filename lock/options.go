@@ -21,6 +21,7 @@ type config struct {
 	keys        luakit.Keyspace
 	strictSlots bool
 	tracker     *luakit.Tracker
+	waitSlice   time.Duration    // the fair lock's wait slice; 0: DefaultWaitSlice
 	own         ownership.Config // renew fraction, retry delay, cleanup timeout, logger; zero: the defaults
 }
 
@@ -51,6 +52,25 @@ func WithStrictSlots(on bool) Option {
 // Locker and wakes at the holders' TTL (see [ownership.Waiter]).
 func WithTracker(t *luakit.Tracker) Option {
 	return optionFunc(func(c *config) error { c.tracker = t; return nil })
+}
+
+// DefaultWaitSlice is the wait slice of a [FairLocker] when [WithWaitSlice] is not given.
+const DefaultWaitSlice = time.Second
+
+// WithWaitSlice sets the wait slice of a [FairLocker] (made by [NewFair]): a queued waiter's entry
+// lives for one slice and the waiter renews it every half slice (at least every quarter of its lease
+// TTL), so a release skips a waiter that died or stopped waiting once a slice has passed since its
+// last renewal. Shorter slices skip dead waiters sooner and cost one more round trip per waiter per
+// renewal. It must be at least 10ms; default [DefaultWaitSlice] (1s). A [Locker] made by [New]
+// ignores it.
+func WithWaitSlice(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 10*time.Millisecond {
+			return luakit.InvalidConfig("lock", "wait slice %v below 10ms", d)
+		}
+		c.waitSlice = d
+		return nil
+	})
 }
 
 // WithRenewFraction sets when Lease.KeepAlive renews: every fraction × TTL, in [0.05, 0.9] (at most 20 renewals per TTL). Default 1/3

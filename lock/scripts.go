@@ -15,3 +15,11 @@ var (
 	verifyScript  = luakit.MustLoad(scriptFS, "verify")
 	releaseScript = luakit.MustLoad(scriptFS, "release")
 )
+
+// The fair lock's scripts (see prelude.lua for its keys).
+var (
+	fairAcquireScript = luakit.MustLoad(scriptFS, "fair_acquire")
+	fairReleaseScript = luakit.MustLoad(scriptFS, "fair_release")
+	fairRefreshScript = luakit.MustLoad(scriptFS, "fair_refresh")
+	fairCancelScript  = luakit.MustLoad(scriptFS, "fair_cancel")
+)

@@ -1,0 +1,76 @@
+-- fair_acquire: take the fair lock when it is free and nobody waits, else (mode 'wait') join the queue.
+--
+-- KEYS as in prelude.lua: lease, fence, queue, waiter key prefix.
+-- ARGV[1]  owner token (32 hex characters)
+-- ARGV[2]  lease TTL in whole milliseconds (>= 1)
+-- ARGV[3]  mode: 'try' (never queue), 'wait' (queue when busy), 'requeue' (as wait, after removing an
+--          earlier entry of this owner: a waiter whose slice ended before it renewed it)
+-- ARGV[4]  wait slice in ms (>= 1): the life of the waiter's stream, renewed by fair_refresh
+--
+-- Returns (luakit's reply convention):
+--   token         acquired (as acquire.lua's: an integer below 2^53, else a decimal string)
+--   {0, pttl}     mode 'try', busy: the lease is held (pttl its remaining life, -1 without expiry) or
+--                 free with waiters queued (pttl -2), who are served first
+--   {0, '', id}   mode 'wait'/'requeue', queued: id is the presence entry of the waiter's stream, from
+--                 which it reads its grant (the grant may already be there: a free lease with a queue
+--                 is granted to the queue's head at once, which may be this waiter)
+--   {-4, reason}  the counter cannot issue a token (acquire.lua's reasons); nothing written
+--
+-- A free lease with waiters queued happens when a holder's lease expired instead of being released,
+-- or when a plain lock released it (the fair lock and the plain lock share the lease and fence keys):
+-- any attempt then grants it to the queue's first live waiter, so the queue moves on without waiting
+-- for a release. Commands when free and nobody waits: EXISTS, SET, INCR, PTTL; when held and queueing:
+-- EXISTS, EXISTS, RPUSH, XADD, PEXPIRE.
+luakit_acl({'del', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]}, {'set', KEYS[2]}, {'rpush', KEYS[3]}, {'lpop', KEYS[3]}, {'lpush', KEYS[3]}, {'lrem', KEYS[3]}, {'xadd', KEYS[4]}, {'pexpire', KEYS[4]}, {'set', KEYS[1]})
+
+if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  local token, reason = luakit_fence_next(KEYS[2])
+  if not token then
+    redis.call('DEL', KEYS[1])
+    if type(reason) == 'table' then
+      return reason
+    end
+    return {-4, reason}
+  end
+  return token
+end
+
+local free = redis.call('EXISTS', KEYS[1]) == 0
+if ARGV[3] == 'try' then
+  if free then
+    local ok, reason = fair_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+    if not ok and type(reason) == 'table' then
+      return reason
+    end
+    if redis.call('EXISTS', KEYS[1]) == 0 then
+      -- every queued waiter was dead: the lock is free for this attempt
+      redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+      local token, why = luakit_fence_next(KEYS[2])
+      if not token then
+        redis.call('DEL', KEYS[1])
+        if type(why) == 'table' then
+          return why
+        end
+        return {-4, why}
+      end
+      return token
+    end
+  end
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+
+if ARGV[3] == 'requeue' then
+  redis.call('LREM', KEYS[3], 0, ARGV[1] .. ':' .. ARGV[2])
+end
+local id = fair_enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[4])
+if free then
+  local ok, reason = fair_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+  if not ok then
+    if type(reason) == 'table' then
+      return reason
+    end
+    return {-4, reason}
+  end
+end
+return {0, '', id}

@@ -1,0 +1,21 @@
+-- fair_release: release the fair lock for its owner, handing the lease on to the first live waiter.
+--
+-- KEYS as in prelude.lua: lease, fence, queue, waiter key prefix.
+-- ARGV[1]  owner token
+--
+-- Returns a status alone: 1 released (granted to the next live waiter, or deleted when nobody waits;
+-- also when the counter can no longer issue tokens: the lease is deleted and the waiters get the
+-- counter's error on their next attempt), -1 no lease exists, -2 another owner holds it (nothing
+-- written). Commands: GET, LPOP, DEL with nobody waiting; GET, LPOP, INCR, PTTL, XADD, SET on a grant
+-- to a live waiter, plus LPOP and XADD per dead waiter skipped.
+luakit_acl({'lpop', KEYS[3]}, {'lpush', KEYS[3]}, {'del', KEYS[1]}, {'set', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]}, {'set', KEYS[2]}, {'xadd', KEYS[4]})
+
+local s = luakit_owner(KEYS[1], ARGV[1])
+if s ~= 1 then
+  return s
+end
+local ok, reason = fair_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+if not ok and type(reason) == 'table' then
+  return reason
+end
+return 1
