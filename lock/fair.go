@@ -13,6 +13,13 @@ import (
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
+// The consumer group and consumer a waiter reads its stream with (XREADGROUP ... NOACK): the group's
+// last delivered id tells the scripts whether the waiter read its grant.
+const (
+	fairGroup    = "w"
+	fairConsumer = "c"
+)
+
 // FairLocker takes fenced leases in arrival order: waiters are served first come, first served, and a
 // release hands the lease directly to the first live waiter, with its fencing token, so the waiter
 // needs no round trip of its own after the release. Create it with [NewFair]; it is safe for
@@ -102,7 +109,6 @@ type fairState struct {
 	keys   [4]string // lease, fence, queue, waiter key prefix (physical)
 	args   [4]string // owner token, TTL in ms, mode, slice in ms
 	stream string    // the waiter's stream (prefix + owner token)
-	from   string    // the stream entry id after which the grant comes
 	vouch  time.Time // send time of the last command that saw this waiter queued and not granted
 	sent   time.Time // send time of the latest acquisition attempt
 	queued bool      // the latest attempt queued this waiter
@@ -215,7 +221,7 @@ func (f *FairLocker) await(ctx context.Context, h *Lease, ttl time.Duration) (re
 		// A deadline lets rueidis read the blocking reply on this goroutine; the server answers (nil)
 		// after blockMs.
 		rctx, cancel := context.WithTimeout(ctx, block+f.l.own.CleanupTimeout+time.Second)
-		entries, rerr := c.Do(rctx, c.B().Xread().Count(1).Block(blockMs).Streams().Key(fs.stream).Id(fs.from).Build()).AsXRead()
+		entries, rerr := c.Do(rctx, c.B().Xreadgroup().Group(fairGroup, fairConsumer).Count(1).Block(blockMs).Noack().Streams().Key(fs.stream).Id(">").Build()).AsXRead()
 		cancel()
 		if ctx.Err() != nil {
 			return false, f.leave(ctx, h)
@@ -242,6 +248,11 @@ func (f *FairLocker) await(ctx context.Context, h *Lease, ttl time.Duration) (re
 			continue
 		}
 		status, err := refreshStatus(arr)
+		if err == nil && status == luakit.StatusCounter {
+			f.leave(ctx, h)
+			reason, _ := arr[1].ToString()
+			return false, &CounterError{Reason: CounterReason(reason)}
+		}
 		if err != nil {
 			f.leave(ctx, h)
 			return false, fmt.Errorf("lock: acquire: %w: malformed reply: %w", ErrUncertain, err)
@@ -300,7 +311,7 @@ func grantToken(entries []rueidis.XRangeEntry) (int64, bool) {
 	return 0, false
 }
 
-// refreshStatus reads fair_refresh.lua's status row: {0}, {1, token} or {-1}.
+// refreshStatus reads fair_refresh.lua's status row: {0}, {1, token}, {-4, reason} or {-1}.
 func refreshStatus(arr []rueidis.RedisMessage) (int64, error) {
 	if len(arr) == 0 {
 		return 0, errors.New("empty reply")
@@ -310,7 +321,8 @@ func refreshStatus(arr []rueidis.RedisMessage) (int64, error) {
 		return 0, err
 	}
 	switch {
-	case s == luakit.StatusOK && len(arr) == 2, s == luakit.StatusBusy && len(arr) == 1, s == luakit.StatusAbsent && len(arr) == 1:
+	case s == luakit.StatusOK && len(arr) == 2, s == luakit.StatusCounter && len(arr) == 2,
+		s == luakit.StatusBusy && len(arr) == 1, s == luakit.StatusAbsent && len(arr) == 1:
 		return s, nil
 	}
 	return 0, fmt.Errorf("unexpected reply: status %d with %d elements", s, len(arr))
@@ -328,7 +340,7 @@ func (b *backend) sendFair(ctx context.Context) (time.Time, rueidis.RedisResult)
 }
 
 // decodeFair reads fair_acquire.lua's reply: the token alone when granted; {0, pttl} busy (mode
-// 'try'); {0, '', id} queued; {-4, reason} for a counter that cannot issue tokens.
+// 'try'); {0, 'queued'} queued; {-4, reason} for a counter that cannot issue tokens.
 func (b *backend) decodeFair(msg rueidis.RedisMessage) (ownership.Reply, error) {
 	if !msg.IsArray() {
 		return b.decodeToken(msg)
@@ -337,17 +349,13 @@ func (b *backend) decodeFair(msg rueidis.RedisMessage) (ownership.Reply, error) 
 	if err != nil {
 		return ownership.Reply{}, err
 	}
-	if len(arr) == 3 {
-		status, err := arr[0].AsInt64()
-		if err != nil || status != luakit.StatusBusy {
-			return ownership.Reply{}, fmt.Errorf("unexpected queued reply (status %d): %w", status, err)
+	if len(arr) == 2 && arr[1].IsString() {
+		if status, err := arr[0].AsInt64(); err == nil && status == luakit.StatusBusy {
+			if v, _ := arr[1].ToString(); v == "queued" {
+				b.fair.queued = true
+				return ownership.Reply{Busy: true, HolderTTL: -1}, nil
+			}
 		}
-		id, err := arr[2].ToString()
-		if err != nil || id == "" {
-			return ownership.Reply{}, fmt.Errorf("stream entry id: %w", err)
-		}
-		b.fair.from, b.fair.queued = id, true
-		return ownership.Reply{Busy: true, HolderTTL: -1}, nil
 	}
 	r, err := b.decodeRow(msg)
 	if r.Busy && r.HolderTTL < -1 {
@@ -360,7 +368,7 @@ func (b *backend) decodeFair(msg rueidis.RedisMessage) (ownership.Reply, error) 
 // on a lease granted to it.
 func (b *backend) cancelWait(ctx context.Context) (bool, error) {
 	fs := b.fair
-	n, err := fairCancelScript.ExecOrdered(ctx, b.client, fs.keys[:], []string{b.r.args[0], fs.args[1]}).AsInt64()
+	n, err := fairCancelScript.ExecOrdered(ctx, b.client, fs.keys[:], []string{b.r.args[0], fs.args[1], fs.args[3]}).AsInt64()
 	if err != nil {
 		return false, err
 	}
@@ -368,9 +376,12 @@ func (b *backend) cancelWait(ctx context.Context) (bool, error) {
 }
 
 // releaseFair is a fair lease's Release: fair_release.lua hands the lease to the next live waiter or
-// deletes it.
+// deletes it. It is sent by luakit's ExecDirect: the release is on the hand-off's critical path (the
+// waiter wakes when it runs), and the script checks the owner itself, so it needs no ordering behind
+// the lease's earlier commands (a renewal still in flight after it finds another owner and writes
+// nothing). Without a deadline in ctx it waits at most the cleanup timeout.
 func (b *backend) releaseFair(ctx context.Context) (bool, error) {
-	n, err := fairReleaseScript.ExecOrdered(ctx, b.client, b.fair.keys[:], b.r.args[:1]).AsInt64()
+	n, err := fairReleaseScript.ExecDirect(ctx, b.client, b.fair.keys[:], b.r.args[:1], b.cfg.CleanupTimeout).AsInt64()
 	if err != nil {
 		return false, err
 	}

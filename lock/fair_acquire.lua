@@ -3,27 +3,29 @@
 -- KEYS as in prelude.lua: lease, fence, queue, waiter key prefix.
 -- ARGV[1]  owner token (32 hex characters)
 -- ARGV[2]  lease TTL in whole milliseconds (>= 1)
--- ARGV[3]  mode: 'try' (never queue), 'wait' (queue when busy), 'requeue' (as wait, after removing an
---          earlier entry of this owner: a waiter whose slice ended before it renewed it)
+-- ARGV[3]  mode: 'try' (never queue; takes the lease back from a grantee that died before reading its
+--          grant, see fair_revoke), 'wait' (queue when busy), 'requeue' (as wait, after removing an
+--          earlier entry and stream of this owner: a waiter whose slice ended before it renewed it)
 -- ARGV[4]  wait slice in ms (>= 1): the life of the waiter's stream, renewed by fair_refresh
 --
 -- Returns (luakit's reply convention):
 --   token         acquired (as acquire.lua's: an integer below 2^53, else a decimal string)
 --   {0, pttl}     mode 'try', busy: the lease is held (pttl its remaining life, -1 without expiry) or
 --                 free with waiters queued (pttl -2), who are served first
---   {0, '', id}   mode 'wait'/'requeue', queued: id is the presence entry of the waiter's stream, from
---                 which it reads its grant (the grant may already be there: a free lease with a queue
---                 is granted to the queue's head at once, which may be this waiter)
+--   {0, 'queued'} mode 'wait'/'requeue', queued: the waiter reads its grant from its stream (the grant
+--                 may already be there: a free lease with a queue is granted to the queue's head at
+--                 once, which may be this waiter)
 --   {-4, reason}  the counter cannot issue a token (acquire.lua's reasons); nothing written
 --
 -- A free lease with waiters queued happens when a holder's lease expired instead of being released,
 -- or when a plain lock released it (the fair lock and the plain lock share the lease and fence keys):
 -- any attempt then grants it to the queue's first live waiter, so the queue moves on without waiting
--- for a release. Commands when free and nobody waits: EXISTS, SET, INCR, PTTL; when held and queueing:
--- EXISTS, EXISTS, RPUSH, XADD, PEXPIRE.
-luakit_acl({'del', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]}, {'set', KEYS[2]}, {'rpush', KEYS[3]}, {'lpop', KEYS[3]}, {'lpush', KEYS[3]}, {'lrem', KEYS[3]}, {'xadd', KEYS[4]}, {'pexpire', KEYS[4]}, {'set', KEYS[1]})
+-- for a release. Commands when free and nobody waits: EXISTS (of the lease and the queue), SET, INCR,
+-- PTTL; when held and queueing: EXISTS, RPUSH, XGROUP CREATE, PEXPIRE.
+luakit_acl({'del', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]}, {'set', KEYS[2]}, {'rpush', KEYS[3]}, {'lpop', KEYS[3]}, {'lpush', KEYS[3]}, {'lrem', KEYS[3]}, {'xadd', KEYS[4]}, {'xgroup', 'create', KEYS[4], 'w', '$', 'mkstream'}, {'pexpire', KEYS[4]}, {'set', KEYS[1]})
 
-if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
+local n = redis.call('EXISTS', KEYS[1], KEYS[3])
+if n == 0 then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   local token, reason = luakit_fence_next(KEYS[2])
   if not token then
@@ -36,9 +38,13 @@ if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
   return token
 end
 
-local free = redis.call('EXISTS', KEYS[1]) == 0
 if ARGV[3] == 'try' then
-  if free then
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl >= 0 and fair_revoke(KEYS[1], KEYS[2], KEYS[3], KEYS[4]) then
+    pttl = redis.call('PTTL', KEYS[1])
+  end
+  if pttl == -2 then
+    -- free, with waiters queued: grant to the first live one
     local ok, reason = fair_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
     if not ok and type(reason) == 'table' then
       return reason
@@ -57,14 +63,22 @@ if ARGV[3] == 'try' then
       return token
     end
   end
-  return {0, redis.call('PTTL', KEYS[1])}
+  return {0, pttl}
 end
 
 if ARGV[3] == 'requeue' then
-  redis.call('LREM', KEYS[3], 0, ARGV[1] .. ':' .. ARGV[2])
+  redis.call('LREM', KEYS[3], 0, ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[4])
+  redis.call('DEL', KEYS[4] .. ARGV[1])
 end
-local id = fair_enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[4])
+local len = fair_enqueue(KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[4])
+-- n counted the lease and the queue: when one of them exists and the queue was not empty before this
+-- entry (len > 1), the lease is free. A requeued entry may have been the queue's only one: look.
+local free = n == 1 and len > 1
+if ARGV[3] == 'requeue' then
+  free = redis.call('EXISTS', KEYS[1]) == 0
+end
 if free then
+  -- free, with waiters queued before this one (a holder's lease expired, or a plain lock deleted it)
   local ok, reason = fair_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
   if not ok then
     if type(reason) == 'table' then
@@ -73,4 +87,4 @@ if free then
     return {-4, reason}
   end
 end
-return {0, '', id}
+return {0, 'queued'}

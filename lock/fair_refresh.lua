@@ -9,22 +9,48 @@
 --                 grant can only come after this script ran
 --   {1, token}    granted: the lease holds this owner; token is the grant's (from the waiter's stream,
 --                 or the counter's value when the stream is gone: nobody can issue a token while the
---                 lease is held)
+--                 lease is held); the stream is deleted, so the grant counts as read
+--   {-4, reason}  the counter cannot issue a token (acquire.lua's reasons): the lease is free and
+--                 the waiters cannot be served
 --   {-1}          not queued: the waiter's stream is gone (its slice ended before this renewal, so a
---                 release may have skipped it), or a grant reached it and the lease ended before it was
---                 read; the stream is deleted and the waiter must queue again (fair_acquire, 'requeue')
--- PEXPIRE of the waiter's own stream is the only write besides that DEL; no ACL check is needed.
+--                 release may have skipped it), or a grant reached it and the lease ended or was taken
+--                 back before it was read; the stream is deleted and the waiter must queue again
+--                 (fair_acquire, mode 'requeue')
+-- Before that, a free lease is granted to the queue's first live waiter (a holder's lease expired, or a
+-- plain lock deleted it), and a lease held by a grantee that died before reading its grant is taken
+-- back and granted on (fair_revoke), so such a waiter delays the queue by at most its slice.
 local w = KEYS[4] .. ARGV[1]
-local last = redis.call('XREVRANGE', w, '+', '-', 'COUNT', 1)
-local granted = last[1] and last[1][2][1] == 't'
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local last = redis.call('XREVRANGE', w, '+', '-', 'COUNT', 1)[1]
+local granted = last and last[2][1] == 't'
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  redis.call('DEL', w)
   if granted then
-    return {1, last[1][2][2]}
+    return {1, last[2][2]}
   end
   return {1, redis.call('GET', KEYS[2])}
 end
-if not granted and redis.call('PEXPIRE', w, ARGV[2]) == 1 then
+if granted then
+  redis.call('DEL', w)
+  return {-1}
+end
+if holder then
+  fair_revoke(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+else
+  -- free with waiters queued (a holder's lease expired, or a plain lock released it): grant it on
+  local ok, reason = fair_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+  if not ok then
+    if type(reason) == 'table' then
+      return reason
+    end
+    return {-4, reason}
+  end
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  -- granted to this waiter just now: it reads the grant from its stream
   return {0}
 end
-redis.call('DEL', w)
+if redis.call('PEXPIRE', w, ARGV[2]) == 1 then
+  return {0}
+end
 return {-1}

@@ -4,11 +4,12 @@
 -- The fair lock's keys, all in one Cluster slot (the name's hash tag):
 --   KEYS[1]  lease key: a string holding the owner token, with a PX expiry (the plain lock's)
 --   KEYS[2]  fence key: the persistent counter (the plain lock's)
---   KEYS[3]  queue key: a list of waiter entries '<owner>:<ttl ms>', oldest first
---   KEYS[4]  waiter key prefix: the waiter with owner token o blocks on the stream KEYS[4] .. o, which
---            exists while it waits (its expiry is the end of its wait slice) and gets its grant, an
---            entry {t = <fencing token>}. The streams are derived in the scripts, in the slot of
---            KEYS[4], which is declared for the slot check and ACL key patterns.
+--   KEYS[3]  queue key: a list of waiter entries '<owner>:<ttl ms>:<slice ms>', oldest first
+--   KEYS[4]  waiter key prefix: the waiter with owner token o reads the stream KEYS[4] .. o with the
+--            consumer group 'w' (XREADGROUP BLOCK); the stream exists while it waits (its expiry is the
+--            end of its wait slice) and gets its grant, an entry {t = <fencing token>, s = <slice ms>}.
+--            The streams are derived in the scripts, in the slot of KEYS[4], which is declared for
+--            the slot check and ACL key patterns.
 
 -- fair_token formats a token from luakit_fence_next as a decimal string.
 local function fair_token(token)
@@ -35,9 +36,10 @@ local function fair_grant(lease, fence, queue, prefix)
       redis.call('DEL', lease)
       return 1
     end
-    local sep = string.find(e, ':', 1, true)
-    if sep then
-      local owner = string.sub(e, 1, sep - 1)
+    local a = string.find(e, ':', 1, true)
+    local b = a and string.find(e, ':', a + 1, true)
+    if b then
+      local owner = string.sub(e, 1, a - 1)
       if not token then
         local t, reason = luakit_fence_next(fence)
         if not t then
@@ -47,20 +49,60 @@ local function fair_grant(lease, fence, queue, prefix)
         end
         token = fair_token(t)
       end
-      if redis.call('XADD', prefix .. owner, 'NOMKSTREAM', '*', 't', token) then
-        redis.call('SET', lease, owner, 'PX', string.sub(e, sep + 1))
+      if redis.call('XADD', prefix .. owner, 'NOMKSTREAM', '*', 't', token, 's', string.sub(e, b + 1)) then
+        redis.call('SET', lease, owner, 'PX', string.sub(e, a + 1, b - 1))
         return 1
       end
     end
   end
 end
 
--- fair_enqueue appends owner's entry to the queue and creates its stream with a presence entry,
--- expiring at the end of the slice (ms); returns the presence entry's id, from which the waiter reads.
+-- fair_enqueue appends owner's entry to the queue and creates its stream, empty, with the consumer
+-- group the waiter reads with, expiring at the end of the slice (ms); returns the queue's length after
+-- the append.
 local function fair_enqueue(queue, prefix, owner, ttl, slice)
   local w = prefix .. owner
-  redis.call('RPUSH', queue, owner .. ':' .. ttl)
-  local id = redis.call('XADD', w, '*', 'q', '1')
+  local n = redis.call('RPUSH', queue, owner .. ':' .. ttl .. ':' .. slice)
+  redis.call('XGROUP', 'CREATE', w, 'w', '$', 'MKSTREAM')
   redis.call('PEXPIRE', w, slice)
-  return id
+  return n
+end
+
+-- fair_revoke takes the lease back from a grantee that died before reading its grant: when the lease's
+-- owner has a stream whose last entry is a grant that its group has not delivered (the waiter never
+-- read it) for longer than half the waiter's slice by the server's clock (the entry id's time), the
+-- stream and the lease are deleted and the lease is granted on (fair_grant). A live grantee reads a
+-- grant within one renewal round trip (it is blocked on the stream, or renews and blocks again at
+-- once), and a grantee whose stream was deleted finds no grant when it reads or renews, so a lease is
+-- never taken from a waiter that read its grant. Returns true when it revoked.
+local function fair_revoke(lease, fence, queue, prefix)
+  local holder = redis.call('GET', lease)
+  if not holder then
+    return false
+  end
+  local w = prefix .. holder
+  local last = redis.call('XREVRANGE', w, '+', '-', 'COUNT', 1)[1]
+  if not last or last[2][1] ~= 't' then
+    return false
+  end
+  local groups = redis.call('XINFO', 'GROUPS', w)
+  local delivered
+  for _, g in ipairs(groups) do
+    for i = 1, #g, 2 do
+      if g[i] == 'last-delivered-id' then
+        delivered = g[i + 1]
+      end
+    end
+  end
+  if delivered == last[1] then
+    return false
+  end
+  local at = tonumber(string.match(last[1], '^(%d+)'))
+  if luakit_now_ms() - at <= tonumber(last[2][4]) / 2 then
+    return false
+  end
+  redis.call('DEL', w)
+  redis.call('DEL', lease)
+  fair_grant(lease, fence, queue, prefix)
+  return true
 end

@@ -23,6 +23,7 @@ var fairScenarios = []matrix.Scenario[*env]{
 	{Name: "05_release_skips_dead_waiters", Run: testFairSkipsDead},
 	{Name: "06_plain_lock_on_the_same_name_is_excluded", Run: testFairWithPlain},
 	{Name: "07_granted_lease_keeps_the_contract", Run: testFairGrantedContract},
+	{Name: "08_grant_to_a_dead_waiter_is_taken_back", Run: testFairDeadGrantee},
 }
 
 func TestFairLock(t *testing.T) {
@@ -272,4 +273,37 @@ func testFairGrantedContract(t *testing.T, e *env) {
 	release(t, l, lock.Released)
 	require.True(t, errors.Is(l.Err(), lock.ErrReleased))
 	e.requireAbsent(t, leaseKey, "lease")
+}
+
+// A waiter that died after its last renewal, before its turn: its entry and stream are live, so the
+// release grants it the lease; the live waiter behind it takes the lease back at a renewal once the
+// grant went unread for half the dead waiter's slice.
+func testFairDeadGrantee(t *testing.T, e *env) {
+	c := ctx(t)
+	name, leaseKey, _ := named("fair8")
+	const slice = 200 * time.Millisecond
+	f := e.fair(t, lock.WithWaitSlice(slice))
+	holder, err := f.TryAcquire(c, name, 10*time.Second)
+	require.NoError(t, err)
+	dead := "0123456789abcdef0123456789abcdef"
+	stream := "{" + name + "}:waiter:" + dead
+	e.do(t, "RPUSH", "{"+name+"}:queue", dead+":600000:200")
+	require.NoError(t, e.Raw.Do(c, e.Raw.B().XgroupCreate().Key(stream).Group("w").Id("$").Mkstream().Build()).Error())
+	e.do(t, "PEXPIRE", stream, "10000") // as if it had renewed just before dying
+	got := make(chan *lock.Lease, 1)
+	go func() {
+		l, err := f.Acquire(c, name, 10*time.Second)
+		assertNoError(t, err)
+		got <- l
+	}()
+	e.waitQueue(t, name, 2)
+	release(t, holder, lock.Released)
+	v, _ := e.get(t, leaseKey)
+	require.Equal(t, dead, v, "granted to the dead waiter first")
+	l := <-got
+	require.NotNil(t, l)
+	require.Equal(t, holder.FencingToken()+2, l.FencingToken(), "the dead waiter's token, then this one")
+	e.requireLease(t, leaseKey, l.OwnerToken())
+	require.EqualValues(t, -2, e.PTTL(t, stream), "the dead waiter's stream is deleted with its grant")
+	release(t, l, lock.Released)
 }

@@ -43,6 +43,7 @@ var Handoffs = []HandoffSpec{
 	{Name: Rueidislock, New: NewRueidislockHandoff},
 	{Name: BsmRedislock, New: NewBsmHandoff},
 	{Name: Redsync, New: NewRedsyncHandoff},
+	{Name: CoordkitFair, New: NewFairHandoff},
 	{Name: SketchGrant, New: NewSketchGrantHandoff},
 	{Name: SketchBlock, New: NewSketchBlockHandoff},
 	{Name: RawRueidis, Ceiling: true, New: NewRawHandoff},
