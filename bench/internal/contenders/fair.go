@@ -49,3 +49,35 @@ func (h *fairHandoff) Hold(ctx context.Context, key string) (Release, error) {
 func (h *fairHandoff) Wait(ctx context.Context, key string) (Release, error) {
 	return coordkitLease(h.waiter.Acquire(ctx, key, TTL))
 }
+
+// coordkitFairLock: lock.FairLocker TryAcquire + Lease.Release over one cache-free client: the fair
+// lock's uncontended cycle.
+type coordkitFairLock struct {
+	f *lock.FairLocker
+	closers
+}
+
+// NewCoordkitFairLock returns Coordkit's fair lock as a lock-cycle contender: lock.NewFair over a
+// cache-free client, TryAcquire then Lease.Release (nobody waits, so the release deletes the lease).
+func NewCoordkitFairLock(s Server) (Lock, error) {
+	c, err := s.newClient()
+	if err != nil {
+		return nil, err
+	}
+	f, err := lock.NewFair(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &coordkitFairLock{f: f, closers: closers{c.Close}}, nil
+}
+
+func (*coordkitFairLock) Name() string { return CoordkitFair }
+
+func (c *coordkitFairLock) TryAcquireRelease(ctx context.Context, key string) error {
+	l, err := c.f.TryAcquire(ctx, key, TTL)
+	if err != nil {
+		return err
+	}
+	return coordkitRelease(ctx, l)
+}

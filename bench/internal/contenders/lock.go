@@ -45,6 +45,7 @@ const (
 // Locks is the lock contender table: Coordkit, its peers and the raw two-script ceiling.
 var Locks = []LockSpec{
 	{Name: Coordkit, New: NewCoordkitLock},
+	{Name: CoordkitFair, New: NewCoordkitFairLock},
 	{Name: Rueidislock, New: NewRueidislock},
 	{Name: BsmRedislock, New: NewBsmRedislock},
 	{Name: Redsync, New: NewRedsync},
