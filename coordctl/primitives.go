@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -229,13 +230,23 @@ func primitives() []primitive {
 // --- lock
 
 type lockView struct {
-	Primitive    string `json:"primitive"`
-	Name         string `json:"name"`
-	LeaseKey     string `json:"lease_key"`
-	FenceKey     string `json:"fence_key"`
-	Exists       bool   `json:"exists"`
-	RemainingMS  int64  `json:"remaining_ms"`
-	FencingToken int64  `json:"fencing_token"`
+	Primitive    string       `json:"primitive"`
+	Name         string       `json:"name"`
+	LeaseKey     string       `json:"lease_key"`
+	FenceKey     string       `json:"fence_key"`
+	Exists       bool         `json:"exists"`
+	RemainingMS  int64        `json:"remaining_ms"`
+	FencingToken int64        `json:"fencing_token"`
+	Queued       int          `json:"queued"`  // waiters of the fair lock (lock.FairLocker) on this name
+	Waiters      []waiterView `json:"waiters"` // the first of them, oldest first
+}
+
+// waiterView is one entry of a fair lock's queue (no owner token).
+type waiterView struct {
+	TTLMS       int64 `json:"ttl_ms"`
+	SliceMS     int64 `json:"slice_ms"`
+	Live        bool  `json:"live"`
+	RemainingMS int64 `json:"remaining_ms"`
 }
 
 func (v lockView) rows() [][2]string {
@@ -243,8 +254,16 @@ func (v lockView) rows() [][2]string {
 	if v.Exists {
 		r = human(v.RemainingMS)
 	}
-	return [][2]string{{"lock", quote(v.Name)}, {"lease key", quote(v.LeaseKey)}, {"fence key", quote(v.FenceKey)},
-		{"held", yesno(v.Exists)}, {"remaining", r}, {"fencing token", itoa(v.FencingToken)}}
+	rows := [][2]string{{"lock", quote(v.Name)}, {"lease key", quote(v.LeaseKey)}, {"fence key", quote(v.FenceKey)},
+		{"held", yesno(v.Exists)}, {"remaining", r}, {"fencing token", itoa(v.FencingToken)}, {"queued", strconv.Itoa(v.Queued)}}
+	for i, w := range v.Waiters {
+		state := "not live (skipped by the next release)"
+		if w.Live {
+			state = "live for " + human(w.RemainingMS)
+		}
+		rows = append(rows, [2]string{fmt.Sprintf("waiter %d", i+1), fmt.Sprintf("ttl %s, slice %s, %s", human(w.TTLMS), human(w.SliceMS), state)})
+	}
+	return rows
 }
 
 func lockerOf(a *app, c rueidis.Client) (*lock.Locker, error) {
@@ -252,17 +271,24 @@ func lockerOf(a *app, c rueidis.Client) (*lock.Locker, error) {
 }
 
 func inspectLock(ctx context.Context, a *app, c rueidis.Client, name string) (view, error) {
-	lk, err := lockerOf(a, c)
+	// The fair lock's inspection: the plain lock's, plus the queue of fair waiters (empty for a name
+	// only plain Lockers use).
+	fl, err := lock.NewFair(c, lock.WithKeyPrefix(a.prefix))
 	if err != nil {
 		return nil, err
 	}
-	in, err := lk.Inspect(ctx, name)
+	in, err := fl.Inspect(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	lease, fence := lock.Keys(name)
-	return lockView{Primitive: "lock", Name: name, LeaseKey: a.key(lease), FenceKey: a.key(fence),
-		Exists: in.Exists, RemainingMS: msOrNoExpiry(in.Remaining, in.NoExpiry), FencingToken: in.FencingToken}, nil
+	v := lockView{Primitive: "lock", Name: name, LeaseKey: a.key(lease), FenceKey: a.key(fence),
+		Exists: in.Exists, RemainingMS: msOrNoExpiry(in.Remaining, in.NoExpiry), FencingToken: in.FencingToken,
+		Queued: in.Queued, Waiters: []waiterView{}}
+	for _, w := range in.Waiters {
+		v.Waiters = append(v.Waiters, waiterView{TTLMS: w.TTL.Milliseconds(), SliceMS: w.Slice.Milliseconds(), Live: w.Live, RemainingMS: w.Remaining.Milliseconds()})
+	}
+	return v, nil
 }
 
 func forceReleaseLock(ctx context.Context, a *app, c rueidis.Client, args []string) (change, error) {

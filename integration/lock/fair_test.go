@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ var fairScenarios = []matrix.Scenario[*env]{
 	{Name: "06_plain_lock_on_the_same_name_is_excluded", Run: testFairWithPlain},
 	{Name: "07_granted_lease_keeps_the_contract", Run: testFairGrantedContract},
 	{Name: "08_grant_to_a_dead_waiter_is_taken_back", Run: testFairDeadGrantee},
+	{Name: "09_inspect_lists_the_queue_without_owner_tokens", Run: testFairInspect},
 }
 
 func TestFairLock(t *testing.T) {
@@ -306,4 +308,46 @@ func testFairDeadGrantee(t *testing.T, e *env) {
 	e.requireLease(t, leaseKey, l.OwnerToken())
 	require.EqualValues(t, -2, e.PTTL(t, stream), "the dead waiter's stream is deleted with its grant")
 	release(t, l, lock.Released)
+}
+
+func testFairInspect(t *testing.T, e *env) {
+	c := ctx(t)
+	name, _, _ := named("fair9")
+	f := e.fair(t, lock.WithWaitSlice(time.Minute))
+	in, err := f.Inspect(c, name)
+	require.NoError(t, err)
+	require.Equal(t, lock.FairInspection{}, in, "a lock never taken")
+	holder, err := f.TryAcquire(c, name, 10*time.Second)
+	require.NoError(t, err)
+	dead := "0123456789abcdef0123456789abcdef"
+	e.do(t, "RPUSH", "{"+name+"}:queue", dead+":5000:1000")
+	wctx, cancel := context.WithCancel(c)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := f.Acquire(wctx, name, 3*time.Second)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("waiter: %v", err)
+		}
+	}()
+	e.waitQueue(t, name, 2)
+	in, err = f.Inspect(c, name)
+	require.NoError(t, err)
+	require.True(t, in.Exists)
+	require.Equal(t, holder.FencingToken(), in.FencingToken)
+	require.Equal(t, 2, in.Queued)
+	require.Len(t, in.Waiters, 2)
+	require.Equal(t, lock.QueuedWaiter{TTL: 5 * time.Second, Slice: time.Second}, in.Waiters[0], "an entry without a stream is not live")
+	require.Equal(t, 3*time.Second, in.Waiters[1].TTL)
+	require.Equal(t, time.Minute, in.Waiters[1].Slice)
+	require.True(t, in.Waiters[1].Live)
+	require.Positive(t, in.Waiters[1].Remaining)
+	require.NotContains(t, fmt.Sprintf("%+v", in), holder.OwnerToken())
+	cancel()
+	<-done
+	release(t, holder, lock.Released)
+	in, err = f.Inspect(c, name)
+	require.NoError(t, err)
+	require.False(t, in.Exists)
+	require.Zero(t, in.Queued, "the dead entry was skipped by the release")
 }
