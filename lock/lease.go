@@ -51,7 +51,8 @@ type Lease struct {
 type backend struct {
 	client rueidis.Client
 	cfg    *ownership.Config
-	own    *ownership.Handle // the Lease's
+	cond   *luakit.ConditionalCommands // the Locker's; nil with WithConditionalCommands(false)
+	own    *ownership.Handle           // the Lease's
 	r      request
 	token  int64 // the fencing token, once granted
 	track  bool  // the next attempt arms tracking of the lease key with its own read
@@ -59,7 +60,7 @@ type backend struct {
 
 // newLease makes the Lease that an acquisition of r grants (used by every attempt of one call).
 func (l *Locker) newLease(r *request) *Lease {
-	h := &Lease{b: backend{client: l.client, cfg: &l.own, r: *r}}
+	h := &Lease{b: backend{client: l.client, cfg: &l.own, cond: l.cond, r: *r}}
 	h.b.own = &h.own
 	return h
 }
@@ -117,11 +118,18 @@ func (b *backend) GrantAcquire(ctx context.Context, start time.Time) error {
 // ReleaseAcquire is the attempt's owner-checked cleanup: Release for its owner token.
 func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) { return b.Release(ctx) }
 
-// Extend sends the extend script: PEXPIRE at ttl for this owner only.
+// Extend renews the lease at ttl for this owner only: SET key owner IFEQ owner PX ttl where the server
+// has it (see the package documentation, "Conditional commands"), else the extend script (PEXPIRE).
+// Both answer alike: true renewed; false absent or another owner's; WRONGTYPE for another type.
 func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	ms := ttl.Milliseconds()
 	if ms < 1 {
 		return false, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl) // PEXPIRE 0 would delete the lease; the Handle checks first
+	}
+	if b.cond != nil {
+		if held, ran, err := b.cond.Extend(ctx, b.client, b.r.keys[0], b.r.args[0], ms); ran {
+			return held, err
+		}
 	}
 	n, err := extendScript.ExecOrdered(ctx, b.client, b.r.keys[:1], []string{b.r.args[0], strconv.FormatInt(ms, 10)}).AsInt64()
 	if err != nil {
@@ -139,8 +147,15 @@ func (b *backend) Verify(ctx context.Context) (bool, error) {
 	return decodeVerify(n)
 }
 
-// Release sends the release script: DEL for this owner only; the counter is never touched.
+// Release deletes the lease for this owner only: DELIFEQ (Valkey 9.0+) or DELEX IFEQ (Redis 8.4+)
+// where the server has one (see the package documentation, "Conditional commands"), else the release
+// script (DEL). Both answer alike; the counter is never touched.
 func (b *backend) Release(ctx context.Context) (bool, error) {
+	if b.cond != nil {
+		if deleted, ran, err := b.cond.Delete(ctx, b.client, b.r.keys[0], b.r.args[0]); ran {
+			return deleted, err
+		}
+	}
 	n, err := releaseScript.ExecOrdered(ctx, b.client, b.r.keys[:1], b.r.args[:1]).AsInt64()
 	if err != nil {
 		return false, err
