@@ -126,12 +126,16 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ms < 1 {
 		return false, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl) // PEXPIRE 0 would delete the lease; the Handle checks first
 	}
+	arg := b.r.args[1] // the acquisition's TTL in ms: no conversion for a renewal at it
+	if ms != b.r.ms {
+		arg = strconv.FormatInt(ms, 10)
+	}
 	if b.cond != nil {
-		if held, ran, err := b.cond.Extend(ctx, b.client, b.r.keys[0], b.r.args[0], ms); ran {
+		if held, ran, err := b.cond.Extend(ctx, b.client, b.r.keys[0], b.r.args[0], arg); ran {
 			return held, err
 		}
 	}
-	n, err := extendScript.ExecOrdered(ctx, b.client, b.r.keys[:1], []string{b.r.args[0], strconv.FormatInt(ms, 10)}).AsInt64()
+	n, err := extendScript.ExecOrdered(ctx, b.client, b.r.keys[:1], []string{b.r.args[0], arg}).AsInt64()
 	if err != nil {
 		return false, err
 	}

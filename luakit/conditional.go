@@ -37,17 +37,17 @@ const (
 )
 
 // Extend renews key for token: SET key token IFEQ token PX ms, sent with [DoOrdered], when the server
-// has [ConditionalSet]. held is true when key held token (it now expires ms milliseconds from now on
-// the server's clock, whether it had an expiry or not) and false when key is absent or holds another
-// string (nothing written). err is the command's error with ran true (a key of another type: the
-// server's WRONGTYPE, as a script's GET gives; see [Classify]). ms must be at least 1. Blocking,
-// probing and ran: see [ConditionalCommands].
-func (cc *ConditionalCommands) Extend(ctx context.Context, c rueidis.Client, key, token string, ms int64) (held, ran bool, err error) {
+// has [ConditionalSet]. ms is the new TTL in whole milliseconds as a decimal string, at least 1 (a
+// script's ARGV form, so a caller that keeps it pays no conversion). held is true when key held token
+// (it now expires ms milliseconds from now on the server's clock, whether it had an expiry or not) and
+// false when key is absent or holds another string (nothing written). err is the command's error with
+// ran true (a key of another type: the server's WRONGTYPE, as a script's GET gives; see [Classify]).
+// Blocking, probing and ran: see [ConditionalCommands].
+func (cc *ConditionalCommands) Extend(ctx context.Context, c rueidis.Client, key, token, ms string) (held, ran bool, err error) {
 	if cc.load(ctx, c)&condSet == 0 {
 		return false, false, nil
 	}
-	var digits [20]byte
-	resp := DoOrdered(ctx, c, "SET", []string{key}, token, "IFEQ", token, "PX", string(strconv.AppendInt(digits[:0], ms, 10)))
+	resp := DoOrdered(ctx, c, "SET", []string{key}, token, "IFEQ", token, "PX", ms)
 	err = resp.Error()
 	switch {
 	case err == nil:

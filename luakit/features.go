@@ -160,7 +160,10 @@ type FeatureCache struct {
 // c (blocking one round trip) and caches the result when the probe
 // succeeds. Errors are those of [Probe].
 func (fc *FeatureCache) Has(ctx context.Context, c rueidis.Client, f Feature) (bool, error) {
-	key := strings.ToUpper(f.Command + " " + f.Argument)
+	key := strings.ToUpper(f.Command)
+	if f.Argument != "" {
+		key += " " + strings.ToUpper(f.Argument)
+	}
 	fc.mu.Lock()
 	v, ok := fc.has[key]
 	fc.mu.Unlock()
