@@ -51,16 +51,17 @@ type Lease struct {
 type backend struct {
 	client rueidis.Client
 	cfg    *ownership.Config
-	own    *ownership.Handle // the Lease's
+	cond   *luakit.ConditionalCommands // the Locker's; nil with WithConditionalCommands(false)
+	own    *ownership.Handle           // the Lease's
 	r      request
-	token  int64      // the fencing token, once granted
-	track  bool       // the next attempt arms tracking of the lease key with its own read
-	fair   *fairState // a FairLocker's lease: its scripts and keys; nil for a Locker's
+	token  int64                       // the fencing token, once granted
+	track  bool                        // the next attempt arms tracking of the lease key with its own read
+	fair   *fairState                  // a FairLocker's lease: its scripts and keys; nil for a Locker's
 }
 
 // newLease makes the Lease that an acquisition of r grants (used by every attempt of one call).
 func (l *Locker) newLease(r *request) *Lease {
-	h := &Lease{b: backend{client: l.client, cfg: &l.own, r: *r}}
+	h := &Lease{b: backend{client: l.client, cfg: &l.own, cond: l.cond, r: *r}}
 	h.b.own = &h.own
 	return h
 }
@@ -141,13 +142,24 @@ func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) {
 	return b.Release(ctx)
 }
 
-// Extend sends the extend script: PEXPIRE at ttl for this owner only.
+// Extend renews the lease at ttl for this owner only: SET key owner IFEQ owner PX ttl where the server
+// has it (see the package documentation, "Conditional commands"), else the extend script (PEXPIRE).
+// Both answer alike: true renewed; false absent or another owner's; WRONGTYPE for another type.
 func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	ms := ttl.Milliseconds()
 	if ms < 1 {
 		return false, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl) // PEXPIRE 0 would delete the lease; the Handle checks first
 	}
-	n, err := extendScript.ExecOrdered(ctx, b.client, b.r.keys[:1], []string{b.r.args[0], strconv.FormatInt(ms, 10)}).AsInt64()
+	arg := b.r.args[1] // the acquisition's TTL in ms: no conversion for a renewal at it
+	if ms != b.r.ms {
+		arg = strconv.FormatInt(ms, 10)
+	}
+	if b.cond != nil {
+		if held, ran, err := b.cond.Extend(ctx, b.client, b.r.keys[0], b.r.args[0], arg); ran {
+			return held, err
+		}
+	}
+	n, err := extendScript.ExecOrdered(ctx, b.client, b.r.keys[:1], []string{b.r.args[0], arg}).AsInt64()
 	if err != nil {
 		return false, err
 	}
@@ -163,10 +175,17 @@ func (b *backend) Verify(ctx context.Context) (bool, error) {
 	return decodeVerify(n)
 }
 
-// Release sends the release script: DEL for this owner only; the counter is never touched.
+// Release deletes the lease for this owner only: DELIFEQ (Valkey 9.0+) or DELEX IFEQ (Redis 8.4+)
+// where the server has one (see the package documentation, "Conditional commands"), else the release
+// script (DEL). Both answer alike; the counter is never touched.
 func (b *backend) Release(ctx context.Context) (bool, error) {
 	if b.fair != nil {
-		return b.releaseFair(ctx)
+		return b.releaseFair(ctx) // hands the lease on: never a plain delete
+	}
+	if b.cond != nil {
+		if deleted, ran, err := b.cond.Delete(ctx, b.client, b.r.keys[0], b.r.args[0]); ran {
+			return deleted, err
+		}
 	}
 	n, err := releaseScript.ExecOrdered(ctx, b.client, b.r.keys[:1], b.r.args[:1]).AsInt64()
 	if err != nil {

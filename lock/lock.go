@@ -21,9 +21,10 @@ import (
 type Locker struct {
 	client     rueidis.Client
 	keys       luakit.Keyspace
-	checkSlots bool             // the two-key form checks slots: a Cluster client, or WithStrictSlots
-	own        ownership.Config // shared by every Lease of this Locker
-	waiter     ownership.Waiter // Acquire's waiting loop; warns once per Locker without working tracking
+	checkSlots bool                        // the two-key form checks slots: a Cluster client, or WithStrictSlots
+	own        ownership.Config            // shared by every Lease of this Locker
+	waiter     ownership.Waiter            // Acquire's waiting loop; warns once per Locker without working tracking
+	cond       *luakit.ConditionalCommands // probed once per Locker; nil with WithConditionalCommands(false)
 
 }
 
@@ -47,6 +48,9 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 		keys:       cfg.keys,
 		checkSlots: cfg.strictSlots || client.Mode() == rueidis.ClientModeCluster,
 		own:        cfg.own,
+	}
+	if cfg.conditional {
+		l.cond = new(luakit.ConditionalCommands)
 	}
 	l.waiter = ownership.Waiter{Client: client, Tracker: cfg.tracker, Config: &l.own} // re-checks every 1s without expiry or tracking
 	return l, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -309,7 +310,7 @@ func TestDecode(t *testing.T) {
 // owner-checked release is sent for it.
 func TestLateGrant(t *testing.T) {
 	c := &replytest.Client{Err: errors.New("refused")}
-	l, err := New(c, WithCleanupTimeout(100*time.Millisecond), WithLogger(slog.New(slog.DiscardHandler)))
+	l, err := New(c, WithCleanupTimeout(100*time.Millisecond), WithLogger(slog.New(slog.DiscardHandler)), WithConditionalCommands(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +328,7 @@ func TestLateGrant(t *testing.T) {
 // TTL is sent in whole milliseconds.
 func TestExtendTTL(t *testing.T) {
 	c := &replytest.Client{Err: errors.New("refused")}
-	l, err := New(c)
+	l, err := New(c, WithConditionalCommands(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,6 +354,46 @@ func TestExtendTTL(t *testing.T) {
 	}
 	if h.TTL() != time.Minute || h.Err() != nil {
 		t.Fatalf("a refused renewal changed the handle: TTL %v, Err %v", h.TTL(), h.Err())
+	}
+}
+
+// TestConditionalProbeOncePerLocker: with the default options a Locker's first Extend or Release asks
+// the server once which conditional commands it has (COMMAND DOCS); a server that answers with an
+// error reply (here: every command is refused) leaves the scripts, for every Lease of the Locker, and
+// is not asked again. With WithConditionalCommands(false) nothing is probed.
+func TestConditionalProbeOncePerLocker(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		c := &replytest.Client{Err: replytest.Error(t, "ERR refused")}
+		l, err := New(c, WithConditionalCommands(on), WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			h, err := grant(l, &request{leaseKey: "l", fenceKey: "f", keys: [2]string{"l", "f"}}, "owner", 3, time.Now(), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.Extend(context.Background()); err == nil {
+				t.Fatalf("lease %d: Extend on a refusing server succeeded", i)
+			}
+			if _, err := h.Release(context.Background()); err == nil {
+				t.Fatalf("lease %d: Release on a refusing server succeeded", i)
+			}
+		}
+		var probes, scripts int
+		for _, cmd := range c.Sent() {
+			switch {
+			case cmd[0] == "COMMAND":
+				probes++
+			case replytest.Runs(cmd, extendScript), replytest.Runs(cmd, releaseScript):
+				scripts++
+			default:
+				t.Fatalf("conditional %v: unexpected command %q", on, cmd)
+			}
+		}
+		if want := map[bool]int{true: 1, false: 0}[on]; probes != want || scripts != 4 {
+			t.Fatalf("conditional %v: %d probes and %d scripts, want %d and 4: %q", on, probes, scripts, want, c.Sent())
+		}
 	}
 }
 
@@ -440,6 +481,7 @@ func TestFailedAcquireCleanup(t *testing.T) {
 // start with ttl; ErrLateReply (after the cleanup) when the estimate already elapsed.
 func grant(l *Locker, r *request, owner string, token int64, start time.Time, ttl time.Duration) (*Lease, error) {
 	r.args[0], r.ms = owner, ttl.Milliseconds()
+	r.args[1] = strconv.FormatInt(r.ms, 10)
 	h := l.newLease(r)
 	h.b.token = token
 	if err := h.b.GrantAcquire(context.Background(), start); err != nil {

@@ -22,11 +22,12 @@ type config struct {
 	strictSlots bool
 	tracker     *luakit.Tracker
 	waitSlice   time.Duration    // the fair lock's wait slice; 0: DefaultWaitSlice
+	conditional bool             // WithConditionalCommands
 	own         ownership.Config // renew fraction, retry delay, cleanup timeout, logger; zero: the defaults
 }
 
 func defaultConfig() config {
-	return config{own: ownership.Config{Name: "lock"}}
+	return config{own: ownership.Config{Name: "lock"}, conditional: true}
 }
 
 // WithKeyPrefix prepends prefix to every physical key (lease and fence key alike), like a prefixed client
@@ -44,6 +45,16 @@ func WithKeyPrefix(prefix string) Option {
 // anyway. Default: off (false), so a standalone deployment may use any two keys.
 func WithStrictSlots(on bool) Option {
 	return optionFunc(func(c *config) error { c.strictSlots = on; return nil })
+}
+
+// WithConditionalCommands with on true (the default) lets a Lease's Extend and Release run as one
+// server command where the server has it: SET ... IFEQ ... PX (Valkey 8.1+, Redis 8.4+) and DELIFEQ
+// (Valkey 9.0+) or DELEX ... IFEQ (Redis 8.4+), probed once per Locker, the scripts elsewhere; with
+// false every call runs the scripts and nothing is probed (for a proxy that passes only known
+// commands, or an ACL audit that expects one command set everywhere). Answers are the same either
+// way (see the package documentation, "Conditional commands").
+func WithConditionalCommands(on bool) Option {
+	return optionFunc(func(c *config) error { c.conditional = on; return nil })
 }
 
 // WithTracker sets the tracker [Locker.Acquire] wakes on; it must be wired into the client's

@@ -65,6 +65,8 @@ var scenarios = []scenario{
 	{name: "19_least_privilege_acl", run: testLeastPrivilege},
 	{name: "20_attempt_observer", run: testAttemptObserver},
 	{name: "21_cycle_commands", run: testCycleCommands},
+	{name: "22_conditional_answers", run: testConditionalAnswers},
+	{name: "23_conditional_acl", run: testConditionalACL},
 }
 
 // TestLock runs every scenario on every target. Targets run in parallel (at most matrix.MaxParallelTargets at

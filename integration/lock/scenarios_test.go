@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -850,39 +851,54 @@ func armingCommand(e *env) string {
 
 // 21. The server side of one TryAcquire+Release cycle on an existing counter, from INFO commandstats
 // summed over every server process: the two EVALSHAs and the commands they run (acquire: SET NX PX,
-// INCR, PTTL of the counter; release: GET, DEL), 7 in all, as with a new counter; and of a TryAcquire
-// on a held lock, 3. The target's background commands (matrix.Env.BackgroundCommands: INFO, PINGs,
+// INCR, PTTL of the counter; release: GET, DEL), 7 in all, as with a new counter, with the scripts; with
+// the default options on a server that has DELIFEQ or DELEX IFEQ, release is that one command, 5 in
+// all; and of a TryAcquire on a held lock, 3. The target's background commands (matrix.Env.BackgroundCommands: INFO, PINGs,
 // handshakes, a Sentinel's hello PUBLISH...) are left out.
 func testCycleCommands(t *testing.T, e *env) {
 	c := ctx(t)
-	l := e.locker(t)
-	ln, _, fk := named("s21")
-	cycle := func() {
-		t.Helper()
-		lease, err := l.TryAcquire(c, ln, 10*time.Second)
-		require.NoError(t, err)
-		out, err := lease.Release(c)
-		require.NoError(t, err)
-		require.Equal(t, lock.Released, out)
-	}
-	cycle() // loads the scripts (EVAL after NOSCRIPT) and creates the counter
-	e.requireCounter(t, fk, "1")
-	before := e.CommandStats(t)
-	cycle()
-	got := e.CommandsSince(t, before)
-	e.requireCounter(t, fk, "2")
-	require.Equal(t, map[string]int64{"evalsha": 2, "set": 1, "incr": 1, "pttl": 1, "get": 1, "del": 1}, got,
-		"commands of one cycle on an existing counter")
+	_, del := serverFast(t, e)
+	scripts := map[string]int64{"evalsha": 2, "set": 1, "incr": 1, "pttl": 1, "get": 1, "del": 1}
+	for _, p := range []struct {
+		name string
+		on   bool
+		want map[string]int64
+	}{
+		{"scripts", false, scripts},
+		// Where the server has DELIFEQ / DELEX IFEQ, Release is that one command: no script, no GET.
+		{"default", true, map[string]int64{"evalsha": 1, "set": 1, "incr": 1, "pttl": 1, strings.ToLower(del): 1}},
+	} {
+		if p.on && del == "" {
+			p.want = scripts
+		}
+		l := e.locker(t, lock.WithConditionalCommands(p.on))
+		ln, _, fk := named("s21:" + p.name)
+		cycle := func() {
+			t.Helper()
+			lease, err := l.TryAcquire(c, ln, 10*time.Second)
+			require.NoError(t, err)
+			out, err := lease.Release(c)
+			require.NoError(t, err)
+			require.Equal(t, lock.Released, out)
+		}
+		cycle() // loads the scripts (EVAL after NOSCRIPT), probes the server, and creates the counter
+		e.requireCounter(t, fk, "1")
+		before := e.CommandStats(t)
+		cycle()
+		got := e.CommandsSince(t, before)
+		e.requireCounter(t, fk, "2")
+		require.Equal(t, p.want, got, "%s: commands of one cycle on an existing counter", p.name)
 
-	// A held lock: the script's SET NX fails and PTTL reads the holder's remaining time, nothing more.
-	held, err := l.TryAcquire(c, ln, 10*time.Second)
-	require.NoError(t, err)
-	before = e.CommandStats(t)
-	lease, err := l.TryAcquire(c, ln, 10*time.Second)
-	require.Nil(t, lease)
-	require.ErrorIs(t, err, lock.ErrNotAcquired)
-	got = e.CommandsSince(t, before)
-	require.Equal(t, map[string]int64{"evalsha": 1, "set": 1, "pttl": 1}, got, "commands of an attempt on a held lock")
-	_, err = held.Release(c)
-	require.NoError(t, err)
+		// A held lock: the script's SET NX fails and PTTL reads the holder's remaining time, nothing more.
+		held, err := l.TryAcquire(c, ln, 10*time.Second)
+		require.NoError(t, err)
+		before = e.CommandStats(t)
+		lease, err := l.TryAcquire(c, ln, 10*time.Second)
+		require.Nil(t, lease)
+		require.ErrorIs(t, err, lock.ErrNotAcquired)
+		got = e.CommandsSince(t, before)
+		require.Equal(t, map[string]int64{"evalsha": 1, "set": 1, "pttl": 1}, got, "commands of an attempt on a held lock")
+		_, err = held.Release(c)
+		require.NoError(t, err)
+	}
 }

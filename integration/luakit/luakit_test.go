@@ -133,7 +133,17 @@ func TestLuakit(t *testing.T) {
 				srv.MustPause(t)
 				return func() { srv.MustResume(t) }
 			}
-			t.Run("exec_ordered_keeps_send_order", func(t *testing.T) { testExecOrdered(t, client, pauseKey) })
+			t.Run("exec_ordered_keeps_send_order", func(t *testing.T) {
+				testExecOrdered(t, client, pauseKey, func(ctx context.Context, key string) error {
+					return delKey.ExecOrdered(ctx, client, []string{key}, nil).Error()
+				})
+			})
+			// A plain command (lock's DELIFEQ) after a script keeps the order the same way.
+			t.Run("do_ordered_keeps_send_order", func(t *testing.T) {
+				testExecOrdered(t, client, pauseKey, func(ctx context.Context, key string) error {
+					return luakit.DoOrdered(ctx, client, "DEL", []string{key}).Error()
+				})
+			})
 		})
 	}
 }
@@ -200,22 +210,22 @@ var (
 // rueidis' default connections (2^PipelineMultiplex per standalone server: 2 on 2 CPUs, 4 from 4 CPUs
 // up): the key is gone every time. With Exec the two commands take random connections and the delete
 // often runs first (or waits on a connection still being dialled), leaving the key.
-func testExecOrdered(t *testing.T, client rueidis.Client, pauseKey func(*testing.T, string) func()) {
+//
+// del is the delete: the delete script through ExecOrdered, or a plain DEL through DoOrdered.
+func testExecOrdered(t *testing.T, client rueidis.Client, pauseKey func(*testing.T, string) func(), del func(ctx context.Context, key string) error) {
 	const trials = 8
 	for i := range trials {
 		key := fmt.Sprintf("{luakit}:ordered:%d", i)
 		// Both scripts are known to the server first, so no NOSCRIPT reply reorders anything.
 		require.NoError(t, setKey.ExecOrdered(context.Background(), client, []string{key}, []string{"warm", "1"}).Error())
-		require.NoError(t, delKey.ExecOrdered(context.Background(), client, []string{key}, nil).Error())
+		require.NoError(t, del(context.Background(), key))
 
 		resume := pauseKey(t, key)
 		for _, call := range []func(ctx context.Context) error{
 			func(ctx context.Context) error {
 				return setKey.ExecOrdered(ctx, client, []string{key}, []string{"late", "60000"}).Error()
 			},
-			func(ctx context.Context) error {
-				return delKey.ExecOrdered(ctx, client, []string{key}, nil).Error()
-			},
+			func(ctx context.Context) error { return del(ctx, key) },
 		} {
 			cctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			ectx, stop := luakit.WithoutDeadline(cctx)

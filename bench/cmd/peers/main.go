@@ -45,9 +45,13 @@ const (
 	sectionHandoff = "handoff"
 	sectionGCRA    = "gcra"
 	sectionCluster = "cluster"
+	// sectionConditional (opt-in) runs Coordkit's lock cycle, and the cycle with one Extend, with the
+	// scripts only (lock.WithConditionalCommands(false)) and with the defaults (SET IFEQ, DELIFEQ /
+	// DELEX IFEQ where the server has them).
+	sectionConditional = "conditional"
 )
 
-var allSections = []string{sectionLock, sectionHandoff, sectionGCRA, sectionCluster}
+var allSections = []string{sectionLock, sectionHandoff, sectionGCRA, sectionCluster, sectionConditional}
 
 // config is a run's settings (the flags).
 type config struct {

@@ -84,13 +84,13 @@ func runOrEnd(t *testing.T, cfg config, out *bytes.Buffer) {
 	}
 }
 
-// TestRunSmoke runs every section except the cluster once, as briefly as possible, and checks the
+// TestRunSmoke runs every section except the cluster once (the opt-in conditional one included), as briefly as possible, and checks the
 // JSON: every contender has its rows with operations counted and server commands seen. Timing is
 // not checked.
 func TestRunSmoke(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.json")
 	cfg := config{target: smokeTarget(), rounds: 1, duration: 30 * time.Millisecond, warmup: 10 * time.Millisecond,
-		callers: []int{1, 2}, sections: []string{sectionLock, sectionHandoff, sectionGCRA}, handoffs: 2, allocOps: 20, jsonPath: path}
+		callers: []int{1, 2}, sections: []string{sectionLock, sectionHandoff, sectionGCRA, sectionConditional}, handoffs: 2, allocOps: 20, jsonPath: path}
 	var out bytes.Buffer
 	runOrEnd(t, cfg, &out)
 	b, err := os.ReadFile(path)
@@ -120,6 +120,16 @@ func TestRunSmoke(t *testing.T) {
 	}
 	checkRows("lock", rep.Lock, contenders.LockNames(), 2)
 	checkRows("gcra", rep.GCRA, contenders.DeciderNames(), 4)
+	condNames := contenders.Names(contenders.CoordkitConditional)
+	if len(rep.Conditional) != 2*len(condNames) || len(rep.ConditionalAllocs) != len(condNames) {
+		t.Errorf("conditional: %d rows, %d allocation rows", len(rep.Conditional), len(rep.ConditionalAllocs))
+	}
+	for _, r := range rep.Conditional {
+		if !slices.Contains(condNames, r.Contender) || r.OpsPerSec <= 0 || r.CommandsPerOp < 5 ||
+			(r.Contender == contenders.CoordkitScripts && r.VsCeiling != 1) {
+			t.Errorf("conditional row %+v", r)
+		}
+	}
 	if len(rep.LockAllocs) != len(contenders.Locks) || len(rep.GCRAAllocs) != len(contenders.Deciders) {
 		t.Errorf("allocs: %+v %+v", rep.LockAllocs, rep.GCRAAllocs)
 	}

@@ -52,7 +52,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			Handoffs: cfg.handoffs, Sections: cfg.sections},
 	}
 	r := &runner{cfg: cfg, prefix: "ckpeers:" + strconv.FormatInt(time.Now().UnixNano(), 36), out: out}
-	if cfg.has(sectionLock) || cfg.has(sectionHandoff) || cfg.has(sectionGCRA) {
+	if cfg.has(sectionLock) || cfg.has(sectionHandoff) || cfg.has(sectionGCRA) || cfg.has(sectionConditional) {
 		s, err := testkit.Launch(ctx, cfg.target)
 		if err != nil {
 			return err
@@ -67,6 +67,14 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		if cfg.has(sectionLock) {
 			if rep.Lock, rep.LockAllocs, err = r.lockSection(ctx, srv); err != nil {
 				return fmt.Errorf("lock: %w", err)
+			}
+			r.cleanup(ctx)
+		}
+		if cfg.has(sectionConditional) {
+			if rep.Conditional, rep.ConditionalAllocs, err = r.lockTable(ctx, srv, contenders.CoordkitConditional,
+				"Coordkit lock cycles, scripts vs conditional commands (TryAcquire [+ Extend] + Release)",
+				contenders.CoordkitScripts, contenders.CoordkitExtendScripts, "Coordkit lock cycle client allocations (one goroutine)"); err != nil {
+				return fmt.Errorf("conditional: %w", err)
 			}
 			r.cleanup(ctx)
 		}
@@ -223,7 +231,14 @@ func mallocs(ctx context.Context, ops int, f op) (float64, error) {
 
 // lockSection measures lock cycles of every lock contender at every caller count.
 func (r *runner) lockSection(ctx context.Context, srv contenders.Server) ([]peers.Throughput, []peers.Allocs, error) {
-	locks, closeAll, err := contenders.Build(contenders.Locks, srv)
+	return r.lockTable(ctx, srv, contenders.Locks, "Lock cycles (TryAcquire + Release)", contenders.RawRueidis, contenders.Rueidislock,
+		"Lock cycle client allocations (one goroutine)")
+}
+
+// lockTable measures lock cycles of every contender of specs at every caller count, with ratios
+// against the rows ceiling and peer.
+func (r *runner) lockTable(ctx context.Context, srv contenders.Server, specs []contenders.LockSpec, title, ceiling, peer, allocTitle string) ([]peers.Throughput, []peers.Allocs, error) {
+	locks, closeAll, err := contenders.Build(specs, srv)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -232,7 +247,7 @@ func (r *runner) lockSection(ctx context.Context, srv contenders.Server) ([]peer
 		key := r.keyer(tag)
 		return func(ctx context.Context, n int64) error { return l.TryAcquireRelease(ctx, key(n)) }
 	}
-	names := contenders.LockNames()
+	names := contenders.Names(specs)
 	maxCallers := r.cfg.callers[len(r.cfg.callers)-1]
 	for _, name := range names {
 		if _, err := r.measure(ctx, maxCallers, r.cfg.warmup, cycle(locks[name], "lw")); err != nil {
@@ -261,8 +276,8 @@ func (r *runner) lockSection(ctx context.Context, srv contenders.Server) ([]peer
 			rows = append(rows, peers.Summarize(name, "", callers, samples[name][callers]))
 		}
 	}
-	peers.SetRatios(rows, contenders.RawRueidis, contenders.Rueidislock)
-	return r.report(ctx, names, "Lock cycles (TryAcquire + Release)", "cycles/s", contenders.RawRueidis, contenders.Rueidislock, "Lock cycle client allocations (one goroutine)", rows,
+	peers.SetRatios(rows, ceiling, peer)
+	return r.report(ctx, names, title, "cycles/s", ceiling, peer, allocTitle, rows,
 		func(name string) (op, op) {
 			key := r.keyer("lk")
 			keyOnly := func(_ context.Context, n int64) error { // the key, used, so that it is built

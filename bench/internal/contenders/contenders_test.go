@@ -3,6 +3,7 @@ package contenders
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -33,12 +34,19 @@ func freshKey(t *testing.T) string {
 	return "ckcontenders:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":" + t.Name() + ":" + strconv.Itoa(keySeq)
 }
 
-// TestLocks runs every lock contender's cycle twice on one key: the second cycle succeeds only if
-// the first released the lock; and checks that a held key is refused.
+// TestLocks runs every lock contender's cycle (those of Locks and of CoordkitConditional) twice on one
+// key: the second cycle succeeds only if the first released the lock; and checks that a held key is
+// refused.
 func TestLocks(t *testing.T) {
 	s := startServer(t)
 	ctx := context.Background()
-	for _, spec := range Locks {
+	specs := slices.Clone(Locks)
+	for _, spec := range CoordkitConditional {
+		if !slices.ContainsFunc(specs, func(o LockSpec) bool { return o.Name == spec.Name }) {
+			specs = append(specs, spec)
+		}
+	}
+	for _, spec := range specs {
 		t.Run(spec.Name, func(t *testing.T) {
 			l, err := spec.New(FromTestkit(s))
 			if err != nil {

@@ -52,12 +52,49 @@ var Locks = []LockSpec{
 	{Name: RawRueidis, Ceiling: true, New: NewRawLock},
 }
 
+// Row names of the conditional section (cmd/peers -only conditional): Coordkit's lock with the
+// scripts only and with its defaults, for the plain cycle and for a cycle with one Extend.
+const (
+	CoordkitScripts       = "coordkit-scripts"
+	CoordkitExtendScripts = "coordkit-extend-scripts"
+	CoordkitExtend        = "coordkit-extend"
+)
+
+// CoordkitConditional is the conditional section's table: lock.WithConditionalCommands(false) (every
+// Extend and Release a script) against the defaults (SET IFEQ PX and DELIFEQ / DELEX IFEQ where the
+// server has them), for TryAcquire + Release and for TryAcquire + Extend + Release.
+var CoordkitConditional = []LockSpec{
+	{Name: CoordkitScripts, New: coordkitVariant(CoordkitScripts, false, false)},
+	{Name: Coordkit, New: NewCoordkitLock},
+	{Name: CoordkitExtendScripts, New: coordkitVariant(CoordkitExtendScripts, false, true)},
+	{Name: CoordkitExtend, New: coordkitVariant(CoordkitExtend, true, true)},
+}
+
+// coordkitVariant builds Coordkit's lock named name with lock.WithConditionalCommands(conditional),
+// whose cycle extends the lease once before releasing it when extend is set.
+func coordkitVariant(name string, conditional, extend bool) func(s Server) (Lock, error) {
+	return func(s Server) (Lock, error) {
+		c, err := s.newClient()
+		if err != nil {
+			return nil, err
+		}
+		lk, err := lock.New(c, lock.WithConditionalCommands(conditional))
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		return &coordkitLock{lk: lk, name: name, extend: extend, closers: closers{c.Close}}, nil
+	}
+}
+
 // LockNames returns the names of Locks, in table order.
 func LockNames() []string { return Names(Locks) }
 
 // coordkitLock: lock.Locker TryAcquire + Lease.Release over one cache-free client.
 type coordkitLock struct {
-	lk *lock.Locker
+	lk     *lock.Locker
+	name   string // "": Coordkit
+	extend bool   // the cycle extends the lease once before releasing it
 	closers
 }
 
@@ -76,12 +113,23 @@ func NewCoordkitLock(s Server) (Lock, error) {
 	return &coordkitLock{lk: lk, closers: closers{c.Close}}, nil
 }
 
-func (*coordkitLock) Name() string { return Coordkit }
+func (c *coordkitLock) Name() string {
+	if c.name != "" {
+		return c.name
+	}
+	return Coordkit
+}
 
 func (c *coordkitLock) TryAcquireRelease(ctx context.Context, key string) error {
 	lease, err := c.lk.TryAcquire(ctx, key, TTL) // {key}:lease, {key}:fence
 	if err != nil {
 		return err
+	}
+	if c.extend {
+		if ok, err := lease.Extend(ctx); err != nil || !ok {
+			_, _ = lease.Release(ctx)
+			return fmt.Errorf("coordkit extend: %v, %w", ok, err)
+		}
 	}
 	return coordkitRelease(ctx, lease)
 }

@@ -195,10 +195,14 @@ type Report struct {
 	Settings   Settings     `json:"settings"`
 	Lock       []Throughput `json:"lock,omitempty"`
 	LockAllocs []Allocs     `json:"lock_allocs,omitempty"`
-	Handoff    []Handoff    `json:"handoff,omitempty"`
-	GCRA       []Throughput `json:"gcra,omitempty"`
-	GCRAAllocs []Allocs     `json:"gcra_allocs,omitempty"`
-	Cluster    *Cluster     `json:"cluster,omitempty"`
+	// Conditional and ConditionalAllocs are the conditional section's: Coordkit's lock cycles with
+	// the scripts only and with the conditional commands.
+	Conditional       []Throughput `json:"conditional,omitempty"`
+	ConditionalAllocs []Allocs     `json:"conditional_allocs,omitempty"`
+	Handoff           []Handoff    `json:"handoff,omitempty"`
+	GCRA              []Throughput `json:"gcra,omitempty"`
+	GCRAAllocs        []Allocs     `json:"gcra_allocs,omitempty"`
+	Cluster           *Cluster     `json:"cluster,omitempty"`
 }
 
 // ServerInfo names the server of a run.
