@@ -54,9 +54,9 @@ type backend struct {
 	cond   *luakit.ConditionalCommands // the Locker's; nil with WithConditionalCommands(false)
 	own    *ownership.Handle           // the Lease's
 	r      request
-	token  int64                       // the fencing token, once granted
-	track  bool                        // the next attempt arms tracking of the lease key with its own read
-	fair   *fairState                  // a FairLocker's lease: its scripts and keys; nil for a Locker's
+	token  int64      // the fencing token, once granted
+	track  bool       // the next attempt arms tracking of the lease key with its own read
+	fair   *fairState // a FairLocker's lease: its scripts and keys; nil for a Locker's
 }
 
 // newLease makes the Lease that an acquisition of r grants (used by every attempt of one call).
