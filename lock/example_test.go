@@ -97,3 +97,25 @@ func ExampleKeys() {
 	fmt.Println(leaseKey, fenceKey, luakit.Slot(leaseKey) == luakit.Slot(fenceKey))
 	// Output: {invoice:42}:lease {invoice:42}:fence true
 }
+
+// Serve waiters in arrival order, with the lease handed to the next waiter by the release itself: the
+// waiter needs no round trip of its own after the release. Leases are the same *lock.Lease.
+func ExampleFairLocker_Acquire() {
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}})
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	fl, err := lock.NewFair(client, lock.WithWaitSlice(time.Second))
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := fl.Acquire(ctx, "invoice:42", 10*time.Second) // queues behind earlier waiters
+	if err != nil {
+		return // ctx ended: the entry was removed (and a late grant handed on)
+	}
+	defer lease.Release(context.Background()) // grants the lease to the next live waiter
+	fmt.Println("fencing token", lease.FencingToken())
+}
