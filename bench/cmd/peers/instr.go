@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -89,7 +90,8 @@ func instrChild(ctx context.Context, job instrJob, out io.Writer) error {
 	}
 	defer s.Close()
 	r := &runner{prefix: job.Prefix, out: io.Discard}
-	r.sample.Store(1000) // 4-digit measurement numbers: every window's keys have the same lengths
+	r.sample.Store(1000)       // 4-digit measurement numbers: every window's keys have the same lengths
+	runtime.MemProfileRate = 0 // no allocation sampled at random for the memory profile
 	names, ops, closeAll, err := r.instrOps(job.Section, contenders.FromTestkit(s))
 	if err != nil {
 		return err

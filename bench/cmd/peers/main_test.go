@@ -192,7 +192,9 @@ func checkInstructions(t *testing.T, out *bytes.Buffer, section string, rows []p
 // TestPerOp checks the pairing of windows: (operation - baseline) / ops per contender and
 // repetition, in repetition order, for the total and the code figure.
 func TestPerOp(t *testing.T) {
-	w := func(name string, rep int, baseline bool) instrWindow { return instrWindow{Contender: name, Rep: rep, Baseline: baseline} }
+	w := func(name string, rep int, baseline bool) instrWindow {
+		return instrWindow{Contender: name, Rep: rep, Baseline: baseline}
+	}
 	prof := func(total, code int64) callgrind.Profile {
 		return callgrind.Profile{Total: total, Self: map[string]int64{"runtime.x": total - code, "a.b": code}}
 	}

@@ -95,6 +95,9 @@ type Profile struct {
 	// Self is each function's own instructions (Ir of its cost lines, not of the calls it makes),
 	// by the name callgrind gives it ("0x..." for a function of a binary without a symbol table).
 	Self map[string]int64
+	// Calls is the inclusive instructions of the calls to each function (the function and all it
+	// calls, from every call site; a recursive function's inner calls counted again), by name.
+	Calls map[string]int64
 }
 
 // Sum returns the own instructions of the functions for which keep returns true.
@@ -132,17 +135,18 @@ func GoCode(fn string) bool {
 // Parse reads a callgrind output file (format version 1, as callgrind writes it: name compression,
 // relative positions): its total and the own instructions (event Ir) of each function. The total
 // is the "totals:" line, or the "summary:" line when there is no "totals:" (one of them is
-// required); the "positions:" and "events:" lines say which column is Ir. A malformed file is an
+// required); the "positions:" and "events:" lines say which column is Ir; the cost line after a
+// calls= line is the call's inclusive cost (Calls), not the caller's own. A malformed file is an
 // error.
 func Parse(r io.Reader) (Profile, error) {
-	p := Profile{Self: map[string]int64{}}
+	p := Profile{Self: map[string]int64{}, Calls: map[string]int64{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	positions, col := 1, 0
 	var summary, totals int64 = -1, -1
 	names := map[string]string{} // "(id)" -> name, functions (fn=, cfn=)
-	fn := ""                     // the current function
-	skipCost := false            // the next cost line is a call's (inclusive) cost
+	fn, cfn := "", ""            // the current function, the callee of the last cfn= line
+	callCost := false            // the next cost line is a call's (inclusive) cost, of cfn
 	name := func(v string) (string, error) {
 		v = strings.TrimSpace(v)
 		if !strings.HasPrefix(v, "(") {
@@ -175,8 +179,9 @@ func Parse(r io.Reader) (Profile, error) {
 					return p, fmt.Errorf("callgrind: bad cost line %q", line)
 				}
 			}
-			if skipCost {
-				skipCost = false
+			if callCost {
+				callCost = false
+				p.Calls[cfn] += n
 				continue
 			}
 			if fn == "" {
@@ -192,9 +197,12 @@ func Parse(r io.Reader) (Profile, error) {
 			case "fn":
 				fn, err = name(rest)
 			case "cfn":
-				_, err = name(rest)
+				cfn, err = name(rest)
 			case "calls":
-				skipCost = true
+				if cfn == "" {
+					err = fmt.Errorf("callgrind: %q without cfn=", line)
+				}
+				callCost = true
 			}
 			if err != nil {
 				return p, err

@@ -54,10 +54,13 @@ func TestParse(t *testing.T) {
 		in    string
 		total int64
 		self  map[string]int64 // nil: not checked
+		calls map[string]int64 // nil: not checked
 		err   string           // "": no error
 	}{
 		{name: "callgrind 3.19 dump", in: sample, total: 29154,
-			self: map[string]int64{"runtime.(*mheap).initSpan": 42, "github.com/redis/rueidis.(*pipe).Do": 100, "main.f": 6}},
+			self:  map[string]int64{"runtime.(*mheap).initSpan": 42, "github.com/redis/rueidis.(*pipe).Do": 100, "main.f": 6},
+			calls: map[string]int64{"github.com/redis/rueidis.(*pipe).Do": 44, "main.f": 900}},
+		{name: "calls without cfn", in: "events: Ir\nfn=(1) a.b\ncalls=1 2\n1 4\ntotals: 4\n", err: "without cfn"},
 		{name: "summary only", in: "events: Ir\nsummary: 77\n", total: 77, self: map[string]int64{}},
 		{name: "totals wins over summary", in: "events: Ir\nsummary: 77\ntotals: 70\n", total: 70},
 		{name: "no events line: the first column", in: "summary: 5 6\n", total: 5},
@@ -91,6 +94,9 @@ func TestParse(t *testing.T) {
 			}
 			if tc.self != nil && fmt.Sprint(p.Self) != fmt.Sprint(tc.self) {
 				t.Errorf("self %v, want %v", p.Self, tc.self)
+			}
+			if tc.calls != nil && fmt.Sprint(p.Calls) != fmt.Sprint(tc.calls) {
+				t.Errorf("calls %v, want %v", p.Calls, tc.calls)
 			}
 		})
 	}
@@ -137,6 +143,11 @@ func FuzzParse(f *testing.F) {
 		for fn, n := range p.Self {
 			if n < 0 {
 				t.Errorf("negative count %d of %q", n, fn)
+			}
+		}
+		for fn, n := range p.Calls {
+			if n < 0 {
+				t.Errorf("negative call count %d of %q", n, fn)
 			}
 		}
 	})
