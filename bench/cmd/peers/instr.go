@@ -153,6 +153,9 @@ func childMain() (code int, ok bool) {
 // instructions runs the instruction phase of section in a child process under valgrind and returns
 // every contender's instructions per operation, one figure per repetition, by name.
 func (r *runner) instructions(ctx context.Context, section string) (map[string]instrFigures, error) {
+	if os.Getenv(instrJobEnv) != "" { // a child that ran the runner instead of its job: no grandchild
+		return nil, fmt.Errorf("%s is set in the runner's own environment", instrJobEnv)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
