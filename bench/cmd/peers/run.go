@@ -72,8 +72,12 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			r.url = "redis://" + s.Addr
 		}
 		if cfg.instructions && (cfg.has(sectionLock) || cfg.has(sectionGCRA)) {
-			if r.valgrind, err = callgrind.Valgrind(); err != nil {
+			switch r.valgrind, err = callgrind.Valgrind(); {
+			case err != nil:
 				logf(out, "instructions: not measured: %v (-instructions=false to say so; install valgrind to measure them)", err)
+			case !callgrind.Supported:
+				r.valgrind = ""
+				logf(out, "instructions: not measured: callgrind client requests are written for amd64 only, not %s", runtime.GOARCH)
 			}
 		}
 		srv := contenders.FromTestkit(s)
