@@ -124,10 +124,11 @@ bench: setup ## benchmarks (bench module)
 	@$(EACH) bench bench
 
 # PEERSFLAGS are passed to the runner, e.g. PEERSFLAGS='-target=valkey9 -json peers.json'; with
-# COORDKIT_REDIS_URL set it measures that server instead of starting one.
+# COORDKIT_REDIS_URL set it measures that server instead of starting one. -ldflags=-s=false keeps
+# the symbol table that go run strips: the instruction phase (callgrind) names functions from it.
 PEERSFLAGS ?=
 bench-peers: setup ## Coordkit side by side with its peers on one server (bench/cmd/peers; PEERSFLAGS=...)
-	cd bench && go run ./cmd/peers $(PEERSFLAGS)
+	cd bench && go run -ldflags=-s=false ./cmd/peers $(PEERSFLAGS)
 
 lint: ## gofmt -l, go vet, staticcheck per module; doc comments of every exported name in the released ones; the API check
 	@$(EACH) gofmt,vet,staticcheck $(call pick,$(MODULES))

@@ -28,6 +28,9 @@ import (
 )
 
 func main() {
+	if code, ok := childMain(); ok { // the instruction phase's child, under callgrind
+		os.Exit(code)
+	}
 	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
@@ -65,6 +68,9 @@ type config struct {
 	allocOps       int
 	clusterCallers int
 	jsonPath       string
+	instructions   bool // the instruction phase (when valgrind is found)
+	instrOps       int  // operations of one window of the instruction phase
+	instrReps      int  // repetitions of the instruction phase
 }
 
 func (c config) has(section string) bool {
@@ -89,6 +95,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.allocOps, "alloc-ops", 3000, "operations of the single-goroutine allocation phase, per contender")
 	fs.IntVar(&c.clusterCallers, "cluster-callers", 64, "callers of the cluster section")
 	fs.StringVar(&c.jsonPath, "json", "", "write the figures as JSON to this file")
+	fs.BoolVar(&c.instructions, "instructions", true, "count client instructions per operation of the lock and gcra contenders under valgrind's callgrind (skipped, with a note, when valgrind is not in $PATH)")
+	fs.IntVar(&c.instrOps, "instr-ops", 400, "operations of one callgrind window (per contender and repetition) of the instruction phase")
+	fs.IntVar(&c.instrReps, "instr-reps", 3, "repetitions of the instruction phase's windows (the table shows their median and spread; the JSON each)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -120,8 +129,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	switch {
 	case len(c.sections) == 0:
 		return c, fmt.Errorf("-only: no section")
-	case c.rounds < 1 || c.handoffs < 1 || c.allocOps < 1 || c.clusterCallers < 1:
-		return c, fmt.Errorf("-rounds, -handoffs, -alloc-ops and -cluster-callers must be at least 1")
+	case c.rounds < 1 || c.handoffs < 1 || c.allocOps < 1 || c.clusterCallers < 1 || c.instrOps < 1 || c.instrReps < 1:
+		return c, fmt.Errorf("-rounds, -handoffs, -alloc-ops, -cluster-callers, -instr-ops and -instr-reps must be at least 1")
 	case c.duration <= 0 || c.warmup < 0:
 		return c, fmt.Errorf("-duration must be positive and -warmup not negative")
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/coordkit/coordkit/bench/internal/callgrind"
 	"github.com/coordkit/coordkit/bench/internal/contenders"
 	"github.com/coordkit/coordkit/bench/internal/peers"
 	"github.com/coordkit/coordkit/testkit"
@@ -23,7 +25,14 @@ import (
 
 // TestMain checks for leaked goroutines, with testkit's exceptions for rueidis' detached cluster
 // goroutines (TestClusterSmoke makes a cluster client).
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.GoleakOptions()...) }
+// The instruction phase's child (the test binary run again under callgrind) runs instead of the
+// tests.
+func TestMain(m *testing.M) {
+	if code, ok := childMain(); ok {
+		os.Exit(code)
+	}
+	goleak.VerifyTestMain(m, testkit.GoleakOptions()...)
+}
 
 func parse(args ...string) (config, error) {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
@@ -37,8 +46,16 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.target != testkit.Redis8 || c.rounds != 5 || !slices.Equal(c.callers, []int{1, 8, 64}) ||
-		!slices.Equal(c.sections, []string{sectionLock, sectionHandoff, sectionGCRA}) || c.has(sectionCluster) {
+		!slices.Equal(c.sections, []string{sectionLock, sectionHandoff, sectionGCRA}) || c.has(sectionCluster) ||
+		!c.instructions || c.instrOps != 400 || c.instrReps != 3 {
 		t.Errorf("defaults: %+v", c)
+	}
+	c, err = parse("-instructions=false", "-instr-ops=50", "-instr-reps=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.instructions || c.instrOps != 50 || c.instrReps != 1 {
+		t.Errorf("instruction flags: %+v", c)
 	}
 	c, err = parse("-target=valkey9", "-rounds=5", "-duration=2s", "-callers=2, 16", "-only=gcra,cluster", "-json=x.json")
 	if err != nil {
@@ -50,7 +67,7 @@ func TestParseFlags(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"-target=redis6"}, {"-callers=0"}, {"-callers=a"}, {"-callers="}, {"-only=locks"}, {"-only=,"},
-		{"-rounds=0"}, {"-duration=0s"}, {"-handoffs=0"}, {"extra"},
+		{"-rounds=0"}, {"-duration=0s"}, {"-handoffs=0"}, {"extra"}, {"-instr-ops=0"}, {"-instr-reps=0"},
 	} {
 		if _, err := parse(bad...); err == nil {
 			t.Errorf("%v: no error", bad)
@@ -90,7 +107,8 @@ func runOrEnd(t *testing.T, cfg config, out *bytes.Buffer) {
 func TestRunSmoke(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.json")
 	cfg := config{target: smokeTarget(), rounds: 1, duration: 30 * time.Millisecond, warmup: 10 * time.Millisecond,
-		callers: []int{1, 2}, sections: []string{sectionLock, sectionHandoff, sectionGCRA, sectionConditional}, handoffs: 2, allocOps: 20, jsonPath: path}
+		callers: []int{1, 2}, sections: []string{sectionLock, sectionHandoff, sectionGCRA, sectionConditional}, handoffs: 2, allocOps: 20, jsonPath: path,
+		instructions: true, instrOps: 20, instrReps: 2}
 	var out bytes.Buffer
 	runOrEnd(t, cfg, &out)
 	b, err := os.ReadFile(path)
@@ -141,10 +159,121 @@ func TestRunSmoke(t *testing.T) {
 			t.Errorf("hand-off row %+v", h)
 		}
 	}
+	checkInstructions(t, &out, "lock", rep.LockInstructions, contenders.LockNames(), 2)
+	checkInstructions(t, &out, "gcra", rep.GCRAInstructions, contenders.DeciderNames(), 2)
 	for _, want := range []string{"Lock cycles", "Contended hand-off", "GCRA decisions", "vs rueidislock", "vs redis_rate"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
+	}
+}
+
+// checkInstructions checks the instruction rows of a run (the real callgrind run of the smoke
+// test): one per contender with reps figures, the total above zero and, when this test binary has
+// a symbol table (go test -ldflags=-s=false), the code figure above zero and below the total; and
+// the server figures of the 1-caller row beside them. Without valgrind there are none, and the
+// output says so.
+func checkInstructions(t *testing.T, out *bytes.Buffer, section string, rows []peers.Instructions, names []string, reps int) {
+	t.Helper()
+	if _, err := callgrind.Valgrind(); err != nil || !callgrind.Supported {
+		if len(rows) != 0 || (err != nil && !strings.Contains(out.String(), "instructions: not measured")) {
+			t.Errorf("%s: without valgrind: rows %+v, output:\n%s", section, rows, out)
+		}
+		t.Logf("%s: no instruction phase: valgrind %v, supported %v", section, err, callgrind.Supported)
+		return
+	}
+	if len(rows) != len(names) {
+		t.Fatalf("%s: instruction rows %+v\n%s", section, rows, out)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := callgrind.HasSymbols(exe)
+	for i, r := range rows {
+		if r.Contender != names[i] || r.PerOp <= 0 || len(r.Reps) != reps || r.Callers != 1 || r.CommandsPerOp < 1 ||
+			(code && (len(r.CodeReps) != reps || r.CodePerOp <= 0 || r.CodePerOp >= r.PerOp)) || (!code && len(r.CodeReps) != 0) {
+			t.Errorf("%s: instruction row %+v (symbols: %v)", section, r, code)
+		}
+	}
+	t.Logf("%s: %+v", section, rows)
+}
+
+// TestPerOp checks the pairing of windows: (operation - baseline) / ops per contender and
+// repetition, in repetition order, for the total and the code figure.
+func TestPerOp(t *testing.T) {
+	w := func(name string, rep int, baseline bool) instrWindow {
+		return instrWindow{Contender: name, Rep: rep, Baseline: baseline}
+	}
+	prof := func(total, code int64) callgrind.Profile {
+		return callgrind.Profile{Total: total, Self: map[string]int64{"runtime.x": total - code, "a.b": code}}
+	}
+	for _, tc := range []struct {
+		name    string
+		windows []instrWindow
+		profs   []callgrind.Profile
+		code    bool
+		want    map[string]instrFigures
+		err     string
+	}{
+		{name: "two contenders, two repetitions, rotated",
+			windows: []instrWindow{w("a", 0, true), w("a", 0, false), w("b", 0, true), w("b", 0, false),
+				w("b", 1, true), w("b", 1, false), w("a", 1, true), w("a", 1, false)},
+			profs: []callgrind.Profile{prof(100, 10), prof(1100, 510), prof(100, 10), prof(2100, 1010),
+				prof(100, 10), prof(2300, 1010), prof(200, 10), prof(1200, 530)},
+			code: true,
+			want: map[string]instrFigures{"a": {total: []float64{10, 10}, code: []float64{5, 5.2}}, "b": {total: []float64{20, 22}, code: []float64{10, 10}}}},
+		{name: "no symbols: no code figure",
+			windows: []instrWindow{w("a", 0, true), w("a", 0, false)}, profs: []callgrind.Profile{prof(100, 0), prof(300, 0)},
+			want: map[string]instrFigures{"a": {total: []float64{2}}}},
+		{name: "baseline missing", windows: []instrWindow{w("a", 0, false)}, profs: []callgrind.Profile{prof(1, 1)}, err: "missing"},
+		{name: "two operation windows", windows: []instrWindow{w("a", 0, false), w("a", 0, false)},
+			profs: []callgrind.Profile{prof(1, 1), prof(1, 1)}, err: "two windows"},
+		{name: "no window", err: "no window"},
+		{name: "dump unreadable", windows: []instrWindow{w("a", 0, true)}, err: "no dump"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := perOp(tc.windows, 100, tc.code, func(n int) (callgrind.Profile, error) {
+				if n > len(tc.profs) {
+					return callgrind.Profile{}, errors.New("no dump")
+				}
+				return tc.profs[n-1], nil
+			})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestNoValgrind checks that a run without valgrind in $PATH says so in one line and measures
+// everything else.
+func TestNoValgrind(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	path := filepath.Join(t.TempDir(), "out.json")
+	cfg := config{target: smokeTarget(), rounds: 1, duration: 30 * time.Millisecond, warmup: 10 * time.Millisecond,
+		callers: []int{1}, sections: []string{sectionGCRA}, allocOps: 5, jsonPath: path, instructions: true, instrOps: 5, instrReps: 1}
+	var out bytes.Buffer
+	runOrEnd(t, cfg, &out)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep peers.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "instructions: not measured: "+callgrind.ErrNoValgrind.Error()); n != 1 || len(rep.GCRAInstructions) != 0 || len(rep.GCRA) == 0 {
+		t.Errorf("%d notes, %d instruction rows, %d throughput rows; output:\n%s", n, len(rep.GCRAInstructions), len(rep.GCRA), out.String())
 	}
 }
 

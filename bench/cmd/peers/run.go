@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/coordkit/coordkit/bench/internal/callgrind"
 	"github.com/coordkit/coordkit/bench/internal/contenders"
 	"github.com/coordkit/coordkit/bench/internal/peers"
 	"github.com/coordkit/coordkit/testkit"
@@ -40,6 +42,9 @@ type runner struct {
 	prefix string            // ckpeers:<unix nanos>
 	sample atomic.Int64      // measurement number: part of each measurement's keys
 	out    io.Writer
+	// valgrind is the valgrind executable of the instruction phase ("": no instruction phase), and
+	// url the server's address for the phase's child process (testkit's EnvRedisURL).
+	valgrind, url string
 }
 
 // run runs the configured sections on one server and prints the tables to out.
@@ -62,18 +67,31 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		logf(out, "server: %s %s (%s, %s); %d CPUs, GOMAXPROCS %d, %s; %d rounds of %s",
 			s.Flavor, s.Version, s.Backend, s.Addr, rep.Machine.NumCPU, rep.Machine.GOMAXPROCS, rep.Machine.Go, cfg.rounds, cfg.duration)
 		r.nodes = []*testkit.Server{s}
+		r.url = os.Getenv(testkit.EnvRedisURL)
+		if r.url == "" {
+			r.url = "redis://" + s.Addr
+		}
+		if cfg.instructions && (cfg.has(sectionLock) || cfg.has(sectionGCRA)) {
+			switch r.valgrind, err = callgrind.Valgrind(); {
+			case err != nil:
+				logf(out, "instructions: not measured: %v (-instructions=false to say so; install valgrind to measure them)", err)
+			case !callgrind.Supported:
+				r.valgrind = ""
+				logf(out, "instructions: not measured: callgrind client requests are written for amd64 only, not %s", runtime.GOARCH)
+			}
+		}
 		srv := contenders.FromTestkit(s)
 		defer r.cleanup(ctx)
 		if cfg.has(sectionLock) {
-			if rep.Lock, rep.LockAllocs, err = r.lockSection(ctx, srv); err != nil {
+			if rep.Lock, rep.LockAllocs, rep.LockInstructions, err = r.lockSection(ctx, srv); err != nil {
 				return fmt.Errorf("lock: %w", err)
 			}
 			r.cleanup(ctx)
 		}
 		if cfg.has(sectionConditional) {
-			if rep.Conditional, rep.ConditionalAllocs, err = r.lockTable(ctx, srv, contenders.CoordkitConditional,
+			if rep.Conditional, rep.ConditionalAllocs, _, err = r.lockTable(ctx, srv, sectionConditional, contenders.CoordkitConditional,
 				"Coordkit lock cycles, scripts vs conditional commands (TryAcquire [+ Extend] + Release)",
-				contenders.CoordkitScripts, contenders.CoordkitExtendScripts, "Coordkit lock cycle client allocations (one goroutine)"); err != nil {
+				contenders.CoordkitScripts, contenders.CoordkitExtendScripts, "Coordkit lock cycle client allocations (one goroutine)", ""); err != nil {
 				return fmt.Errorf("conditional: %w", err)
 			}
 			r.cleanup(ctx)
@@ -85,7 +103,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			r.cleanup(ctx)
 		}
 		if cfg.has(sectionGCRA) {
-			if rep.GCRA, rep.GCRAAllocs, err = r.gcraSection(ctx, srv); err != nil {
+			if rep.GCRA, rep.GCRAAllocs, rep.GCRAInstructions, err = r.gcraSection(ctx, srv); err != nil {
 				return fmt.Errorf("gcra: %w", err)
 			}
 			r.cleanup(ctx)
@@ -230,28 +248,26 @@ func mallocs(ctx context.Context, ops int, f op) (float64, error) {
 }
 
 // lockSection measures lock cycles of every lock contender at every caller count.
-func (r *runner) lockSection(ctx context.Context, srv contenders.Server) ([]peers.Throughput, []peers.Allocs, error) {
-	return r.lockTable(ctx, srv, contenders.Locks, "Lock cycles (TryAcquire + Release)", contenders.RawRueidis, contenders.Rueidislock,
-		"Lock cycle client allocations (one goroutine)")
+func (r *runner) lockSection(ctx context.Context, srv contenders.Server) ([]peers.Throughput, []peers.Allocs, []peers.Instructions, error) {
+	return r.lockTable(ctx, srv, sectionLock, contenders.Locks, "Lock cycles (TryAcquire + Release)", contenders.RawRueidis, contenders.Rueidislock,
+		"Lock cycle client allocations (one goroutine)", "Lock cycle client instructions")
 }
 
 // lockTable measures lock cycles of every contender of specs at every caller count, with ratios
-// against the rows ceiling and peer.
-func (r *runner) lockTable(ctx context.Context, srv contenders.Server, specs []contenders.LockSpec, title, ceiling, peer, allocTitle string) ([]peers.Throughput, []peers.Allocs, error) {
+// against the rows ceiling and peer; section names the instruction phase's contenders (only the lock
+// section has one).
+func (r *runner) lockTable(ctx context.Context, srv contenders.Server, section string, specs []contenders.LockSpec, title, ceiling, peer, allocTitle, instrTitle string) ([]peers.Throughput, []peers.Allocs, []peers.Instructions, error) {
 	locks, closeAll, err := contenders.Build(specs, srv)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer closeAll()
-	cycle := func(l contenders.Lock, tag string) op {
-		key := r.keyer(tag)
-		return func(ctx context.Context, n int64) error { return l.TryAcquireRelease(ctx, key(n)) }
-	}
+	cycle := r.lockOp
 	names := contenders.Names(specs)
 	maxCallers := r.cfg.callers[len(r.cfg.callers)-1]
 	for _, name := range names {
 		if _, err := r.measure(ctx, maxCallers, r.cfg.warmup, cycle(locks[name], "lw")); err != nil {
-			return nil, nil, fmt.Errorf("%s warm-up: %w", name, err)
+			return nil, nil, nil, fmt.Errorf("%s warm-up: %w", name, err)
 		}
 	}
 	samples := map[string]map[int][]peers.Sample{}
@@ -260,7 +276,7 @@ func (r *runner) lockTable(ctx context.Context, srv contenders.Server, specs []c
 			for _, name := range peers.Rotate(names, round) {
 				s, err := r.measure(ctx, callers, r.cfg.duration, cycle(locks[name], "l"))
 				if err != nil {
-					return nil, nil, fmt.Errorf("%s, %d callers: %w", name, callers, err)
+					return nil, nil, nil, fmt.Errorf("%s, %d callers: %w", name, callers, err)
 				}
 				if samples[name] == nil {
 					samples[name] = map[int][]peers.Sample{}
@@ -277,36 +293,57 @@ func (r *runner) lockTable(ctx context.Context, srv contenders.Server, specs []c
 		}
 	}
 	peers.SetRatios(rows, ceiling, peer)
-	return r.report(ctx, names, title, "cycles/s", ceiling, peer, allocTitle, rows,
-		func(name string) (op, op) {
-			key := r.keyer("lk")
-			keyOnly := func(_ context.Context, n int64) error { // the key, used, so that it is built
-				if key(n) == "" {
-					return errors.New("empty key")
-				}
-				return nil
-			}
-			return cycle(locks[name], "la"), keyOnly
-		})
+	return r.report(ctx, section, "", names, title, "cycles/s", ceiling, peer, allocTitle, instrTitle, rows,
+		func(name string) (op, op) { return cycle(locks[name], "la"), r.keyOnlyOp("lk") })
+}
+
+// lockOp returns the lock-cycle operation of l: one TryAcquireRelease on a fresh key (tag names the
+// measurement in the key).
+func (r *runner) lockOp(l contenders.Lock, tag string) op {
+	key := r.keyer(tag)
+	return func(ctx context.Context, n int64) error { return l.TryAcquireRelease(ctx, key(n)) }
+}
+
+// keyOnlyOp returns the runner's own part of lockOp: the key, used, so that it is built (the
+// baseline of the allocation and instruction phases).
+func (r *runner) keyOnlyOp(tag string) op {
+	key := r.keyer(tag)
+	return func(_ context.Context, n int64) error {
+		if key(n) == "" {
+			return errors.New("empty key")
+		}
+		return nil
+	}
 }
 
 // report measures the allocations of every named contender (ops returns its operation and the
-// runner's own part of it, the key-only baseline), and prints the throughput and allocation tables.
-func (r *runner) report(ctx context.Context, names []string, title, unit, ceiling, peer, allocTitle string, rows []peers.Throughput,
-	ops func(name string) (f, keyOnly op)) ([]peers.Throughput, []peers.Allocs, error) {
+// runner's own part of it, the key-only baseline) and, when on, the instructions of section's
+// contenders (keys: the key pattern of the server figures beside them), and prints the throughput,
+// allocation and instruction tables.
+func (r *runner) report(ctx context.Context, section, keys string, names []string, title, unit, ceiling, peer, allocTitle, instrTitle string,
+	rows []peers.Throughput, ops func(name string) (f, keyOnly op)) ([]peers.Throughput, []peers.Allocs, []peers.Instructions, error) {
 	var al []peers.Allocs
 	for _, name := range names {
 		f, keyOnly := ops(name)
 		a, err := allocs(ctx, r.cfg.allocOps, f, keyOnly)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s allocations: %w", name, err)
+			return nil, nil, nil, fmt.Errorf("%s allocations: %w", name, err)
 		}
 		al = append(al, peers.Allocs{Contender: name, PerOp: a, Ops: r.cfg.allocOps})
 	}
+	in, instrTitle := r.instrPhase(ctx, section, instrTitle, names, rows, keys)
 	if err := peers.WriteThroughput(r.out, title+", medians of "+strconv.Itoa(r.cfg.rounds)+" rounds", unit, ceiling, peer, rows); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return rows, al, peers.WriteAllocs(r.out, allocTitle, al)
+	if err := peers.WriteAllocs(r.out, allocTitle, al); err != nil {
+		return nil, nil, nil, err
+	}
+	if in != nil {
+		if err := peers.WriteInstructions(r.out, instrTitle, in); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return rows, al, in, nil
 }
 
 // Hand-off timing: the holder keeps the lease handoffSettle plus a random share of handoffJitter
@@ -423,35 +460,18 @@ func (r *runner) handoffs(ctx context.Context, h contenders.Handoff, n int) ([]t
 
 // gcraSection measures GCRA decisions of every decider, hot key and spread keys, at every caller
 // count.
-func (r *runner) gcraSection(ctx context.Context, srv contenders.Server) ([]peers.Throughput, []peers.Allocs, error) {
+func (r *runner) gcraSection(ctx context.Context, srv contenders.Server) ([]peers.Throughput, []peers.Allocs, []peers.Instructions, error) {
 	ds, closeAll, err := contenders.Build(contenders.Deciders, srv)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer closeAll()
-	decide := func(d contenders.Decider, pattern string) op {
-		key := r.keyer("g")
-		n := int64(1)
-		if pattern == keysSpread {
-			n = spreadKeys
-		}
-		names := make([]string, n)
-		for i := range names {
-			names[i] = "{" + key(int64(i)) + "}" // one slot per key: Keyed accepts it as is
-		}
-		return func(ctx context.Context, i int64) error {
-			ok, err := d.Decide(ctx, names[i%n])
-			if err == nil && !ok {
-				err = errors.New("refused: every decision of a run is sized to admit")
-			}
-			return err
-		}
-	}
+	decide := r.gcraOp
 	names := contenders.DeciderNames()
 	maxCallers := r.cfg.callers[len(r.cfg.callers)-1]
 	for _, name := range names {
 		if _, err := r.measure(ctx, maxCallers, r.cfg.warmup, decide(ds[name], keysSpread)); err != nil {
-			return nil, nil, fmt.Errorf("%s warm-up: %w", name, err)
+			return nil, nil, nil, fmt.Errorf("%s warm-up: %w", name, err)
 		}
 	}
 	type cell struct {
@@ -465,7 +485,7 @@ func (r *runner) gcraSection(ctx context.Context, srv contenders.Server) ([]peer
 				for _, name := range peers.Rotate(names, round) {
 					s, err := r.measure(ctx, callers, r.cfg.duration, decide(ds[name], pattern))
 					if err != nil {
-						return nil, nil, fmt.Errorf("%s, %s, %d callers: %w", name, pattern, callers, err)
+						return nil, nil, nil, fmt.Errorf("%s, %s, %d callers: %w", name, pattern, callers, err)
 					}
 					if samples[name] == nil {
 						samples[name] = map[cell][]peers.Sample{}
@@ -486,10 +506,32 @@ func (r *runner) gcraSection(ctx context.Context, srv contenders.Server) ([]peer
 		}
 	}
 	peers.SetRatios(rows, contenders.RawGCRA, contenders.RedisRate)
-	return r.report(ctx, names, "GCRA decisions", "decisions/s", contenders.RawGCRA, contenders.RedisRate, "GCRA decision client allocations (one goroutine, hot key)", rows,
-		func(name string) (op, op) {
-			return decide(ds[name], keysHot), func(context.Context, int64) error { return nil }
-		})
+	return r.report(ctx, sectionGCRA, keysHot, names, "GCRA decisions", "decisions/s", contenders.RawGCRA, contenders.RedisRate, "GCRA decision client allocations (one goroutine, hot key)", "GCRA decision client instructions, hot key", rows,
+		func(name string) (op, op) { return decide(ds[name], keysHot), noOp })
+}
+
+// noOp is the runner's own part of gcraOp: nothing (its keys are built beforehand).
+func noOp(context.Context, int64) error { return nil }
+
+// gcraOp returns the GCRA decision operation of d on fresh keys of pattern (keysHot: one key;
+// keysSpread: round-robin over spreadKeys keys).
+func (r *runner) gcraOp(d contenders.Decider, pattern string) op {
+	key := r.keyer("g")
+	n := int64(1)
+	if pattern == keysSpread {
+		n = spreadKeys
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "{" + key(int64(i)) + "}" // one slot per key: Keyed accepts it as is
+	}
+	return func(ctx context.Context, i int64) error {
+		ok, err := d.Decide(ctx, names[i%n])
+		if err == nil && !ok {
+			err = errors.New("refused: every decision of a run is sized to admit")
+		}
+		return err
+	}
 }
 
 // cleanup deletes this run's keys from every node (SCAN + UNLINK; errors are printed, not returned).

@@ -141,6 +141,41 @@ type Allocs struct {
 	Ops       int     `json:"ops"`
 }
 
+// Instructions is a contender's client instructions per operation, counted by callgrind over a
+// single-goroutine phase (every thread of the client process: the caller and the client's reader
+// and writer goroutines), less the runner's own part; with the server figures of the contender's
+// throughput row at the smallest caller count beside it.
+type Instructions struct {
+	Contender string `json:"contender"`
+	// PerOp is the median over Reps of the client instructions per operation.
+	PerOp float64 `json:"client_instructions_per_op"`
+	// Reps is the instructions per operation of each repetition (each its own window of Ops
+	// operations in one process).
+	Reps []float64 `json:"reps_client_instructions_per_op"`
+	// CodePerOp and CodeReps are the same for the instructions of Go code outside the runtime,
+	// the network poller, system calls and sync (the libraries' and the standard library's own
+	// code; the runtime's share, scheduling and waiting included, depends on timing): median and
+	// each repetition. Zero and absent when the executable had no symbol table.
+	CodePerOp float64   `json:"client_code_instructions_per_op,omitempty"`
+	CodeReps  []float64 `json:"reps_client_code_instructions_per_op,omitempty"`
+	Ops       int       `json:"ops"`
+	// Callers is the caller count of the throughput row whose server figures follow (0: none).
+	Callers int `json:"server_figures_callers"`
+	// CommandsPerOp, CmdstatUsecPerOp and CPUUsecPerOp are that row's (see Throughput).
+	CommandsPerOp    float64 `json:"server_commands_per_op"`
+	CmdstatUsecPerOp float64 `json:"server_cmdstat_usec_per_op"`
+	CPUUsecPerOp     float64 `json:"server_cpu_usec_per_op"`
+}
+
+// Spread returns (max - min) / median of reps (0 for fewer than two, or a zero median).
+func Spread(reps []float64) float64 {
+	m := Median(reps)
+	if len(reps) < 2 || m == 0 {
+		return 0
+	}
+	return (slices.Max(reps) - slices.Min(reps)) / m
+}
+
 // Handoff is one hand-off row: the latency from the holder's release call to the waiting
 // acquisition returning, over every hand-off of every round.
 type Handoff struct {
@@ -202,7 +237,11 @@ type Report struct {
 	Handoff           []Handoff    `json:"handoff,omitempty"`
 	GCRA              []Throughput `json:"gcra,omitempty"`
 	GCRAAllocs        []Allocs     `json:"gcra_allocs,omitempty"`
-	Cluster           *Cluster     `json:"cluster,omitempty"`
+	// LockInstructions and GCRAInstructions are the client instructions per operation (absent when
+	// the instruction phase did not run: -instructions=false, or no valgrind).
+	LockInstructions []Instructions `json:"lock_instructions,omitempty"`
+	GCRAInstructions []Instructions `json:"gcra_instructions,omitempty"`
+	Cluster          *Cluster       `json:"cluster,omitempty"`
 }
 
 // ServerInfo names the server of a run.
@@ -266,6 +305,24 @@ func WriteAllocs(w io.Writer, title string, rows []Allocs) error {
 	fmt.Fprintf(tw, "%s\ncontender\tallocs/op\tops\t\n", title)
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t\n", r.Contender, fmtNum(r.PerOp, 1), r.Ops)
+	}
+	fmt.Fprintln(tw)
+	return tw.Flush()
+}
+
+// WriteInstructions prints instructions per operation: for the total and the code figure, the
+// median and the spread of the repetitions; and the server figures beside them.
+func WriteInstructions(w io.Writer, title string, rows []Instructions) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\ncontender\tinstr/op\tspread\tcode instr/op\tspread\tcallers\tcmds/op\tcmdstat µs/op\tcpu µs/op\t\n", title)
+	pct := func(reps []float64) string { return fmtNum(100*Spread(reps), 2) + "%" }
+	for _, r := range rows {
+		code, codeSpread := "-", "-"
+		if len(r.CodeReps) > 0 {
+			code, codeSpread = fmtNum(r.CodePerOp, 0), pct(r.CodeReps)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", r.Contender, fmtNum(r.PerOp, 0), pct(r.Reps), code, codeSpread,
+			r.Callers, fmtNum(r.CommandsPerOp, 1), fmtNum(r.CmdstatUsecPerOp, 2), fmtNum(r.CPUUsecPerOp, 2))
 	}
 	fmt.Fprintln(tw)
 	return tw.Flush()
