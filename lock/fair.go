@@ -55,9 +55,12 @@ const (
 // stranded and no later waiter is lost.
 //
 // A waiter that dies (its process stops) is skipped by the first release after its entry's slice
-// ended. One that dies within its last slice before its turn is granted the lease, which then stays
-// held until its TTL passes, as the lease of a holder that dies does; keep TTLs short where that delay
-// matters.
+// ended. One that dies within its last slice before its turn is granted the lease; the grant extends
+// its stream by a slice, and the next waiter takes the lease back at a renewal once the grant went
+// unread (its consumer group delivered nothing) for a quarter of the dead waiter's slice, by the
+// server's clock: such a waiter delays the queue by at most its slice. A live waiter reads its grant
+// within a round trip or two; one that reads it after it was taken back finds no grant and queues
+// again.
 //
 // # Local estimate of a grant
 //

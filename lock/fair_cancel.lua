@@ -9,7 +9,7 @@
 --
 -- Returns a status alone: 1 a lease of this owner was passed on (or deleted), -1 this owner held
 -- nothing (its entry, if any, removed), -2 another owner holds the lease (its entry, if any, removed).
-luakit_acl({'lrem', KEYS[3]}, {'del', KEYS[4]}, {'lpop', KEYS[3]}, {'lpush', KEYS[3]}, {'del', KEYS[1]}, {'set', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]}, {'set', KEYS[2]}, {'xadd', KEYS[4]})
+luakit_acl({'lrem', KEYS[3]}, {'del', KEYS[4]}, {'lpop', KEYS[3]}, {'lpush', KEYS[3]}, {'del', KEYS[1]}, {'set', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]}, {'set', KEYS[2]}, {'xadd', KEYS[4]}, {'pexpire', KEYS[4]})
 
 redis.call('LREM', KEYS[3], 0, ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3])
 redis.call('DEL', KEYS[4] .. ARGV[1])

@@ -19,6 +19,9 @@
 -- Before that, a free lease is granted to the queue's first live waiter (a holder's lease expired, or a
 -- plain lock deleted it), and a lease held by a grantee that died before reading its grant is taken
 -- back and granted on (fair_revoke), so such a waiter delays the queue by at most its slice.
+-- ACL: the writes of fair_revoke and fair_grant, checked before anything is written.
+luakit_acl({'del', KEYS[4]}, {'del', KEYS[1]}, {'lpop', KEYS[3]}, {'lpush', KEYS[3]}, {'set', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]}, {'set', KEYS[2]}, {'xadd', KEYS[4]}, {'pexpire', KEYS[4]})
+
 local w = KEYS[4] .. ARGV[1]
 local last = redis.call('XREVRANGE', w, '+', '-', 'COUNT', 1)[1]
 local granted = last and last[2][1] == 't'

@@ -8,7 +8,7 @@
 -- counter's error on their next attempt), -1 no lease exists, -2 another owner holds it (nothing
 -- written). Commands: GET, LPOP, DEL with nobody waiting; GET, LPOP, INCR, PTTL, XADD, SET on a grant
 -- to a live waiter, plus LPOP and XADD per dead waiter skipped.
-luakit_acl({'lpop', KEYS[3]}, {'lpush', KEYS[3]}, {'del', KEYS[1]}, {'set', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]}, {'set', KEYS[2]}, {'xadd', KEYS[4]})
+luakit_acl({'lpop', KEYS[3]}, {'lpush', KEYS[3]}, {'del', KEYS[1]}, {'set', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]}, {'set', KEYS[2]}, {'xadd', KEYS[4]}, {'pexpire', KEYS[4]})
 
 local s = luakit_owner(KEYS[1], ARGV[1])
 if s ~= 1 then

@@ -27,7 +27,8 @@ end
 -- increasing, with a gap when every waiter was dead). With nobody live it deletes the lease. Returns
 -- 1, or nil and the counter's reason (luakit_fence_next's) when the counter cannot issue a token:
 -- then the lease is deleted and the popped entry put back, so that the waiters see the counter's
--- error on their next attempt. Commands on a grant: LPOP, INCR, PTTL (the counter guard), XADD, SET.
+-- error on their next attempt. Commands on a grant: LPOP, INCR, PTTL (the counter guard), XADD, PEXPIRE
+-- (the grantee's stream lives one more slice, see fair_revoke), SET.
 local function fair_grant(lease, fence, queue, prefix)
   local token
   while true do
@@ -49,7 +50,11 @@ local function fair_grant(lease, fence, queue, prefix)
         end
         token = fair_token(t)
       end
-      if redis.call('XADD', prefix .. owner, 'NOMKSTREAM', '*', 't', token, 's', string.sub(e, b + 1)) then
+      local w = prefix .. owner
+      local slice = string.sub(e, b + 1)
+      if redis.call('XADD', w, 'NOMKSTREAM', '*', 't', token, 's', slice) then
+        -- the stream outlives the grant by a full slice, so that an unread grant can be taken back
+        redis.call('PEXPIRE', w, slice)
         redis.call('SET', lease, owner, 'PX', string.sub(e, a + 1, b - 1))
         return 1
       end
@@ -70,7 +75,8 @@ end
 
 -- fair_revoke takes the lease back from a grantee that died before reading its grant: when the lease's
 -- owner has a stream whose last entry is a grant that its group has not delivered (the waiter never
--- read it) for longer than half the waiter's slice by the server's clock (the entry id's time), the
+-- read it) for longer than a quarter of the waiter's slice by the server's clock (the entry id's time;
+-- the grant extended the stream's life to a full slice, and other waiters renew every half slice), the
 -- stream and the lease are deleted and the lease is granted on (fair_grant). A live grantee reads a
 -- grant within one renewal round trip (it is blocked on the stream, or renews and blocks again at
 -- once), and a grantee whose stream was deleted finds no grant when it reads or renews, so a lease is
@@ -98,7 +104,7 @@ local function fair_revoke(lease, fence, queue, prefix)
     return false
   end
   local at = tonumber(string.match(last[1], '^(%d+)'))
-  if luakit_now_ms() - at <= tonumber(last[2][4]) / 2 then
+  if luakit_now_ms() - at <= tonumber(last[2][4]) / 4 then
     return false
   end
   redis.call('DEL', w)

@@ -281,8 +281,16 @@ func testFairGrantedContract(t *testing.T, e *env) {
 // release grants it the lease; the live waiter behind it takes the lease back at a renewal once the
 // grant went unread for half the dead waiter's slice.
 func testFairDeadGrantee(t *testing.T, e *env) {
+	// life: what was left of the dead waiter's slice at the release (it renewed its entry just before
+	// dying, or almost a slice before)
+	for _, life := range []string{"10000", "30"} {
+		t.Run("stream_life_"+life+"ms", func(t *testing.T) { testFairDeadGranteeLife(t, e, life) })
+	}
+}
+
+func testFairDeadGranteeLife(t *testing.T, e *env, life string) {
 	c := ctx(t)
-	name, leaseKey, _ := named("fair8")
+	name, leaseKey, _ := named("fair8:" + life)
 	const slice = 200 * time.Millisecond
 	f := e.fair(t, lock.WithWaitSlice(slice))
 	holder, err := f.TryAcquire(c, name, 10*time.Second)
@@ -291,7 +299,6 @@ func testFairDeadGrantee(t *testing.T, e *env) {
 	stream := "{" + name + "}:waiter:" + dead
 	e.do(t, "RPUSH", "{"+name+"}:queue", dead+":600000:200")
 	require.NoError(t, e.Raw.Do(c, e.Raw.B().XgroupCreate().Key(stream).Group("w").Id("$").Mkstream().Build()).Error())
-	e.do(t, "PEXPIRE", stream, "10000") // as if it had renewed just before dying
 	got := make(chan *lock.Lease, 1)
 	go func() {
 		l, err := f.Acquire(c, name, 10*time.Second)
@@ -299,6 +306,7 @@ func testFairDeadGrantee(t *testing.T, e *env) {
 		got <- l
 	}()
 	e.waitQueue(t, name, 2)
+	e.do(t, "PEXPIRE", stream, life)
 	release(t, holder, lock.Released)
 	v, _ := e.get(t, leaseKey)
 	require.Equal(t, dead, v, "granted to the dead waiter first")
