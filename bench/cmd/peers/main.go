@@ -1,7 +1,8 @@
 // Command peers runs Coordkit side by side with its peers on one server, in one run: lock cycles
 // (TryAcquire + Release) of Coordkit, rueidislock, bsm/redislock, redsync and the raw two-script
 // ceiling at several caller counts; the contended hand-off (p50/p99); GCRA decisions of Coordkit,
-// go-redis/redis_rate and a raw one-script ceiling on a hot key and on spread keys; and, for each,
+// go-redis/redis_rate and a raw one-script ceiling on a hot key and on spread keys; the fair lock's
+// FIFO order and fencing tokens under load and the delay of a killed waiter; and, for each,
 // server commands and server time per operation (INFO commandstats, INFO cpu) and client
 // allocations per operation. Every measurement uses fresh keys; every section warms up first and
 // runs several rounds in rotated order, and reports medians. It prints ratio tables and, with
@@ -28,6 +29,9 @@ import (
 )
 
 func main() {
+	if spec, ok := fairWaiterSpec(os.Args[1:]); ok {
+		os.Exit(runFairWaiter(spec, os.Stderr))
+	}
 	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
@@ -44,10 +48,11 @@ const (
 	sectionLock    = "lock"
 	sectionHandoff = "handoff"
 	sectionGCRA    = "gcra"
+	sectionFair    = "fair"
 	sectionCluster = "cluster"
 )
 
-var allSections = []string{sectionLock, sectionHandoff, sectionGCRA, sectionCluster}
+var allSections = []string{sectionLock, sectionHandoff, sectionGCRA, sectionFair, sectionCluster}
 
 // config is a run's settings (the flags).
 type config struct {
@@ -60,6 +65,7 @@ type config struct {
 	handoffs       int
 	allocOps       int
 	clusterCallers int
+	fairWaiters    int
 	jsonPath       string
 }
 
@@ -80,10 +86,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 500*time.Millisecond, "duration of one throughput measurement (one contender, one caller count, one round)")
 	fs.DurationVar(&c.warmup, "warmup", 200*time.Millisecond, "warm-up of each contender before the rounds")
 	callers := fs.String("callers", "1,8,64", "caller (goroutine) counts, comma-separated")
-	only := fs.String("only", "lock,handoff,gcra", "sections to run, comma-separated, of: "+strings.Join(allSections, ","))
+	only := fs.String("only", "lock,handoff,gcra,fair", "sections to run, comma-separated, of: "+strings.Join(allSections, ","))
 	fs.IntVar(&c.handoffs, "handoffs", 30, "hand-offs per contender per round")
 	fs.IntVar(&c.allocOps, "alloc-ops", 3000, "operations of the single-goroutine allocation phase, per contender")
 	fs.IntVar(&c.clusterCallers, "cluster-callers", 64, "callers of the cluster section")
+	fs.IntVar(&c.fairWaiters, "fair-waiters", 64, "waiters queued per round of the fair section's FIFO check")
 	fs.StringVar(&c.jsonPath, "json", "", "write the figures as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -116,8 +123,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	switch {
 	case len(c.sections) == 0:
 		return c, fmt.Errorf("-only: no section")
-	case c.rounds < 1 || c.handoffs < 1 || c.allocOps < 1 || c.clusterCallers < 1:
-		return c, fmt.Errorf("-rounds, -handoffs, -alloc-ops and -cluster-callers must be at least 1")
+	case c.rounds < 1 || c.handoffs < 1 || c.allocOps < 1 || c.clusterCallers < 1 || c.fairWaiters < 1:
+		return c, fmt.Errorf("-rounds, -handoffs, -alloc-ops, -cluster-callers and -fair-waiters must be at least 1")
 	case c.duration <= 0 || c.warmup < 0:
 		return c, fmt.Errorf("-duration must be positive and -warmup not negative")
 	}

@@ -198,6 +198,7 @@ type Report struct {
 	Handoff    []Handoff    `json:"handoff,omitempty"`
 	GCRA       []Throughput `json:"gcra,omitempty"`
 	GCRAAllocs []Allocs     `json:"gcra_allocs,omitempty"`
+	Fair       *Fair        `json:"fair,omitempty"`
 	Cluster    *Cluster     `json:"cluster,omitempty"`
 }
 
