@@ -12,6 +12,7 @@
 //	go run ./cmd/peers -target=valkey9 -json out.json
 //	COORDKIT_REDIS_URL=redis://10.0.0.5:6379 go run ./cmd/peers   # a server of one's own
 //	go run ./cmd/peers -only=cluster                 # 1 vs 3 primaries of a testkit cluster
+//	go run ./cmd/peers -only=fair                    # the fair lock's order, fencing, killed waiter
 package main
 
 import (
