@@ -1,7 +1,8 @@
 // Command peers runs Coordkit side by side with its peers on one server, in one run: lock cycles
 // (TryAcquire + Release) of Coordkit, rueidislock, bsm/redislock, redsync and the raw two-script
 // ceiling at several caller counts; the contended hand-off (p50/p99); GCRA decisions of Coordkit,
-// go-redis/redis_rate and a raw one-script ceiling on a hot key and on spread keys; and, for each,
+// go-redis/redis_rate and a raw one-script ceiling on a hot key and on spread keys; the fair lock's
+// FIFO order and fencing tokens under load and the delay of a killed waiter; and, for each,
 // server commands and server time per operation (INFO commandstats, INFO cpu) and client
 // allocations per operation. Every measurement uses fresh keys; every section warms up first and
 // runs several rounds in rotated order, and reports medians. It prints ratio tables and, with
@@ -11,6 +12,7 @@
 //	go run ./cmd/peers -target=valkey9 -json out.json
 //	COORDKIT_REDIS_URL=redis://10.0.0.5:6379 go run ./cmd/peers   # a server of one's own
 //	go run ./cmd/peers -only=cluster                 # 1 vs 3 primaries of a testkit cluster
+//	go run ./cmd/peers -only=fair                    # the fair lock's order, fencing, killed waiter
 package main
 
 import (
@@ -31,6 +33,9 @@ func main() {
 	if code, ok := childMain(); ok { // the instruction phase's child, under callgrind
 		os.Exit(code)
 	}
+	if spec, ok := fairWaiterSpec(os.Args[1:]); ok { // the fair section's killed-waiter child
+		os.Exit(runFairWaiter(spec, os.Stderr))
+	}
 	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
@@ -47,6 +52,7 @@ const (
 	sectionLock    = "lock"
 	sectionHandoff = "handoff"
 	sectionGCRA    = "gcra"
+	sectionFair    = "fair"
 	sectionCluster = "cluster"
 	// sectionConditional (opt-in) runs Coordkit's lock cycle, and the cycle with one Extend, with the
 	// scripts only (lock.WithConditionalCommands(false)) and with the defaults (SET IFEQ, DELIFEQ /
@@ -54,7 +60,7 @@ const (
 	sectionConditional = "conditional"
 )
 
-var allSections = []string{sectionLock, sectionHandoff, sectionGCRA, sectionCluster, sectionConditional}
+var allSections = []string{sectionLock, sectionHandoff, sectionGCRA, sectionFair, sectionCluster, sectionConditional}
 
 // config is a run's settings (the flags).
 type config struct {
@@ -67,6 +73,7 @@ type config struct {
 	handoffs       int
 	allocOps       int
 	clusterCallers int
+	fairWaiters    int
 	jsonPath       string
 	instructions   bool // the instruction phase (when valgrind is found)
 	instrOps       int  // operations of one window of the instruction phase
@@ -90,10 +97,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 500*time.Millisecond, "duration of one throughput measurement (one contender, one caller count, one round)")
 	fs.DurationVar(&c.warmup, "warmup", 200*time.Millisecond, "warm-up of each contender before the rounds")
 	callers := fs.String("callers", "1,8,64", "caller (goroutine) counts, comma-separated")
-	only := fs.String("only", "lock,handoff,gcra", "sections to run, comma-separated, of: "+strings.Join(allSections, ","))
+	only := fs.String("only", "lock,handoff,gcra,fair", "sections to run, comma-separated, of: "+strings.Join(allSections, ","))
 	fs.IntVar(&c.handoffs, "handoffs", 30, "hand-offs per contender per round")
 	fs.IntVar(&c.allocOps, "alloc-ops", 3000, "operations of the single-goroutine allocation phase, per contender")
 	fs.IntVar(&c.clusterCallers, "cluster-callers", 64, "callers of the cluster section")
+	fs.IntVar(&c.fairWaiters, "fair-waiters", 64, "waiters queued per round of the fair section's FIFO check")
 	fs.StringVar(&c.jsonPath, "json", "", "write the figures as JSON to this file")
 	fs.BoolVar(&c.instructions, "instructions", true, "count client instructions per operation of the lock and gcra contenders under valgrind's callgrind (skipped, with a note, when valgrind is not in $PATH)")
 	fs.IntVar(&c.instrOps, "instr-ops", 400, "operations of one callgrind window (per contender and repetition) of the instruction phase")
@@ -129,8 +137,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	switch {
 	case len(c.sections) == 0:
 		return c, fmt.Errorf("-only: no section")
-	case c.rounds < 1 || c.handoffs < 1 || c.allocOps < 1 || c.clusterCallers < 1 || c.instrOps < 1 || c.instrReps < 1:
-		return c, fmt.Errorf("-rounds, -handoffs, -alloc-ops, -cluster-callers, -instr-ops and -instr-reps must be at least 1")
+	case c.rounds < 1 || c.handoffs < 1 || c.allocOps < 1 || c.clusterCallers < 1 || c.instrOps < 1 || c.instrReps < 1 || c.fairWaiters < 1:
+		return c, fmt.Errorf("-rounds, -handoffs, -alloc-ops, -cluster-callers, -instr-ops, -instr-reps and -fair-waiters must be at least 1")
 	case c.duration <= 0 || c.warmup < 0:
 		return c, fmt.Errorf("-duration must be positive and -warmup not negative")
 	}

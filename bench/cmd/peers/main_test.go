@@ -24,12 +24,15 @@ import (
 )
 
 // TestMain checks for leaked goroutines, with testkit's exceptions for rueidis' detached cluster
-// goroutines (TestClusterSmoke makes a cluster client).
-// The instruction phase's child (the test binary run again under callgrind) runs instead of the
-// tests.
+// goroutines (TestClusterSmoke makes a cluster client). The instruction phase's child (the test
+// binary run again under callgrind) runs instead of the tests, and so does the fair section's
+// killed-waiter child (the section re-executes its own binary, here the test binary).
 func TestMain(m *testing.M) {
 	if code, ok := childMain(); ok {
 		os.Exit(code)
+	}
+	if spec, ok := fairWaiterSpec(os.Args[1:]); ok {
+		os.Exit(runFairWaiter(spec, os.Stderr))
 	}
 	goleak.VerifyTestMain(m, testkit.GoleakOptions()...)
 }
@@ -46,8 +49,8 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.target != testkit.Redis8 || c.rounds != 5 || !slices.Equal(c.callers, []int{1, 8, 64}) ||
-		!slices.Equal(c.sections, []string{sectionLock, sectionHandoff, sectionGCRA}) || c.has(sectionCluster) ||
-		!c.instructions || c.instrOps != 400 || c.instrReps != 3 {
+		!slices.Equal(c.sections, []string{sectionLock, sectionHandoff, sectionGCRA, sectionFair}) || c.has(sectionCluster) ||
+		!c.instructions || c.instrOps != 400 || c.instrReps != 3 || c.fairWaiters != 64 {
 		t.Errorf("defaults: %+v", c)
 	}
 	c, err = parse("-instructions=false", "-instr-ops=50", "-instr-reps=1")
@@ -57,17 +60,18 @@ func TestParseFlags(t *testing.T) {
 	if c.instructions || c.instrOps != 50 || c.instrReps != 1 {
 		t.Errorf("instruction flags: %+v", c)
 	}
-	c, err = parse("-target=valkey9", "-rounds=5", "-duration=2s", "-callers=2, 16", "-only=gcra,cluster", "-json=x.json")
+	c, err = parse("-target=valkey9", "-rounds=5", "-duration=2s", "-callers=2, 16", "-only=gcra,fair,cluster", "-fair-waiters=3", "-json=x.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.target != testkit.Valkey9 || c.rounds != 5 || c.duration != 2*time.Second || !slices.Equal(c.callers, []int{2, 16}) ||
-		!slices.Equal(c.sections, []string{sectionGCRA, sectionCluster}) || c.jsonPath != "x.json" {
+		!slices.Equal(c.sections, []string{sectionGCRA, sectionFair, sectionCluster}) || c.fairWaiters != 3 || c.jsonPath != "x.json" {
 		t.Errorf("parsed: %+v", c)
 	}
 	for _, bad := range [][]string{
 		{"-target=redis6"}, {"-callers=0"}, {"-callers=a"}, {"-callers="}, {"-only=locks"}, {"-only=,"},
-		{"-rounds=0"}, {"-duration=0s"}, {"-handoffs=0"}, {"extra"}, {"-instr-ops=0"}, {"-instr-reps=0"},
+		{"-rounds=0"}, {"-duration=0s"}, {"-handoffs=0"}, {"-fair-waiters=0"}, {"extra"}, {"-instr-ops=0"}, {"-instr-reps=0"},
+		{fairWaiterArg + "127.0.0.1:1,n,200ms"}, // the child's argument is not a flag of a run
 	} {
 		if _, err := parse(bad...); err == nil {
 			t.Errorf("%v: no error", bad)
@@ -374,5 +378,86 @@ func TestHandoffStalls(t *testing.T) {
 	}
 	if len(lat) != 0 || stalls != 2 {
 		t.Errorf("latencies %v, stalls %d; want none and 2", lat, stalls)
+	}
+}
+
+func TestFairWaiterSpec(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		spec string
+		ok   bool
+	}{
+		{[]string{"-fair-waiter=127.0.0.1:6379,n,200ms"}, "127.0.0.1:6379,n,200ms", true},
+		{[]string{"-fair-waiter="}, "", true}, // the child reports the malformed spec
+		{nil, "", false},
+		{[]string{"-only=fair"}, "", false},
+		{[]string{"-fair-waiter=a,n,1s", "-only=fair"}, "", false},
+		{[]string{"-fair-waiters=3"}, "", false},
+	} {
+		spec, ok := fairWaiterSpec(tc.args)
+		if spec != tc.spec || ok != tc.ok {
+			t.Errorf("fairWaiterSpec(%q) = %q, %v; want %q, %v", tc.args, spec, ok, tc.spec, tc.ok)
+		}
+	}
+	for _, bad := range []string{"", "a,n", "a,n,x", "a,n,1s,extra"} {
+		if code := runFairWaiter(bad, io.Discard); code != 1 {
+			t.Errorf("runFairWaiter(%q) = %d, want 1", bad, code)
+		}
+	}
+}
+
+func TestFairVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    *peers.Fair
+		want bool
+	}{
+		{"not run", nil, false},
+		{"clean", &peers.Fair{FIFO: peers.FairFIFO{Grants: 64}}, false},
+		{"order", &peers.Fair{FIFO: peers.FairFIFO{OrderViolations: 1}}, true},
+		{"token", &peers.Fair{FIFO: peers.FairFIFO{TokenViolations: 2}}, true},
+	} {
+		if err := fairVerdict(tc.f); errors.Is(err, errFairViolation) != tc.want || (err != nil) != tc.want {
+			t.Errorf("%s: fairVerdict = %v, want a violation: %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestFairSmoke runs the fair section once, briefly (4 waiters, one repetition of each killed-waiter
+// case: the child is this test binary, see TestMain), and checks its JSON: every waiter granted in
+// queue order with increasing tokens, and a delay for each case. Timing is not checked; a waiter
+// killed after its slice is never granted the lease (its stream is gone), whatever the timing.
+func TestFairSmoke(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.json")
+	cfg := config{target: smokeTarget(), rounds: 1, duration: 30 * time.Millisecond, callers: []int{1},
+		sections: []string{sectionFair}, handoffs: 1, allocOps: 1, fairWaiters: 4, jsonPath: path}
+	var out bytes.Buffer
+	runOrEnd(t, cfg, &out)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep peers.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	f := rep.Fair
+	if f == nil {
+		t.Fatalf("no fair section in %s", b)
+	}
+	if q := f.FIFO; q.Rounds != 1 || q.Waiters != 4 || q.Grants != 4 || q.OrderViolations != 0 || q.TokenViolations != 0 ||
+		q.LoadCycles <= 0 || q.P50Ms <= 0 || q.P99Ms < q.P50Ms {
+		t.Errorf("FIFO: %+v", q)
+	}
+	k := f.Killed
+	if k.SliceMs != 200 || k.DeadTTLMs != 2000 || len(k.InSlice.Ms) != 1 || len(k.InSlice.SliceLeftMs) != 1 || len(k.AfterSlice.Ms) != 1 || k.InSlice.MinMs <= 0 || k.AfterSlice.MinMs <= 0 ||
+		k.AfterSlice.DeadGrants != 0 || k.AfterSlice.SliceLeftMs[0] != 0 || f.Seconds <= 0 {
+		t.Errorf("killed waiter: %+v", f)
+	}
+	t.Log(out.String())
+	for _, want := range []string{"Fair lock FIFO under load", "Killed waiter", "within its slice", "after its slice"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -57,7 +57,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			Handoffs: cfg.handoffs, Sections: cfg.sections},
 	}
 	r := &runner{cfg: cfg, prefix: "ckpeers:" + strconv.FormatInt(time.Now().UnixNano(), 36), out: out}
-	if cfg.has(sectionLock) || cfg.has(sectionHandoff) || cfg.has(sectionGCRA) || cfg.has(sectionConditional) {
+	if cfg.has(sectionLock) || cfg.has(sectionHandoff) || cfg.has(sectionGCRA) || cfg.has(sectionConditional) || cfg.has(sectionFair) {
 		s, err := testkit.Launch(ctx, cfg.target)
 		if err != nil {
 			return err
@@ -108,6 +108,12 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			}
 			r.cleanup(ctx)
 		}
+		if cfg.has(sectionFair) {
+			if rep.Fair, err = r.fairSection(ctx, srv); err != nil {
+				return fmt.Errorf("fair: %w", err)
+			}
+			r.cleanup(ctx)
+		}
 	}
 	if cfg.has(sectionCluster) {
 		cl, err := r.clusterSection(ctx, rep)
@@ -122,7 +128,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		}
 		logf(out, "wrote %s", cfg.jsonPath)
 	}
-	return nil
+	return fairVerdict(rep.Fair) // after the report: a violation is printed and written, then fails the run
 }
 
 // snapshot is the server work counters of every node at one moment.

@@ -241,6 +241,7 @@ type Report struct {
 	// the instruction phase did not run: -instructions=false, or no valgrind).
 	LockInstructions []Instructions `json:"lock_instructions,omitempty"`
 	GCRAInstructions []Instructions `json:"gcra_instructions,omitempty"`
+	Fair             *Fair          `json:"fair,omitempty"`
 	Cluster          *Cluster       `json:"cluster,omitempty"`
 }
 

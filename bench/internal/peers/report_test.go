@@ -103,6 +103,7 @@ func TestReportJSON(t *testing.T) {
 		Handoff:    []Handoff{{Contender: "coordkit", Count: 1}},
 		GCRA:       []Throughput{{Contender: "coordkit", Keys: "hot", Callers: 1}},
 		GCRAAllocs: []Allocs{{Contender: "coordkit"}},
+		Fair:       &Fair{},
 		Cluster:    &Cluster{Contender: "coordkit", Primaries: 3, Rows: []Throughput{{Contender: "coordkit", Keys: "1-primary"}}},
 	}
 	b, err := json.Marshal(rep)
@@ -114,7 +115,7 @@ func TestReportJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"":            {"date", "server", "machine", "settings", "lock", "lock_allocs", "handoff", "gcra", "gcra_allocs", "cluster"},
+		"":            {"date", "server", "machine", "settings", "lock", "lock_allocs", "handoff", "gcra", "gcra_allocs", "fair", "cluster"},
 		"server":      {"target", "flavor", "version", "backend"},
 		"machine":     {"goos", "goarch", "num_cpu", "gomaxprocs", "go"},
 		"settings":    {"rounds", "duration_per_round", "callers", "handoffs_per_round", "sections"},
@@ -123,6 +124,7 @@ func TestReportJSON(t *testing.T) {
 		"handoff":     {"contender", "handoffs", "stalls", "p50_ms", "p99_ms", "p50_vs_peer", "p50_vs_ceiling", "server_commands_per_handoff"},
 		"gcra":        {"contender", "keys", "callers", "ops_per_sec"},
 		"cluster":     {"contender", "primaries", "version", "rows", "measured_scale"},
+		"fair":        {"fifo", "killed_waiter", "section_seconds"},
 	}
 	for section, keys := range want {
 		obj := m
@@ -144,7 +146,7 @@ func TestReportJSON(t *testing.T) {
 	}
 	// Sections not run are left out.
 	b, _ = json.Marshal(Report{Lock: rep.Lock})
-	if strings.Contains(string(b), `"handoff"`) || strings.Contains(string(b), `"cluster"`) {
+	if strings.Contains(string(b), `"handoff"`) || strings.Contains(string(b), `"cluster"`) || strings.Contains(string(b), `"fair"`) {
 		t.Errorf("empty sections present: %s", b)
 	}
 }
