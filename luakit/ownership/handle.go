@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
@@ -210,9 +211,19 @@ type Handle struct {
 	timer         *time.Timer
 	settled       bool // a release (or surrender) was answered: the server holds nothing of ours
 	releaseSent   bool // a release may have reached the server
-	keepAliveStop context.CancelFunc
-	keepAliveDone chan struct{}
-	rearm         chan struct{} // a running keep-alive's: signalled (without blocking) by a confirmed renewal
+
+	// The keep-alive (keepalive.go, scheduler.go): a few fixed fields, no goroutine or channel of its
+	// own. Guarded by mu unless said otherwise.
+	kaSched    *scheduler         // the scheduler of the last KeepAlive
+	kaCtx      context.Context    // the running keep-alive's ctx
+	kaStopCtx  func() bool        // unregisters the context.AfterFunc watching kaCtx
+	kaCancel   context.CancelFunc // cancels the keep-alive's renewal in flight
+	kaIdle     chan struct{}      // made by a Release waiting for a renewal in flight; closed when none is
+	kaActive   bool               // a keep-alive runs
+	kaGen      atomic.Uint32      // numbers keep-alives: bumped (under mu) by every start and stop
+	kaInFlight atomic.Int32       // renewals the scheduler took and that have not finished
+	kaPos      int                // place in kaSched's queue + 1, 0 when not queued; guarded by kaSched.mu
+	kaDue      time.Time          // when the queued renewal is due; guarded by kaSched.mu
 }
 
 // Grant starts h for a hold the server granted to an acquisition sent at start with ttl (0: no
@@ -329,6 +340,7 @@ func (c handleContext) Err() error {
 // estimate already elapsed ends with [luakit.ErrExpired] whatever cause is given, as its timer would
 // have ended it.
 func (h *Handle) endLocked(cause error) {
+	h.stopKeepAliveLocked(false) // a renewal in flight finishes (a late reply surrenders the hold)
 	if h.cause == nil {
 		if !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
 			cause = luakit.ErrExpired
@@ -586,10 +598,12 @@ func (h *Handle) extendChecked(ctx context.Context, ttl time.Duration, current b
 	} else {
 		h.setDeadlineLocked(h.cfg.estimate(start, ttl))
 	}
-	if h.rearm != nil {
-		select {
-		case h.rearm <- struct{}{}:
-		default: // already signalled: the keep-alive reads the new deadline when it wakes
+	if h.kaActive {
+		// Re-arm the keep-alive from the new deadline (a hold without expiry needs none).
+		if ttl == 0 {
+			h.stopKeepAliveLocked(true)
+		} else {
+			h.kaSched.reschedule(h, time.Now().Add(h.nextRenewalLocked()))
 		}
 	}
 	h.mu.Unlock()
