@@ -200,17 +200,17 @@ type Handle struct {
 	// the handle at its deadline is armed with them: until something can wait on the handle, the
 	// clock checks of every accessor (vouchingLocked) are all there is to end it, so a handle that is
 	// taken and released without anyone waiting on it allocates neither a context nor a timer.
-	ctx           context.Context
-	cancel        context.CancelCauseFunc
-	hctx          handleContext // what Context returns: ctx, checking the clock like Err
-	cause         error         // why the handle ended (the first cause); nil while it vouches
-	opBusy        bool          // Extend or Release runs: they run one at a time
-	opWait        chan struct{} // closed when opBusy clears; made only when an operation has to wait
-	ttl           time.Duration
-	deadline      time.Time // zero: no expiry
-	timer         *time.Timer
-	settled       bool // a release (or surrender) was answered: the server holds nothing of ours
-	releaseSent   bool // a release may have reached the server
+	ctx         context.Context
+	cancel      context.CancelCauseFunc
+	hctx        handleContext // what Context returns: ctx, checking the clock like Err
+	cause       error         // why the handle ended (the first cause); nil while it vouches
+	opBusy      bool          // Extend or Release runs: they run one at a time
+	opWait      chan struct{} // closed when opBusy clears; made only when an operation has to wait
+	ttl         time.Duration
+	deadline    time.Time // zero: no expiry
+	timer       *time.Timer
+	settled     bool // a release (or surrender) was answered: the server holds nothing of ours
+	releaseSent bool // a release may have reached the server
 
 	// The keep-alive (keepalive.go, scheduler.go): a few fixed fields, no goroutine or channel of its
 	// own. Guarded by mu unless said otherwise.
