@@ -89,19 +89,30 @@ func (s *scheduler) startLocked(h *Handle) {
 		return
 	}
 	if h.kaPos == 1 {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.signalLocked()
 	}
 }
 
-// remove takes h out of the queue, if it is queued.
+// remove takes h out of the queue, if it is queued. When h was the earliest, the timer goroutine is
+// woken to sleep until the next one instead, or to exit when none is left.
 func (s *scheduler) remove(h *Handle) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h.kaPos != 0 {
-		heap.Remove(&s.due, h.kaPos-1)
+	if h.kaPos == 0 {
+		return
+	}
+	first := h.kaPos == 1
+	heap.Remove(&s.due, h.kaPos-1)
+	if first {
+		s.signalLocked()
+	}
+}
+
+// signalLocked wakes the timer goroutine, if it sleeps; s.mu must be held.
+func (s *scheduler) signalLocked() {
+	select {
+	case s.wake <- struct{}{}:
+	default: // already signalled
 	}
 }
 
