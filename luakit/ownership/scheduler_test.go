@@ -83,48 +83,61 @@ func TestSchedulerManyHandles(t *testing.T) {
 	}
 }
 
-// TestReleaseWaitsForRenewalInFlight: Release called while a keep-alive renewal is in flight cancels it
-// and returns only after it finished, and no renewal is admitted or sent after Release returned.
+// TestReleaseWaitsForRenewalInFlight: Release called while a keep-alive renewal is in flight (waiting
+// for the server's reply, or still in its hook admission) cancels it and returns only after it
+// finished, and no renewal is admitted or sent after Release returned.
 func TestReleaseWaitsForRenewalInFlight(t *testing.T) {
-	var (
-		inFlight = make(chan struct{}, 1)
-		finished atomic.Bool
-	)
-	b := &fakeBackend{held: true}
-	b.extendFn = func(ctx context.Context) (bool, error) {
-		inFlight <- struct{}{}
-		<-ctx.Done() // the reply never comes; Release's cancellation ends the wait
-		time.Sleep(20 * time.Millisecond)
-		finished.Store(true)
-		return false, luakit.ErrUncertain
-	}
-	var admitted atomic.Int32
-	hook := hookFunc(func(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
-		admitted.Add(1)
-		return ctx, func(luakit.HookOutcome, error) {}, nil
-	})
-	cfg := &Config{Name: "t", Logger: quiet, Hooks: luakit.Hooks{hook}}
-	h := &Handle{}
-	if err := h.Grant(context.Background(), b, cfg, time.Now(), 300*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.KeepAlive(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	<-inFlight
-	if _, err := h.Release(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if !finished.Load() {
-		t.Fatal("Release returned while the keep-alive's renewal was still in flight")
-	}
-	extends, admissions := b.extends.Load(), admitted.Load()
-	time.Sleep(400 * time.Millisecond) // more than a TTL: any renewal still scheduled would be sent
-	if got := b.extends.Load(); got != extends {
-		t.Fatalf("%d renewals sent after Release returned", got-extends)
-	}
-	if got := admitted.Load(); got != admissions {
-		t.Fatalf("%d operations admitted after Release returned", got-admissions)
+	for _, where := range []string{"backend", "hook"} {
+		t.Run(where, func(t *testing.T) {
+			var (
+				inFlight = make(chan struct{}, 1)
+				finished atomic.Bool
+				admitted atomic.Int32
+			)
+			// block holds the renewal until its ctx ends (Release cancels it), then a little longer.
+			block := func(ctx context.Context) {
+				inFlight <- struct{}{}
+				<-ctx.Done()
+				time.Sleep(20 * time.Millisecond)
+				finished.Store(true)
+			}
+			b := &fakeBackend{held: true}
+			if where == "backend" {
+				b.extendFn = func(ctx context.Context) (bool, error) {
+					block(ctx)
+					return false, luakit.ErrUncertain
+				}
+			}
+			hook := hookFunc(func(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
+				if admitted.Add(1) == 1 && where == "hook" {
+					block(ctx)
+				}
+				return ctx, func(luakit.HookOutcome, error) {}, nil
+			})
+			cfg := &Config{Name: "t", Logger: quiet, Hooks: luakit.Hooks{hook}}
+			h := &Handle{}
+			if err := h.Grant(context.Background(), b, cfg, time.Now(), 300*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.KeepAlive(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			<-inFlight
+			if _, err := h.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if !finished.Load() {
+				t.Fatal("Release returned while the keep-alive's renewal was still in flight")
+			}
+			extends, admissions := b.extends.Load(), admitted.Load()
+			time.Sleep(400 * time.Millisecond) // more than a TTL: any renewal still scheduled would be sent
+			if got := b.extends.Load(); got != extends {
+				t.Fatalf("%d renewals sent after Release returned", got-extends)
+			}
+			if got := admitted.Load(); got != admissions {
+				t.Fatalf("%d operations admitted after Release returned", got-admissions)
+			}
+		})
 	}
 }
 
