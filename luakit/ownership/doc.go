@@ -141,7 +141,10 @@
 //
 // The scheduler is per Config rather than per process so that a slow or unreachable server (whose
 // renewals occupy their slots until each estimate ends) never delays the renewals of another
-// factory's handles; a process with F factories keeping alive has at most F timer goroutines.
+// factory's handles; a process with F factories keeping alive has at most F timer goroutines. Within
+// one Config the bound is shared: a renewal holds its slot until it returns (at the latest when its
+// handle's estimate ends), so while 64 renewals wait on a server that stopped answering (one stalled
+// node of a Cluster, say) the factory's other due renewals wait for a slot too.
 //
 // # Concurrency
 //
