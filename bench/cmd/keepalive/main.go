@@ -20,6 +20,7 @@
 //
 //	go run ./cmd/keepalive                        # N = 1000, 10000, 100000, TTL 3s, 10s window
 //	go run ./cmd/keepalive -n 1000,10000 -ttl 3s -window 10s -target redis8
+//	go run ./cmd/keepalive -cancellable          # KeepAlive(ctx) with one shared cancellable ctx
 //
 // With $COORDKIT_REDIS_URL set, testkit uses that server instead. The leases are released at the end;
 // the locks' fencing counters ({ka:<run>:<i>}:fence) stay on the server.
@@ -51,6 +52,7 @@ func main() {
 	window := flag.Duration("window", 10*time.Second, "measurement window of renewals/s")
 	workers := flag.Int("workers", 256, "concurrent acquisitions")
 	target := flag.String("target", string(testkit.Redis8), "testkit server target")
+	cancellable := flag.Bool("cancellable", false, "give every KeepAlive one shared cancellable ctx (default context.Background())")
 	flag.Parse()
 	ctx := context.Background()
 	fmt.Printf("date: %s  go: %s  GOMAXPROCS: %d  TTL: %v\n", time.Now().UTC().Format(time.RFC3339), runtime.Version(), runtime.GOMAXPROCS(0), *ttl)
@@ -60,7 +62,14 @@ func main() {
 		if err != nil || n <= 0 {
 			fail(fmt.Errorf("bad -n %q", f))
 		}
-		if err := measure(ctx, testkit.Target(*target), n, *ttl, *settle, *window, *workers); err != nil {
+		kctx := ctx
+		var cancel context.CancelFunc = func() {}
+		if *cancellable {
+			kctx, cancel = context.WithCancel(ctx)
+		}
+		err = measure(ctx, kctx, testkit.Target(*target), n, *ttl, *settle, *window, *workers)
+		cancel()
+		if err != nil {
 			fail(err)
 		}
 	}
@@ -71,7 +80,8 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-func measure(ctx context.Context, target testkit.Target, n int, ttl, settle, window time.Duration, workers int) error {
+// measure takes n leases, keeps them alive with kctx, and prints one row.
+func measure(ctx, kctx context.Context, target testkit.Target, n int, ttl, settle, window time.Duration, workers int) error {
 	s, err := testkit.Launch(ctx, target)
 	if err != nil {
 		return err
@@ -116,7 +126,7 @@ func measure(ctx context.Context, target testkit.Target, n int, ttl, settle, win
 				}
 				le, err := l.TryAcquire(ctx, "ka:"+run+":"+strconv.Itoa(i), ttl)
 				if err == nil {
-					err = le.KeepAlive(ctx)
+					err = le.KeepAlive(kctx)
 				}
 				if err != nil {
 					// Counted, not fatal: on a starved machine an acquisition's reply can come
