@@ -665,8 +665,8 @@ func (h *Handle) verify(ctx context.Context) (bool, error) {
 }
 
 // Release removes the hold if this owner still has it (another owner's hold is never touched), after
-// stopping a running keep-alive and waiting for its goroutine. Its results are the package
-// documentation's rows "Release ...": a ctx that already ended sends nothing and leaves the handle
+// stopping a running keep-alive and waiting until no renewal of it is in flight (one is cancelled).
+// Its results are the package documentation's rows "Release ...": a ctx that already ended sends nothing and leaves the handle
 // vouching; otherwise the handle ends with [luakit.ErrReleased] and Release reports [Released],
 // [NotOwned], [AlreadyReleased], or an error wrapping [luakit.ErrUncertain] (call it again to settle).
 // Any other error means the script did not run. Concurrent calls run one at a time (after an
