@@ -25,9 +25,18 @@ import (
 // handle keeping alive costs a few fixed fields, and, for a ctx that can end, one registration with
 // it (context.AfterFunc).
 //
+// ctx may be this handle's own [Handle.Context] (renew for as long as the handle lives), or another
+// handle's.
+//
 // KeepAlive is not a hook operation; with Config.Hooks each renewal is admitted as its own
 // "<NAME> EXTEND" with ctx, and a rejected one is handled like a failed one.
 func (h *Handle) KeepAlive(ctx context.Context) error {
+	if hc, ok := ctx.(handleContext); ok {
+		// A handle's Context (this one's, or another's): its Done and Err take that handle's mutex,
+		// which the keep-alive's bookkeeping may hold, so watch the plain context underneath, which
+		// is cancelled when that handle ends.
+		ctx = hc.Context
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.vouchingLocked() {

@@ -285,3 +285,29 @@ type hookFunc func(ctx context.Context, op luakit.Operation) (context.Context, l
 func (f hookFunc) Admit(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
 	return f(ctx, op)
 }
+
+// TestKeepAliveWithHandleContext: KeepAlive may be given the handle's own Context (or another
+// handle's): it renews, and Release stops it, without deadlocking on the handle's mutex.
+func TestKeepAliveWithHandleContext(t *testing.T) {
+	b1, b2 := &fakeBackend{held: true}, &fakeBackend{held: true}
+	h1, h2 := grant(t, b1, 300*time.Millisecond), grant(t, b2, 300*time.Millisecond)
+	if err := h1.KeepAlive(h1.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.KeepAlive(h1.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "three renewals of each handle", func() bool { return b1.extends.Load() >= 3 && b2.extends.Load() >= 3 })
+	if _, err := h1.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// h1 ended, so h2's keep-alive (watching h1's context) stops without releasing h2.
+	waitFor(t, "h2's keep-alive to stop with h1", func() bool {
+		h2.mu.Lock()
+		defer h2.mu.Unlock()
+		return !h2.kaActive
+	})
+	if b2.releases.Load() != 0 {
+		t.Fatal("h2 was released")
+	}
+}
