@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/lease"
 	"github.com/coordkit/coordkit/lock"
+	"github.com/coordkit/coordkit/luakit"
 	"github.com/coordkit/coordkit/luakit/ownership"
 	"github.com/coordkit/coordkit/redlock"
 	"github.com/coordkit/coordkit/rwlock"
@@ -202,4 +204,47 @@ func testReleaseDuringKeepAlive(t *testing.T, e *env, k *kind) {
 	time.Sleep(1500 * time.Millisecond) // three renew periods: a renewal still scheduled would run
 	require.Zero(t, scripts(after, e.commands(t)), "scripts ran after Release returned")
 	ps.reset(t)
+}
+
+// admissionGate is a hook that holds the first "LOCK EXTEND" admission until its ctx ends (Release
+// cancels the keep-alive's renewal), then 50ms more, and counts the admissions.
+type admissionGate struct {
+	entered  chan struct{}
+	finished atomic.Bool
+	admitted atomic.Int32
+}
+
+func (g *admissionGate) Admit(ctx context.Context, op luakit.Operation) (context.Context, luakit.Completion, error) {
+	if op.Name == "LOCK EXTEND" && g.admitted.Add(1) == 1 {
+		close(g.entered)
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond)
+		g.finished.Store(true)
+	}
+	return ctx, func(luakit.HookOutcome, error) {}, nil
+}
+
+// TestReleaseDuringKeepAliveAdmission: Release called while a keep-alive renewal is still in its hook
+// admission (not yet holding the handle's operation slot) waits for that renewal to finish, and
+// nothing is admitted or run on the server after Release returned: the lease key stays gone.
+func TestReleaseDuringKeepAliveAdmission(t *testing.T) {
+	matrix.Run(t, matrix.Targets(), func(t *testing.T, mt matrix.Target) {
+		e := startEnv(t, mt)
+		g := &admissionGate{entered: make(chan struct{})}
+		l, err := lock.New(e.clients(t, kinds[0], plain)[0], lock.WithHooks(g))
+		require.NoError(t, err)
+		name := lockName("admission")
+		le, err := l.TryAcquire(ctx(t), name, 1500*time.Millisecond)
+		require.NoError(t, err)
+		require.NoError(t, le.KeepAlive(context.Background()))
+		<-g.entered
+		_, err = le.Release(ctx(t))
+		require.NoError(t, err)
+		require.True(t, g.finished.Load(), "Release returned while the keep-alive's renewal was in its admission")
+		admitted, after := g.admitted.Load(), e.commands(t)
+		time.Sleep(1500 * time.Millisecond) // three renew periods
+		require.Equal(t, admitted, g.admitted.Load(), "operations admitted after Release returned")
+		require.Zero(t, scripts(after, e.commands(t)), "scripts ran after Release returned")
+		require.Equal(t, int64(-2), matrix.PTTL(t, e.Raw, lockKey("admission")), "the lease key after the release")
+	})
 }
