@@ -33,8 +33,8 @@ func schedulerOf(cfg *Config) *scheduler {
 }
 
 // TestSchedulerManyHandles: a thousand handles of one Config keeping alive are renewed by one
-// scheduler: the goroutine count grows by at most the timer goroutine and MaxRenewalsInFlight workers,
-// whatever the number of handles, every handle keeps vouching through several renewals, and once all
+// scheduler: the goroutine count grows by at most the timer goroutine and MaxRenewalsInFlight workers
+// (and a few finishing workers at an instant), whatever the number of handles, every handle keeps vouching through several renewals, and once all
 // are released the scheduler is gone (goleak in TestMain checks its goroutines).
 func TestSchedulerManyHandles(t *testing.T) {
 	const n = 1000
@@ -70,7 +70,9 @@ func TestSchedulerManyHandles(t *testing.T) {
 		}
 		return true
 	})
-	if limit := 1 + MaxRenewalsInFlight; peak > limit {
+	// A worker frees its slot just before it returns, so the next one can start while it is still
+	// counted: a few more than the bound for an instant.
+	if limit := 1 + MaxRenewalsInFlight + 4; peak > limit {
 		t.Fatalf("%d goroutines more while %d handles keep alive; want at most %d", peak, n, limit)
 	}
 	for _, h := range hs {
