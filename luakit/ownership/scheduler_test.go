@@ -34,8 +34,9 @@ func schedulerOf(cfg *Config) *scheduler {
 
 // TestSchedulerManyHandles: a thousand handles of one Config keeping alive are renewed by one
 // scheduler: the goroutine count grows by at most the timer goroutine and MaxRenewalsInFlight workers
-// (and a few finishing workers at an instant), whatever the number of handles, every handle keeps vouching through several renewals, and once all
-// are released the scheduler is gone (goleak in TestMain checks its goroutines).
+// (and a few finishing workers at an instant), whatever the number of handles; every handle keeps
+// vouching through several renewals; and once all are released the scheduler is gone (goleak in
+// TestMain checks its goroutines).
 func TestSchedulerManyHandles(t *testing.T) {
 	const n = 1000
 	cfg := &Config{Name: "t", Logger: quiet}
