@@ -68,6 +68,8 @@
 //
 // # Concurrency
 //
-// [Leases] and [Lease] are safe for concurrent use. A Lease owns one timer for its local estimate and,
-// while Lease.KeepAlive runs, one goroutine; Release stops it and waits for it.
+// [Leases] and [Lease] are safe for concurrent use. A Lease owns at most one timer for its local
+// estimate and no goroutine: while Lease.KeepAlive runs, its renewals are sent by the keep-alive
+// scheduler every Lease of the Leases shares (luakit/ownership); Release stops them and waits until
+// none is in flight.
 package lease

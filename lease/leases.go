@@ -15,7 +15,9 @@ import (
 
 // Leases takes named leases, each one field of a Redis hash with its own expiry, through one rueidis
 // client. Create it with [New]; it is safe for concurrent use by many goroutines and runs no background
-// goroutines of its own (a Lease.KeepAlive runs one per lease). The zero value is not usable.
+// goroutines of its own except its leases' keep-alive scheduler (one timer goroutine while any Lease
+// keeps alive, at most 64 renewals in flight, whatever the number of leases). The zero value is not
+// usable.
 //
 // A Leases probes the server for hash-field expiry once, on its first I/O, and caches a definite answer
 // (a failed probe is retried on the next call). Share a Leases between goroutines rather than creating

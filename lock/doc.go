@@ -107,6 +107,8 @@
 //
 // # Concurrency
 //
-// [Locker] and [Lease] are safe for concurrent use. A Lease owns no goroutine except while KeepAlive
-// runs (Release stops it and waits for it) and one runtime timer.
+// [Locker] and [Lease] are safe for concurrent use. A Lease owns no goroutine, and at most one runtime
+// timer; while KeepAlive runs, its renewals are sent by the keep-alive scheduler every Lease of the
+// Locker shares (one timer goroutine while any Lease keeps alive, at most 64 renewals in flight; see
+// luakit/ownership), and Release waits until no renewal of the Lease is in flight.
 package lock

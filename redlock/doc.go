@@ -211,5 +211,7 @@
 // [Group] and [Lease] are safe for concurrent use. Every operation starts one goroutine per node and
 // returns when each replied or the node timeout passed; a goroutine given up on ends when its client
 // returns. A Lease's Extend and Release run one at a time; Verify runs beside them. Nothing runs in the
-// background except a timer that closes the lock's Done and, while its KeepAlive runs, its goroutine.
+// background except a timer that closes the lock's Done and the Group's keep-alive scheduler: one
+// timer goroutine while any Lease keeps alive, and at most 64 renewals in flight (each with its
+// goroutine per node), whatever the number of leases.
 package redlock

@@ -39,7 +39,8 @@ const (
 //     when a quorum replied without it; once sent it runs to the node timeout whatever ctx does.
 //     Close's bound (the cleanup timeout) is the node timeout.
 //
-// A Lease is safe for concurrent use; it owns a goroutine only while KeepAlive runs.
+// A Lease is safe for concurrent use; it owns no goroutine (its KeepAlive's renewals are sent by the
+// Group's keep-alive scheduler).
 type Lease struct {
 	own   ownership.Handle
 	b     backend

@@ -51,8 +51,9 @@ func (m Mode) tag() string {
 }
 
 // Locker takes read and write leases through one rueidis client. Create it with [New]; it is safe for
-// concurrent use by many goroutines and owns no goroutines (a lease's keep-alive is the lease's). The
-// zero value is not usable.
+// concurrent use by many goroutines and owns no goroutines except its leases' keep-alive scheduler
+// (one timer goroutine while any lease keeps alive, at most 64 renewals in flight, whatever the
+// number of leases). The zero value is not usable.
 //
 // A Locker never closes or reconfigures the caller's client.
 type Locker struct {

@@ -93,7 +93,8 @@
 //
 // # Concurrency
 //
-// [Semaphore] and [Permit] are safe for concurrent use. A Permit owns at most one goroutine (a running
-// KeepAlive); a Semaphore runs goroutines only for background cleanup retries, which
-// [Semaphore.Close] waits for or stops.
+// [Semaphore] and [Permit] are safe for concurrent use. A Permit owns no goroutine: the renewals of
+// every Permit.KeepAlive of a Semaphore are sent by one keep-alive scheduler (one timer goroutine
+// while any permit keeps alive, at most 64 renewals in flight; see luakit/ownership). A Semaphore runs
+// other goroutines only for background cleanup retries, which [Semaphore.Close] waits for or stops.
 package semaphore

@@ -35,6 +35,7 @@ var scenarios = []scenario{
 	{name: "16_expiry_hand_off_never_before_deadline", run: testHandOffAfterDeadline},
 	{name: "17_close", run: testClose},
 	{name: "18_keepalive_follows_deadline", run: testKeepAliveSchedule},
+	{name: "19_release_during_keepalive_renewal", run: testReleaseDuringKeepAlive},
 }
 
 // TestOwnership runs every scenario for every kind on every target: TestOwnership/<target>/<scenario>/

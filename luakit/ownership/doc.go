@@ -60,8 +60,12 @@
 //	                                                estimate ends; re-armed by every confirmed ExtendTTL (from
 //	                                                any goroutine); started with less left, it renews at once;
 //	                                                failed or uncertain renewals retried while the estimate
-//	                                                lasts; ends on loss or expiry; Release stops it and waits
-//	                                                for its goroutine
+//	                                                lasts; ends on loss or expiry; ctx ending stops it without
+//	                                                releasing; Release stops it and waits until no renewal of
+//	                                                the handle is in flight (none is sent after it returns).
+//	                                                Renewals run on a scheduler shared by every handle of one
+//	                                                Config (see # Keep-alive scheduler), not a goroutine per
+//	                                                handle
 //	KeepAlive renewal refused (terminal error:      the handle ends at once with that error as its cause
 //	NOPERM, WRONGTYPE)                              (errors.Is(err, luakit.ErrNoPermission) for an ACL
 //	                                                refusal); no retry can succeed
@@ -125,8 +129,31 @@
 // (restart without persistence, failover to a lagging replica) can end a hold the estimate still
 // vouches for. Check fencing tokens at the protected resource where the primitive issues them.
 //
+// # Keep-alive scheduler
+//
+// [Handle.KeepAlive] starts no goroutine per handle. Every handle granted with one [*Config] (one
+// primitive factory: a Locker, a Leases, a Semaphore, a redlock Group..., which holds one client, or
+// one per node) is renewed by that Config's scheduler: a deadline heap (container/heap) of the
+// handles keeping alive, one timer goroutine that sleeps until the earliest renewal is due, and at
+// most [MaxRenewalsInFlight] (64) renewals in flight, each on a goroutine that ends with it. Renewals
+// due together are sent concurrently, so rueidis's auto-pipelining writes them in few batches; a due
+// renewal waits for a free slot when 64 are in flight. The timer goroutine exits once no handle is
+// queued (the last keep-alive released, lost, expired or its ctx ended) and starts again with the
+// next KeepAlive, so an idle process holds no goroutine for keep-alives. A handle keeping alive costs
+// a few fixed fields, its place in the heap, and for a ctx that can end a context.AfterFunc
+// registration: no goroutine, channel or timer of its own. The schedule, retries, ends, hook
+// admissions and Release's wait are the contract's rows, unchanged by the sharing.
+//
+// The scheduler is per Config rather than per process so that a slow or unreachable server (whose
+// renewals occupy their slots until each estimate ends) never delays the renewals of another
+// factory's handles; a process with F factories keeping alive has at most F timer goroutines. Within
+// one Config the bound is shared: a renewal holds its slot until it returns (at the latest when its
+// handle's estimate ends), so while 64 renewals wait on a server that stopped answering (one stalled
+// node of a Cluster, say) the factory's other due renewals wait for a slot too.
+//
 // # Concurrency
 //
-// Every method of a Handle and a Waiter is safe for concurrent use. A Handle owns at most one
-// goroutine (a running keep-alive) and one runtime timer.
+// Every method of a Handle and a Waiter is safe for concurrent use. A Handle owns no goroutine and at
+// most one runtime timer (made when something waits on its Done or Context); its keep-alive runs on
+// its Config's scheduler.
 package ownership

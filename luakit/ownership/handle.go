@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordkit/coordkit/luakit"
@@ -199,20 +200,30 @@ type Handle struct {
 	// the handle at its deadline is armed with them: until something can wait on the handle, the
 	// clock checks of every accessor (vouchingLocked) are all there is to end it, so a handle that is
 	// taken and released without anyone waiting on it allocates neither a context nor a timer.
-	ctx           context.Context
-	cancel        context.CancelCauseFunc
-	hctx          handleContext // what Context returns: ctx, checking the clock like Err
-	cause         error         // why the handle ended (the first cause); nil while it vouches
-	opBusy        bool          // Extend or Release runs: they run one at a time
-	opWait        chan struct{} // closed when opBusy clears; made only when an operation has to wait
-	ttl           time.Duration
-	deadline      time.Time // zero: no expiry
-	timer         *time.Timer
-	settled       bool // a release (or surrender) was answered: the server holds nothing of ours
-	releaseSent   bool // a release may have reached the server
-	keepAliveStop context.CancelFunc
-	keepAliveDone chan struct{}
-	rearm         chan struct{} // a running keep-alive's: signalled (without blocking) by a confirmed renewal
+	ctx         context.Context
+	cancel      context.CancelCauseFunc
+	hctx        handleContext // what Context returns: ctx, checking the clock like Err
+	cause       error         // why the handle ended (the first cause); nil while it vouches
+	opBusy      bool          // Extend or Release runs: they run one at a time
+	opWait      chan struct{} // closed when opBusy clears; made only when an operation has to wait
+	ttl         time.Duration
+	deadline    time.Time // zero: no expiry
+	timer       *time.Timer
+	settled     bool // a release (or surrender) was answered: the server holds nothing of ours
+	releaseSent bool // a release may have reached the server
+
+	// The keep-alive (keepalive.go, scheduler.go): a few fixed fields, no goroutine or channel of its
+	// own. Guarded by mu unless said otherwise.
+	kaSched    *scheduler         // the scheduler of the last KeepAlive
+	kaCtx      context.Context    // the running keep-alive's ctx
+	kaStopCtx  func() bool        // unregisters the context.AfterFunc watching kaCtx
+	kaCancel   context.CancelFunc // cancels the keep-alive's renewal in flight
+	kaIdle     chan struct{}      // made by a Release waiting for a renewal in flight; closed when none is
+	kaActive   bool               // a keep-alive runs
+	kaGen      atomic.Uint32      // numbers keep-alives: bumped (under mu) by every start and stop
+	kaInFlight atomic.Int32       // renewals the scheduler took and that have not finished
+	kaPos      int                // place in kaSched's queue + 1, 0 when not queued; guarded by kaSched.mu
+	kaDue      time.Time          // when the queued renewal is due; guarded by kaSched.mu
 }
 
 // Grant starts h for a hold the server granted to an acquisition sent at start with ttl (0: no
@@ -329,6 +340,7 @@ func (c handleContext) Err() error {
 // estimate already elapsed ends with [luakit.ErrExpired] whatever cause is given, as its timer would
 // have ended it.
 func (h *Handle) endLocked(cause error) {
+	h.stopKeepAliveLocked(false) // a renewal in flight finishes (a late reply surrenders the hold)
 	if h.cause == nil {
 		if !h.deadline.IsZero() && !time.Now().Before(h.deadline) {
 			cause = luakit.ErrExpired
@@ -586,10 +598,12 @@ func (h *Handle) extendChecked(ctx context.Context, ttl time.Duration, current b
 	} else {
 		h.setDeadlineLocked(h.cfg.estimate(start, ttl))
 	}
-	if h.rearm != nil {
-		select {
-		case h.rearm <- struct{}{}:
-		default: // already signalled: the keep-alive reads the new deadline when it wakes
+	if h.kaActive {
+		// Re-arm the keep-alive from the new deadline (a hold without expiry needs none).
+		if ttl == 0 {
+			h.stopKeepAliveLocked(true)
+		} else {
+			h.kaSched.reschedule(h, time.Now().Add(h.nextRenewalLocked()))
 		}
 	}
 	h.mu.Unlock()
@@ -651,8 +665,8 @@ func (h *Handle) verify(ctx context.Context) (bool, error) {
 }
 
 // Release removes the hold if this owner still has it (another owner's hold is never touched), after
-// stopping a running keep-alive and waiting for its goroutine. Its results are the package
-// documentation's rows "Release ...": a ctx that already ended sends nothing and leaves the handle
+// stopping a running keep-alive and waiting until no renewal of it is in flight (one is cancelled).
+// Its results are the package documentation's rows "Release ...": a ctx that already ended sends nothing and leaves the handle
 // vouching; otherwise the handle ends with [luakit.ErrReleased] and Release reports [Released],
 // [NotOwned], [AlreadyReleased], or an error wrapping [luakit.ErrUncertain] (call it again to settle).
 // Any other error means the script did not run. Concurrent calls run one at a time (after an

@@ -11,49 +11,184 @@ import (
 
 // KeepAlive starts renewing the hold in the background until ctx ends, [Handle.Release] is called, or
 // the handle ends, on the schedule and with the outcomes of the package documentation's rows
-// "KeepAlive ...". It returns at once: [luakit.ErrKeepAliveRunning] if a keep-alive already runs, the
-// handle's cause ([Handle.Err]) if it already ended, else nil (also, starting nothing, on a hold
-// without expiry). A confirmed [Handle.ExtendTTL] from any goroutine re-arms the schedule. Ending ctx
-// stops renewing without releasing; Release stops it and waits for its goroutine, so no goroutine
-// outlives a released handle. KeepAlive is not a hook operation; with Config.Hooks each renewal is
-// admitted as its own "<NAME> EXTEND" with ctx, and a rejected one is handled like a failed one.
+// "KeepAlive ...". It returns at once: [luakit.ErrKeepAliveRunning] if a keep-alive already runs (one
+// whose ctx ended no longer counts), the handle's cause ([Handle.Err]) if it already ended, else nil
+// (also, starting nothing, on a hold without expiry). A confirmed [Handle.ExtendTTL] from any
+// goroutine re-arms the schedule. Ending ctx stops renewing without releasing; Release stops it and
+// waits until no renewal of the handle is in flight, so none is sent after Release returns.
+//
+// KeepAlive starts no goroutine of its own: the handle is queued on the keep-alive scheduler shared by
+// every handle of its Config (one primitive factory, holding one client). That scheduler has one
+// timer goroutine, running only while some handle of the Config keeps alive, and at most
+// [MaxRenewalsInFlight] renewals in flight, each on a goroutine that ends with it; renewals due
+// together are sent concurrently, so the client's auto-pipelining batches them into few writes. A
+// handle keeping alive costs a few fixed fields, and, for a ctx that can end, one registration with
+// it (context.AfterFunc).
+//
+// ctx may be this handle's own [Handle.Context] (renew for as long as the handle lives), or another
+// handle's.
+//
+// KeepAlive is not a hook operation; with Config.Hooks each renewal is admitted as its own
+// "<NAME> EXTEND" with ctx, and a rejected one is handled like a failed one.
 func (h *Handle) KeepAlive(ctx context.Context) error {
+	if hc, ok := ctx.(handleContext); ok {
+		// A handle's Context (this one's, or another's): its Done and Err take that handle's mutex,
+		// which the keep-alive's bookkeeping may hold, so watch the plain context underneath, which
+		// is cancelled when that handle ends.
+		ctx = hc.Context
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.vouchingLocked() {
 		return h.cause
 	}
-	if h.keepAliveDone != nil {
-		select {
-		case <-h.keepAliveDone:
-		default:
+	if h.kaActive {
+		if h.kaCtx.Err() == nil {
 			return luakit.ErrKeepAliveRunning
 		}
+		h.stopKeepAliveLocked(true) // its ctx ended: it is stopping anyway
 	}
 	if h.ttl == 0 {
 		return nil
 	}
-	kctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	rearm := make(chan struct{}, 1)
-	h.keepAliveStop, h.keepAliveDone, h.rearm = stop, done, rearm
-	ended := h.contextLocked().Done()
-	go func() {
-		defer stop() // release the derived context when renewing ends on its own (loss, expiry)
-		h.keepAlive(kctx, ended, rearm, done)
-	}()
+	s := acquireScheduler(h.cfg)
+	gen := h.kaGen.Add(1)
+	h.kaSched, h.kaCtx, h.kaActive = s, ctx, true
+	if ctx.Done() != nil {
+		h.kaStopCtx = context.AfterFunc(ctx, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.kaActive && h.kaGen.Load() == gen {
+				h.stopKeepAliveLocked(true)
+			}
+		})
+	}
+	s.push(h, time.Now().Add(h.nextRenewalLocked()))
 	return nil
 }
 
-// stopKeepAlive stops a running keep-alive and waits for it to exit.
+// stopKeepAliveLocked stops a running keep-alive: it is taken off its scheduler's queue, and a renewal
+// of it in flight is cancelled when cancel is set (see stopKeepAlive to wait for that renewal). h.mu
+// must be held.
+func (h *Handle) stopKeepAliveLocked(cancel bool) {
+	if cancel && h.kaCancel != nil {
+		h.kaCancel() // also a renewal left to finish by an earlier stop (the handle ended)
+		h.kaCancel = nil
+	}
+	if !h.kaActive {
+		return
+	}
+	h.kaActive = false
+	h.kaGen.Add(1)
+	h.kaSched.remove(h)
+	if h.kaStopCtx != nil {
+		h.kaStopCtx()
+		h.kaStopCtx = nil
+	}
+	h.kaCtx = nil
+	releaseScheduler(h.kaSched)
+}
+
+// stopKeepAlive stops a running keep-alive and waits until no renewal of h is in flight.
 func (h *Handle) stopKeepAlive() {
 	h.mu.Lock()
-	stop, done := h.keepAliveStop, h.keepAliveDone
-	h.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-done
+	h.stopKeepAliveLocked(true)
+	// The queue removal above synchronised with the scheduler (its mutex): a renewal popped before it
+	// is counted in kaInFlight by now.
+	for h.kaInFlight.Load() > 0 {
+		if h.kaIdle == nil {
+			h.kaIdle = make(chan struct{})
+		}
+		idle := h.kaIdle
+		h.mu.Unlock()
+		<-idle
+		h.mu.Lock()
 	}
+	h.mu.Unlock()
+}
+
+// renewRound is one keep-alive round of h, run by scheduler s on a worker goroutine for the
+// keep-alive numbered gen: one renewal, then h queued again on s for the next one (or the retry), or
+// the keep-alive stopped (ctx ended, loss, expiry, terminal refusal).
+func (h *Handle) renewRound(s *scheduler, gen uint32) {
+	defer h.leaveRound()
+	h.mu.Lock()
+	if !h.kaActive || h.kaGen.Load() != gen {
+		h.mu.Unlock()
+		return // stopped after the scheduler took it
+	}
+	kctx := h.kaCtx
+	if kctx.Err() != nil {
+		h.stopKeepAliveLocked(true)
+		h.mu.Unlock()
+		return
+	}
+	if !h.vouchingLocked() || h.deadline.IsZero() {
+		h.stopKeepAliveLocked(true) // ended (endLocked stopped it already) or made non-expiring
+		h.mu.Unlock()
+		return
+	}
+	rctx, cancel := context.WithDeadline(kctx, h.deadline)
+	h.kaCancel = cancel
+	h.mu.Unlock()
+
+	ok, admitted, err := h.renew(rctx)
+	cancel()
+
+	h.mu.Lock()
+	h.kaCancel = nil
+	if !h.kaActive || h.kaGen.Load() != gen {
+		h.mu.Unlock()
+		return // stopped while the renewal was in flight
+	}
+	var next time.Duration
+	switch {
+	case err == nil && ok:
+		next = h.nextRenewalLocked()
+	case err == nil:
+		h.stopKeepAliveLocked(true) // lost or expired: the handle has ended
+		h.mu.Unlock()
+		return
+	default:
+		if kctx.Err() != nil {
+			h.stopKeepAliveLocked(true)
+			h.mu.Unlock()
+			return
+		}
+		if admitted && luakit.IsTerminal(err) && !errors.Is(err, luakit.ErrUncertain) {
+			// Refused by the server (NOPERM, WRONGTYPE...): no retry can succeed, so end the
+			// handle with that error instead of retrying until the estimate elapses.
+			h.endLocked(err)
+			h.mu.Unlock()
+			return
+		}
+		if !h.vouchingLocked() {
+			h.mu.Unlock()
+			return
+		}
+		remaining := time.Until(h.deadline)
+		period := max(time.Duration(float64(h.ttl)*h.cfg.renewFraction()), time.Millisecond)
+		next = max(min(period/4, h.cfg.retryDelay()), time.Millisecond)
+		s.push(h, time.Now().Add(next))
+		h.mu.Unlock()
+		h.cfg.logger().LogAttrs(context.Background(), slog.LevelWarn,
+			"coordkit/"+h.cfg.name()+": renewal failed; retrying",
+			slog.Bool("uncertain", errors.Is(err, luakit.ErrUncertain)), slog.String("error", err.Error()),
+			slog.Duration("remaining", remaining))
+		return
+	}
+	s.push(h, time.Now().Add(next))
+	h.mu.Unlock()
+}
+
+// leaveRound ends a round: one renewal fewer in flight, waking a Release waiting for none.
+func (h *Handle) leaveRound() {
+	h.mu.Lock()
+	if h.kaInFlight.Add(-1) == 0 && h.kaIdle != nil {
+		close(h.kaIdle)
+		h.kaIdle = nil
+	}
+	h.mu.Unlock()
 }
 
 // renew is one keep-alive renewal at the current TTL, admitted as "<NAME> EXTEND". admitted is false
@@ -74,15 +209,19 @@ func (h *Handle) renew(ctx context.Context) (ok, admitted bool, err error) {
 }
 
 // nextRenewal returns how long until the handle's next renewal is due ([RenewalDue] for its current
-// deadline and TTL); 0 for a hold without expiry (the loop then stops).
+// deadline and TTL); 0 for a hold without expiry.
 func (h *Handle) nextRenewal() time.Duration {
 	h.mu.Lock()
-	ttl, dl := h.ttl, h.deadline
-	h.mu.Unlock()
-	if dl.IsZero() || ttl == 0 {
+	defer h.mu.Unlock()
+	return h.nextRenewalLocked()
+}
+
+// nextRenewalLocked is nextRenewal; h.mu must be held.
+func (h *Handle) nextRenewalLocked() time.Duration {
+	if h.deadline.IsZero() || h.ttl == 0 {
 		return 0
 	}
-	return RenewalDue(dl, ttl, h.cfg.renewFraction())
+	return RenewalDue(h.deadline, h.ttl, h.cfg.renewFraction())
 }
 
 // RenewalDue is the keep-alive schedule of every owner-token hold: how long from now until the next
@@ -94,56 +233,4 @@ func (h *Handle) nextRenewal() time.Duration {
 func RenewalDue(deadline time.Time, ttl time.Duration, fraction float64) time.Duration {
 	period := max(time.Duration(float64(ttl)*fraction), time.Millisecond)
 	return max(time.Until(deadline.Add(-max(ttl-period, period/2))), 0)
-}
-
-func (h *Handle) keepAlive(ctx context.Context, ended, rearm <-chan struct{}, done chan struct{}) {
-	defer close(done)
-	t := time.NewTimer(h.nextRenewal())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ended:
-			return
-		case <-rearm:
-			// A confirmed renewal (ours or a concurrent ExtendTTL) moved the deadline or the TTL.
-			t.Reset(h.nextRenewal())
-			continue
-		case <-t.C:
-		}
-		dl := h.Deadline()
-		if dl.IsZero() {
-			return // made non-expiring by ExtendTTL: nothing left to renew
-		}
-		rctx, cancel := context.WithDeadline(ctx, dl)
-		ok, admitted, err := h.renew(rctx)
-		cancel()
-		switch {
-		case err == nil && ok:
-			t.Reset(h.nextRenewal())
-		case err == nil:
-			return // lost or expired: the handle has ended
-		default:
-			if ctx.Err() != nil {
-				return
-			}
-			if admitted && luakit.IsTerminal(err) && !errors.Is(err, luakit.ErrUncertain) {
-				// Refused by the server (NOPERM, WRONGTYPE...): no retry can succeed, so end the
-				// handle with that error instead of retrying until the estimate elapses.
-				h.mu.Lock()
-				h.endLocked(err)
-				h.mu.Unlock()
-				return
-			}
-			if h.vouching() {
-				h.cfg.logger().LogAttrs(context.Background(), slog.LevelWarn,
-					"coordkit/"+h.cfg.name()+": renewal failed; retrying",
-					slog.Bool("uncertain", errors.Is(err, luakit.ErrUncertain)), slog.String("error", err.Error()),
-					slog.Duration("remaining", h.Remaining()))
-			}
-			period := max(time.Duration(float64(h.TTL())*h.cfg.renewFraction()), time.Millisecond)
-			t.Reset(max(min(period/4, h.cfg.retryDelay()), time.Millisecond))
-		}
-	}
 }
