@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -80,8 +81,9 @@ const (
 //
 // Hooks see the operations of a [Locker] (LOCK TRY ACQUIRE, LOCK ACQUIRE, and the lease's).
 type FairLocker struct {
-	l     *Locker
-	slice time.Duration
+	l        *Locker
+	slice    time.Duration
+	sliceArg string // slice in whole ms, the scripts' ARGV
 }
 
 // NewFair returns a FairLocker over client, configured by the [Locker]'s options (key prefix, hooks,
@@ -103,7 +105,7 @@ func NewFair(client rueidis.Client, opts ...Option) (*FairLocker, error) {
 	if slice <= 0 {
 		slice = DefaultWaitSlice
 	}
-	return &FairLocker{l: l, slice: slice}, nil
+	return &FairLocker{l: l, slice: slice, sliceArg: strconv.FormatInt(slice.Milliseconds(), 10)}, nil
 }
 
 // fairState is a fair lease's part of its backend: the four keys of the fair scripts, the arguments
@@ -126,8 +128,16 @@ func (f *FairLocker) newLease(name string, ttl time.Duration) (*Lease, error) {
 	h := f.l.newLease(&r)
 	prefix := f.l.keys.Prefix()
 	fs := &fairState{}
-	fs.keys = [4]string{r.keys[0], r.keys[1], prefix + "{" + name + "}:queue", prefix + "{" + name + "}:waiter:"}
-	fs.args = [4]string{r.args[0], r.args[1], "try", strconv.FormatInt(f.slice.Milliseconds(), 10)}
+	// the queue key and the waiter key prefix, sliced from one buffer
+	var sb strings.Builder
+	sb.Grow(2*(len(prefix)+len(name)) + len("{}:queue{}:waiter:"))
+	for _, part := range [...]string{prefix, "{", name, "}:queue", prefix, "{", name, "}:waiter:"} {
+		sb.WriteString(part)
+	}
+	buf := sb.String()
+	q := len(prefix) + len(name) + len("{}:queue")
+	fs.keys = [4]string{r.keys[0], r.keys[1], buf[:q], buf[q:]}
+	fs.args = [4]string{r.args[0], r.args[1], "try", f.sliceArg}
 	h.b.fair = fs
 	return h, nil
 }
@@ -335,7 +345,6 @@ func refreshStatus(arr []rueidis.RedisMessage) (int64, error) {
 func (b *backend) sendFair(ctx context.Context) (time.Time, rueidis.RedisResult) {
 	fs := b.fair
 	fs.args[0] = b.r.args[0]
-	fs.stream = fs.keys[3] + fs.args[0]
 	fs.queued = false
 	start, resp := ownership.Send(ctx, fairAcquireScript, b.client, fs.keys[:], fs.args[:])
 	fs.sent, fs.vouch = start, start
@@ -356,6 +365,7 @@ func (b *backend) decodeFair(msg rueidis.RedisMessage) (ownership.Reply, error) 
 		if status, err := arr[0].AsInt64(); err == nil && status == luakit.StatusBusy {
 			if v, _ := arr[1].ToString(); v == "queued" {
 				b.fair.queued = true
+				b.fair.stream = b.fair.keys[3] + b.fair.args[0]
 				return ownership.Reply{Busy: true, HolderTTL: -1}, nil
 			}
 		}
@@ -379,12 +389,9 @@ func (b *backend) cancelWait(ctx context.Context) (bool, error) {
 }
 
 // releaseFair is a fair lease's Release: fair_release.lua hands the lease to the next live waiter or
-// deletes it. It is sent by luakit's ExecDirect: the release is on the hand-off's critical path (the
-// waiter wakes when it runs), and the script checks the owner itself, so it needs no ordering behind
-// the lease's earlier commands (a renewal still in flight after it finds another owner and writes
-// nothing). Without a deadline in ctx it waits at most the cleanup timeout.
+// deletes it, ordered behind the lease's earlier commands like every command of a handle.
 func (b *backend) releaseFair(ctx context.Context) (bool, error) {
-	n, err := fairReleaseScript.ExecDirect(ctx, b.client, b.fair.keys[:], b.r.args[:1], b.cfg.CleanupTimeout).AsInt64()
+	n, err := fairReleaseScript.ExecOrdered(ctx, b.client, b.fair.keys[:], b.r.args[:1]).AsInt64()
 	if err != nil {
 		return false, err
 	}

@@ -94,6 +94,41 @@ func fixtures() []fixture {
 			_, err := lk.Inspect(ctx(t), "ctl:lock")
 			return err
 		}},
+		{name: "lock_fair_queue", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
+			fl, err := lock.NewFair(e.NewClient(t, nil, matrix.NoCache), lock.WithWaitSlice(time.Minute))
+			require.NoError(t, err)
+			l, err := fl.TryAcquire(ctx(t), "ctl:fair", 30*time.Second)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Close() })
+			wctx, cancel := context.WithCancel(ctx(t))
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = fl.Acquire(wctx, "ctl:fair", 20*time.Second) // queued until the cleanup cancels it
+			}()
+			t.Cleanup(func() { cancel(); <-done })
+			ks, kf := lock.Keys("ctl:fair")
+			require.Eventually(t, func() bool {
+				in, err := fl.Inspect(ctx(t), "ctl:fair")
+				return err == nil && in.Queued == 1
+			}, 10*time.Second, time.Millisecond)
+			return []string{"lock", "inspect", "ctl:fair"}, []string{ks, kf, "{ctl:fair}:queue"}, func(t *testing.T, m map[string]any) {
+				require.Equal(t, true, m["exists"])
+				require.Equal(t, int64(1), num(t, m, "queued"))
+				ws, ok := m["waiters"].([]any)
+				require.True(t, ok, "waiters: %v", m["waiters"])
+				require.Len(t, ws, 1)
+				w := ws[0].(map[string]any)
+				require.Equal(t, true, w["live"])
+				require.Equal(t, int64(20000), num(t, w, "ttl_ms"))
+				require.Equal(t, int64(60000), num(t, w, "slice_ms"))
+				require.NotContains(t, fmt.Sprint(m), l.OwnerToken(), "no owner token in any value")
+			}
+		}, inspect: func(t *testing.T, c rueidis.Client) error {
+			fl, _ := lock.NewFair(c)
+			_, err := fl.Inspect(ctx(t), "ctl:fair")
+			return err
+		}},
 		{name: "leader", setup: func(t *testing.T, e *env) ([]string, []string, func(*testing.T, map[string]any)) {
 			// An election and a lock of one name share their keys: a held lock is a present leader.
 			lk, err := lock.New(e.NewClient(t, nil, matrix.NoCache))

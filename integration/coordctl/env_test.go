@@ -99,6 +99,6 @@ func (e *env) snapshot(t *testing.T, keys ...string) snapshot {
 // handshakes, topology reads); any other command in INFO commandstats fails the read-only check.
 var readCommands = map[string]bool{
 	"evalsha": true, "eval": true, "evalsha_ro": true, "eval_ro": true, "smembers": true, "hgetall": true, "type": true, "get": true, "pttl": true, "time": true, "hmget": true,
-	"hexists": true, "hstrlen": true, "hkeys": true, "hpttl": true, "zscore": true, "zrangebyscore": true,
+	"llen": true, "lrange": true, "hexists": true, "hstrlen": true, "hkeys": true, "hpttl": true, "zscore": true, "zrangebyscore": true,
 	"command|info": true, "command|docs": true, "command": true, "dump": true, "pexpiretime": true, "script|load": true,
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -107,30 +106,6 @@ func TestLuakit(t *testing.T) {
 					require.Equal(t, []string{key, "v"}, vals)
 					require.NoError(t, flush(ctx))
 				}
-			})
-
-			t.Run("exec_direct_answers_as_exec", func(t *testing.T) {
-				key := "{luakit}:direct"
-				direct := luakit.NewScript("echo_key_direct", "return {KEYS[1], ARGV[1]}")
-				for i := 0; i < 3; i++ {
-					// the first call learns the digest (ExecOrdered), the second runs direct; after a
-					// SCRIPT FLUSH the direct EVALSHA's NOSCRIPT falls back, and without a deadline the
-					// bound gives one
-					cctx := ctx
-					if i == 2 {
-						cctx = context.Background()
-					}
-					vals, err := direct.ExecDirect(cctx, client, []string{key}, []string{strconv.Itoa(i)}, 5*time.Second).AsStrSlice()
-					require.NoError(t, err)
-					require.Equal(t, []string{key, strconv.Itoa(i)}, vals)
-					if i == 1 {
-						require.NotEmpty(t, direct.SHA1(), "the digest was learned")
-						require.NoError(t, flush(ctx))
-					}
-				}
-				done, cancel := context.WithCancel(ctx)
-				cancel()
-				require.ErrorIs(t, direct.ExecDirect(done, client, []string{key}, []string{"x"}, time.Second).Error(), context.Canceled)
 			})
 
 			t.Run("int64_above_2_53", func(t *testing.T) {

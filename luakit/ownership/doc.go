@@ -118,11 +118,6 @@
 // server. The limits of that ordering (Cluster clients with a raised PipelineMultiplex,
 // DisableAutoPipelining, a connection broken between the two) are ExecOrdered's.
 //
-// One backend leaves that order on purpose: the fair lock's release (lock.FairLocker) is sent with
-// [luakit.Script.ExecDirect], read on the calling goroutine, because it is on its hand-off's critical
-// path; its script checks the owner itself, so a renewal of the same handle still in flight after it
-// finds another owner and writes nothing. Its acquisition cleanups stay ordered.
-//
 // # Non-guarantees
 //
 // The estimate is local timing: a paused process, a clock that jumps, or a server that loses data
