@@ -346,7 +346,7 @@ func testDoneFixed(t *testing.T, e *env, k *kind) {
 	ok, err = h.Verify(ctx(t))
 	require.NoError(t, err)
 	require.False(t, ok, "Verify on an ended handle")
-	require.Zero(t, scripts(before, e.commands(t)), "Extend and Verify on an ended handle send nothing")
+	require.Zero(t, renewals(before, e.commands(t)), "Extend and Verify on an ended handle send nothing")
 	same("after a later Extend")
 	require.ErrorIs(t, h.Err(), luakit.ErrExpired)
 	require.Zero(t, h.Remaining())
