@@ -13,6 +13,9 @@
 #   valkey8   bookworm-backports' valkey-server package (Valkey 8.0.x)
 #   valkey9   upstream Valkey 9.x tarball from Debian unstable's source package, built with make -j2
 #
+# It also installs valgrind (Debian's package) when it is missing: the peer runner counts client
+# instructions with callgrind, and bench's tests run it.
+#
 # The Debian mirror is read from this machine's apt sources; no host name is written in this repository.
 # Without root or apt-get, the script does not fail: it reports what is missing, and testkit falls back
 # to a redis-server on PATH or to COORDKIT_REDIS_URL.
@@ -198,6 +201,18 @@ ensure() { # ensure <target-line>
   fi
 }
 
+# ensure_valgrind installs Debian's valgrind package when valgrind is missing (root and apt-get).
+ensure_valgrind() {
+  command -v valgrind >/dev/null 2>&1 && return 0
+  if can_apt; then
+    apt_update_once
+    log "apt-get install valgrind"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+  else
+    log "valgrind: needs root and apt-get to install it; skipped (the peer runner then prints no instruction counts)"
+  fi
+}
+
 main() {
   if [ "${1:-}" = "--list" ]; then
     for line in "${TARGETS[@]}"; do
@@ -206,6 +221,7 @@ main() {
     done
     return 0
   fi
+  ensure_valgrind
   local want=("$@") failed=()
   [ ${#want[@]} -gt 0 ] || for line in "${TARGETS[@]}"; do want+=("$(field "$line" 0)"); done
   for w in "${want[@]}"; do
