@@ -91,15 +91,9 @@ type FairLocker struct {
 // [WithStrictSlots] have no effect on it. It does no I/O. It fails with an error wrapping
 // [ErrNilClient] for a nil client and with an error matching [ErrInvalidConfig] for an invalid option.
 func NewFair(client rueidis.Client, opts ...Option) (*FairLocker, error) {
-	l, err := New(client, opts...)
+	l, cfg, err := newLocker(client, opts)
 	if err != nil {
 		return nil, err
-	}
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			_ = o.apply(&cfg) // validated by New
-		}
 	}
 	slice := cfg.waitSlice
 	if slice <= 0 {
@@ -115,7 +109,6 @@ type fairState struct {
 	args   [4]string // owner token, TTL in ms, mode, slice in ms
 	stream string    // the waiter's stream (prefix + owner token)
 	vouch  time.Time // send time of the last command that saw this waiter queued and not granted
-	sent   time.Time // send time of the latest acquisition attempt
 	queued bool      // the latest attempt queued this waiter
 }
 
@@ -347,7 +340,7 @@ func (b *backend) sendFair(ctx context.Context) (time.Time, rueidis.RedisResult)
 	fs.args[0] = b.r.args[0]
 	fs.queued = false
 	start, resp := ownership.Send(ctx, fairAcquireScript, b.client, fs.keys[:], fs.args[:])
-	fs.sent, fs.vouch = start, start
+	fs.vouch = start
 	return start, resp
 }
 

@@ -26,16 +26,8 @@ luakit_acl({'del', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[
 
 local n = redis.call('EXISTS', KEYS[1], KEYS[3])
 if n == 0 then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  local token, reason = luakit_fence_next(KEYS[2])
-  if not token then
-    redis.call('DEL', KEYS[1])
-    if type(reason) == 'table' then
-      return reason
-    end
-    return {-4, reason}
-  end
-  return token
+  local token, refusal = fair_take(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+  return token or refusal
 end
 
 if ARGV[3] == 'try' then
@@ -51,16 +43,8 @@ if ARGV[3] == 'try' then
     end
     if redis.call('EXISTS', KEYS[1]) == 0 then
       -- every queued waiter was dead: the lock is free for this attempt
-      redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-      local token, why = luakit_fence_next(KEYS[2])
-      if not token then
-        redis.call('DEL', KEYS[1])
-        if type(why) == 'table' then
-          return why
-        end
-        return {-4, why}
-      end
-      return token
+      local token, refusal = fair_take(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+      return token or refusal
     end
   end
   return {0, pttl}
@@ -81,10 +65,7 @@ if free then
   -- free, with waiters queued before this one (a holder's lease expired, or a plain lock deleted it)
   local ok, reason = fair_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
   if not ok then
-    if type(reason) == 'table' then
-      return reason
-    end
-    return {-4, reason}
+    return fair_counter_reply(reason)
   end
 end
 return {0, 'queued'}

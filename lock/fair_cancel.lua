@@ -13,12 +13,4 @@ luakit_acl({'lrem', KEYS[3]}, {'del', KEYS[4]}, {'lpop', KEYS[3]}, {'lpush', KEY
 
 redis.call('LREM', KEYS[3], 0, ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3])
 redis.call('DEL', KEYS[4] .. ARGV[1])
-local s = luakit_owner(KEYS[1], ARGV[1])
-if s ~= 1 then
-  return s
-end
-local ok, reason = fair_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-if not ok and type(reason) == 'table' then
-  return reason
-end
-return 1
+return fair_pass_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])

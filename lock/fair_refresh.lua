@@ -43,10 +43,7 @@ else
   -- free with waiters queued (a holder's lease expired, or a plain lock released it): grant it on
   local ok, reason = fair_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
   if not ok then
-    if type(reason) == 'table' then
-      return reason
-    end
-    return {-4, reason}
+    return fair_counter_reply(reason)
   end
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then

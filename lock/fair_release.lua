@@ -10,12 +10,4 @@
 -- to a live waiter, plus LPOP and XADD per dead waiter skipped.
 luakit_acl({'lpop', KEYS[3]}, {'lpush', KEYS[3]}, {'del', KEYS[1]}, {'set', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]}, {'set', KEYS[2]}, {'xadd', KEYS[4]}, {'pexpire', KEYS[4]})
 
-local s = luakit_owner(KEYS[1], ARGV[1])
-if s ~= 1 then
-  return s
-end
-local ok, reason = fair_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-if not ok and type(reason) == 'table' then
-  return reason
-end
-return 1
+return fair_pass_on(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])

@@ -31,8 +31,14 @@ type Locker struct {
 // New returns a Locker over client. It does no I/O. It fails with an error wrapping [ErrNilClient] for
 // a nil client and with an error matching [ErrInvalidConfig] for an invalid option.
 func New(client rueidis.Client, opts ...Option) (*Locker, error) {
+	l, _, err := newLocker(client, opts)
+	return l, err
+}
+
+// newLocker is New, also returning the applied configuration (NewFair reads its wait slice).
+func newLocker(client rueidis.Client, opts []Option) (*Locker, config, error) {
 	if client == nil {
-		return nil, fmt.Errorf("lock: %w", ErrNilClient)
+		return nil, config{}, fmt.Errorf("lock: %w", ErrNilClient)
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -40,7 +46,7 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 			continue
 		}
 		if err := o.apply(&cfg); err != nil {
-			return nil, err
+			return nil, config{}, err
 		}
 	}
 	l := &Locker{
@@ -53,7 +59,7 @@ func New(client rueidis.Client, opts ...Option) (*Locker, error) {
 		l.cond = new(luakit.ConditionalCommands)
 	}
 	l.waiter = ownership.Waiter{Client: client, Tracker: cfg.tracker, Config: &l.own} // re-checks every 1s without expiry or tracking
-	return l, nil
+	return l, cfg, nil
 }
 
 // Keys returns the lease key and the fence key of the lock named name, as [Locker.TryAcquire] and

@@ -112,3 +112,40 @@ local function fair_revoke(lease, fence, queue, prefix)
   fair_grant(lease, fence, queue, prefix)
   return true
 end
+
+-- fair_counter_reply turns the reason fair_grant or luakit_fence_next gave for a counter that cannot
+-- issue a token into the script's reply: the server's own error reply (a table) as it is, else
+-- {-4, reason}.
+local function fair_counter_reply(reason)
+  if type(reason) == 'table' then
+    return reason
+  end
+  return {-4, reason}
+end
+
+-- fair_take sets the lease to owner for ttl ms and issues the next fencing token; on a counter that
+-- cannot issue one the lease is deleted again and the reply is returned as the second value.
+local function fair_take(lease, fence, owner, ttl)
+  redis.call('SET', lease, owner, 'PX', ttl)
+  local token, reason = luakit_fence_next(fence)
+  if not token then
+    redis.call('DEL', lease)
+    return nil, fair_counter_reply(reason)
+  end
+  return token
+end
+
+-- fair_pass_on hands the lease held by owner on to the next live waiter (or deletes it) and returns
+-- the release status: 1, or luakit_owner's -1 (absent) or -2 (another owner; nothing written), or the
+-- server's error reply from the counter. A counter that cannot issue a token still releases (1).
+local function fair_pass_on(lease, fence, queue, prefix, owner)
+  local s = luakit_owner(lease, owner)
+  if s ~= 1 then
+    return s
+  end
+  local ok, reason = fair_grant(lease, fence, queue, prefix)
+  if not ok and type(reason) == 'table' then
+    return reason
+  end
+  return 1
+end
