@@ -238,7 +238,10 @@ func (g *Sentinel) ReleaseReplication() error { return g.repl.ReleaseReplication
 // needs no agreement) and waits until every running Sentinel names the new primary and it reports
 // role:master. It does not wait for the replica to catch up first: writes it had not received
 // (HoldReplication) are lost, and the old primary, turned into a replica of the new one, drops them
-// at its resync. It returns the new primary.
+// at its resync. That conversion comes seconds after Failover returns: until then the old primary
+// still accepts writes, and a Sentinel client still reaches it until the Sentinels' switch message
+// moves the client, so a test confirms a write on the new primary before it counts. It returns the
+// new primary.
 func (g *Sentinel) Failover(ctx context.Context) (*Server, error) {
 	old, err := g.CurrentPrimary(ctx)
 	if err != nil {
