@@ -102,3 +102,20 @@ const (
 func (s *Store) op(name string) luakit.Operation {
 	return luakit.Operation{Primitive: "idempotency", Name: name, Instance: s.cfg.instance}
 }
+
+// WithReplicaAck makes every claim (TryBegin, Begin) and every completion (Complete) wait for an
+// acknowledgement from replicas (WAIT) or of append-only-file fsyncs (WAITAOF), as ack says (see
+// [luakit.ReplicaAck]), in the same round trip, so that a failover that promotes an acknowledging
+// replica keeps them. A claim that is not acknowledged in time is not granted: it is abandoned
+// (owner-checked, bounded by 1s) and the call returns an error matching [luakit.ErrNotAcknowledged] (a
+// [*luakit.AckError] that says how many replicas acknowledged). A completion that is not acknowledged
+// returns (false, error matching both luakit.ErrNotAcknowledged and [ErrUncertain]): the result is
+// stored on the primary and may not survive a failover; check with TryBegin or Inspect. A renewal
+// (Extend, each KeepAlive round) waits for it in the same round trip too, and one that is not
+// acknowledged returns (false, error matching luakit.ErrNotAcknowledged and ErrUncertain), so the
+// claim's Deadline is not moved. Abandon is not acknowledged. What this guarantees and what it does not: docs/replica-ack.md. The zero value
+// turns it off; an invalid value makes New fail with an error matching [luakit.ErrInvalidConfig].
+// Default: off.
+func WithReplicaAck(ack luakit.ReplicaAck) Option {
+	return optionFunc(func(c *config) error { return c.own.SetReplicaAck(ack) })
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -222,17 +223,43 @@ func (s *Store) tryBegin(ctx context.Context, key string, lease time.Duration, f
 func (s *Store) begin(ctx context.Context, k string, ms int64, fp Fingerprint, track bool) (_ Attempt, holderTTL time.Duration, tracked bool, _ error) {
 	secret := luakit.OwnerToken()
 	keys, args := []string{k}, []string{secret, strconv.FormatInt(ms, 10), fp.encode()}
-	var (
-		start time.Time
-		resp  rueidis.RedisResult
-	)
-	if track {
-		start, resp, tracked = ownership.SendTracked(ctx, beginScript, s.client, keys, args)
-	} else {
-		start, resp = time.Now(), beginScript.Exec(ctx, s.client, keys, args)
+	var sent ownership.Sent
+	switch {
+	case track:
+		sent = s.cfg.own.SendTracked(ctx, beginScript, s.client, keys, args)
+	case s.cfg.own.Ack.Enabled():
+		sent = s.cfg.own.Send(ctx, beginScript, s.client, keys, args)
+	default:
+		sent = ownership.Sent{Start: time.Now(), Resp: beginScript.Exec(ctx, s.client, keys, args)}
 	}
-	a, holderTTL, err := decodeBegin(resp, secret, start, ms)
-	return a, holderTTL, tracked && err == nil && a.State == InProgress, err
+	a, holderTTL, err := decodeBegin(sent.Resp, secret, sent.Start, ms)
+	if err == nil && a.State == Started && sent.Ack != nil {
+		// Claimed on the primary but not acknowledged (WithReplicaAck): not a claim. Give it back.
+		s.abandonUnacknowledged(ctx, k, a.OwnerToken)
+		return Attempt{}, 0, false, fmt.Errorf("idempotency: begin: %w", sent.Ack)
+	}
+	return a, holderTTL, sent.Tracked && err == nil && a.State == InProgress, err
+}
+
+// abandonUnacknowledged deletes the claim that an unacknowledged begin made (owner-checked, on the
+// connection the begin used, bounded by the cleanup timeout and surviving ctx's cancellation); a
+// failure is logged and the claim then ends with its lease.
+func (s *Store) abandonUnacknowledged(ctx context.Context, k, ownerToken string) {
+	secret, gen, err := parseToken(ownerToken)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		ctx, stop := luakit.WithoutDeadline(ctx)
+		defer stop()
+		_, err = abandonScript.ExecOrdered(ctx, s.client, []string{k}, []string{secret, gen}).AsInt64()
+	}
+	if err != nil {
+		logger := s.cfg.own.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		logger.Warn("idempotency: abandoning an unacknowledged claim failed; it ends with its lease", "err", err)
+	}
 }
 
 // decodeBegin reads begin.lua's reply to an attempt with owner token secret sent at start.
@@ -361,11 +388,26 @@ func (s *Store) complete(ctx context.Context, key, ownerToken string, result []b
 	if err != nil {
 		return false, err
 	}
-	n, err := completeScript.Exec(ctx, s.client, []string{k}, []string{secret, gen, string(result), strconv.FormatInt(ms, 10)}).AsInt64()
+	keys, args := []string{k}, []string{secret, gen, string(result), strconv.FormatInt(ms, 10)}
+	if !s.cfg.own.Ack.Enabled() {
+		n, err := completeScript.Exec(ctx, s.client, keys, args).AsInt64()
+		if err != nil {
+			return false, wrap("complete", err)
+		}
+		return owned("complete", n)
+	}
+	resp, ackErr := completeScript.ExecOrderedAck(ctx, s.client, s.cfg.own.Ack, keys, args)
+	n, err := resp.AsInt64()
 	if err != nil {
 		return false, wrap("complete", err)
 	}
-	return owned("complete", n)
+	if ok, err := owned("complete", n); !ok || err != nil {
+		return ok, err
+	}
+	if ackErr != nil {
+		return false, wrap("complete", ackErr) // stored on the primary; may not survive a failover
+	}
+	return true, nil
 }
 
 // Extend renews key's pending claim for lease, counted on the server from when the script runs, if
@@ -404,11 +446,26 @@ func (s *Store) extendOp(ctx context.Context, key, ownerToken string, lease time
 }
 
 func (s *Store) extend(ctx context.Context, k, secret, gen string, ms int64) (bool, error) {
-	n, err := extendScript.Exec(ctx, s.client, []string{k}, []string{secret, gen, strconv.FormatInt(ms, 10)}).AsInt64()
+	keys, args := []string{k}, []string{secret, gen, strconv.FormatInt(ms, 10)}
+	if !s.cfg.own.Ack.Enabled() {
+		n, err := extendScript.Exec(ctx, s.client, keys, args).AsInt64()
+		if err != nil {
+			return false, wrap("extend", err)
+		}
+		return owned("extend", n)
+	}
+	resp, ackErr := extendScript.ExecOrderedAck(ctx, s.client, s.cfg.own.Ack, keys, args)
+	n, err := resp.AsInt64()
 	if err != nil {
 		return false, wrap("extend", err)
 	}
-	return owned("extend", n)
+	if ok, err := owned("extend", n); !ok || err != nil {
+		return ok, err
+	}
+	if ackErr != nil {
+		return false, wrap("extend", ackErr) // renewed on the primary; may not survive a failover
+	}
+	return true, nil
 }
 
 // Abandon deletes key's claim if it is still pending and owned by ownerToken, and reports whether it

@@ -130,6 +130,9 @@ func New(client rueidis.Client, name string, opts ...Option) (*Election, error) 
 		lock.WithLogger(cfg.logger),
 	}
 	lopts = append(lopts, lock.WithStrictSlots(cfg.strictSlots))
+	if cfg.ack.Enabled() {
+		lopts = append(lopts, lock.WithReplicaAck(cfg.ack))
+	}
 	if cfg.tracker != nil {
 		lopts = append(lopts, lock.WithTracker(cfg.tracker))
 	}

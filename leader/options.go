@@ -54,6 +54,7 @@ type config struct {
 	observers      []func(Change)
 	hooks          luakit.Hooks
 	instance       string
+	ack            luakit.ReplicaAck // WithReplicaAck
 }
 
 func defaultConfig() config {
@@ -291,4 +292,22 @@ func WithHooks(hooks ...luakit.Hook) Option {
 // series. It must not be a key or a token. Default "": no instance attribute.
 func WithInstance(instance string) Option {
 	return optionFunc(func(c *config) error { c.instance = instance; return nil })
+}
+
+// WithReplicaAck makes every campaign attempt and every renewal of a term wait for an acknowledgement
+// from replicas (WAIT) or of append-only-file fsyncs (WAITAOF), as ack says (see [luakit.ReplicaAck]
+// and lock.WithReplicaAck, which the Election's lock uses): a term whose lease and fencing token were
+// not acknowledged in time is not won (the attempt is cleaned up and the campaign tries again after
+// the retry delay), and a renewal that is not acknowledged does not extend the term, so a failover
+// that promotes an acknowledging replica cannot issue the term's token a second time. What this
+// guarantees and what it does not: docs/replica-ack.md. The zero value turns it off; an invalid value
+// makes New fail with an error matching [luakit.ErrInvalidConfig]. Default: off.
+func WithReplicaAck(ack luakit.ReplicaAck) Option {
+	return optionFunc(func(c *config) error {
+		if err := ack.Validate("leader"); err != nil {
+			return err
+		}
+		c.ack = ack
+		return nil
+	})
 }

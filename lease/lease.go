@@ -66,9 +66,13 @@ func (h *Lease) Name() string { return h.b.args[0] }
 func (h *Lease) OwnerToken() string { return h.b.args[1] }
 
 // SendAcquire sends acquire.lua with the Lease's owner token.
-func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResult, bool) {
-	start, resp := ownership.Send(ctx, acquireScript, b.client, b.keys[:], b.args[:])
-	return start, resp, false
+func (b *backend) SendAcquire(ctx context.Context) ownership.Sent {
+	return b.cfg.Send(ctx, acquireScript, b.client, b.keys[:], b.args[:])
+}
+
+// Acknowledge waits for the acknowledgement of a renewal ([ownership.Acknowledger]).
+func (b *backend) Acknowledge(ctx context.Context, ack luakit.ReplicaAck) error {
+	return luakit.AckAfter(ctx, b.client, ack, b.keys[0])
 }
 
 // DecodeAcquire reads acquire.lua's status row: {ok, 0} granted; {busy, hpttl} held by another owner

@@ -285,7 +285,7 @@ func (f *FairLocker) await(ctx context.Context, h *Lease, ttl time.Duration) (re
 // caller queues again with a new owner token.
 func (f *FairLocker) granted(ctx context.Context, h *Lease, token int64, ttl time.Duration) (bool, error) {
 	h.b.token = token
-	err := h.own.Grant(ctx, &h.b, &f.l.own, h.b.fair.vouch, ttl)
+	err := h.own.GrantRelayed(ctx, &h.b, &f.l.own, h.b.fair.vouch, ttl)
 	if errors.Is(err, luakit.ErrLateReply) {
 		return true, nil
 	}
@@ -335,13 +335,13 @@ func refreshStatus(arr []rueidis.RedisMessage) (int64, error) {
 }
 
 // sendFair sends fair_acquire.lua for the attempt.
-func (b *backend) sendFair(ctx context.Context) (time.Time, rueidis.RedisResult) {
+func (b *backend) sendFair(ctx context.Context) ownership.Sent {
 	fs := b.fair
 	fs.args[0] = b.r.args[0]
 	fs.queued = false
-	start, resp := ownership.Send(ctx, fairAcquireScript, b.client, fs.keys[:], fs.args[:])
-	fs.vouch = start
-	return start, resp
+	sent := b.cfg.Send(ctx, fairAcquireScript, b.client, fs.keys[:], fs.args[:])
+	fs.vouch = sent.Start
+	return sent
 }
 
 // decodeFair reads fair_acquire.lua's reply: the token alone when granted; {0, pttl} busy (mode

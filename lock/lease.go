@@ -68,17 +68,20 @@ func (l *Locker) newLease(r *request) *Lease {
 
 // SendAcquire sends the acquire script with the attempt's owner token; with track set, lease first, so
 // that a held lock answers after one tracked read of the lease key.
-func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResult, bool) {
+func (b *backend) SendAcquire(ctx context.Context) ownership.Sent {
 	if b.fair != nil {
-		start, resp := b.sendFair(ctx)
-		return start, resp, false
+		return b.sendFair(ctx)
 	}
 	if b.track {
 		b.r.args[2] = "1"
-		return ownership.SendTracked(ctx, acquireScript, b.client, b.r.keys[:], b.r.args[:])
+		return b.cfg.SendTracked(ctx, acquireScript, b.client, b.r.keys[:], b.r.args[:])
 	}
-	start, resp := ownership.Send(ctx, acquireScript, b.client, b.r.keys[:], b.r.args[:2])
-	return start, resp, false
+	return b.cfg.Send(ctx, acquireScript, b.client, b.r.keys[:], b.r.args[:2])
+}
+
+// Acknowledge waits for the acknowledgement of a renewal ([ownership.Acknowledger]).
+func (b *backend) Acknowledge(ctx context.Context, ack luakit.ReplicaAck) error {
+	return luakit.AckAfter(ctx, b.client, ack, b.r.keys[0])
 }
 
 // DecodeAcquire reads acquire.lua's reply: the fencing token alone (an integer, or a decimal string

@@ -71,13 +71,17 @@ var transientPrefixes = []string{
 }
 
 // Classify returns the retry class of err (see the Class constants),
-// looking through wrapped errors with errors.As / errors.Is. A server error
-// reply wins over anything else in the chain, then luakit's own sentinels,
-// then the uncertain transport errors. It never blocks and is safe for
+// looking through wrapped errors with errors.As / errors.Is. An [*AckError]
+// wins over anything else in the chain ([ClassUncertain]: the write was
+// applied, its survival is not known), then a server error reply, then
+// luakit's own sentinels, then the uncertain transport errors. It never blocks and is safe for
 // concurrent use.
 func Classify(err error) Class {
 	if err == nil {
 		return ClassNone
+	}
+	if errors.Is(err, ErrNotAcknowledged) {
+		return ClassUncertain // applied on the primary; whether it survives a failover is not known
 	}
 	var re *rueidis.RedisError
 	if errors.As(err, &re) {

@@ -51,10 +51,14 @@ type backend struct {
 }
 
 // SendAcquire sends acquire.lua with the entry's mode tag and owner token.
-func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResult, bool) {
-	start, resp := ownership.Send(ctx, acquireScript, b.client, []string{b.key},
+func (b *backend) SendAcquire(ctx context.Context) ownership.Sent {
+	return b.cfg.Send(ctx, acquireScript, b.client, []string{b.key},
 		[]string{b.entry[:1], b.entry[2:], strconv.FormatInt(b.ms, 10)})
-	return start, resp, false
+}
+
+// Acknowledge waits for the acknowledgement of a renewal ([ownership.Acknowledger]).
+func (b *backend) Acknowledge(ctx context.Context, ack luakit.ReplicaAck) error {
+	return luakit.AckAfter(ctx, b.client, ack, b.key)
 }
 
 // DecodeAcquire reads acquire.lua's reply: {1, 0} granted; {0, wait_ms} held in a conflicting mode,

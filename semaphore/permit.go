@@ -52,9 +52,13 @@ type backend struct {
 }
 
 // SendAcquire sends acquire.lua with the permit's owner token, TTL and the Semaphore's capacity.
-func (b *backend) SendAcquire(ctx context.Context) (time.Time, rueidis.RedisResult, bool) {
-	start, resp := ownership.Send(ctx, acquireScript, b.s.client, b.s.keys, []string{b.owner[0], b.ms, b.s.capArg, b.owner[1]})
-	return start, resp, false
+func (b *backend) SendAcquire(ctx context.Context) ownership.Sent {
+	return b.s.cfg.own.Send(ctx, acquireScript, b.s.client, b.s.keys, []string{b.owner[0], b.ms, b.s.capArg, b.owner[1]})
+}
+
+// Acknowledge waits for the acknowledgement of a renewal ([ownership.Acknowledger]).
+func (b *backend) Acknowledge(ctx context.Context, ack luakit.ReplicaAck) error {
+	return luakit.AckAfter(ctx, b.s.client, ack, b.s.keys[0])
 }
 
 // DecodeAcquire reads acquire.lua's reply (see decodeAcquire): granted, busy until the earliest

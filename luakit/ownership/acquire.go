@@ -29,10 +29,9 @@ type Reply struct {
 // the handle the acquisition will return (its backend), so that an attempt allocates nothing more than
 // the handle. Its methods are called from one goroutine, one attempt at a time.
 type Acquirer interface {
-	// SendAcquire sends the acquire script once with the attempt's owner token, through [Send] or
-	// [SendTracked], and returns the time taken just before the send, the reply, and whether the
-	// attempt armed tracking of the resource's key (see [TryResult].Tracked).
-	SendAcquire(ctx context.Context) (start time.Time, resp rueidis.RedisResult, tracked bool)
+	// SendAcquire sends the acquire script once with the attempt's owner token, through [Config.Send]
+	// or [Config.SendTracked], and returns what they return.
+	SendAcquire(ctx context.Context) Sent
 	// DecodeAcquire reads an answered reply. An error means the reply is malformed: the script may
 	// have written a hold that cannot be read back, so the attempt's cleanup is sent.
 	DecodeAcquire(msg rueidis.RedisMessage) (Reply, error)
@@ -69,8 +68,8 @@ func (c *Config) try(ctx context.Context, op string, a Acquirer) TryResult {
 	if err := ctx.Err(); err != nil {
 		return TryResult{Err: c.acquireErr(op, err)}
 	}
-	start, resp, tracked := a.SendAcquire(ctx)
-	msg, err := resp.ToMessage()
+	sent := a.SendAcquire(ctx)
+	msg, err := sent.Resp.ToMessage()
 	if err != nil {
 		switch {
 		case luakit.IsUncertain(err):
@@ -91,12 +90,17 @@ func (c *Config) try(ctx context.Context, op string, a Acquirer) TryResult {
 	case r.Err != nil:
 		return TryResult{Err: r.Err}
 	case r.Busy:
-		return TryResult{Busy: true, HolderTTL: r.HolderTTL, Tracked: tracked, Err: luakit.ErrNotAcquired}
+		return TryResult{Busy: true, HolderTTL: r.HolderTTL, Tracked: sent.Tracked, Err: luakit.ErrNotAcquired}
 	case !r.Granted:
 		Cleanup(ctx, c, a.ReleaseAcquire)
 		return TryResult{Err: fmt.Errorf("%s: %s: %w: malformed reply: neither a grant nor busy", c.name(), op, luakit.ErrUncertain)}
+	case sent.Ack != nil:
+		// Granted on the primary but not acknowledged as Config.Ack asks: not a grant. Never retried
+		// (the replicas lag or are missing; the caller decides).
+		Cleanup(ctx, c, a.ReleaseAcquire)
+		return TryResult{Err: c.acquireErr(op, sent.Ack)}
 	}
-	if err := a.GrantAcquire(ctx, start); err != nil {
+	if err := a.GrantAcquire(ctx, sent.Start); err != nil {
 		return TryResult{Retry: errors.Is(err, luakit.ErrLateReply), Err: c.acquireErr(op, err)}
 	}
 	return TryResult{}

@@ -19,18 +19,19 @@ type fakeAcquirer struct {
 	reply     Reply
 	decodeErr error
 	grantErr  error
+	ackErr    error
 
 	sent, granted bool
 	releases      int
 	releaseErr    error
 }
 
-func (a *fakeAcquirer) SendAcquire(context.Context) (time.Time, rueidis.RedisResult, bool) {
+func (a *fakeAcquirer) SendAcquire(context.Context) Sent {
 	a.sent = true
 	if a.sendErr != nil {
-		return time.Now(), rueidis.NewErrorResult(a.sendErr), false
+		return Sent{Start: time.Now(), Resp: rueidis.NewErrorResult(a.sendErr)}
 	}
-	return time.Now(), rueidis.RedisResult{}, true
+	return Sent{Start: time.Now(), Tracked: true, Ack: a.ackErr}
 }
 
 func (a *fakeAcquirer) DecodeAcquire(rueidis.RedisMessage) (Reply, error) {
@@ -53,6 +54,7 @@ func TestTry(t *testing.T) {
 	refused := errors.New("refused by the script")
 	noperm := replytest.Error(t, "NOPERM User app has no permissions to run the 'del' command")
 	loading := replytest.Error(t, "LOADING Redis is loading the dataset in memory")
+	notAcked := &luakit.AckError{Ack: luakit.ReplicaAck{Replicas: 1, Timeout: time.Millisecond}}
 	tests := []struct {
 		name      string
 		a         fakeAcquirer
@@ -74,6 +76,8 @@ func TestTry(t *testing.T) {
 		{name: "unknown error", a: fakeAcquirer{sendErr: errors.New("boom")}, cleanup: true},
 		{name: "acl refusal", a: fakeAcquirer{sendErr: noperm}, is: noperm, notIs: luakit.ErrUncertain},
 		{name: "transient reply", a: fakeAcquirer{sendErr: loading}, retry: true, notIs: luakit.ErrUncertain},
+		{name: "granted, not acknowledged", a: fakeAcquirer{reply: Reply{Granted: true}, ackErr: notAcked}, cleanup: true, is: luakit.ErrNotAcknowledged},
+		{name: "busy, not acknowledged", a: fakeAcquirer{reply: Reply{Busy: true, HolderTTL: time.Second}, ackErr: notAcked}, busy: true, is: luakit.ErrNotAcquired},
 		{name: "ctx ended before the send", a: fakeAcquirer{reply: Reply{Granted: true}}, cancelled: true, is: context.Canceled, notIs: luakit.ErrUncertain},
 	}
 	for _, tt := range tests {
@@ -95,7 +99,7 @@ func TestTry(t *testing.T) {
 			if got.Retry != tt.retry || got.Busy != tt.busy {
 				t.Fatalf("Retry %v Busy %v, want %v %v (Err %v)", got.Retry, got.Busy, tt.retry, tt.busy, got.Err)
 			}
-			acquired := tt.a.reply.Granted && tt.a.grantErr == nil && !tt.cancelled && tt.a.sendErr == nil && tt.a.decodeErr == nil
+			acquired := tt.a.reply.Granted && tt.a.grantErr == nil && !tt.cancelled && tt.a.sendErr == nil && tt.a.decodeErr == nil && tt.a.ackErr == nil
 			if acquired != (got.Err == nil) || acquired != a.granted {
 				t.Fatalf("Err %v, granted %v; want acquired %v", got.Err, a.granted, acquired)
 			}

@@ -49,3 +49,13 @@ func (c *Config) SetLogger(l *slog.Logger) error {
 	c.Logger = l
 	return nil
 }
+
+// SetReplicaAck sets Ack after validating it ([luakit.ReplicaAck.Validate]); the zero value turns it
+// off. For a primitive's WithReplicaAck option.
+func (c *Config) SetReplicaAck(a luakit.ReplicaAck) error {
+	if err := a.Validate(c.name()); err != nil {
+		return err
+	}
+	c.Ack = a
+	return nil
+}

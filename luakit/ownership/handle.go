@@ -66,6 +66,13 @@ type Backend interface {
 	Release(ctx context.Context) (removed bool, err error)
 }
 
+// Acknowledger is implemented by a [Backend] whose renewals can be acknowledged (Config.Ack): it sends
+// the acknowledgement alone on the connection its Extend used, with [luakit.AckAfter] for its client
+// and its key, and returns what AckAfter returns.
+type Acknowledger interface {
+	Acknowledge(ctx context.Context, ack luakit.ReplicaAck) error
+}
+
 // Config is the per-primitive configuration shared by every handle of one factory (a Locker, a
 // Semaphore, ...). It must not change once a handle uses it. The zero value of each field selects the
 // default given.
@@ -105,6 +112,14 @@ type Config struct {
 	// Instance is the application's name for the primitive (its WithInstance option), passed to Hooks as
 	// [luakit.Operation].Instance. Default "".
 	Instance string
+	// Ack, when enabled, is the acknowledgement every acquisition and renewal waits for (see
+	// [luakit.ReplicaAck]): an acquisition sends it in its own round trip ([Config.Send]) and
+	// [Config.Try] refuses a grant that was not acknowledged (cleanup sent, the [*luakit.AckError]
+	// returned, never retried); a renewal sends it after the renewal's reply (a second round trip,
+	// through the Backend's [Acknowledger]) and counts only once acknowledged: an unacknowledged
+	// renewal leaves the local estimate where the last acknowledged write put it and returns the
+	// error (KeepAlive retries it). Releases and verifications are never acknowledged. Default: none.
+	Ack luakit.ReplicaAck
 }
 
 // Begin admits the operation "<NAME> <verb>" (NAME: Name in upper case) with c.Hooks; with no hooks
@@ -245,6 +260,28 @@ func (h *Handle) Grant(ctx context.Context, b Backend, cfg *Config, start time.T
 		}
 	}
 	h.b, h.cfg, h.ttl, h.deadline = b, cfg, ttl, deadline
+	return nil
+}
+
+// GrantRelayed is [Handle.Grant] for a hold that another client's write granted (a fair lock's
+// release handing the lease to its next waiter). With cfg.Ack enabled, the grant was not acknowledged
+// on this client's connection, so GrantRelayed then renews the hold at ttl and waits for that renewal's
+// acknowledgement, which also covers the grant (a replica receives the primary's writes in order); when
+// the renewal fails or is not acknowledged, the hold is released (bounded by cfg.CleanupTimeout) and
+// the error, a [*luakit.AckError] for a missing acknowledgement, is returned. Without cfg.Ack it is
+// Grant. It blocks for Grant, and with cfg.Ack for one more round trip plus the server's wait.
+func (h *Handle) GrantRelayed(ctx context.Context, b Backend, cfg *Config, start time.Time, ttl time.Duration) error {
+	if err := h.Grant(ctx, b, cfg, start, ttl); err != nil || !cfg.Ack.Enabled() {
+		return err
+	}
+	held, err := h.extendChecked(ctx, ttl, false)
+	if err == nil && !held {
+		err = luakit.ErrLost
+	}
+	if err != nil {
+		_, _ = h.release(ctx)
+		return err
+	}
 	return nil
 }
 
@@ -557,6 +594,9 @@ func (h *Handle) extendChecked(ctx context.Context, ttl time.Duration, current b
 	ectx, stop := luakit.WithoutDeadline(ctx)
 	start := time.Now()
 	held, err := h.b.Extend(ectx, ttl)
+	if err == nil && held && h.cfg.Ack.Enabled() {
+		err = h.acknowledge(ectx)
+	}
 	stop()
 	h.mu.Lock()
 	if err != nil {
@@ -608,6 +648,15 @@ func (h *Handle) extendChecked(ctx context.Context, ttl time.Duration, current b
 	}
 	h.mu.Unlock()
 	return true, nil
+}
+
+// acknowledge waits for the acknowledgement of a renewal that the server applied (Config.Ack).
+func (h *Handle) acknowledge(ctx context.Context) error {
+	a, ok := h.b.(Acknowledger)
+	if !ok {
+		return &luakit.AckError{Ack: h.cfg.Ack, Err: errors.New("the primitive cannot acknowledge renewals")}
+	}
+	return a.Acknowledge(ctx, h.cfg.Ack)
 }
 
 // setDeadlineLocked moves the local estimate to d and rearms the timer; h.mu must be held.

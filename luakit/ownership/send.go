@@ -9,34 +9,50 @@ import (
 	"github.com/coordkit/coordkit/luakit"
 )
 
-// Send runs an acquisition (or any command of a handle) so that an owner-checked cleanup sent after it
-// runs after it on the server: without a socket deadline ([luakit.WithoutDeadline]; ctx still bounds the
-// wait for the reply) and through [luakit.Script.ExecOrdered]. It returns the time taken just before the
-// send, from which the handle's local estimate is measured, and the reply. It blocks for one round trip.
+// Sent is what one acquisition attempt's send returned ([Config.Send], [Config.SendTracked]).
+type Sent struct {
+	// Start is the time taken just before the send, from which a granted handle's local estimate is
+	// measured.
+	Start time.Time
+	// Resp is the acquire script's reply.
+	Resp rueidis.RedisResult
+	// Tracked reports that the attempt armed tracking of the resource's key (see [TryResult].Tracked).
+	Tracked bool
+	// Ack is nil when Config.Ack asks for nothing or the attempt's write was acknowledged as it asks;
+	// otherwise a [*luakit.AckError] ([luakit.ErrNotAcknowledged]). [Config.Try] then refuses a grant:
+	// it sends the owner-checked cleanup and returns the error.
+	Ack error
+}
+
+// Send runs an acquisition so that an owner-checked cleanup sent after it runs after it on the server:
+// without a socket deadline ([luakit.WithoutDeadline]; ctx still bounds the wait for the reply) and
+// through [luakit.Script.ExecOrdered], followed in the same round trip by the acknowledgement that c.Ack
+// asks for, if any ([luakit.Script.ExecOrderedAck]; routed by keys[0]'s slot on a Cluster). It blocks
+// for one round trip (and the server's wait for acknowledgements, at most c.Ack.Timeout).
 //
 // A ctx that already ended sends nothing: the result then carries ctx.Err(), which classifies as
 // uncertain, so callers that must tell "nothing sent" apart check ctx.Err() first.
-func Send(ctx context.Context, s *luakit.Script, c rueidis.Client, keys, args []string) (time.Time, rueidis.RedisResult) {
+func (c *Config) Send(ctx context.Context, s *luakit.Script, client rueidis.Client, keys, args []string) Sent {
 	if err := ctx.Err(); err != nil {
-		return time.Now(), rueidis.NewErrorResult(err)
+		return Sent{Start: time.Now(), Resp: rueidis.NewErrorResult(err)}
 	}
 	ectx, stop := luakit.WithoutDeadline(ctx)
-	start := time.Now()
-	resp := s.ExecOrdered(ectx, c, keys, args)
-	stop()
-	return start, resp
+	defer stop()
+	sent := Sent{Start: time.Now()}
+	sent.Resp, sent.Ack = s.ExecOrderedAck(ectx, client, c.Ack, keys, args)
+	return sent
 }
 
-// SendTracked is [Send] through [luakit.Script.ExecOrderedTracked]: the acquisition's reads of the keys
-// are tracked for this client, so a busy attempt needs no arming read before a [Waiter] sleeps (see
-// [TryResult].Tracked). tracked is false when tracking could not be armed this way.
-func SendTracked(ctx context.Context, s *luakit.Script, c rueidis.Client, keys, args []string) (start time.Time, resp rueidis.RedisResult, tracked bool) {
+// SendTracked is [Config.Send] through [luakit.Script.ExecOrderedTrackedAck]: the acquisition's reads
+// of the keys are tracked for this client, so a busy attempt needs no arming read before a [Waiter]
+// sleeps (see [TryResult].Tracked). Tracked is false when tracking could not be armed this way.
+func (c *Config) SendTracked(ctx context.Context, s *luakit.Script, client rueidis.Client, keys, args []string) Sent {
 	if err := ctx.Err(); err != nil {
-		return time.Now(), rueidis.NewErrorResult(err), false
+		return Sent{Start: time.Now(), Resp: rueidis.NewErrorResult(err)}
 	}
 	ectx, stop := luakit.WithoutDeadline(ctx)
-	start = time.Now()
-	resp, tracked = s.ExecOrderedTracked(ectx, c, keys, args)
-	stop()
-	return start, resp, tracked
+	defer stop()
+	sent := Sent{Start: time.Now()}
+	sent.Resp, sent.Tracked, sent.Ack = s.ExecOrderedTrackedAck(ectx, client, c.Ack, keys, args)
+	return sent
 }
