@@ -80,6 +80,8 @@ type lockLoad struct {
 	// acceptStale breaks the store on purpose (it accepts every write); only for showing that the
 	// checker fails. Never true in a commit.
 	acceptStale bool
+	// ack is the workers' lock.WithReplicaAck (the failover loop); zero: none.
+	ack luakit.ReplicaAck
 }
 
 func (l *lockLoad) write(r *run, w int, lease *lock.Lease, id int64, checkHolding bool) {
@@ -99,7 +101,7 @@ func (l *lockLoad) write(r *run, w int, lease *lock.Lease, id int64, checkHoldin
 }
 
 func (l *lockLoad) worker(r *run, w int, c rueidis.Client) error {
-	lk, err := lock.New(c, lock.WithLogger(discard))
+	lk, err := lock.New(c, lock.WithLogger(discard), lock.WithReplicaAck(l.ack))
 	if err != nil {
 		return err
 	}

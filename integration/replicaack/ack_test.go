@@ -287,3 +287,55 @@ func TestReplicaAckClusterRouting(t *testing.T) {
 		}
 	})
 }
+
+// TestReplicaAckFairHandOff: a fair lock's release writes the waiter's grant on the releasing
+// client's connection, so the waiter acknowledges it by renewing once. With replication held the
+// renewal is not acknowledged: the waiter's Acquire fails with ErrNotAcknowledged, gives the lease
+// back, and the lock is free. Once replication flows the hand-off is acknowledged and granted.
+func TestReplicaAckFairHandOff(t *testing.T) {
+	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, st matrix.Target) {
+		g := matrix.StartEnv(t, st).Sentinel
+		c := g.Client(t, matrix.NoCache)
+		fl, err := lock.NewFair(c, lock.WithReplicaAck(ack))
+		require.NoError(t, err)
+		for _, held := range []bool{true, false} {
+			name := fmt.Sprintf("ack:fair:%v", held)
+			holder, err := fl.TryAcquire(ctx(t), name, 10*time.Second)
+			require.NoError(t, err)
+			type result struct {
+				l   *lock.Lease
+				err error
+			}
+			got := make(chan result, 1)
+			go func() {
+				l, err := fl.Acquire(ctx(t), name, 10*time.Second)
+				got <- result{l, err}
+			}()
+			require.Eventually(t, func() bool {
+				in, err := fl.Inspect(ctx(t), name)
+				return err == nil && in.Queued == 1
+			}, 10*time.Second, 10*time.Millisecond, "the waiter queues")
+			if held {
+				require.NoError(t, g.HoldReplication())
+			}
+			_, err = holder.Release(ctx(t))
+			require.NoError(t, err)
+			r := <-got
+			if held {
+				require.Nil(t, r.l)
+				requireNotAcknowledged(t, r.err)
+				require.NoError(t, g.ReleaseReplication())
+				require.NoError(t, g.WaitSync(ctx(t)))
+				l, err := fl.TryAcquire(ctx(t), name, 10*time.Second)
+				require.NoError(t, err, "the unacknowledged hand-off was given back")
+				_, err = l.Release(ctx(t))
+				require.NoError(t, err)
+				continue
+			}
+			require.NoError(t, r.err, "an acknowledged hand-off")
+			assert.Greater(t, r.l.FencingToken(), holder.FencingToken())
+			_, err = r.l.Release(ctx(t))
+			require.NoError(t, err)
+		}
+	})
+}

@@ -13,6 +13,7 @@
 //	COORDKIT_REDIS_URL=redis://10.0.0.5:6379 go run ./cmd/peers   # a server of one's own
 //	go run ./cmd/peers -only=cluster                 # 1 vs 3 primaries of a testkit cluster
 //	go run ./cmd/peers -only=fair                    # the fair lock's order, fencing, killed waiter
+//	go run ./cmd/peers -only=ack                     # the lock cycle with and without WAIT 1 (a primary with one replica)
 package main
 
 import (
@@ -54,13 +55,16 @@ const (
 	sectionGCRA    = "gcra"
 	sectionFair    = "fair"
 	sectionCluster = "cluster"
+	// sectionAck runs Coordkit's lock cycle on a primary with one replica, without and with the
+	// replica acknowledgement (lock.WithReplicaAck, WAIT 1).
+	sectionAck = "ack"
 	// sectionConditional (opt-in) runs Coordkit's lock cycle, and the cycle with one Extend, with the
 	// scripts only (lock.WithConditionalCommands(false)) and with the defaults (SET IFEQ, DELIFEQ /
 	// DELEX IFEQ where the server has them).
 	sectionConditional = "conditional"
 )
 
-var allSections = []string{sectionLock, sectionHandoff, sectionGCRA, sectionFair, sectionCluster, sectionConditional}
+var allSections = []string{sectionLock, sectionHandoff, sectionGCRA, sectionFair, sectionCluster, sectionConditional, sectionAck}
 
 // config is a run's settings (the flags).
 type config struct {
@@ -97,7 +101,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 500*time.Millisecond, "duration of one throughput measurement (one contender, one caller count, one round)")
 	fs.DurationVar(&c.warmup, "warmup", 200*time.Millisecond, "warm-up of each contender before the rounds")
 	callers := fs.String("callers", "1,8,64", "caller (goroutine) counts, comma-separated")
-	only := fs.String("only", "lock,handoff,gcra,fair", "sections to run, comma-separated, of: "+strings.Join(allSections, ","))
+	only := fs.String("only", "lock,handoff,gcra,fair,ack", "sections to run, comma-separated, of: "+strings.Join(allSections, ","))
 	fs.IntVar(&c.handoffs, "handoffs", 30, "hand-offs per contender per round")
 	fs.IntVar(&c.allocOps, "alloc-ops", 3000, "operations of the single-goroutine allocation phase, per contender")
 	fs.IntVar(&c.clusterCallers, "cluster-callers", 64, "callers of the cluster section")

@@ -49,7 +49,7 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.target != testkit.Redis8 || c.rounds != 5 || !slices.Equal(c.callers, []int{1, 8, 64}) ||
-		!slices.Equal(c.sections, []string{sectionLock, sectionHandoff, sectionGCRA, sectionFair}) || c.has(sectionCluster) ||
+		!slices.Equal(c.sections, []string{sectionLock, sectionHandoff, sectionGCRA, sectionFair, sectionAck}) || c.has(sectionCluster) ||
 		!c.instructions || c.instrOps != 400 || c.instrReps != 3 || c.fairWaiters != 64 {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -304,6 +304,33 @@ func TestClusterSmoke(t *testing.T) {
 		if row.OpsPerSec <= 0 || row.CommandsPerOp < 1 {
 			t.Errorf("row %+v", row)
 		}
+	}
+}
+
+// TestAckSmoke runs the ack section once: two rows (off, WAIT 1) on a primary with one replica, the
+// acknowledged one with one more command per cycle (the WAIT) and both with latencies.
+func TestAckSmoke(t *testing.T) {
+	cfg := config{target: smokeTarget(), rounds: 1, duration: 30 * time.Millisecond, warmup: 10 * time.Millisecond,
+		callers: []int{1}, sections: []string{sectionAck}, handoffs: 1, allocOps: 1}
+	var out bytes.Buffer
+	r := &runner{cfg: cfg, prefix: "ckpeers:test", out: &out}
+	a, err := r.ackSection(context.Background())
+	if errors.Is(err, testkit.ErrUnavailable) {
+		testkit.FailOrSkip(t, err)
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(a.Rows) != 2 || a.Rows[0].Keys != ackOff || a.Rows[1].Keys != ackWait1 {
+		t.Fatalf("ack: %+v", a)
+	}
+	for _, row := range a.Rows {
+		if row.OpsPerSec <= 0 || row.P50 <= 0 || row.P99 < row.P50 {
+			t.Errorf("row %+v", row)
+		}
+	}
+	if a.Rows[1].CommandsPerOp <= a.Rows[0].CommandsPerOp {
+		t.Errorf("WAIT 1 row has %.1f commands per cycle, off %.1f: the WAIT is missing", a.Rows[1].CommandsPerOp, a.Rows[0].CommandsPerOp)
 	}
 }
 

@@ -122,6 +122,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		}
 		rep.Cluster = cl
 	}
+	if cfg.has(sectionAck) {
+		a, err := r.ackSection(ctx)
+		if err != nil {
+			return fmt.Errorf("ack: %w", err)
+		}
+		rep.Ack = a
+	}
 	if cfg.jsonPath != "" {
 		if err := writeJSON(cfg.jsonPath, rep); err != nil {
 			return err

@@ -243,6 +243,24 @@ type Report struct {
 	GCRAInstructions []Instructions `json:"gcra_instructions,omitempty"`
 	Fair             *Fair          `json:"fair,omitempty"`
 	Cluster          *Cluster       `json:"cluster,omitempty"`
+	Ack              *Ack           `json:"ack,omitempty"`
+}
+
+// Ack is the ack section's result: Coordkit's lock cycle on a primary with one replica, without the
+// replica acknowledgement (Keys "off") and with WAIT 1 (Keys "WAIT 1"), one caller.
+type Ack struct {
+	Version string   `json:"version"`
+	Rows    []AckRow `json:"rows"`
+	// P50Ratio is the WAIT 1 row's p50 over the off row's.
+	P50Ratio float64 `json:"p50_ratio"`
+}
+
+// AckRow is one row of [Ack]: the throughput figures, and the p50 and p99 of single cycles (medians
+// over the rounds).
+type AckRow struct {
+	Throughput
+	P50 time.Duration `json:"p50_ns"`
+	P99 time.Duration `json:"p99_ns"`
 }
 
 // ServerInfo names the server of a run.
