@@ -87,12 +87,13 @@ func (b *backend) settle(settled []chan struct{}) {
 	b.prior = b.prior.with(settled)
 }
 
-// send runs s on every node, each node's command queued behind this lock's earlier commands there.
-func (b *backend) send(ctx context.Context, s *luakit.Script, args []string) []nodeResult {
+// send runs s on every node, each node's command queued behind this lock's earlier commands there;
+// with acked, acknowledged as WithReplicaAck says ([Group.exec]).
+func (b *backend) send(ctx context.Context, s *luakit.Script, args []string, acked bool) []nodeResult {
 	g := b.g
 	keys := []string{b.pkey}
 	res, settled := g.fanout(ctx, nil, b.after(), func(ctx context.Context, i int) rueidis.RedisResult {
-		return s.ExecOrdered(ctx, g.clients[i], keys, args)
+		return g.exec(ctx, s, g.clients[i], keys, args, acked)
 	})
 	b.settle(settled)
 	return res
@@ -106,7 +107,7 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 		return false, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
 	}
 	b.g.q.learn(ttl)
-	res := b.send(ctx, extendScript, []string{b.token, luakit.FormatInt64(ttl.Milliseconds())})
+	res := b.send(ctx, extendScript, []string{b.token, luakit.FormatInt64(ttl.Milliseconds())}, true)
 	held, mayHold, err := b.tally("extend", res, decodeExtend)
 	if err == nil && !held {
 		b.settle(b.g.cleanup(ctx, "extend", b.pkey, b.token, b.after(), mayHold))
@@ -117,7 +118,7 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 // Verify asks every node whether it holds the token (see [Group.verdict]). The nodes answer at slightly
 // different instants: the result is not a snapshot of one moment.
 func (b *backend) Verify(ctx context.Context) (bool, error) {
-	held, _, err := b.tally("verify", b.send(ctx, verifyScript, []string{b.token}), decodeVerify)
+	held, _, err := b.tally("verify", b.send(ctx, verifyScript, []string{b.token}, false), decodeVerify)
 	return held, err
 }
 
@@ -151,7 +152,7 @@ func (b *backend) tally(op string, res []nodeResult, decode func(rueidis.RedisMe
 // ends. removed: a quorum replied and one of them deleted it; fewer than a quorum replying is an error.
 func (b *backend) Release(ctx context.Context) (bool, error) {
 	g := b.g
-	res := b.send(context.WithoutCancel(ctx), releaseScript, []string{b.token})
+	res := b.send(context.WithoutCancel(ctx), releaseScript, []string{b.token}, false)
 	replied, deleted := 0, 0
 	var fails []NodeError
 	for i, r := range res {

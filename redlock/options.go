@@ -32,6 +32,7 @@ type config struct {
 	longestTTL    time.Duration // WithLongestTTL: floor of the quarantine period; 0 = learned only
 	hooks         luakit.Hooks
 	instance      string
+	ack           luakit.ReplicaAck // WithReplicaAck
 }
 
 // Defaults. The drift allowance and the retry delay follow the Redis distributed-locks document.
@@ -230,4 +231,23 @@ func WithHooks(hooks ...luakit.Hook) Option {
 // an endpoint. Default "".
 func WithInstance(instance string) Option {
 	return optionFunc(func(c *config) error { c.instance = instance; return nil })
+}
+
+// WithReplicaAck makes every node's acquisition, fencing-counter step and renewal wait for an
+// acknowledgement from that node's replicas (WAIT) or of append-only-file fsyncs (WAITAOF), as ack
+// says (see [luakit.ReplicaAck]), pipelined behind the node's script on the same connection: for
+// nodes that are Sentinel-managed primaries with replicas, so that a node's failover keeps the grants
+// it acknowledged. A node whose write is not acknowledged in time counts as not granting (its
+// NodeError matches [luakit.ErrNotAcknowledged]; the token is deleted there like any uncertain
+// node's), so the quorum counts only acknowledged nodes. ack.Timeout must be below the node timeout.
+// What this guarantees and what it does not: docs/replica-ack.md. The zero value turns it off; an
+// invalid value makes NewGroup fail with an error matching [luakit.ErrInvalidConfig]. Default: off.
+func WithReplicaAck(ack luakit.ReplicaAck) Option {
+	return optionFunc(func(c *config) error {
+		if err := ack.Validate("redlock"); err != nil {
+			return err
+		}
+		c.ack = ack
+		return nil
+	})
 }

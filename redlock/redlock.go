@@ -69,6 +69,9 @@ func NewGroup(clients []rueidis.Client, opts ...Option) (*Group, error) {
 			return nil, err
 		}
 	}
+	if cfg.ack.Enabled() && cfg.ack.Timeout >= cfg.nodeTimeout {
+		return nil, luakit.InvalidConfig("redlock", "replica acknowledgement timeout %v is not below the node timeout %v", cfg.ack.Timeout, cfg.nodeTimeout)
+	}
 	g := &Group{
 		clients: append([]rueidis.Client(nil), clients...),
 		quorum:  len(clients)/2 + 1,
@@ -188,7 +191,7 @@ func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (
 	g.q.learn(ttl)
 	start := time.Now()
 	res, settled := g.fanout(ctx, nil, nil, func(ctx context.Context, i int) rueidis.RedisResult {
-		return acquireScript.ExecOrdered(ctx, g.clients[i], keys, args)
+		return g.exec(ctx, acquireScript, g.clients[i], keys, args, true)
 	})
 	prior := inflight(nil).with(settled) // the goroutines of nodes that timed out may still be running
 	at := time.Now()
@@ -242,7 +245,7 @@ func (g *Group) tryAcquire(ctx context.Context, key string, ttl time.Duration) (
 		fence++
 		fargs := []string{token, luakit.FormatInt64(fence)}
 		fres, fsettled := g.fanout(ctx, granted, prior, func(ctx context.Context, i int) rueidis.RedisResult {
-			return fenceScript.ExecOrdered(ctx, g.clients[i], keys, fargs)
+			return g.exec(ctx, fenceScript, g.clients[i], keys, fargs, true)
 		})
 		prior = prior.with(fsettled)
 		confirmed := 0
@@ -529,6 +532,21 @@ func (g *Group) cleanup(ctx context.Context, op, pkey, token string, after infli
 func mayHaveRun(replyErr, err error) bool {
 	var ce *CounterError
 	return ownership.CleanupOwed(replyErr, replyErr == nil && !errors.As(err, &ce))
+}
+
+// exec runs s on one node with ExecOrdered; with acked and WithReplicaAck, followed by the
+// acknowledgement ([luakit.Script.ExecOrderedAck]), and a write that was not acknowledged comes back as
+// its [*luakit.AckError] (uncertain: the node may hold the token, so it is cleaned up like a node that
+// did not answer).
+func (g *Group) exec(ctx context.Context, s *luakit.Script, c rueidis.Client, keys, args []string, acked bool) rueidis.RedisResult {
+	if !acked || !g.cfg.ack.Enabled() {
+		return s.ExecOrdered(ctx, c, keys, args)
+	}
+	resp, ackErr := s.ExecOrderedAck(ctx, c, g.cfg.ack, keys, args)
+	if ackErr != nil {
+		return rueidis.NewErrorResult(ackErr)
+	}
+	return resp
 }
 
 // nodeError builds the NodeError of node i, marking transport failures as uncertain.

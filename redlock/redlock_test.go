@@ -109,6 +109,8 @@ func TestOptionsInvalid(t *testing.T) {
 		{"renew fraction too large", WithRenewFraction(0.91)},
 		{"renew fraction NaN", WithRenewFraction(math.NaN())},
 		{"negative longest TTL", WithLongestTTL(-time.Millisecond)},
+		{"ack without timeout", WithReplicaAck(luakit.ReplicaAck{Replicas: 1})},
+		{"ack timeout not below the node timeout", WithReplicaAck(luakit.ReplicaAck{Replicas: 1, Timeout: DefaultNodeTimeout})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
