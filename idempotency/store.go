@@ -396,6 +396,9 @@ func (s *Store) complete(ctx context.Context, key, ownerToken string, result []b
 		}
 		return owned("complete", n)
 	}
+	if err := s.cfg.own.CheckAck(ctx, s.client); err != nil {
+		return false, wrap("complete", err)
+	}
 	resp, ackErr := completeScript.ExecOrderedAck(ctx, s.client, s.cfg.own.Ack, keys, args)
 	n, err := resp.AsInt64()
 	if err != nil {
@@ -453,6 +456,9 @@ func (s *Store) extend(ctx context.Context, k, secret, gen string, ms int64) (bo
 			return false, wrap("extend", err)
 		}
 		return owned("extend", n)
+	}
+	if err := s.cfg.own.CheckAck(ctx, s.client); err != nil {
+		return false, wrap("extend", err)
 	}
 	resp, ackErr := extendScript.ExecOrderedAck(ctx, s.client, s.cfg.own.Ack, keys, args)
 	n, err := resp.AsInt64()

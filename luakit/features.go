@@ -40,6 +40,10 @@ var DelIfEq = Feature{Name: "conditional delete (DELIFEQ)", Command: "DELIFEQ", 
 // DelEx is DELEX key IFEQ value (delete when the string equals value): Redis 8.4+ or Valkey 9.2+.
 var DelEx = Feature{Name: "conditional delete (DELEX IFEQ)", Command: "DELEX", Argument: "IFEQ", Minimum: "Redis 8.4 or Valkey 9.2"}
 
+// WaitAOF is WAITAOF (acknowledgement of append-only-file fsyncs), needed by a [ReplicaAck] with AOF:
+// Redis 7.2+ and Valkey.
+var WaitAOF = Feature{Name: "append-only-file acknowledgement", Command: "WAITAOF", Minimum: "Redis 7.2 or Valkey 7.2"}
+
 // Probe reports whether the server behind c knows f.Command, by sending
 // COMMAND INFO <command>: a nil or empty entry means false; with
 // f.Argument set it sends COMMAND DOCS <command> instead and reports

@@ -1,8 +1,11 @@
 package ownership
 
 import (
+	"context"
 	"log/slog"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/coordkit/coordkit/luakit"
 )
@@ -57,5 +60,21 @@ func (c *Config) SetReplicaAck(a luakit.ReplicaAck) error {
 		return err
 	}
 	c.Ack = a
+	c.aofProbe = nil
+	if a.AOF {
+		c.aofProbe = new(luakit.FeatureCache)
+	}
 	return nil
+}
+
+// CheckAck returns nil unless Ack asks for WAITAOF (set through [Config.SetReplicaAck]) and the server
+// behind client lacks it: then a [*luakit.UnsupportedError] (matching luakit.ErrUnsupported), or the
+// probe's error. It probes once per Config (COMMAND INFO WAITAOF, one round trip) and caches a definite
+// answer, so that an acquisition is refused before it writes anything. [Config.Send] and
+// [Config.SendTracked] call it; primitives that send acknowledged writes themselves call it first.
+func (c *Config) CheckAck(ctx context.Context, client rueidis.Client) error {
+	if c.aofProbe == nil || !c.Ack.AOF {
+		return nil
+	}
+	return c.aofProbe.Require(ctx, client, luakit.WaitAOF)
 }

@@ -120,6 +120,9 @@ type Config struct {
 	// renewal leaves the local estimate where the last acknowledged write put it and returns the
 	// error (KeepAlive retries it). Releases and verifications are never acknowledged. Default: none.
 	Ack luakit.ReplicaAck
+	// aofProbe caches whether the server has WAITAOF, for an Ack with AOF set through SetReplicaAck
+	// (see CheckAck); nil otherwise. A pointer, so that copies of a Config before use share nothing.
+	aofProbe *luakit.FeatureCache
 }
 
 // Begin admits the operation "<NAME> <verb>" (NAME: Name in upper case) with c.Hooks; with no hooks

@@ -31,9 +31,14 @@ type Sent struct {
 // for one round trip (and the server's wait for acknowledgements, at most c.Ack.Timeout).
 //
 // A ctx that already ended sends nothing: the result then carries ctx.Err(), which classifies as
-// uncertain, so callers that must tell "nothing sent" apart check ctx.Err() first.
+// uncertain, so callers that must tell "nothing sent" apart check ctx.Err() first. Neither is
+// anything sent when c.Ack asks for WAITAOF and the server lacks it ([Config.CheckAck]): the result
+// then carries the [*luakit.UnsupportedError].
 func (c *Config) Send(ctx context.Context, s *luakit.Script, client rueidis.Client, keys, args []string) Sent {
 	if err := ctx.Err(); err != nil {
+		return Sent{Start: time.Now(), Resp: rueidis.NewErrorResult(err)}
+	}
+	if err := c.CheckAck(ctx, client); err != nil {
 		return Sent{Start: time.Now(), Resp: rueidis.NewErrorResult(err)}
 	}
 	ectx, stop := luakit.WithoutDeadline(ctx)
@@ -48,6 +53,9 @@ func (c *Config) Send(ctx context.Context, s *luakit.Script, client rueidis.Clie
 // sleeps (see [TryResult].Tracked). Tracked is false when tracking could not be armed this way.
 func (c *Config) SendTracked(ctx context.Context, s *luakit.Script, client rueidis.Client, keys, args []string) Sent {
 	if err := ctx.Err(); err != nil {
+		return Sent{Start: time.Now(), Resp: rueidis.NewErrorResult(err)}
+	}
+	if err := c.CheckAck(ctx, client); err != nil {
 		return Sent{Start: time.Now(), Resp: rueidis.NewErrorResult(err)}
 	}
 	ectx, stop := luakit.WithoutDeadline(ctx)
