@@ -5,6 +5,8 @@
 #
 #   lock, ratelimit, idempotency, ownership   every standalone target (redis70 redis8 valkey8 valkey9)
 #   lock                                      one container Cluster (Valkey 9, 3 primaries, private network)
+#   faults, replicaack                        the failover loop and the acknowledgement's routing on a
+#                                             container Valkey 9 Cluster with one replica per primary
 #   partitions                                network partitions between containers (docker network disconnect)
 #
 # Usage: scripts/containers.sh [go test package...]   (default: the list above)
@@ -50,6 +52,7 @@ if [ $# -gt 0 ]; then
 else
   run "standalone" none ./lock/ ./ratelimit/ ./idempotency/ ./ownership/
   run "cluster" valkey -run '^TestLock$/^valkey-cluster$' ./lock/
+  run "replica acknowledgement" valkey -run '^(TestFailoverLoop|TestReplicaAckClusterRouting)$/^valkey-cluster$' ./faults/ ./replicaack/
   if [ -d integration/partitions ]; then run "partitions" none ./partitions/; fi
 fi
 echo
