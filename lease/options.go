@@ -90,7 +90,8 @@ func WithInstance(instance string) Option {
 // WithReplicaAck makes every acquisition and renewal wait for an acknowledgement from replicas (WAIT)
 // or of append-only-file fsyncs (WAITAOF), as ack says (see [luakit.ReplicaAck]), so that its leases
 // survive a failover that promotes an acknowledging replica. An acquisition sends the acknowledgement
-// in its own round trip; one that is not acknowledged in time is not granted: its owner-checked
+// pipelined behind its script, in the same round trip (on a Cluster, in a second one); one that is
+// not acknowledged in time is not granted: its owner-checked
 // cleanup is sent and the call returns an error matching [luakit.ErrNotAcknowledged] (a
 // [*luakit.AckError] that says how many replicas acknowledged), never retried by a waiting
 // acquisition. A renewal (Extend, ExtendTTL, each KeepAlive round) waits for it in a second round trip

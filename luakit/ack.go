@@ -152,7 +152,8 @@ func (e *AckError) Is(target error) bool { return target == ErrNotAcknowledged }
 func (e *AckError) Unwrap() error { return e.Err }
 
 // ExecOrderedAck is [Script.ExecOrdered] followed, in the same round trip and on the same connection,
-// by the WAIT or WAITAOF of ack (routed on a Cluster client to the slot of keys[0]). It returns the
+// by the WAIT or WAITAOF of ack; on a Cluster client, after the script's reply, in a second round trip
+// to the slot of keys[0] (see execAck for why). It returns the
 // script's result as ExecOrdered does, and ackErr: nil when the script answered with an error reply
 // (nothing to acknowledge) or when the write was acknowledged as asked; a [*AckError] otherwise, and
 // also when the script's reply is missing (then the acknowledgement is unknown too). With a zero ack it
@@ -178,22 +179,36 @@ func (s *Script) ExecOrderedTrackedAck(ctx context.Context, c rueidis.Client, ac
 	return s.execAck(ctx, c, ack, c.Mode() != rueidis.ClientModeCluster, keys, args)
 }
 
-// execAck sends [CLIENT CACHING YES,] the script and the acknowledgement pipelined with DoMulti: on a
-// standalone or Sentinel client on the connection ExecOrdered uses (the script keeps NoSlot), on a
-// Cluster client on the connection of keys' slot. NOSCRIPT and TRYAGAIN are handled as by ExecOrdered
-// (the whole batch is sent again).
+// execAck sends [CLIENT CACHING YES,] the script and the acknowledgement pipelined with DoMulti on the
+// connection ExecOrdered uses (the script keeps NoSlot) of a standalone or Sentinel client. NOSCRIPT
+// and TRYAGAIN are handled as by ExecOrdered (the whole batch is sent again).
+//
+// On a Cluster client the acknowledgement follows the script's reply instead ([AckAfter], a second
+// round trip to the slot's primary): rueidis follows a MOVED or ASK redirection by sending the
+// redirected command again on its own, so a WAIT pipelined with the script could be answered by the
+// node the slot left (counting that connection's earlier writes) while the script ran on the new one.
 func (s *Script) execAck(ctx context.Context, c rueidis.Client, ack ReplicaAck, track bool, keys, args []string) (rueidis.RedisResult, bool, error) {
 	cluster := c.Mode() == rueidis.ClientModeCluster
 	key := ""
 	if len(keys) > 0 {
 		key = keys[0]
 	}
+	if cluster {
+		resp := s.Exec(ctx, c, keys, args)
+		switch _, isReply := rueidis.IsRedisErr(resp.Error()); {
+		case isReply:
+			return resp, false, nil // the script refused before writing: nothing to acknowledge
+		case resp.Error() != nil:
+			return resp, false, &AckError{Ack: ack, Err: resp.Error()}
+		}
+		return resp, false, AckAfter(ctx, c, ack, key)
+	}
 	send := func(digest string) (resp, waited rueidis.RedisResult, tracked bool) {
 		cmds := make(rueidis.Commands, 0, 3)
 		if track {
 			cmds = append(cmds, c.B().ClientCaching().Yes().Build().ToPipe())
 		}
-		cmds = append(cmds, s.command(c.B(), digest, false, cluster, keys, args), ack.command(c, key))
+		cmds = append(cmds, s.command(c.B(), digest, false, false, keys, args), ack.command(c, key))
 		res := c.DoMulti(ctx, cmds...)
 		n := len(res)
 		return res[n-2], res[n-1], track && res[0].Error() == nil

@@ -113,7 +113,8 @@ type Config struct {
 	// [luakit.Operation].Instance. Default "".
 	Instance string
 	// Ack, when enabled, is the acknowledgement every acquisition and renewal waits for (see
-	// [luakit.ReplicaAck]): an acquisition sends it in its own round trip ([Config.Send]) and
+	// [luakit.ReplicaAck]): an acquisition sends it pipelined behind its script ([Config.Send]; in a second
+	// round trip on a Cluster) and
 	// [Config.Try] refuses a grant that was not acknowledged (cleanup sent, the [*luakit.AckError]
 	// returned, never retried); a renewal sends it after the renewal's reply (a second round trip,
 	// through the Backend's [Acknowledger]) and counts only once acknowledged: an unacknowledged
