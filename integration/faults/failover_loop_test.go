@@ -30,26 +30,30 @@ var loopAck = luakit.ReplicaAck{Replicas: 1, Timeout: 200 * time.Millisecond}
 // it, in sync.
 type replicated struct {
 	clients  [2]rueidis.Client
-	failover func(ctx context.Context, leaseKey string) error
+	// failover fails the primary of leaseKey over. On a Cluster it holds the replication stream
+	// first (holdReplication) and calls probe while it is held, so that probe's grant reaches the
+	// old primary only. On Sentinel it does not (the Sentinels refuse to promote a replica whose link
+	// is down: NOGOODSLAVE) and never calls probe.
+	failover func(ctx context.Context, leaseKey string, probe func(context.Context)) error
 }
 
 // TestFailoverLoop runs the fault suite's lock workload (two workers, TryAcquire with a 400ms TTL,
 // fenced writes while the estimate holds, renewals, releases, abandoned leases and zombie writes with
 // old tokens) through 20 failovers of the lock's primary to its replica, each after 150-300ms of
 // load, on the Redis and Valkey Clusters with one replica per primary (CLUSTER FAILOVER TAKEOVER on
-// the replica) and on the Sentinel targets (SENTINEL FAILOVER). Each failover promotes a replica that may
-// lack the primary's last writes, and the old primary keeps taking writes until it learns it was
-// replaced.
+// the replica) and on the Sentinel targets (SENTINEL FAILOVER).
+//
+// Every failover promotes a replica that lacks grants the old primary made. On a Cluster the
+// primary's replication stream is held first (holdReplication) and a third worker takes the lock
+// once (waiting up to 2s) and abandons it, so the promoted replica lacks at least that grant. On
+// Sentinel the old primary keeps taking grants for most of a second after each failover (until the
+// Sentinels turn it into a replica) while the clients still reach it (until the Sentinels' switch
+// message moves them).
 //
 // With lock.WithReplicaAck (WAIT 1) the lock checker of the fault suite finds 0 violations: no token
-// returned twice, no stale write accepted, no two holders at once. The same loop without the
-// acknowledgement shows the documented limit whenever a failover lost a grant, and its violations
-// are reported in the log. On Sentinel the old primary keeps taking grants for most of a second
-// after every failover while the clients still reach it, so the unacknowledged loop must show
-// violations there (it shows about 200 in 20 failovers). On a Cluster the promoted replica announces
-// itself at once and a lost grant needs a narrow window, so there the count is reported only
-// (TestLockSentinelFailover and integration/replicaack's TestReplicaAckFailoverKeepsTokens show the
-// limit and its fix deterministically, with the replication stream held).
+// returned twice, no stale write accepted, no two holders at once (the unreplicated grants are
+// refused). The same loop without the acknowledgement must show the documented limit (tokens issued
+// again): each violation is a grant a failover lost.
 func TestFailoverLoop(t *testing.T) {
 	var targets []matrix.Target
 	for _, mt := range matrix.Targets() {
@@ -75,11 +79,8 @@ func TestFailoverLoop(t *testing.T) {
 			began := time.Now()
 			vs, tally := failoverLoop(t, rp, "loop-"+mode.name, mode.ack)
 			t.Logf("%s %s: %d failovers in %v; %s; %d violations", mt.Name, mode.name, failovers, time.Since(began).Round(time.Millisecond), tally, len(vs))
-			if !mode.ack.Enabled() && mt.Sentinel && len(vs) == 0 {
-				// On Sentinel the old primary takes writes for most of a second after each failover
-				// (until the Sentinels convert it) while the clients still reach it (until their
-				// switch message arrives): twenty failovers lose grants every time, and their tokens
-				// are issued again.
+			if !mode.ack.Enabled() && len(vs) == 0 {
+				// Every failover loses grants (the probe's on a Cluster): their tokens are issued again.
 				t.Errorf("%s: the loop without the acknowledgement showed no violation: the documented limit was not reached", mt.Name)
 			}
 			for i, v := range vs {
@@ -115,6 +116,27 @@ func failoverLoop(t *testing.T, rp *replicated, name string, ack luakit.ReplicaA
 			errs[w] = locks.worker(r, w, rp.clients[w])
 		}()
 	}
+	// probe takes the lock once more, as a third worker, while the failover holds the replication
+	// stream, and abandons the lease: without the acknowledgement that grant and its token exist on
+	// the old primary only.
+	probeLk, err := lock.New(rp.clients[0], lock.WithLogger(discard), lock.WithReplicaAck(ack))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := func(ctx context.Context) {
+		cs, ct := rec.now()
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		lease, err := probeLk.Acquire(actx, name, locks.ttl)
+		cancel()
+		e := event{W: "lock", Worker: 2, Op: "acquire", Key: name, CallSeq: cs, Call: ct, Out: classify(err), Err: errString(err)}
+		if err == nil {
+			e.Flag, e.Token, e.Val = true, lease.FencingToken(), locks.ids.Add(1)
+		}
+		rec.add(e)
+		if err == nil {
+			rec.add(event{W: "lock", Worker: 2, Op: "abandon", Key: name, Token: lease.FencingToken(), Val: e.Val})
+		}
+	}
 	rnd := workerRand(1, name, 9)
 	var ferr error
 	failed := -1
@@ -124,7 +146,7 @@ func failoverLoop(t *testing.T, rp *replicated, name string, ack luakit.ReplicaA
 		}
 		rec.add(event{W: "nemesis", Op: "failover", Val: int64(i)})
 		fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		ferr = rp.failover(fctx, leaseKey)
+		ferr = rp.failover(fctx, leaseKey, probe)
 		cancel()
 		rec.add(event{W: "nemesis", Op: "failed-over", Val: int64(i), Err: errString(ferr)})
 		if ferr != nil {
@@ -171,8 +193,8 @@ func startClusterLoop(t *testing.T, mt matrix.Target) *replicated {
 	for i := range rp.clients {
 		rp.clients[i] = cl.Client(t, matrix.NoCache)
 	}
-	rp.failover = func(ctx context.Context, leaseKey string) error {
-		return clusterFailover(ctx, cl, testkit.KeySlot(leaseKey))
+	rp.failover = func(ctx context.Context, leaseKey string, probe func(context.Context)) error {
+		return clusterFailover(ctx, cl, testkit.KeySlot(leaseKey), probe)
 	}
 	return rp
 }
@@ -181,7 +203,7 @@ func startClusterLoop(t *testing.T, mt matrix.Target) *replicated {
 // without the primary's agreement or an election: FORCE would need the primaries' votes, which they
 // refuse for twice the node timeout after the slot's last failover) and waits until it serves the
 // slot, the former primary replicates from it in sync, and the cluster is healthy.
-func clusterFailover(ctx context.Context, cl *testkit.Cluster, slot int) error {
+func clusterFailover(ctx context.Context, cl *testkit.Cluster, slot int, probe func(context.Context)) error {
 	old, err := cl.PrimaryOf(ctx, slot)
 	if err != nil {
 		return err
@@ -195,6 +217,12 @@ func clusterFailover(ctx context.Context, cl *testkit.Cluster, slot int) error {
 	if replica == nil {
 		return fmt.Errorf("no replica of %s", old.Addr)
 	}
+	release, err := holdReplication(ctx, old)
+	defer release()
+	if err != nil {
+		return err
+	}
+	probe(ctx)
 	if _, err := replica.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER"); err != nil {
 		return fmt.Errorf("CLUSTER FAILOVER TAKEOVER on %s: %w", replica.Addr, err)
 	}
@@ -207,6 +235,37 @@ func clusterFailover(ctx context.Context, cl *testkit.Cluster, slot int) error {
 		}
 		return cl.WaitFailover(ctx)
 	})
+}
+
+// holdReplication holds the replication stream of the primary p: p refuses its replicas' PSYNC and
+// SYNC (its default user loses both commands) and drops their links, so that everything written to p
+// from now on stays on p, and a replica promoted next lacks it. It returns once p has no replica
+// connected. release (always non-nil, also after an error) gives the commands back.
+func holdReplication(ctx context.Context, p *testkit.Server) (release func(), err error) {
+	release = func() { _, _ = p.Do(context.WithoutCancel(ctx), "ACL", "SETUSER", "default", "+psync", "+sync") }
+	if _, err := p.Do(ctx, "ACL", "SETUSER", "default", "-psync", "-sync"); err != nil {
+		return release, fmt.Errorf("ACL SETUSER on %s: %w", p.Addr, err)
+	}
+	if _, err := p.Do(ctx, "CLIENT", "KILL", "TYPE", "replica"); err != nil {
+		return release, fmt.Errorf("CLIENT KILL TYPE replica on %s: %w", p.Addr, err)
+	}
+	return release, poll(ctx, func() error { return noReplica(ctx, p) })
+}
+
+// noReplica returns nil when the primary p has no replica connected (INFO replication).
+func noReplica(ctx context.Context, p *testkit.Server) error {
+	msg, err := p.Do(ctx, "INFO", "replication")
+	if err != nil {
+		return err
+	}
+	info, err := msg.ToString()
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(info, "connected_slaves:0") {
+		return fmt.Errorf("%s still has a replica", p.Addr)
+	}
+	return nil
 }
 
 // replicaOf reports whether n is a replica connected to, and in sync with, its primary (ROLE), and
@@ -249,7 +308,7 @@ func startSentinelLoop(t *testing.T, mt matrix.Target) *replicated {
 	for i := range rp.clients {
 		rp.clients[i] = g.Client(t, matrix.NoCache)
 	}
-	rp.failover = func(ctx context.Context, _ string) error {
+	rp.failover = func(ctx context.Context, _ string, _ func(context.Context)) error {
 		old, err := g.CurrentPrimary(ctx)
 		if err != nil {
 			return err
