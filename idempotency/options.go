@@ -105,7 +105,7 @@ func (s *Store) op(name string) luakit.Operation {
 
 // WithReplicaAck makes every claim (TryBegin, Begin) and every completion (Complete) wait for an
 // acknowledgement from replicas (WAIT) or of append-only-file fsyncs (WAITAOF), as ack says (see
-// [luakit.ReplicaAck]), in the same round trip (on a Cluster, in a second one), so that a failover that promotes an acknowledging
+// [luakit.ReplicaAck]), in the same round trip (on a Cluster on a dedicated connection), so that a failover that promotes an acknowledging
 // replica keeps them. A claim that is not acknowledged in time is not granted: it is abandoned
 // (owner-checked, bounded by 1s) and the call returns an error matching [luakit.ErrNotAcknowledged] (a
 // [*luakit.AckError] that says how many replicas acknowledged). A completion that is not acknowledged

@@ -70,11 +70,6 @@ func (b *backend) SendAcquire(ctx context.Context) ownership.Sent {
 	return b.cfg.Send(ctx, acquireScript, b.client, b.keys[:], b.args[:])
 }
 
-// Acknowledge waits for the acknowledgement of a renewal ([ownership.Acknowledger]).
-func (b *backend) Acknowledge(ctx context.Context, ack luakit.ReplicaAck) error {
-	return luakit.AckAfter(ctx, b.client, ack, b.keys[0])
-}
-
 // DecodeAcquire reads acquire.lua's status row: {ok, 0} granted; {busy, hpttl} held by another owner
 // (-1: the field has no expiry); {mismatch, pttl} the hash has a key-level expiry (nothing written).
 func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, error) {
@@ -111,11 +106,29 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ms := ttl.Milliseconds(); ms != b.ms {
 		b.args[2], b.ms = strconv.FormatInt(ms, 10), ms
 	}
-	n, err := extendScript.ExecOrdered(ctx, b.client, b.keys[:], b.args[:]).AsInt64()
+	return b.extend(ctx, luakit.ReplicaAck{})
+}
+
+// ExtendAcknowledged is Extend followed by the acknowledgement ack ([ownership.Acknowledger]).
+func (b *backend) ExtendAcknowledged(ctx context.Context, ttl time.Duration, ack luakit.ReplicaAck) (bool, error) {
+	if ms := ttl.Milliseconds(); ms != b.ms {
+		b.args[2], b.ms = strconv.FormatInt(ms, 10), ms
+	}
+	return b.extend(ctx, ack)
+}
+
+// extend sends the extend script, acknowledged as ack says (zero: not).
+func (b *backend) extend(ctx context.Context, ack luakit.ReplicaAck) (bool, error) {
+	resp, ackErr := extendScript.ExecOrderedAck(ctx, b.client, ack, b.keys[:], b.args[:])
+	n, err := resp.AsInt64()
 	if err != nil {
 		return false, err
 	}
-	return decodeOwned("extend", n)
+	held, err := decodeOwned("extend", n)
+	if err != nil || !held {
+		return held, err
+	}
+	return true, ackErr
 }
 
 // Verify runs verify.lua: 1 when the field holds this owner's token, -1 absent, -2 another owner's.

@@ -90,11 +90,11 @@ func WithInstance(instance string) Option {
 // WithReplicaAck makes every acquisition and renewal wait for an acknowledgement from replicas (WAIT)
 // or of append-only-file fsyncs (WAITAOF), as ack says (see [luakit.ReplicaAck]), so that its leases
 // survive a failover that promotes an acknowledging replica. An acquisition sends the acknowledgement
-// pipelined behind its script, in the same round trip (on a Cluster, in a second one); one that is
+// pipelined behind its script, in the same round trip (on a Cluster on a dedicated connection); one that is
 // not acknowledged in time is not granted: its owner-checked
 // cleanup is sent and the call returns an error matching [luakit.ErrNotAcknowledged] (a
 // [*luakit.AckError] that says how many replicas acknowledged), never retried by a waiting
-// acquisition. A renewal (Extend, ExtendTTL, each KeepAlive round) waits for it in a second round trip
+// acquisition. A renewal (Extend, ExtendTTL, each KeepAlive round) waits for it the same way
 // and counts only once acknowledged: until then the lease's local estimate stays where the last
 // acknowledged write put it. Releases and verifications are not acknowledged. What this guarantees
 // and what it does not: docs/replica-ack.md. The zero value turns it off; an invalid value makes the

@@ -79,11 +79,6 @@ func (b *backend) SendAcquire(ctx context.Context) ownership.Sent {
 	return b.cfg.Send(ctx, acquireScript, b.client, b.r.keys[:], b.r.args[:2])
 }
 
-// Acknowledge waits for the acknowledgement of a renewal ([ownership.Acknowledger]).
-func (b *backend) Acknowledge(ctx context.Context, ack luakit.ReplicaAck) error {
-	return luakit.AckAfter(ctx, b.client, ack, b.r.keys[0])
-}
-
 // DecodeAcquire reads acquire.lua's reply: the fencing token alone (an integer, or a decimal string
 // above 2^53) when granted; the status row {busy, pttl} when held by another owner (pttl -1: no
 // expiry); {counter, reason} for a counter that cannot issue tokens.
@@ -162,11 +157,35 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 			return held, err
 		}
 	}
-	n, err := extendScript.ExecOrdered(ctx, b.client, b.r.keys[:1], []string{b.r.args[0], arg}).AsInt64()
+	return b.extendScript(ctx, arg, luakit.ReplicaAck{})
+}
+
+// ExtendAcknowledged is Extend through the extend script followed by the acknowledgement ack
+// ([ownership.Acknowledger]).
+func (b *backend) ExtendAcknowledged(ctx context.Context, ttl time.Duration, ack luakit.ReplicaAck) (bool, error) {
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		return false, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+	}
+	arg := b.r.args[1]
+	if ms != b.r.ms {
+		arg = strconv.FormatInt(ms, 10)
+	}
+	return b.extendScript(ctx, arg, ack)
+}
+
+// extendScript sends the extend script at ttlArg ms, acknowledged as ack says (zero: not).
+func (b *backend) extendScript(ctx context.Context, ttlArg string, ack luakit.ReplicaAck) (bool, error) {
+	resp, ackErr := extendScript.ExecOrderedAck(ctx, b.client, ack, b.r.keys[:1], []string{b.r.args[0], ttlArg})
+	n, err := resp.AsInt64()
 	if err != nil {
 		return false, err
 	}
-	return decodeExtend(n)
+	held, err := decodeExtend(n)
+	if err != nil || !held {
+		return held, err
+	}
+	return true, ackErr
 }
 
 // Verify sends the verify script (read-only).

@@ -152,13 +152,15 @@ func (e *AckError) Is(target error) bool { return target == ErrNotAcknowledged }
 func (e *AckError) Unwrap() error { return e.Err }
 
 // ExecOrderedAck is [Script.ExecOrdered] followed, in the same round trip and on the same connection,
-// by the WAIT or WAITAOF of ack; on a Cluster client, after the script's reply, in a second round trip
-// to the slot of keys[0] (see execAck for why). It returns the
-// script's result as ExecOrdered does, and ackErr: nil when the script answered with an error reply
-// (nothing to acknowledge) or when the write was acknowledged as asked; a [*AckError] otherwise, and
-// also when the script's reply is missing (then the acknowledgement is unknown too). With a zero ack it
-// is ExecOrdered and ackErr is nil. It blocks until both replies arrive or ctx ends (the server waits
-// up to ack.Timeout). Safe for concurrent use.
+// by the WAIT or WAITAOF of ack: on a standalone or Sentinel client on the connection ExecOrdered uses;
+// on a Cluster client on a dedicated connection to the primary of keys[0]'s slot (see execAck). It
+// returns the script's result as ExecOrdered does, and ackErr: nil when the script answered with an
+// error reply (nothing to acknowledge) or when the write was acknowledged as asked; a [*AckError]
+// otherwise, and also when the script's reply is missing (then the acknowledgement is unknown too). A
+// script that answered without writing (an owner check that failed) may still get a non-nil ackErr:
+// callers look at the script's answer first. With a zero ack it is ExecOrdered and ackErr is nil. It
+// blocks until both replies arrive or ctx ends (the server waits up to ack.Timeout). Safe for
+// concurrent use.
 func (s *Script) ExecOrderedAck(ctx context.Context, c rueidis.Client, ack ReplicaAck, keys, args []string) (resp rueidis.RedisResult, ackErr error) {
 	if !ack.Enabled() {
 		return s.ExecOrdered(ctx, c, keys, args), nil
@@ -179,37 +181,50 @@ func (s *Script) ExecOrderedTrackedAck(ctx context.Context, c rueidis.Client, ac
 	return s.execAck(ctx, c, ack, c.Mode() != rueidis.ClientModeCluster, keys, args)
 }
 
-// execAck sends [CLIENT CACHING YES,] the script and the acknowledgement pipelined with DoMulti on the
-// connection ExecOrdered uses (the script keeps NoSlot) of a standalone or Sentinel client. NOSCRIPT
-// and TRYAGAIN are handled as by ExecOrdered (the whole batch is sent again).
-//
-// On a Cluster client the acknowledgement follows the script's reply instead ([AckAfter], a second
-// round trip to the slot's primary): rueidis follows a MOVED or ASK redirection by sending the
-// redirected command again on its own, so a WAIT pipelined with the script could be answered by the
-// node the slot left (counting that connection's earlier writes) while the script ran on the new one.
+// execAck sends [CLIENT CACHING YES,] the script and the acknowledgement pipelined with DoMulti, so
+// that the WAIT arrives on the connection that ran the script: on a standalone or Sentinel client on
+// the connection ExecOrdered uses (the script keeps NoSlot). On a Cluster client it borrows a
+// dedicated connection (rueidis Dedicated) to the slot's primary: there rueidis does not follow a
+// MOVED or ASK redirection on its own, which it does for pipelined commands and which could send the
+// script to the slot's new owner while the WAIT is answered by the old one. A redirected script
+// comes back as its MOVED or ASK error reply (transient; nothing ran). NOSCRIPT and TRYAGAIN are
+// handled as by ExecOrdered (the whole batch is sent again).
 func (s *Script) execAck(ctx context.Context, c rueidis.Client, ack ReplicaAck, track bool, keys, args []string) (rueidis.RedisResult, bool, error) {
 	cluster := c.Mode() == rueidis.ClientModeCluster
 	key := ""
 	if len(keys) > 0 {
 		key = keys[0]
 	}
+	var do func(cmds ...rueidis.Completed) []rueidis.RedisResult
 	if cluster {
-		resp := s.Exec(ctx, c, keys, args)
-		switch _, isReply := rueidis.IsRedisErr(resp.Error()); {
-		case isReply:
-			return resp, false, nil // the script refused before writing: nothing to acknowledge
-		case resp.Error() != nil:
-			return resp, false, &AckError{Ack: ack, Err: resp.Error()}
+		var out rueidis.RedisResult
+		var tracked bool
+		var ackErr error
+		err := c.Dedicated(func(d rueidis.DedicatedClient) error {
+			do = func(cmds ...rueidis.Completed) []rueidis.RedisResult { return d.DoMulti(ctx, cmds...) }
+			out, tracked, ackErr = s.execAckOn(ctx, c, do, ack, false, true, key, keys, args)
+			return nil
+		})
+		if err != nil {
+			return rueidis.NewErrorResult(err), false, &AckError{Ack: ack, Err: err}
 		}
-		return resp, false, AckAfter(ctx, c, ack, key)
+		return out, tracked, ackErr
 	}
+	do = func(cmds ...rueidis.Completed) []rueidis.RedisResult { return c.DoMulti(ctx, cmds...) }
+	return s.execAckOn(ctx, c, do, ack, track, false, key, keys, args)
+}
+
+// execAckOn is execAck's loop over one way of sending (do); slotted passes the script's keys with
+// their slot (a Cluster's dedicated connection needs it).
+func (s *Script) execAckOn(ctx context.Context, c rueidis.Client, do func(cmds ...rueidis.Completed) []rueidis.RedisResult,
+	ack ReplicaAck, track, slotted bool, key string, keys, args []string) (rueidis.RedisResult, bool, error) {
 	send := func(digest string) (resp, waited rueidis.RedisResult, tracked bool) {
 		cmds := make(rueidis.Commands, 0, 3)
 		if track {
 			cmds = append(cmds, c.B().ClientCaching().Yes().Build().ToPipe())
 		}
-		cmds = append(cmds, s.command(c.B(), digest, false, false, keys, args), ack.command(c, key))
-		res := c.DoMulti(ctx, cmds...)
+		cmds = append(cmds, s.command(c.B(), digest, false, slotted, keys, args), ack.command(c, key))
+		res := do(cmds...)
 		n := len(res)
 		return res[n-2], res[n-1], track && res[0].Error() == nil
 	}
@@ -232,17 +247,4 @@ func (s *Script) execAck(ctx context.Context, c rueidis.Client, ack ReplicaAck, 
 			return resp, tracked, ack.check(waited)
 		}
 	}
-}
-
-// AckAfter sends the WAIT (or WAITAOF) of ack alone, on the connection that [Script.ExecOrdered] and
-// [DoOrdered] use for key (routed by key's slot on a Cluster client), so it acknowledges the writes
-// those calls made before it: a renewal acknowledged after its reply, at the cost of a second round
-// trip. It returns nil when acknowledged as asked, else a [*AckError]; nil at once for a zero ack.
-// It blocks for one round trip (the server waits up to ack.Timeout), bounded by ctx. Safe for
-// concurrent use.
-func AckAfter(ctx context.Context, c rueidis.Client, ack ReplicaAck, key string) error {
-	if !ack.Enabled() {
-		return nil
-	}
-	return ack.check(c.Do(ctx, ack.command(c, key)))
 }

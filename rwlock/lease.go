@@ -56,11 +56,6 @@ func (b *backend) SendAcquire(ctx context.Context) ownership.Sent {
 		[]string{b.entry[:1], b.entry[2:], strconv.FormatInt(b.ms, 10)})
 }
 
-// Acknowledge waits for the acknowledgement of a renewal ([ownership.Acknowledger]).
-func (b *backend) Acknowledge(ctx context.Context, ack luakit.ReplicaAck) error {
-	return luakit.AckAfter(ctx, b.client, ack, b.key)
-}
-
 // DecodeAcquire reads acquire.lua's reply: {1, 0} granted; {0, wait_ms} held in a conflicting mode,
 // wait_ms until the conflicting entries expire.
 func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, error) {
@@ -92,11 +87,22 @@ func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) { return b.R
 // Extend restarts the entry's expiry at ttl on the server; held is false when the entry is gone.
 // The Handle has checked that ttl is whole milliseconds, at least 1ms.
 func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := extendScript.ExecOrdered(ctx, b.client, []string{b.key}, []string{b.entry, strconv.FormatInt(ttl.Milliseconds(), 10)}).AsInt64()
+	return b.ExtendAcknowledged(ctx, ttl, luakit.ReplicaAck{})
+}
+
+// ExtendAcknowledged is Extend followed by the acknowledgement ack (zero: none;
+// [ownership.Acknowledger]).
+func (b *backend) ExtendAcknowledged(ctx context.Context, ttl time.Duration, ack luakit.ReplicaAck) (bool, error) {
+	resp, ackErr := extendScript.ExecOrderedAck(ctx, b.client, ack, []string{b.key}, []string{b.entry, strconv.FormatInt(ttl.Milliseconds(), 10)})
+	n, err := resp.AsInt64()
 	if err != nil {
 		return false, err
 	}
-	return decodeHeld(n)
+	held, err := decodeHeld(n)
+	if err != nil || !held {
+		return held, err
+	}
+	return true, ackErr
 }
 
 // Verify reports whether the entry exists unexpired now (verify.lua: 1, or -1 when absent or expired).

@@ -56,11 +56,6 @@ func (b *backend) SendAcquire(ctx context.Context) ownership.Sent {
 	return b.s.cfg.own.Send(ctx, acquireScript, b.s.client, b.s.keys, []string{b.owner[0], b.ms, b.s.capArg, b.owner[1]})
 }
 
-// Acknowledge waits for the acknowledgement of a renewal ([ownership.Acknowledger]).
-func (b *backend) Acknowledge(ctx context.Context, ack luakit.ReplicaAck) error {
-	return luakit.AckAfter(ctx, b.s.client, ack, b.s.keys[0])
-}
-
 // DecodeAcquire reads acquire.lua's reply (see decodeAcquire): granted, busy until the earliest
 // permit expires, or a capacity mismatch (nothing written).
 func (b *backend) DecodeAcquire(msg rueidis.RedisMessage) (ownership.Reply, error) {
@@ -103,12 +98,23 @@ func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) {
 func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 	// The Handle validated ttl: whole milliseconds >= 1, or 0 from ExtendNoExpiry or the Extend of a
 	// permit without expiry.
+	return b.ExtendAcknowledged(ctx, ttl, luakit.ReplicaAck{})
+}
+
+// ExtendAcknowledged is Extend followed by the acknowledgement ack (zero: none;
+// [ownership.Acknowledger]).
+func (b *backend) ExtendAcknowledged(ctx context.Context, ttl time.Duration, ack luakit.ReplicaAck) (bool, error) {
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
-	n, err := extendScript.ExecOrdered(ctx, b.s.client, b.s.keys, []string{b.owner[0], ms, b.owner[1]}).AsInt64()
+	resp, ackErr := extendScript.ExecOrderedAck(ctx, b.s.client, ack, b.s.keys, []string{b.owner[0], ms, b.owner[1]})
+	n, err := resp.AsInt64()
 	if err != nil {
 		return false, err
 	}
-	return decodeHeld("extend", n)
+	held, err := decodeHeld("extend", n)
+	if err != nil || !held {
+		return held, err
+	}
+	return true, ackErr
 }
 
 // Verify reports whether this owner holds an active permit (verify.lua: 1, or -1 for none).

@@ -66,11 +66,12 @@ type Backend interface {
 	Release(ctx context.Context) (removed bool, err error)
 }
 
-// Acknowledger is implemented by a [Backend] whose renewals can be acknowledged (Config.Ack): it sends
-// the acknowledgement alone on the connection its Extend used, with [luakit.AckAfter] for its client
-// and its key, and returns what AckAfter returns.
+// Acknowledger is implemented by a [Backend] whose renewals can be acknowledged (Config.Ack).
 type Acknowledger interface {
-	Acknowledge(ctx context.Context, ack luakit.ReplicaAck) error
+	// ExtendAcknowledged is Extend followed by the acknowledgement ack on the connection that ran the
+	// renewal ([luakit.Script.ExecOrderedAck]): (true, nil) renewed and acknowledged; (true, err) with
+	// a [*luakit.AckError]: renewed on the primary but not acknowledged; otherwise as Extend.
+	ExtendAcknowledged(ctx context.Context, ttl time.Duration, ack luakit.ReplicaAck) (held bool, err error)
 }
 
 // Config is the per-primitive configuration shared by every handle of one factory (a Locker, a
@@ -113,13 +114,13 @@ type Config struct {
 	// [luakit.Operation].Instance. Default "".
 	Instance string
 	// Ack, when enabled, is the acknowledgement every acquisition and renewal waits for (see
-	// [luakit.ReplicaAck]): an acquisition sends it pipelined behind its script ([Config.Send]; in a second
-	// round trip on a Cluster) and
+	// [luakit.ReplicaAck]), pipelined behind the script on the connection that ran it
+	// ([luakit.Script.ExecOrderedAck]). An acquisition sends it through [Config.Send], and
 	// [Config.Try] refuses a grant that was not acknowledged (cleanup sent, the [*luakit.AckError]
-	// returned, never retried); a renewal sends it after the renewal's reply (a second round trip,
-	// through the Backend's [Acknowledger]) and counts only once acknowledged: an unacknowledged
-	// renewal leaves the local estimate where the last acknowledged write put it and returns the
-	// error (KeepAlive retries it). Releases and verifications are never acknowledged. Default: none.
+	// returned, never retried). A renewal sends it through the Backend's [Acknowledger] and counts
+	// only once acknowledged: an unacknowledged renewal leaves the local estimate where the last
+	// acknowledged write put it and returns the error (KeepAlive retries it). Releases and
+	// verifications are never acknowledged. Default: none.
 	Ack luakit.ReplicaAck
 	// aofProbe caches whether the server has WAITAOF, for an Ack with AOF set through SetReplicaAck
 	// (see CheckAck); nil otherwise. A pointer, so that copies of a Config before use share nothing.
@@ -597,10 +598,7 @@ func (h *Handle) extendChecked(ctx context.Context, ttl time.Duration, current b
 	}
 	ectx, stop := luakit.WithoutDeadline(ctx)
 	start := time.Now()
-	held, err := h.b.Extend(ectx, ttl)
-	if err == nil && held && h.cfg.Ack.Enabled() {
-		err = h.acknowledge(ectx)
-	}
+	held, err := h.extend(ectx, ttl)
 	stop()
 	h.mu.Lock()
 	if err != nil {
@@ -654,13 +652,17 @@ func (h *Handle) extendChecked(ctx context.Context, ttl time.Duration, current b
 	return true, nil
 }
 
-// acknowledge waits for the acknowledgement of a renewal that the server applied (Config.Ack).
-func (h *Handle) acknowledge(ctx context.Context) error {
+// extend sends the renewal through the Backend: with Config.Ack, acknowledged ([Acknowledger]); an
+// unacknowledged renewal comes back as its error (the caller keeps the estimate).
+func (h *Handle) extend(ctx context.Context, ttl time.Duration) (bool, error) {
+	if !h.cfg.Ack.Enabled() {
+		return h.b.Extend(ctx, ttl)
+	}
 	a, ok := h.b.(Acknowledger)
 	if !ok {
-		return &luakit.AckError{Ack: h.cfg.Ack, Err: errors.New("the primitive cannot acknowledge renewals")}
+		return false, &luakit.AckError{Ack: h.cfg.Ack, Err: errors.New("the primitive cannot acknowledge renewals")}
 	}
-	return a.Acknowledge(ctx, h.cfg.Ack)
+	return a.ExtendAcknowledged(ctx, ttl, h.cfg.Ack)
 }
 
 // setDeadlineLocked moves the local estimate to d and rearms the timer; h.mu must be held.

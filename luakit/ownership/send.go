@@ -26,9 +26,10 @@ type Sent struct {
 
 // Send runs an acquisition so that an owner-checked cleanup sent after it runs after it on the server:
 // without a socket deadline ([luakit.WithoutDeadline]; ctx still bounds the wait for the reply) and
-// through [luakit.Script.ExecOrdered], followed by the acknowledgement that c.Ack asks for, if any
-// ([luakit.Script.ExecOrderedAck]: in the same round trip; on a Cluster in a second one, to keys[0]'s
-// slot). It blocks for that (and the server's wait for acknowledgements, at most c.Ack.Timeout).
+// through [luakit.Script.ExecOrdered], followed in the same round trip by the acknowledgement that c.Ack
+// asks for, if any ([luakit.Script.ExecOrderedAck]; on a Cluster on a dedicated connection to keys[0]'s
+// slot). It blocks for one round trip (and the server's wait for acknowledgements, at most
+// c.Ack.Timeout).
 //
 // A ctx that already ended sends nothing: the result then carries ctx.Err(), which classifies as
 // uncertain, so callers that must tell "nothing sent" apart check ctx.Err() first. Neither is
