@@ -29,7 +29,7 @@ var loopAck = luakit.ReplicaAck{Replicas: 1, Timeout: 200 * time.Millisecond}
 // failover returns, the former replica serves the lock's key and the former primary replicates from
 // it, in sync.
 type replicated struct {
-	clients  [2]rueidis.Client
+	clients [2]rueidis.Client
 	// failover fails the primary of leaseKey over. On a Cluster it holds the replication stream
 	// first (holdReplication) and calls probe while it is held, so that probe's grant reaches the
 	// old primary only. On Sentinel it does not (the Sentinels refuse to promote a replica whose link
