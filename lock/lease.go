@@ -144,13 +144,9 @@ func (b *backend) ReleaseAcquire(ctx context.Context) (bool, error) {
 // has it (see the package documentation, "Conditional commands"), else the extend script (PEXPIRE).
 // Both answer alike: true renewed; false absent or another owner's; WRONGTYPE for another type.
 func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	ms := ttl.Milliseconds()
-	if ms < 1 {
-		return false, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl) // PEXPIRE 0 would delete the lease; the Handle checks first
-	}
-	arg := b.r.args[1] // the acquisition's TTL in ms: no conversion for a renewal at it
-	if ms != b.r.ms {
-		arg = strconv.FormatInt(ms, 10)
+	arg, err := b.ttlArg(ttl)
+	if err != nil {
+		return false, err
 	}
 	if b.cond != nil {
 		if held, ran, err := b.cond.Extend(ctx, b.client, b.r.keys[0], b.r.args[0], arg); ran {
@@ -163,15 +159,25 @@ func (b *backend) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 // ExtendAcknowledged is Extend through the extend script followed by the acknowledgement ack
 // ([ownership.Acknowledger]).
 func (b *backend) ExtendAcknowledged(ctx context.Context, ttl time.Duration, ack luakit.ReplicaAck) (bool, error) {
-	ms := ttl.Milliseconds()
-	if ms < 1 {
-		return false, fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
-	}
-	arg := b.r.args[1]
-	if ms != b.r.ms {
-		arg = strconv.FormatInt(ms, 10)
+	arg, err := b.ttlArg(ttl)
+	if err != nil {
+		return false, err
 	}
 	return b.extendScript(ctx, arg, ack)
+}
+
+// ttlArg returns a renewal's TTL argument in whole ms: the acquisition's own argument when ttl is the
+// acquisition's TTL (no conversion), ErrInvalidTTL below 1ms (PEXPIRE 0 would delete the lease; the
+// Handle checks first).
+func (b *backend) ttlArg(ttl time.Duration) (string, error) {
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		return "", fmt.Errorf("%w (got %v)", ErrInvalidTTL, ttl)
+	}
+	if ms == b.r.ms {
+		return b.r.args[1], nil
+	}
+	return strconv.FormatInt(ms, 10), nil
 }
 
 // extendScript sends the extend script at ttlArg ms, acknowledged as ack says (zero: not).
