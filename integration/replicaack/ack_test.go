@@ -170,31 +170,86 @@ func TestReplicaAckRefusesUnreplicatedGrant(t *testing.T) {
 	})
 }
 
-// TestReplicaAckRenewal: a renewal that the replica does not acknowledge fails with
-// ErrNotAcknowledged and leaves the lease's local estimate where the acknowledged acquisition put it;
-// once replication flows again a renewal moves it.
+// renewable is the part of every handle that the renewal test uses.
+type renewable interface {
+	Extend(ctx context.Context) (bool, error)
+	Deadline() time.Time
+	Close() error
+}
+
+// TestReplicaAckRenewal: for every handle kind that renews through the ownership core (lock, fair
+// lock, lease where hash-field expiry exists, rwlock, semaphore), a renewal that the replica does not
+// acknowledge fails with ErrNotAcknowledged and leaves the handle's local estimate where the
+// acknowledged acquisition put it; once replication flows a renewal moves it.
 func TestReplicaAckRenewal(t *testing.T) {
+	type kind struct {
+		name  string
+		needs *luakit.Feature
+		take  func(t *testing.T, c rueidis.Client) renewable
+	}
+	kinds := []kind{
+		{name: "lock", take: func(t *testing.T, c rueidis.Client) renewable {
+			lk, err := lock.New(c, lock.WithReplicaAck(ack))
+			require.NoError(t, err)
+			l, err := lk.TryAcquire(ctx(t), "ack:renewal:lock", 10*time.Second)
+			require.NoError(t, err)
+			return l
+		}},
+		{name: "fair lock", take: func(t *testing.T, c rueidis.Client) renewable {
+			lk, err := lock.NewFair(c, lock.WithReplicaAck(ack))
+			require.NoError(t, err)
+			l, err := lk.TryAcquire(ctx(t), "ack:renewal:fair", 10*time.Second)
+			require.NoError(t, err)
+			return l
+		}},
+		{name: "lease", needs: &luakit.HashFieldTTL, take: func(t *testing.T, c rueidis.Client) renewable {
+			ls, err := lease.New(c, lease.WithReplicaAck(ack))
+			require.NoError(t, err)
+			l, err := ls.TryAcquire(ctx(t), "ack:renewal:lease", "field", 10*time.Second)
+			require.NoError(t, err)
+			return l
+		}},
+		{name: "rwlock read", take: func(t *testing.T, c rueidis.Client) renewable {
+			lk, err := rwlock.New(c, rwlock.WithReplicaAck(ack))
+			require.NoError(t, err)
+			l, err := lk.TryAcquireRead(ctx(t), "ack:renewal:rw", 10*time.Second)
+			require.NoError(t, err)
+			return l
+		}},
+		{name: "semaphore", take: func(t *testing.T, c rueidis.Client) renewable {
+			s, err := semaphore.New(c, "ack:renewal:sem", 2, semaphore.WithReplicaAck(ack))
+			require.NoError(t, err)
+			p, err := s.TryAcquire(ctx(t), 10*time.Second)
+			require.NoError(t, err)
+			return p
+		}},
+	}
 	matrix.Run(t, matrix.SentinelTargets(), func(t *testing.T, st matrix.Target) {
 		g := matrix.StartEnv(t, st).Sentinel
 		c := g.Client(t, matrix.NoCache)
-		lk, err := lock.New(c, lock.WithReplicaAck(ack))
-		require.NoError(t, err)
-		l, err := lk.TryAcquire(ctx(t), "ack:renewal", 10*time.Second)
-		require.NoError(t, err)
-		defer l.Close()
-		before := l.Deadline()
-		require.NoError(t, g.HoldReplication())
-		ok, err := l.Extend(ctx(t))
-		require.False(t, ok)
-		requireNotAcknowledged(t, err)
-		require.Equal(t, before, l.Deadline(), "an unacknowledged renewal does not move the estimate")
+		for _, k := range kinds {
+			if !applies(t, c, primitive{name: k.name, needs: k.needs}) {
+				continue
+			}
+			t.Run(k.name, func(t *testing.T) {
+				require.NoError(t, g.WaitSync(ctx(t)))
+				h := k.take(t, c)
+				defer h.Close()
+				before := h.Deadline()
+				require.NoError(t, g.HoldReplication())
+				ok, err := h.Extend(ctx(t))
+				require.False(t, ok)
+				requireNotAcknowledged(t, err)
+				require.Equal(t, before, h.Deadline(), "an unacknowledged renewal does not move the estimate")
 
-		require.NoError(t, g.ReleaseReplication())
-		require.NoError(t, g.WaitSync(ctx(t)))
-		ok, err = l.Extend(ctx(t))
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.True(t, l.Deadline().After(before), "an acknowledged renewal moves the estimate")
+				require.NoError(t, g.ReleaseReplication())
+				require.NoError(t, g.WaitSync(ctx(t)))
+				ok, err = h.Extend(ctx(t))
+				require.NoError(t, err)
+				require.True(t, ok)
+				require.True(t, h.Deadline().After(before), "an acknowledged renewal moves the estimate")
+			})
+		}
 	})
 }
 
