@@ -104,4 +104,3 @@ func TestReplicaAckLeader(t *testing.T) {
 		assert.EqualValues(t, 1, n, "the term's lease is held")
 	})
 }
-
