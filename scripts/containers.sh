@@ -43,7 +43,7 @@ failed=0
 run() {
   local title=$1 clusters=$2 t0=$SECONDS; shift 2
   echo "==> container pass: $title: $*"
-  (cd "$ROOT/integration" && COORDKIT_CLUSTERS=$clusters go test -json $GOTESTFLAGS -p 1 "$@" 2>&1 \
+  (cd "$ROOT/integration" && COORDKIT_CLUSTERS=$clusters go test -json $GOTESTFLAGS -p 1 -parallel 4 "$@" 2>&1 \
     | "$dir/testmatrix" -title "containers: $title" -append-table "$dir/tables") || failed=1
   echo "==> container pass: $title: $((SECONDS - t0))s"
 }

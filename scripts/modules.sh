@@ -31,8 +31,11 @@ case ":$PATH:" in *:/usr/local/go/bin:*) ;; *) PATH="$PATH:/usr/local/go/bin" ;;
 GOTESTFLAGS=${GOTESTFLAGS:--race -count=1 -p 2 -timeout 20m}
 # The integration suites run one package at a time (each already runs two targets at once): with two
 # packages at once, four servers' scenarios shared the 2 cores and timing-sensitive scenarios of older
-# suites failed now and then. INTEGRATION_P overrides.
+# suites failed now and then. INTEGRATION_P overrides. -parallel lets a suite that mostly waits run more
+# targets at once (matrix.SetParallelTargets; the ownership suite runs four); matrix.TakeSlot keeps every
+# other suite at two.
 INTEGRATION_P=${INTEGRATION_P:-1}
+INTEGRATION_PARALLEL=${INTEGRATION_PARALLEL:-4}
 FUZZTIME=${FUZZTIME:-10s}
 
 [ $# -ge 1 ] || { sed -n '2,24p' "$0" >&2; exit 2; }
@@ -59,7 +62,7 @@ in_integration() { [ "$(basename "$PWD")" = integration ]; }
 run_tests() {
   if in_integration; then
     build_testmatrix || return 1
-    go test -json $GOTESTFLAGS -p "$INTEGRATION_P" ./... 2>&1 | "$testmatrix" -title "$1" -append-table "$matrix_tables"
+    go test -json $GOTESTFLAGS -p "$INTEGRATION_P" -parallel "$INTEGRATION_PARALLEL" ./... 2>&1 | "$testmatrix" -title "$1" -append-table "$matrix_tables"
   else
     go test $GOTESTFLAGS ./...
   fi

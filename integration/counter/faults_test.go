@@ -96,9 +96,11 @@ func testCloseBoundedByCtx(t *testing.T, e *env) {
 		require.Equal(t, luakit.Slot(bufKey), luakit.Slot(bndKey), "keys of one node")
 	}
 	flushErrs := make(chan error, 10)
-	// Warm stores: a store's first call reads its key before writing, and this scenario is about a
-	// write in flight.
-	bufStore, bndStore := e.store(t), e.store(t)
+	// Warm stores, each on one connection (matrix.OneConn): a store's first call reads its key before
+	// writing, and this scenario is about a write in flight on an open connection (one still dialling
+	// waits for the dial timeout, a case Close's doc states apart).
+	bufStore := newStore(t, e.NewClient(t, nil, matrix.NoCache, matrix.OneConn))
+	bndStore := newStore(t, e.NewClient(t, nil, matrix.NoCache, matrix.OneConn))
 	_, err := bufStore.Get(ctx(t), bufKey)
 	require.NoError(t, err)
 	_, err = bndStore.Get(ctx(t), bndKey)
@@ -140,14 +142,17 @@ func testCloseBoundedByCtx(t *testing.T, e *env) {
 	require.ErrorIs(t, b.Add(1), counter.ErrClosed)
 	require.ErrorIs(t, b.Flush(ctx(t)), counter.ErrClosed)
 
-	node.MustResume(t)
-	paused = false
+	// Close cancels the flush and returns; the cancellation reaches the flush a moment later. While
+	// the server stays paused no reply can beat it, so the flush must end reported as uncertain (after
+	// a resume its reply could win, and the flush would count: Close's doc says "may").
 	select {
 	case err := <-flushErrs:
 		require.ErrorIs(t, err, counter.ErrUncertain, "the cancelled flush is reported as uncertain")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the cancelled background flush was not reported")
 	}
+	node.MustResume(t)
+	paused = false
 	require.NoError(t, <-added, "the reservation in flight completes after the resume")
 	require.NoError(t, bnd.Close(ctx(t)), "a later Close gives the headroom back")
 	require.Zero(t, bnd.Headroom())

@@ -44,6 +44,7 @@ func TestLuakit(t *testing.T) {
 	for _, mt := range matrix.Targets() {
 		t.Run(mt.Name, func(t *testing.T) {
 			t.Parallel()
+			matrix.TakeSlot(t)
 			want, ok := expected[mt.Server]
 			if !ok {
 				t.Fatalf("no expectation for target %s", mt.Server)

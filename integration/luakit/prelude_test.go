@@ -37,6 +37,7 @@ func TestPrelude(t *testing.T) {
 		}
 		t.Run(mt.Name, func(t *testing.T) {
 			t.Parallel()
+			matrix.TakeSlot(t)
 			s := testkit.Start(t, mt.Server)
 			c := s.Client(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/coordkit/coordkit/integration/internal/matrix"
@@ -35,7 +34,7 @@ func denyInflightBound(t *testing.T, e *env) {
 	// One connection, dialled by denySet before the pause: with several, a read could be the first
 	// command of a pipe and dial it under the caller's context, and cancelling that caller then fails
 	// the dial for the shared reads queued on it (seen once: "dial tcp: operation was canceled").
-	c := e.NewClient(t, nil, matrix.NoCache, func(o *rueidis.ClientOption) { o.PipelineMultiplex = -1 })
+	c := e.NewClient(t, nil, matrix.NoCache, matrix.OneConn)
 	dl := denyList(t, c, e.key(t), denylist.WithCacheDuration(time.Minute), denylist.WithCacheCapacity(2))
 	denySet(t, dl, "c", true)
 

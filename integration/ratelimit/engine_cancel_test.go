@@ -27,11 +27,11 @@ func engineCancelScenarios() []scenario {
 // The client's connection timeout is longer than the scenario, so only the cancellation can end the
 // calls while the server is paused.
 func engCancelWithDeadline(t *testing.T, e *env) {
-	c := e.NewClient(t, nil, matrix.NoCache, func(o *rueidis.ClientOption) { o.ConnWriteTimeout = 5 * time.Minute })
+	c := e.NewClient(t, nil, matrix.NoCache, matrix.OneConn, func(o *rueidis.ClientOption) { o.ConnWriteTimeout = 5 * time.Minute })
 	l := e.limiter(t, c, e.key(t), ratelimit.FixedWindow{Limit: 1, Window: time.Minute},
 		ratelimit.WithQueue(5, ratelimit.NewestFirst))
-	// The probe dials the connection that carries the key's scripts (a rueidis client spreads
-	// commands over several) and loads the script; it writes nothing.
+	// The probe dials the client's one connection (matrix.OneConn) and loads the script; it writes
+	// nothing.
 	_, err := l.AllowN(ctx(t), 0)
 	require.NoError(t, err)
 	limExhaust(t, l, 1)

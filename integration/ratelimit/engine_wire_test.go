@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -95,7 +96,8 @@ func engKeys(t *testing.T, e *env) {
 // fails with ErrUncertain: the permits may or may not have been consumed, never partly.
 func engUncertain(t *testing.T, e *env) {
 	key := e.key(t)
-	l := e.limiter(t, nil, key, ratelimit.FixedWindow{Limit: 5, Window: time.Hour})
+	// One connection (matrix.OneConn), so the decision is sent, not waiting to dial.
+	l := e.limiter(t, e.NewClient(t, nil, matrix.NoCache, matrix.OneConn), key, ratelimit.FixedWindow{Limit: 5, Window: time.Hour})
 	_, err := l.AllowN(ctx(t), 1) // connected, scripts loaded
 	require.NoError(t, err)
 	e.Srv.MustPause(t)

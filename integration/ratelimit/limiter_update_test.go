@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/coordkit/coordkit/integration/internal/matrix"
 	"github.com/coordkit/coordkit/ratelimit"
 )
 
@@ -215,7 +216,9 @@ func testLimiterUpdateFailedCloses(t *testing.T, e *env) {
 // succeeds with the stored state migrated and the new settings published.
 func testLimiterUpdateOutlivesCtx(t *testing.T, e *env) {
 	key := e.key(t)
-	l := e.limiter(t, nil, key, ratelimit.FixedWindow{Limit: 5, Window: time.Minute})
+	// One connection (matrix.OneConn): the migration must be in flight when the server pauses, not
+	// waiting to dial.
+	l := e.limiter(t, e.NewClient(t, nil, matrix.NoCache, matrix.OneConn), key, ratelimit.FixedWindow{Limit: 5, Window: time.Minute})
 	res, err := l.AllowN(ctx(t), 3)
 	require.NoError(t, err)
 	require.True(t, res.Allowed)

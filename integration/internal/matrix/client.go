@@ -11,6 +11,14 @@ import (
 // NoCache is a client mutation for NewClient that turns client-side caching off.
 func NoCache(o *rueidis.ClientOption) { o.DisableCache = true }
 
+// OneConn is a client mutation for NewClient that gives each server one pipelining connection
+// (PipelineMultiplex -1). rueidis otherwise keeps 2^PipelineMultiplex of them per standalone server
+// (two on two CPUs), sends each keyed command on one at random and dials each on first use, so a
+// scenario that warms a client and then pauses the server could send its command on a connection
+// that is not dialled yet: it would wait in the handshake until the dial timeout, ignoring ctx,
+// instead of being in flight.
+func OneConn(o *rueidis.ClientOption) { o.PipelineMultiplex = -1 }
+
 // NewClient returns a new client of the target for code under test, closed at t's cleanup. It starts
 // from ClientOption (testkit's defaults, client-side caching on), applies mutate in order, and is
 // built by luakit.NewTrackedClient when tracker is not nil, by rueidis.NewClient otherwise. A client

@@ -11,13 +11,22 @@ import (
 	"github.com/coordkit/coordkit/testkit"
 )
 
-// MaxParallelTargets bounds how many targets of one suite run at once (2 cores shared, -race).
+// MaxParallelTargets bounds how many targets of one suite run at once (2 cores shared, -race), unless
+// the suite calls SetParallelTargets.
 const MaxParallelTargets = 2
 
 var targetSlots = make(chan struct{}, MaxParallelTargets)
 
-// TakeSlot blocks until fewer than MaxParallelTargets targets of this test binary hold a slot, and
-// gives the slot back when t ends (at its cleanup, after its subtests).
+// SetParallelTargets sets how many targets of this test binary run at once (default
+// MaxParallelTargets, at least 1). A suite whose scenarios mostly wait on TTLs and sleeps rather than
+// use the CPU calls it from TestMain, before any test runs; it is not safe to call while tests run.
+func SetParallelTargets(n int) {
+	targetSlots = make(chan struct{}, max(n, 1))
+}
+
+// TakeSlot blocks until fewer than the parallel-target bound (MaxParallelTargets, or
+// SetParallelTargets) of this test binary's targets hold a slot, and gives the slot back when t ends
+// (at its cleanup, after its subtests).
 func TakeSlot(t testing.TB) {
 	targetSlots <- struct{}{}
 	t.Cleanup(func() { <-targetSlots })
