@@ -14,13 +14,6 @@ import (
 	"github.com/coordkit/coordkit/luakit/ownership"
 )
 
-// The consumer group and consumer a waiter reads its stream with (XREADGROUP ... NOACK): the group's
-// last delivered id tells the scripts whether the waiter read its grant.
-const (
-	fairGroup    = "w"
-	fairConsumer = "c"
-)
-
 // FairLocker takes fenced leases in arrival order: waiters are served first come, first served, and a
 // release hands the lease directly to the first live waiter, with its fencing token, so the waiter
 // needs no round trip of its own after the release. Create it with [NewFair]; it is safe for
@@ -34,34 +27,34 @@ const (
 // # Keys
 //
 // A fair lock named name uses the plain lock's two keys ([Keys]) and two more, all in the name's Cluster
-// slot: "{name}:queue", a list of waiter entries, oldest first, and one stream "{name}:waiter:<owner
-// token>" per queued waiter, which exists while it waits (expiring one wait slice after its last
-// renewal) and receives its grant. The release script reaches the next waiter's stream by name: the
-// key is derived in the script from "{name}:waiter:", which is passed as a key for the Cluster slot
-// check and ACL key patterns; an ACL user needs the key pattern "{name}:*" (or a prefix pattern that
-// covers it). The commands are those of the lock plus EXISTS, RPUSH, LPOP, LPUSH, LREM, XADD, XREAD,
-// XREVRANGE and PEXPIRE.
+// slot: "{name}:queue", a list of waiter entries, oldest first, and per queued waiter two keys:
+// "{name}:waiter:<owner token>", a string that exists while it waits (expiring one wait slice after
+// its last renewal), and "{name}:waiter:<owner token>:grant", a list that a grant creates with the
+// fencing token (expiring one slice later when unread) and that the waiter pops. The release script
+// reaches the next waiter's keys by name: they are derived in the script from "{name}:waiter:", which
+// is passed as a key for the Cluster slot check and ACL key patterns; an ACL user needs the key
+// pattern "{name}:*" (or a prefix pattern that covers it). The commands are those of the lock plus
+// EXISTS, RPUSH, LPOP, LPUSH, LREM, LINDEX, BLPOP and PEXPIRE.
 //
 // # Order and liveness
 //
 // While anyone is queued, no attempt barges: TryAcquire answers [ErrNotAcquired] even when the lease
 // itself is free (a holder's lease expired instead of being released), and that attempt grants the
-// lease to the queue's first live waiter. A waiter queues with its lease TTL and blocks on its stream
-// (XREAD BLOCK, on a connection of rueidis' blocking pool) for half a wait slice at a time
+// lease to the queue's first live waiter. A waiter queues with its lease TTL and blocks on its grant
+// list (BLPOP, on a connection of rueidis' blocking pool) for half a wait slice at a time
 // ([WithWaitSlice], default 1s), renewing its entry between blocks. A release pops entries until one's
-// stream still exists, issues the next fencing token from the fence counter (with the plain lock's
-// counter guard) and appends it to that stream, sets the lease to the waiter's owner token and TTL,
-// and the waiter's blocked read returns it. A waiter whose wait ends (ctx) removes its entry and, when
-// a grant reached it after it stopped waiting, hands that lease on in the same script, so no lease is
-// stranded and no later waiter is lost.
+// waiter key still exists, issues the next fencing token from the fence counter (with the plain lock's
+// counter guard), pushes it onto that waiter's grant list and sets the lease to the waiter's owner
+// token and TTL, and the waiter's blocked pop returns it. A waiter whose wait ends (ctx) removes its
+// entry and, when a grant reached it after it stopped waiting, hands that lease on in the same script,
+// so no lease is stranded and no later waiter is lost.
 //
 // A waiter that dies (its process stops) is skipped by the first release after its entry's slice
-// ended. One that dies within its last slice before its turn is granted the lease; the grant extends
-// its stream by a slice, and the next waiter takes the lease back at a renewal once the grant went
-// unread (its consumer group delivered nothing) for a quarter of the dead waiter's slice, by the
-// server's clock: such a waiter delays the queue by at most its slice. A live waiter reads its grant
-// within a round trip or two; one that reads it after it was taken back finds no grant and queues
-// again.
+// ended. One that dies within its last slice before its turn is granted the lease; its grant list
+// lives a slice, and the next waiter takes the lease back at a renewal once the grant went unread
+// (still in the list) for a quarter of the dead waiter's slice, by the server's clock: such a waiter
+// delays the queue by at most its slice. A live waiter reads its grant within a round trip or two;
+// one that reads it after it was taken back finds no grant and queues again.
 //
 // # Local estimate of a grant
 //
@@ -103,11 +96,11 @@ func NewFair(client rueidis.Client, opts ...Option) (*FairLocker, error) {
 }
 
 // fairState is a fair lease's part of its backend: the four keys of the fair scripts, the arguments
-// and, while waiting, the waiter's stream and the last instant its estimate can start from.
+// and, while waiting, the waiter's grant list and the last instant its estimate can start from.
 type fairState struct {
 	keys   [4]string // lease, fence, queue, waiter key prefix (physical)
 	args   [4]string // owner token, TTL in ms, mode, slice in ms
-	stream string    // the waiter's stream (prefix + owner token)
+	grant  string    // the waiter's grant list (prefix + owner token + ":grant")
 	vouch  time.Time // send time of the last command that saw this waiter queued and not granted
 	queued bool      // the latest attempt queued this waiter
 }
@@ -135,8 +128,8 @@ func (f *FairLocker) newLease(name string, ttl time.Duration) (*Lease, error) {
 	return h, nil
 }
 
-// block is how long a waiter blocks on its stream before renewing its entry: half a slice, at most a
-// quarter of the lease TTL, at least 1ms.
+// block is how long a waiter blocks on its grant list before renewing its entry: half a slice, at most
+// a quarter of the lease TTL, at least 1ms.
 func (f *FairLocker) block(ttl time.Duration) time.Duration {
 	return max(min(f.slice/2, ttl/4), time.Millisecond)
 }
@@ -163,8 +156,8 @@ func (f *FairLocker) TryAcquire(ctx context.Context, name string, ttl time.Durat
 
 // Acquire takes the fair lock named name, queueing behind earlier waiters while it is held: it returns
 // once a release (or an expired holder's lease found by any attempt) granted it the lease, in arrival
-// order. It blocks on its own stream, sending nothing but one renewal of its entry per half wait slice
-// (see the FairLocker's documentation, # Order and liveness). Keys and validation are those of
+// order. It blocks on its own grant list, sending nothing but one renewal of its entry per half wait
+// slice (see the FairLocker's documentation, # Order and liveness). Keys and validation are those of
 // [Locker.Acquire].
 //
 // Transient errors and late grants are retried after the retry delay (a late grant is handed on to the
@@ -187,7 +180,7 @@ func (f *FairLocker) Acquire(ctx context.Context, name string, ttl time.Duration
 	return h, err
 }
 
-// wait is Acquire's loop: queue, block on the stream, renew the entry, until granted.
+// wait is Acquire's loop: queue, block on the grant list, renew the entry, until granted.
 func (f *FairLocker) wait(ctx context.Context, h *Lease, ttl time.Duration) error {
 	b := &h.b
 	fs := b.fair
@@ -214,26 +207,26 @@ func (f *FairLocker) wait(ctx context.Context, h *Lease, ttl time.Duration) erro
 	}
 }
 
-// await blocks on the waiter's stream until its grant: nil once the handle was granted; requeue true
-// when the waiter must queue again (its entry lapsed: mode 'requeue', same owner; or a late grant was
+// await blocks on the waiter's grant list until its grant: nil once the handle was granted; requeue
+// true when the waiter must queue again (its entry lapsed: mode 'requeue', same owner; or a late grant was
 // handed on: a fresh attempt with a new owner token).
 func (f *FairLocker) await(ctx context.Context, h *Lease, ttl time.Duration) (requeue bool, err error) {
 	b := &h.b
 	fs := b.fair
 	c := b.client
 	block := f.block(ttl)
-	blockMs := block.Milliseconds()
+	blockSec := block.Seconds()
 	for {
 		// A deadline lets rueidis read the blocking reply on this goroutine; the server answers (nil)
-		// after blockMs.
+		// after block.
 		rctx, cancel := context.WithTimeout(ctx, block+f.l.own.CleanupTimeout+time.Second)
-		entries, rerr := c.Do(rctx, c.B().Xreadgroup().Group(fairGroup, fairConsumer).Count(1).Block(blockMs).Noack().Streams().Key(fs.stream).Id(">").Build()).AsXRead()
+		popped, rerr := c.Do(rctx, c.B().Blpop().Key(fs.grant).Timeout(blockSec).Build()).ToArray()
 		cancel()
 		if ctx.Err() != nil {
 			return false, f.leave(ctx, h)
 		}
 		if rerr == nil {
-			if token, ok := grantToken(entries[fs.stream]); ok {
+			if token, ok := grantToken(popped); ok {
 				return f.granted(ctx, h, token, ttl)
 			}
 		}
@@ -305,16 +298,23 @@ func (f *FairLocker) leave(ctx context.Context, h *Lease) error {
 	return nil
 }
 
-// grantToken reads a grant entry {t = token} from a waiter's stream.
-func grantToken(entries []rueidis.XRangeEntry) (int64, bool) {
-	for _, e := range entries {
-		if v, ok := e.FieldValues["t"]; ok {
-			if token, err := strconv.ParseInt(v, 10, 64); err == nil && token > 0 {
-				return token, true
-			}
-		}
+// grantToken reads BLPOP's reply {key, "<token>:<slice ms>"} from a waiter's grant list.
+func grantToken(popped []rueidis.RedisMessage) (int64, bool) {
+	if len(popped) != 2 {
+		return 0, false
 	}
-	return 0, false
+	v, err := popped[1].ToString()
+	if err != nil {
+		return 0, false
+	}
+	if i := strings.IndexByte(v, ':'); i >= 0 {
+		v = v[:i]
+	}
+	token, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || token <= 0 {
+		return 0, false
+	}
+	return token, true
 }
 
 // refreshStatus reads fair_refresh.lua's status row: {0}, {1, token}, {-4, reason} or {-1}.
@@ -358,7 +358,7 @@ func (b *backend) decodeFair(msg rueidis.RedisMessage) (ownership.Reply, error) 
 		if status, err := arr[0].AsInt64(); err == nil && status == luakit.StatusBusy {
 			if v, _ := arr[1].ToString(); v == "queued" {
 				b.fair.queued = true
-				b.fair.stream = b.fair.keys[3] + b.fair.args[0]
+				b.fair.grant = b.fair.keys[3] + b.fair.args[0] + ":grant"
 				return ownership.Reply{Busy: true, HolderTTL: -1}, nil
 			}
 		}
@@ -370,7 +370,7 @@ func (b *backend) decodeFair(msg rueidis.RedisMessage) (ownership.Reply, error) 
 	return r, err
 }
 
-// cancelWait is a waiter's owner-checked cleanup: fair_cancel.lua removes its entry and stream and hands
+// cancelWait is a waiter's owner-checked cleanup: fair_cancel.lua removes its entry and keys and hands
 // on a lease granted to it.
 func (b *backend) cancelWait(ctx context.Context) (bool, error) {
 	fs := b.fair

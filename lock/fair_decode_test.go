@@ -2,6 +2,8 @@ package lock
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -94,25 +96,54 @@ func TestRefreshStatus(t *testing.T) {
 
 func TestGrantToken(t *testing.T) {
 	cases := []struct {
-		name    string
-		entries []rueidis.XRangeEntry
-		want    int64
-		ok      bool
+		name  string
+		reply []any
+		want  int64
+		ok    bool
 	}{
-		{name: "grant", entries: []rueidis.XRangeEntry{{ID: "1-0", FieldValues: map[string]string{"t": "42", "s": "1000"}}}, want: 42, ok: true},
-		{name: "none", entries: nil},
-		{name: "not a grant", entries: []rueidis.XRangeEntry{{ID: "1-0", FieldValues: map[string]string{"q": "1"}}}},
-		{name: "zero", entries: []rueidis.XRangeEntry{{ID: "1-0", FieldValues: map[string]string{"t": "0"}}}},
-		{name: "malformed", entries: []rueidis.XRangeEntry{{ID: "1-0", FieldValues: map[string]string{"t": "4x"}}}},
-		{name: "deleted entry", entries: []rueidis.XRangeEntry{{ID: "1-0"}}},
+		{name: "grant", reply: []any{"{n}:waiter:o:grant", "42:1000"}, want: 42, ok: true},
+		{name: "token alone", reply: []any{"{n}:waiter:o:grant", "7"}, want: 7, ok: true},
+		{name: "none", reply: nil},
+		{name: "key only", reply: []any{"{n}:waiter:o:grant"}},
+		{name: "zero", reply: []any{"k", "0:1000"}},
+		{name: "negative", reply: []any{"k", "-3:1000"}},
+		{name: "malformed", reply: []any{"k", "4x:1000"}},
+		{name: "empty", reply: []any{"k", ""}},
+		{name: "not a string", reply: []any{"k", int64(42)}},
+		{name: "extra element", reply: []any{"k", "42:1000", "x"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := grantToken(tc.entries)
+			var popped []rueidis.RedisMessage
+			if tc.reply != nil {
+				popped = replytest.Array(t, tc.reply...)
+			}
+			got, ok := grantToken(popped)
 			require.Equal(t, tc.ok, ok)
 			require.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// FuzzGrantToken: no popped grant makes the decoder panic, and an accepted grant's token is positive
+// and is the element's text before its first colon.
+func FuzzGrantToken(f *testing.F) {
+	f.Add("42:1000")
+	f.Add("7")
+	f.Add("x:1")
+	f.Fuzz(func(t *testing.T, v string) {
+		token, ok := grantToken(replytest.Array(t, "k", v))
+		if !ok {
+			return
+		}
+		if token <= 0 {
+			t.Fatalf("accepted token %d from %q", token, v)
+		}
+		head, _, _ := strings.Cut(v, ":")
+		if want, err := strconv.ParseInt(head, 10, 64); err != nil || want != token {
+			t.Fatalf("token %d from %q (its head parses as %d, %v)", token, v, want, err)
+		}
+	})
 }
 
 // FuzzDecodeFairAcquire: no reply makes the decoder panic, and a grant always carries a positive token.

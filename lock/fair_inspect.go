@@ -35,17 +35,17 @@ type QueuedWaiter struct {
 	TTL time.Duration
 	// Slice is the waiter's wait slice (see [WithWaitSlice]).
 	Slice time.Duration
-	// Live reports whether the waiter's stream exists: a waiter that renewed its entry within its
+	// Live reports whether the waiter's key exists: a waiter that renewed its entry within its
 	// slice. A release skips an entry that is not live.
 	Live bool
-	// Remaining is how long the entry stays live without another renewal (its stream's PTTL); 0 when
+	// Remaining is how long the entry stays live without another renewal (its key's PTTL); 0 when
 	// not Live.
 	Remaining time.Duration
 }
 
 // Inspect reads the fair lock named name without changing it: one read-only script (EVALSHA_RO) reads
 // the lease and the fence counter as [Locker.Inspect] does, the queue's length and its first
-// [MaxInspectedWaiters] entries with each waiter's stream PTTL, atomically. It reveals no owner token.
+// [MaxInspectedWaiters] entries with each waiter's key PTTL, atomically. It reveals no owner token.
 //
 // It fails before any I/O with an error matching [ErrInvalidConfig] for an invalid name; with an error
 // wrapping [ErrForeignData] when a key holds another Redis type or the fence key a value the lock never

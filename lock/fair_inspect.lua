@@ -5,8 +5,8 @@
 --
 -- Returns {status, pttl, fence, queued, entries}: the first three as inspect.lua's (status -3 also when
 -- the queue key holds another Redis type); queued the queue's length; entries a flat list of
--- {ttl ms, slice ms, stream pttl} per listed entry, oldest first (stream pttl -2 when the waiter's
--- stream is gone: a waiter the next release skips). Never returns owner tokens. O(listed entries).
+-- {ttl ms, slice ms, key pttl} per listed entry, oldest first (key pttl -2 when the waiter's key is
+-- gone: a waiter the next release skips). Never returns owner tokens. O(listed entries).
 local held = luakit_type(KEYS[1], 'string')
 local fs = luakit_type(KEYS[2], 'string')
 local qs = luakit_type(KEYS[3], 'list')

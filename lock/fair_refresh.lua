@@ -5,36 +5,39 @@
 -- ARGV[2]  wait slice in ms (>= 1)
 --
 -- Returns (luakit's reply convention):
---   {0}           still queued and not granted: the waiter's stream expires a slice from now, and a
---                 grant can only come after this script ran
---   {1, token}    granted: the lease holds this owner; token is the grant's (from the waiter's stream,
---                 or the counter's value when the stream is gone: nobody can issue a token while the
---                 lease is held); the stream is deleted, so the grant counts as read
+--   {0}           still queued and not granted: the waiter's key expires a slice from now, and a grant
+--                 can only come after this script ran (or was just pushed onto its grant list)
+--   {1, token}    granted: the lease holds this owner; token is the grant's (from the waiter's grant
+--                 list, or the counter's value when the grant was popped and its reply lost: nobody
+--                 can issue a token while the lease is held); the waiter's keys are deleted, so the
+--                 grant counts as read
 --   {-4, reason}  the counter cannot issue a token (acquire.lua's reasons): the lease is free and
 --                 the waiters cannot be served
---   {-1}          not queued: the waiter's stream is gone (its slice ended before this renewal, so a
+--   {-1}          not queued: the waiter's key is gone (its slice ended before this renewal, so a
 --                 release may have skipped it), or a grant reached it and the lease ended or was taken
---                 back before it was read; the stream is deleted and the waiter must queue again
+--                 back before it was read; the waiter's keys are deleted and it must queue again
 --                 (fair_acquire, mode 'requeue')
 -- Before that, a free lease is granted to the queue's first live waiter (a holder's lease expired, or a
 -- plain lock deleted it), and a lease held by a grantee that died before reading its grant is taken
 -- back and granted on (fair_revoke), so such a waiter delays the queue by at most its slice.
+-- Commands while queued: LINDEX, GET, then fair_revoke's (LINDEX, PTTL of the holder's grant) and
+-- PEXPIRE.
 -- ACL: the writes of fair_revoke and fair_grant, checked before anything is written.
-luakit_acl({'del', KEYS[4]}, {'del', KEYS[1]}, {'lpop', KEYS[3]}, {'lpush', KEYS[3]}, {'set', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]}, {'set', KEYS[2]}, {'xadd', KEYS[4]}, {'pexpire', KEYS[4]})
+luakit_acl({'del', KEYS[4]}, {'del', KEYS[1]}, {'lpop', KEYS[3]}, {'lpush', KEYS[3]}, {'set', KEYS[1]}, {'incr', KEYS[2]}, {'pttl', KEYS[2]}, {'get', KEYS[2]}, {'set', KEYS[2]}, {'lpush', KEYS[4]}, {'pexpire', KEYS[4]})
 
 local w = KEYS[4] .. ARGV[1]
-local last = redis.call('XREVRANGE', w, '+', '-', 'COUNT', 1)[1]
-local granted = last and last[2][1] == 't'
+local g = w .. ':grant'
+local grant = redis.call('LINDEX', g, 0)
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
-  redis.call('DEL', w)
-  if granted then
-    return {1, last[2][2]}
+  redis.call('DEL', w, g)
+  if grant then
+    return {1, string.match(grant, '^(%d+)')}
   end
   return {1, redis.call('GET', KEYS[2])}
 end
-if granted then
-  redis.call('DEL', w)
+if grant then
+  redis.call('DEL', w, g)
   return {-1}
 end
 if holder then
@@ -47,7 +50,7 @@ else
   end
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  -- granted to this waiter just now: it reads the grant from its stream
+  -- granted to this waiter just now: it pops the grant from its grant list
   return {0}
 end
 if redis.call('PEXPIRE', w, ARGV[2]) == 1 then

@@ -5,11 +5,12 @@
 --   KEYS[1]  lease key: a string holding the owner token, with a PX expiry (the plain lock's)
 --   KEYS[2]  fence key: the persistent counter (the plain lock's)
 --   KEYS[3]  queue key: a list of waiter entries '<owner>:<ttl ms>:<slice ms>', oldest first
---   KEYS[4]  waiter key prefix: the waiter with owner token o reads the stream KEYS[4] .. o with the
---            consumer group 'w' (XREADGROUP BLOCK); the stream exists while it waits (its expiry is the
---            end of its wait slice) and gets its grant, an entry {t = <fencing token>, s = <slice ms>}.
---            The streams are derived in the scripts, in the slot of KEYS[4], which is declared for
---            the slot check and ACL key patterns.
+--   KEYS[4]  waiter key prefix: the waiter with owner token o has two keys, derived in the scripts (in
+--            the slot of KEYS[4], which is declared for the slot check and ACL key patterns):
+--            KEYS[4] .. o, a string that exists while it waits (its expiry is the end of its wait
+--            slice: a release skips an entry whose key is gone), and KEYS[4] .. o .. ':grant', a list
+--            that the waiter blocks on (BLPOP) and that a grant creates with one element
+--            '<fencing token>:<slice ms>', expiring a slice after the grant.
 
 -- fair_token formats a token from luakit_fence_next as a decimal string.
 local function fair_token(token)
@@ -20,15 +21,16 @@ local function fair_token(token)
 end
 
 -- fair_grant hands the lease on to the first live waiter of the queue: it pops entries until one's
--- stream still exists (a waiter whose slice ended without renewal died or gave up, and is skipped),
--- appends the grant to that stream (XADD NOMKSTREAM: nothing is created for a dead waiter), and sets
--- the lease to the waiter's owner token with its TTL. The token is issued once, before the first
--- entry is tried (a skipped waiter's token is not reused by anyone else: tokens stay strictly
--- increasing, with a gap when every waiter was dead). With nobody live it deletes the lease. Returns
--- 1, or nil and the counter's reason (luakit_fence_next's) when the counter cannot issue a token:
--- then the lease is deleted and the popped entry put back, so that the waiters see the counter's
--- error on their next attempt. Commands on a grant: LPOP, INCR, PTTL (the counter guard), XADD, PEXPIRE
--- (the grantee's stream lives one more slice, see fair_revoke), SET.
+-- waiter key still exists (a waiter whose slice ended without renewal died or gave up, and is
+-- skipped), deletes that key (the waiter is no longer queued), pushes the grant onto the waiter's
+-- grant list (waking its BLPOP), which expires a slice later when unread, and sets the lease to the
+-- waiter's owner token with its TTL. The token is issued once, before the first entry is tried (a
+-- skipped waiter's token is not reused by anyone else: tokens stay strictly increasing, with a gap
+-- when every waiter was dead). With nobody live it deletes the lease. Returns 1, or nil and the
+-- counter's reason (luakit_fence_next's) when the counter cannot issue a token: then the lease is
+-- deleted and the popped entry put back, so that the waiters see the counter's error on their next
+-- attempt. Commands on a grant: LPOP, INCR, PTTL (the counter guard), DEL, LPUSH, PEXPIRE (the grant
+-- lives a slice, see fair_revoke), SET.
 local function fair_grant(lease, fence, queue, prefix)
   local token
   while true do
@@ -51,10 +53,12 @@ local function fair_grant(lease, fence, queue, prefix)
         token = fair_token(t)
       end
       local w = prefix .. owner
-      local slice = string.sub(e, b + 1)
-      if redis.call('XADD', w, 'NOMKSTREAM', '*', 't', token, 's', slice) then
-        -- the stream outlives the grant by a full slice, so that an unread grant can be taken back
-        redis.call('PEXPIRE', w, slice)
+      if redis.call('DEL', w) == 1 then
+        local slice = string.sub(e, b + 1)
+        local g = w .. ':grant'
+        redis.call('LPUSH', g, token .. ':' .. slice)
+        -- an unread grant lives a full slice, so that it can be taken back (fair_revoke)
+        redis.call('PEXPIRE', g, slice)
         redis.call('SET', lease, owner, 'PX', string.sub(e, a + 1, b - 1))
         return 1
       end
@@ -62,52 +66,37 @@ local function fair_grant(lease, fence, queue, prefix)
   end
 end
 
--- fair_enqueue appends owner's entry to the queue and creates its stream, empty, with the consumer
--- group the waiter reads with, expiring at the end of the slice (ms); returns the queue's length after
--- the append.
+-- fair_enqueue appends owner's entry to the queue and creates its waiter key, expiring at the end of
+-- the slice (ms); returns the queue's length after the append.
 local function fair_enqueue(queue, prefix, owner, ttl, slice)
-  local w = prefix .. owner
   local n = redis.call('RPUSH', queue, owner .. ':' .. ttl .. ':' .. slice)
-  redis.call('XGROUP', 'CREATE', w, 'w', '$', 'MKSTREAM')
-  redis.call('PEXPIRE', w, slice)
+  redis.call('SET', prefix .. owner, '1', 'PX', slice)
   return n
 end
 
 -- fair_revoke takes the lease back from a grantee that died before reading its grant: when the lease's
--- owner has a stream whose last entry is a grant that its group has not delivered (the waiter never
--- read it) for longer than a quarter of the waiter's slice by the server's clock (the entry id's time;
--- the grant extended the stream's life to a full slice, and other waiters renew every half slice), the
--- stream and the lease are deleted and the lease is granted on (fair_grant). A live grantee reads a
--- grant within one renewal round trip (it is blocked on the stream, or renews and blocks again at
--- once), and a grantee whose stream was deleted finds no grant when it reads or renews, so a lease is
--- never taken from a waiter that read its grant. Returns true when it revoked.
+-- owner has a grant list (the waiter never popped its grant) whose grant is older than a quarter of
+-- the waiter's slice by the server's clock (the list expires a full slice after the grant, so its age
+-- is the slice less its PTTL; other waiters renew every half slice), the list and the lease are
+-- deleted and the lease is granted on (fair_grant). A live grantee pops a grant within one renewal
+-- round trip (it is blocked on the list, or renews and blocks again at once), and a grantee whose list
+-- was deleted finds no grant when it reads or renews, so a lease is never taken from a waiter that
+-- read its grant. Returns true when it revoked.
 local function fair_revoke(lease, fence, queue, prefix)
   local holder = redis.call('GET', lease)
   if not holder then
     return false
   end
-  local w = prefix .. holder
-  local last = redis.call('XREVRANGE', w, '+', '-', 'COUNT', 1)[1]
-  if not last or last[2][1] ~= 't' then
+  local g = prefix .. holder .. ':grant'
+  local grant = redis.call('LINDEX', g, 0)
+  if not grant then
     return false
   end
-  local groups = redis.call('XINFO', 'GROUPS', w)
-  local delivered
-  for _, g in ipairs(groups) do
-    for i = 1, #g, 2 do
-      if g[i] == 'last-delivered-id' then
-        delivered = g[i + 1]
-      end
-    end
-  end
-  if delivered == last[1] then
+  local slice = tonumber(string.match(grant, ':(%d+)$'))
+  if not slice or slice - redis.call('PTTL', g) <= slice / 4 then
     return false
   end
-  local at = tonumber(string.match(last[1], '^(%d+)'))
-  if luakit_now_ms() - at <= tonumber(last[2][4]) / 4 then
-    return false
-  end
-  redis.call('DEL', w)
+  redis.call('DEL', g)
   redis.call('DEL', lease)
   fair_grant(lease, fence, queue, prefix)
   return true

@@ -112,11 +112,11 @@ func fixtures() []fixture {
 				in, err := fl.Inspect(ctx(t), "ctl:fair")
 				return err == nil && in.Queued == 1
 			}, 10*time.Second, time.Millisecond)
-			// The waiter queues before it blocks on its stream; wait for the block itself, so its
-			// XREADGROUP (which Redis 7.0 counts when it blocks) lands before any command-count window.
+			// The waiter queues before it blocks on its grant list; wait for the block itself, so its
+			// BLPOP (which Redis 7.0 counts when it blocks) lands before any command-count window.
 			require.Eventually(t, func() bool {
 				list, err := e.Raw.Do(ctx(t), e.Raw.B().ClientList().Build()).ToString()
-				return err == nil && blockedOn(list, "xreadgroup")
+				return err == nil && blockedOn(list, "blpop")
 			}, 10*time.Second, time.Millisecond)
 			return []string{"lock", "inspect", "ctl:fair"}, []string{ks, kf, "{ctl:fair}:queue"}, func(t *testing.T, m map[string]any) {
 				require.Equal(t, true, m["exists"])

@@ -189,7 +189,7 @@ func testFairCancel(t *testing.T, e *env) {
 	err = <-done
 	require.ErrorIs(t, err, context.Canceled)
 	require.Zero(t, e.queueLen(t, name))
-	require.ElementsMatch(t, []string{leaseKey, fenceKey}, e.keysOf(t, name), "entry and stream removed")
+	require.ElementsMatch(t, []string{leaseKey, fenceKey}, e.keysOf(t, name), "entry and waiter keys removed")
 	release(t, holder, lock.Released)
 	e.requireAbsent(t, leaseKey, "lease after release with nobody waiting")
 }
@@ -200,8 +200,8 @@ func testFairSkipsDead(t *testing.T, e *env) {
 	f := e.fair(t)
 	holder, err := f.TryAcquire(c, name, 10*time.Second)
 	require.NoError(t, err)
-	// Two dead waiters ahead: entries whose streams are gone (their slices ended).
-	e.do(t, "RPUSH", "{"+name+"}:queue", "0123456789abcdef0123456789abcdef:10000", "fedcba9876543210fedcba9876543210:10000")
+	// Two dead waiters ahead: entries whose waiter keys are gone (their slices ended).
+	e.do(t, "RPUSH", "{"+name+"}:queue", "0123456789abcdef0123456789abcdef:10000:1000", "fedcba9876543210fedcba9876543210:10000:1000")
 	got := make(chan *lock.Lease, 1)
 	go func() {
 		l, err := f.Acquire(c, name, 10*time.Second)
@@ -279,14 +279,14 @@ func testFairGrantedContract(t *testing.T, e *env) {
 	e.requireAbsent(t, leaseKey, "lease")
 }
 
-// A waiter that died after its last renewal, before its turn: its entry and stream are live, so the
-// release grants it the lease; the live waiter behind it takes the lease back at a renewal once the
-// grant went unread for half the dead waiter's slice.
+// A waiter that died after its last renewal, before its turn: its entry and waiter key are live, so
+// the release grants it the lease; the live waiter behind it takes the lease back at a renewal once
+// the grant went unread for a quarter of the dead waiter's slice.
 func testFairDeadGrantee(t *testing.T, e *env) {
 	// life: what was left of the dead waiter's slice at the release (it renewed its entry just before
 	// dying, or almost a slice before)
 	for _, life := range []string{"10000", "30"} {
-		t.Run("stream_life_"+life+"ms", func(t *testing.T) { testFairDeadGranteeLife(t, e, life) })
+		t.Run("key_life_"+life+"ms", func(t *testing.T) { testFairDeadGranteeLife(t, e, life) })
 	}
 }
 
@@ -298,9 +298,9 @@ func testFairDeadGranteeLife(t *testing.T, e *env, life string) {
 	holder, err := f.TryAcquire(c, name, 10*time.Second)
 	require.NoError(t, err)
 	dead := "0123456789abcdef0123456789abcdef"
-	stream := "{" + name + "}:waiter:" + dead
+	waiter := "{" + name + "}:waiter:" + dead
 	e.do(t, "RPUSH", "{"+name+"}:queue", dead+":600000:200")
-	require.NoError(t, e.Raw.Do(c, e.Raw.B().XgroupCreate().Key(stream).Group("w").Id("$").Mkstream().Build()).Error())
+	e.do(t, "SET", waiter, "1", "PX", "600000")
 	got := make(chan *lock.Lease, 1)
 	go func() {
 		l, err := f.Acquire(c, name, 10*time.Second)
@@ -308,7 +308,7 @@ func testFairDeadGranteeLife(t *testing.T, e *env, life string) {
 		got <- l
 	}()
 	e.waitQueue(t, name, 2)
-	e.do(t, "PEXPIRE", stream, life)
+	e.do(t, "PEXPIRE", waiter, life)
 	release(t, holder, lock.Released)
 	v, _ := e.get(t, leaseKey)
 	require.Equal(t, dead, v, "granted to the dead waiter first")
@@ -316,7 +316,8 @@ func testFairDeadGranteeLife(t *testing.T, e *env, life string) {
 	require.NotNil(t, l)
 	require.Equal(t, holder.FencingToken()+2, l.FencingToken(), "the dead waiter's token, then this one")
 	e.requireLease(t, leaseKey, l.OwnerToken())
-	require.EqualValues(t, -2, e.PTTL(t, stream), "the dead waiter's stream is deleted with its grant")
+	require.EqualValues(t, -2, e.PTTL(t, waiter), "the dead waiter's key is deleted by its grant")
+	require.EqualValues(t, -2, e.PTTL(t, waiter+":grant"), "the dead waiter's unread grant is deleted when taken back")
 	release(t, l, lock.Released)
 }
 
@@ -347,7 +348,7 @@ func testFairInspect(t *testing.T, e *env) {
 	require.Equal(t, holder.FencingToken(), in.FencingToken)
 	require.Equal(t, 2, in.Queued)
 	require.Len(t, in.Waiters, 2)
-	require.Equal(t, lock.QueuedWaiter{TTL: 5 * time.Second, Slice: time.Second}, in.Waiters[0], "an entry without a stream is not live")
+	require.Equal(t, lock.QueuedWaiter{TTL: 5 * time.Second, Slice: time.Second}, in.Waiters[0], "an entry without a waiter key is not live")
 	require.Equal(t, 3*time.Second, in.Waiters[1].TTL)
 	require.Equal(t, time.Minute, in.Waiters[1].Slice)
 	require.True(t, in.Waiters[1].Live)

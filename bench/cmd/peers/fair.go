@@ -351,7 +351,7 @@ func (r *runner) fairKilled(ctx context.Context, srv contenders.Server) (peers.F
 		dead, heldToTTL := 0, 0
 		for rep := range r.cfg.rounds {
 			// Within its slice, the kills spread over the child's renewal period (half a slice):
-			// the child dies with between a half and a whole slice of its stream's life left.
+			// the child dies with between a half and a whole slice of its waiter key's life left.
 			var killLeft time.Duration
 			if !afterSlice {
 				killLeft = fairSlice - time.Duration(2*rep+1)*fairSlice/time.Duration(4*r.cfg.rounds)
@@ -386,13 +386,13 @@ func (r *runner) fairKilled(ctx context.Context, srv contenders.Server) (peers.F
 }
 
 // killedOnce runs one killed-waiter repetition on a fresh name: the holder holds, a child process
-// queues, the live waiter queues behind it; with killLeft > 0, once the child's stream has at most
+// queues, the live waiter queues behind it; with killLeft > 0, once the child's waiter key has at most
 // killLeft of its life left (a point of the child's renewal period), the child is killed (and reaped)
 // and the holder releases at once; with killLeft 0 the child is killed at once and the holder
-// releases once the child's stream expired. It returns the delay from the release
+// releases once the child's waiter key expired. It returns the delay from the release
 // call to the live waiter's Acquire returning, whether the release granted the lease to the dead
 // child (the lease's owner read just after the release) and what was left of the child's slice then
-// (its stream's PTTL, 0 when gone).
+// (its waiter key's PTTL read just before the release, 0 when gone).
 func (r *runner) killedOnce(ctx context.Context, exe string, holder, live *lock.FairLocker, killLeft time.Duration) (delay time.Duration, toDead bool, left time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, fairTimeout)
 	defer cancel()
@@ -438,7 +438,7 @@ func (r *runner) killedOnce(ctx context.Context, exe string, holder, live *lock.
 		return 0, false, 0, err
 	}
 	childOwner, _, _ := strings.Cut(entry, ":") // entries are <owner>:<ttl ms>:<slice ms>
-	childStream := "{" + name + "}:waiter:" + childOwner
+	childKey := "{" + name + "}:waiter:" + childOwner
 
 	type acquired struct {
 		l   *lock.Lease
@@ -457,13 +457,13 @@ func (r *runner) killedOnce(ctx context.Context, exe string, holder, live *lock.
 	}
 	if killLeft > 0 {
 		err := r.poll(ctx, func() (bool, error) {
-			m, err := r.nodes[0].Do(ctx, "PTTL", childStream)
+			m, err := r.nodes[0].Do(ctx, "PTTL", childKey)
 			if err != nil {
 				return false, err
 			}
 			n, err := m.AsInt64()
 			return n >= 0 && time.Duration(n)*time.Millisecond <= killLeft, err
-		}, "the killed waiter's stream to have at most "+killLeft.String()+" left")
+		}, "the killed waiter's key to have at most "+killLeft.String()+" left")
 		if err != nil {
 			a := waitLive()
 			return 0, false, 0, errors.Join(err, a.err)
@@ -475,18 +475,26 @@ func (r *runner) killedOnce(ctx context.Context, exe string, holder, live *lock.
 	reaped = true
 	if killLeft == 0 {
 		err := r.poll(ctx, func() (bool, error) {
-			m, err := r.nodes[0].Do(ctx, "EXISTS", childStream)
+			m, err := r.nodes[0].Do(ctx, "EXISTS", childKey)
 			if err != nil {
 				return false, err
 			}
 			n, err := m.AsInt64()
 			return n == 0, err
-		}, "the killed waiter's stream to expire")
+		}, "the killed waiter's key to expire")
 		if err != nil {
 			a := waitLive()
 			return 0, false, 0, errors.Join(err, a.err)
 		}
 	}
+	// what is left of the child's slice (its waiter key's PTTL) as the release is sent: a grant
+	// deletes the key
+	pttl, err := r.nodes[0].Do(ctx, "PTTL", childKey)
+	if err != nil {
+		a := waitLive()
+		return 0, false, 0, errors.Join(err, a.err)
+	}
+	leftMs, _ := pttl.AsInt64() // -2 once the key expired
 	start := time.Now()
 	releasedHolder = true
 	if err := release(ctx, held); err != nil {
@@ -499,12 +507,6 @@ func (r *runner) killedOnce(ctx context.Context, exe string, holder, live *lock.
 		return 0, false, 0, errors.Join(err, a.err)
 	}
 	ownerToken, _ := owner.ToString() // nil when the live waiter already took it back
-	pttl, err := r.nodes[0].Do(ctx, "PTTL", childStream)
-	if err != nil {
-		a := waitLive()
-		return 0, false, 0, errors.Join(err, a.err)
-	}
-	leftMs, _ := pttl.AsInt64() // -2 once the stream expired
 	a := <-done
 	if a.err != nil {
 		return 0, false, 0, fmt.Errorf("live waiter: %w", a.err)

@@ -453,7 +453,7 @@ func TestFairVerdict(t *testing.T) {
 // TestFairSmoke runs the fair section once, briefly (4 waiters, one repetition of each killed-waiter
 // case: the child is this test binary, see TestMain), and checks its JSON: every waiter granted in
 // queue order with increasing tokens, and a delay for each case. Timing is not checked; a waiter
-// killed after its slice is never granted the lease (its stream is gone), whatever the timing.
+// killed after its slice is never granted the lease (its waiter key is gone), whatever the timing.
 func TestFairSmoke(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.json")
 	cfg := config{target: smokeTarget(), rounds: 1, duration: 30 * time.Millisecond, callers: []int{1},

@@ -15,7 +15,7 @@ type fairHandoff struct {
 }
 
 // NewFairHandoff returns Coordkit's fair lock as a hand-off contender: a FairLocker over a cache-free
-// client for the holder and another for the waiter, whose Acquire queues and blocks on its stream
+// client for the holder and another for the waiter, whose Acquire queues and blocks on its grant list
 // until the holder's release grants it the lease.
 func NewFairHandoff(s Server) (Handoff, error) {
 	hc, err := s.newClient()

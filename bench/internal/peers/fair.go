@@ -45,8 +45,8 @@ type FairFIFO struct {
 
 // FairKilled is the killed-waiter check: a waiter in another process is queued first, a live waiter
 // behind it, and the waiter's process is killed before the holder releases. InSlice releases at once
-// (the dead waiter's stream still exists, so it is granted the lease, and the live waiter takes it
-// back at a renewal); AfterSlice releases once the dead waiter's stream expired (it is skipped). The
+// (the dead waiter's key still exists, so it is granted the lease, and the live waiter takes it
+// back at a renewal); AfterSlice releases once the dead waiter's key expired (it is skipped). The
 // delays run from the holder's release call to the live waiter's Acquire returning. SliceMs is both
 // waiters' wait slice, DeadTTLMs the killed waiter's lease TTL.
 type FairKilled struct {
@@ -59,8 +59,8 @@ type FairKilled struct {
 // DelaySpread is the minimum, median and maximum of a few delays, and each of them (ms). DeadGrants is how
 // many times the release granted the lease to the killed waiter (read just after the release);
 // HeldToTTL how many times the live waiter acquired only after that lease's TTL (it was not taken
-// back); SliceLeftMs what was left of the killed waiter's slice just after each release (its
-// stream's PTTL; 0 once it expired), in the order of Ms.
+// back); SliceLeftMs what was left of the killed waiter's slice as each release was sent (its
+// waiter key's PTTL just before it; 0 once it expired), in the order of Ms.
 type DelaySpread struct {
 	MinMs      float64   `json:"min_ms"`
 	MedianMs   float64   `json:"median_ms"`
