@@ -53,7 +53,9 @@ import (
 // ended. One that dies within its last slice before its turn is granted the lease; its grant list
 // lives a slice, and the next waiter takes the lease back at a renewal once the grant went unread
 // (still in the list) for a quarter of the dead waiter's slice, by the server's clock: such a waiter
-// delays the queue by at most its slice. A live waiter reads its grant within a round trip or two;
+// delays the queue by at most its slice, provided that a waiter behind it renews within that slice
+// (the same [WithWaitSlice] or a shorter one; an unread grant expires a slice after it was made, and
+// the lease then stays with the dead waiter until its TTL). A live waiter reads its grant within a round trip or two;
 // one that reads it after it was taken back finds no grant and queues again.
 //
 // # Local estimate of a grant
@@ -161,9 +163,12 @@ func (f *FairLocker) TryAcquire(ctx context.Context, name string, ttl time.Durat
 // [Locker.Acquire].
 //
 // Transient errors and late grants are retried after the retry delay (a late grant is handed on to the
-// next waiter and this caller queues again, at the end). When ctx ends it removes its entry (handing on
-// a grant that arrived meanwhile) and returns an error wrapping ctx.Err() (and [ErrUncertain] when an
-// attempt was in flight; its cleanup is sent). Other errors end the wait the same way.
+// next waiter and this caller queues again, at the end). When ctx ends it returns within a round trip
+// or two, also while blocked (it pushes a cancel marker onto its own grant list, which ends the pop;
+// where the ACL refuses that push, the pop ends at its block timeout, half a slice at most): it
+// removes its entry (handing on a grant that arrived meanwhile) and returns an error wrapping
+// ctx.Err() (and [ErrUncertain] when an attempt was in flight; its cleanup is sent). Other errors end
+// the wait the same way.
 func (f *FairLocker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	ctx, sc, err := f.l.own.Begin(ctx, "ACQUIRE")
 	if err != nil {
@@ -215,13 +220,8 @@ func (f *FairLocker) await(ctx context.Context, h *Lease, ttl time.Duration) (re
 	fs := b.fair
 	c := b.client
 	block := f.block(ttl)
-	blockSec := block.Seconds()
 	for {
-		// A deadline lets rueidis read the blocking reply on this goroutine; the server answers (nil)
-		// after block.
-		rctx, cancel := context.WithTimeout(ctx, block+f.l.own.CleanupTimeout+time.Second)
-		popped, rerr := c.Do(rctx, c.B().Blpop().Key(fs.grant).Timeout(blockSec).Build()).ToArray()
-		cancel()
+		popped, rerr := f.pop(ctx, c, fs, block)
 		if ctx.Err() != nil {
 			return false, f.leave(ctx, h)
 		}
@@ -273,6 +273,38 @@ func (f *FairLocker) await(ctx context.Context, h *Lease, ttl time.Duration) (re
 		}
 	}
 }
+
+// pop blocks on the waiter's grant list for block and returns BLPOP's reply.
+// A deadline lets rueidis read the blocking reply on this goroutine, which is the fastest wake-up, but
+// rueidis then ignores ctx's cancellation until the server answers; so when ctx ends during the pop,
+// a cancel marker ("c", which is no grant) is pushed onto the grant list from the client's pipelined
+// connection (RPUSH, after any grant; PEXPIRE, so that a marker that arrives after the pop ended
+// expires a slice later), and the pop returns at once. pop returns only after that push finished
+// (bounded by the cleanup timeout), so no goroutine outlives it.
+func (f *FairLocker) pop(ctx context.Context, c rueidis.Client, fs *fairState, block time.Duration) ([]rueidis.RedisMessage, error) {
+	cleanup := f.l.own.CleanupTimeout
+	if cleanup <= 0 {
+		cleanup = time.Second // WithCleanupTimeout's default
+	}
+	rctx, cancel := context.WithTimeout(ctx, block+cleanup+time.Second)
+	defer cancel()
+	woken := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(woken)
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanup)
+		defer wcancel()
+		c.DoMulti(wctx, c.B().Rpush().Key(fs.grant).Element(fairCancelMarker).Build(),
+			c.B().Pexpire().Key(fs.grant).Milliseconds(f.slice.Milliseconds()).Build())
+	})
+	popped, err := c.Do(rctx, c.B().Blpop().Key(fs.grant).Timeout(block.Seconds()).Build()).ToArray()
+	if !stop() {
+		<-woken
+	}
+	return popped, err
+}
+
+// fairCancelMarker is what a waiter whose ctx ended pushes onto its own grant list to end its pop.
+const fairCancelMarker = "c"
 
 // granted starts the handle for a grant with token; a late grant was handed on by the cleanup and the
 // caller queues again with a new owner token.

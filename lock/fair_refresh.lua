@@ -27,12 +27,14 @@ luakit_acl({'del', KEYS[4]}, {'del', KEYS[1]}, {'lpop', KEYS[3]}, {'lpush', KEYS
 
 local w = KEYS[4] .. ARGV[1]
 local g = w .. ':grant'
-local grant = redis.call('LINDEX', g, 0)
+-- the grant '<token>:<slice>' (a waiter's cancel marker is no grant)
+local head = redis.call('LINDEX', g, 0)
+local grant = head and string.match(head, '^(%d+):')
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
   redis.call('DEL', w, g)
   if grant then
-    return {1, string.match(grant, '^(%d+)')}
+    return {1, grant}
   end
   return {1, redis.call('GET', KEYS[2])}
 end

@@ -114,10 +114,7 @@ func fixtures() []fixture {
 			}, 10*time.Second, time.Millisecond)
 			// The waiter queues before it blocks on its grant list; wait for the block itself, so its
 			// BLPOP (which Redis 7.0 counts when it blocks) lands before any command-count window.
-			require.Eventually(t, func() bool {
-				list, err := e.Raw.Do(ctx(t), e.Raw.B().ClientList().Build()).ToString()
-				return err == nil && blockedOn(list, "blpop")
-			}, 10*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return e.BlockedIn(t, "blpop") }, 10*time.Second, time.Millisecond)
 			return []string{"lock", "inspect", "ctl:fair"}, []string{ks, kf, "{ctl:fair}:queue"}, func(t *testing.T, m map[string]any) {
 				require.Equal(t, true, m["exists"])
 				require.Equal(t, int64(1), num(t, m, "queued"))
@@ -349,23 +346,6 @@ func testInspectOutput(t *testing.T, e *env) {
 			cleanup(t, e, f.name)
 		})
 	}
-}
-
-// blockedOn reports whether a CLIENT LIST reply shows a client blocked (flag b) in command cmd.
-func blockedOn(list, cmd string) bool {
-	for _, line := range strings.Split(list, "\n") {
-		var blocked, in bool
-		for _, f := range strings.Fields(line) {
-			if v, ok := strings.CutPrefix(f, "flags="); ok {
-				blocked = strings.Contains(v, "b")
-			}
-			in = in || f == "cmd="+cmd
-		}
-		if blocked && in {
-			return true
-		}
-	}
-	return false
 }
 
 // cleanup deletes the fixture's keys so the next scenario starts afresh.

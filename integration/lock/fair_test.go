@@ -26,6 +26,7 @@ var fairScenarios = []matrix.Scenario[*env]{
 	{Name: "07_granted_lease_keeps_the_contract", Run: testFairGrantedContract},
 	{Name: "08_grant_to_a_dead_waiter_is_taken_back", Run: testFairDeadGrantee},
 	{Name: "09_inspect_lists_the_queue_without_owner_tokens", Run: testFairInspect},
+	{Name: "10_cancel_ends_a_blocked_pop_at_once", Run: testFairCancelBlocked},
 }
 
 func TestFairLock(t *testing.T) {
@@ -284,8 +285,8 @@ func testFairGrantedContract(t *testing.T, e *env) {
 // the grant went unread for a quarter of the dead waiter's slice.
 func testFairDeadGrantee(t *testing.T, e *env) {
 	// life: what was left of the dead waiter's slice at the release (it renewed its entry just before
-	// dying, or almost a slice before)
-	for _, life := range []string{"10000", "30"} {
+	// dying, or most of a slice before)
+	for _, life := range []string{"2000", "300"} {
 		t.Run("key_life_"+life+"ms", func(t *testing.T) { testFairDeadGranteeLife(t, e, life) })
 	}
 }
@@ -293,13 +294,15 @@ func testFairDeadGrantee(t *testing.T, e *env) {
 func testFairDeadGranteeLife(t *testing.T, e *env, life string) {
 	c := ctx(t)
 	name, leaseKey, _ := named("fair8:" + life)
-	const slice = 200 * time.Millisecond
+	// Slices of 2 s (the live waiter renews every second): a loaded machine that delays a renewal by
+	// most of a second neither lapses the live waiter nor lets the dead waiter's grant expire unseen.
+	const slice = 2 * time.Second
 	f := e.fair(t, lock.WithWaitSlice(slice))
 	holder, err := f.TryAcquire(c, name, 10*time.Second)
 	require.NoError(t, err)
 	dead := "0123456789abcdef0123456789abcdef"
 	waiter := "{" + name + "}:waiter:" + dead
-	e.do(t, "RPUSH", "{"+name+"}:queue", dead+":600000:200")
+	e.do(t, "RPUSH", "{"+name+"}:queue", dead+":600000:2000")
 	e.do(t, "SET", waiter, "1", "PX", "600000")
 	got := make(chan *lock.Lease, 1)
 	go func() {
@@ -361,4 +364,34 @@ func testFairInspect(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.False(t, in.Exists)
 	require.Zero(t, in.Queued, "the dead entry was skipped by the release")
+}
+
+// A waiter blocked in its pop (BLPOP, read on its own goroutine, which ctx cannot interrupt) returns
+// as soon as its ctx ends, not when the server's block timeout (here 15 minutes) passes: the
+// cancellation pushes a marker onto its grant list, and the cleanup leaves no key behind.
+func testFairCancelBlocked(t *testing.T, e *env) {
+	c := ctx(t)
+	name, leaseKey, fenceKey := named("fair10")
+	f := e.fair(t, lock.WithWaitSlice(time.Hour)) // block: a quarter of the TTL, 15 minutes
+	holder, err := f.TryAcquire(c, name, 5*time.Minute)
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(c)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Acquire(wctx, name, time.Hour)
+		done <- err
+	}()
+	e.waitQueue(t, name, 1)
+	require.Eventually(t, func() bool { return e.BlockedIn(t, "blpop") }, 10*time.Second, time.Millisecond, "the waiter never blocked in BLPOP")
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Acquire did not return 20 s after its ctx ended (its pop blocks for 15 minutes)")
+	}
+	require.Zero(t, e.queueLen(t, name))
+	require.ElementsMatch(t, []string{leaseKey, fenceKey}, e.keysOf(t, name), "entry, waiter key and grant list removed")
+	release(t, holder, lock.Released)
 }

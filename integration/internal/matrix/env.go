@@ -3,6 +3,7 @@ package matrix
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,44 @@ func (e *Env) ClientOption() rueidis.ClientOption {
 		return e.Cluster.ClientOption()
 	}
 	return e.Srv.ClientOption()
+}
+
+// BlockedIn reports whether CLIENT LIST on any server process of the target shows a client blocked
+// (flag b) in command cmd (lower case, as CLIENT LIST names it, e.g. "blpop"). A failed read fails t.
+// Poll it to know that a blocking command was sent and has blocked, not only that it was issued.
+func (e *Env) BlockedIn(t testing.TB, cmd string) bool {
+	t.Helper()
+	for _, n := range e.Nodes {
+		m, err := n.Do(Ctx(t), "CLIENT", "LIST")
+		if err != nil {
+			t.Fatalf("client list of %s: %v", n.Addr, err)
+		}
+		list, err := m.ToString()
+		if err != nil {
+			t.Fatalf("client list of %s: %v", n.Addr, err)
+		}
+		if blockedIn(list, cmd) {
+			return true
+		}
+	}
+	return false
+}
+
+// blockedIn reports whether a CLIENT LIST reply shows a client blocked (flag b) in command cmd.
+func blockedIn(list, cmd string) bool {
+	for _, line := range strings.Split(list, "\n") {
+		var blocked, in bool
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "flags="); ok {
+				blocked = strings.Contains(v, "b")
+			}
+			in = in || f == "cmd="+cmd
+		}
+		if blocked && in {
+			return true
+		}
+	}
+	return false
 }
 
 // CommandStats sums INFO commandstats (calls per command) over every server process of the target.

@@ -44,3 +44,23 @@ func TestCommandsBetween(t *testing.T) {
 		t.Fatalf("CommandsBetween of one reading = %v, want nothing", d)
 	}
 }
+
+func TestBlockedIn(t *testing.T) {
+	const list = "id=3 addr=127.0.0.1:1 flags=N db=0 cmd=client|list\n" +
+		"id=4 addr=127.0.0.1:2 flags=b db=0 cmd=blpop\n" +
+		"id=5 addr=127.0.0.1:3 flags=N db=0 cmd=xreadgroup\n"
+	cases := []struct {
+		cmd  string
+		want bool
+	}{
+		{"blpop", true},
+		{"xreadgroup", false}, // not blocked
+		{"brpop", false},
+		{"blp", false},
+	}
+	for _, tc := range cases {
+		if got := blockedIn(list, tc.cmd); got != tc.want {
+			t.Errorf("blockedIn(%q) = %v, want %v", tc.cmd, got, tc.want)
+		}
+	}
+}
