@@ -321,12 +321,8 @@ func (c *Cluster) BeginMigration(ctx context.Context, slot int, to *Server, opts
 	if m.toID, err = nodeID(ctx, to.Addr); err != nil {
 		return nil, fmt.Errorf("testkit: %w", err)
 	}
-	s := strconv.Itoa(slot)
-	if _, err := to.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", m.fromID); err != nil {
-		return nil, fmt.Errorf("testkit: CLUSTER SETSLOT %s IMPORTING on %s: %w", s, to.Addr, err)
-	}
-	if _, err := from.Do(ctx, "CLUSTER", "SETSLOT", s, "MIGRATING", m.toID); err != nil {
-		return nil, fmt.Errorf("testkit: CLUSTER SETSLOT %s MIGRATING on %s: %w", s, from.Addr, err)
+	if err := m.restate(ctx); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -356,8 +352,72 @@ func (m *Migration) MoveKeys(ctx context.Context, keys ...string) error {
 		return err
 	}
 	args := append([]string{"MIGRATE", host, port, "", "0", strconv.FormatInt(m.migrateTimeout.Milliseconds(), 10), "KEYS"}, keys...)
-	if _, err := m.From.Do(ctx, args...); err != nil {
-		return fmt.Errorf("testkit: MIGRATE from %s to %s: %w", m.From.Addr, m.To.Addr, err)
+	for attempt := 1; ; attempt++ {
+		_, err := m.From.Do(ctx, args...)
+		if err == nil {
+			return nil
+		}
+		// The destination answered MOVED: it did not count the slot as importing at that moment
+		// (seen once on a loaded Valkey 9.1.2 Cluster, in the round after the slot had moved the other
+		// way). Restate both migration states and try again, a bounded number of times.
+		if !strings.Contains(err.Error(), "MOVED") || attempt == migrateAttempts {
+			return fmt.Errorf("testkit: MIGRATE from %s to %s: %w", m.From.Addr, m.To.Addr, err)
+		}
+		if err := m.restate(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testkit: MIGRATE from %s to %s: %w (after %w)", m.From.Addr, m.To.Addr, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// awaitEpoch polls CLUSTER INFO until the destination's cluster_current_epoch is at least the
+// source's cluster_my_epoch (its config epoch), bounded by ctx.
+func (m *Migration) awaitEpoch(ctx context.Context) error {
+	epoch := func(n *Server, field string) (int64, error) {
+		reply, err := rawDo(ctx, n.Addr, 2*time.Second, "CLUSTER", "INFO")
+		if err != nil {
+			return 0, fmt.Errorf("testkit: %s: CLUSTER INFO: %w", n.Addr, err)
+		}
+		s, _ := reply.(string)
+		return strconv.ParseInt(parseInfo(s)[field], 10, 64)
+	}
+	for {
+		src, err := epoch(m.From, "cluster_my_epoch")
+		if err != nil {
+			return err
+		}
+		dst, err := epoch(m.To, "cluster_current_epoch")
+		if err != nil {
+			return err
+		}
+		if dst >= src {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testkit: slot %d: %s knows epoch %d, below the source's %d: %w", m.Slot, m.To.Addr, dst, src, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// migrateAttempts bounds MoveKeys' MIGRATEs of one batch when the destination answers MOVED.
+const migrateAttempts = 20
+
+// restate sends the migration's two CLUSTER SETSLOT commands (IMPORTING on the destination, then
+// MIGRATING on the source): BeginMigration's first steps, which MoveKeys repeats (both are idempotent
+// while the migration lasts).
+func (m *Migration) restate(ctx context.Context) error {
+	s := strconv.Itoa(m.Slot)
+	if _, err := m.To.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", m.fromID); err != nil {
+		return fmt.Errorf("testkit: CLUSTER SETSLOT %s IMPORTING on %s: %w", s, m.To.Addr, err)
+	}
+	if _, err := m.From.Do(ctx, "CLUSTER", "SETSLOT", s, "MIGRATING", m.toID); err != nil {
+		return fmt.Errorf("testkit: CLUSTER SETSLOT %s MIGRATING on %s: %w", s, m.From.Addr, err)
 	}
 	return nil
 }
@@ -384,6 +444,19 @@ func (m *Migration) Finish(ctx context.Context) error {
 		if err := m.MoveKeys(ctx, keys...); err != nil {
 			return err
 		}
+	}
+	// SETSLOT NODE on the destination bumps its config epoch above the highest it knows, without
+	// consensus, so that its claim beats the source's in gossip. Two things can spoil that, and then
+	// the source's gossip takes the slot back (and the destination drops the keys it received): the
+	// destination no longer counts the slot as importing (seen once: it then does not bump), or it
+	// has not yet heard the source's epoch (the source bumped it when it took the slot last time, and
+	// the previous Finish waited only for the slot's owner, which SETSLOT NODE sets on every node
+	// directly). So restate the migration and wait until the destination knows the source's epoch.
+	if err := m.restate(ctx); err != nil {
+		return err
+	}
+	if err := m.awaitEpoch(ctx); err != nil {
+		return err
 	}
 	for _, n := range []*Server{m.To, m.From} {
 		if _, err := n.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", m.toID); err != nil {
